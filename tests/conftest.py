@@ -1,0 +1,42 @@
+"""Shared fixtures: one real embedded broker for the whole session.
+
+Tests isolate themselves with a unique ``KAFKA_TOPIC_PREFIX`` (see
+``kafka_topics``) instead of restarting the broker, which keeps the suite fast.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+import pytest
+
+from tracker.broker import EmbeddedBroker
+from tracker.conf import KafkaConfig
+from tracker.kafka import ensure_topics
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """A real Tansu broker on a free loopback port, shared by the session."""
+    port = free_port()
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{port}"
+    broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def kafka_topics(kafka_broker, monkeypatch):
+    """Fresh, empty topics for one test: a unique prefix on the shared broker."""
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", prefix)
+    ensure_topics(config=KafkaConfig())
+    return prefix

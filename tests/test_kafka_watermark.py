@@ -1,0 +1,44 @@
+"""Tansu reports the high watermark as (base offset of the last batch + 1).
+
+These tests prove that the readers the system uses still see every record,
+including the tail of a batched write to a topic that then goes idle.
+"""
+
+from __future__ import annotations
+
+from tracker import kafka
+from tracker.events import Topic, topic_name
+
+
+def _produce_batched(n: int) -> None:
+    prod = kafka.producer(**{"linger.ms": 50})
+    for i in range(n):
+        prod.produce(topic_name(Topic.ORDERS), key=b"42", value=str(i).encode())
+    assert prod.flush(10) == 0
+
+
+def test_broker_watermark_under_reports_batched_writes(kafka_topics):
+    """Documents the quirk the readers must survive (if Tansu fixes it, this tells us)."""
+    _produce_batched(10)
+    cons = kafka.consumer()
+    name = topic_name(Topic.ORDERS)
+    highs = [
+        cons.get_watermark_offsets(kafka.TopicPartition(name, p), timeout=5)[1]
+        for p in kafka.partitions_of(cons, name)
+    ]
+    cons.close()
+    assert sum(highs) < 10
+
+
+def test_end_offsets_finds_the_true_end_of_an_idle_topic(kafka_topics):
+    _produce_batched(10)
+    cons = kafka.consumer()
+    ends = kafka.end_offsets(cons, topic_name(Topic.ORDERS))
+    cons.close()
+    assert sum(ends.values()) == 10
+
+
+def test_reading_to_idle_returns_the_last_records_of_a_batch(kafka_topics):
+    _produce_batched(10)
+    records = kafka.read_topic(Topic.ORDERS, idle_timeout=0.3)
+    assert [r.value for r in records] == [str(i).encode() for i in range(10)]

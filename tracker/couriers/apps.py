@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CouriersConfig(AppConfig):
+    name = "tracker.couriers"
+    verbose_name = "Couriers"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CustomersConfig(AppConfig):
+    name = "tracker.customers"
+    verbose_name = "Customers"

@@ -1,0 +1,509 @@
+"""The event contract: every Kafka topic and every event, in one place.
+
+Django (outbox and telemetry producers), the Spark job and the Pinot stand-in all
+import this module, so a field renamed here is renamed everywhere. It depends on
+the standard library only, so Spark executors and the serving layer can import
+it without Django.
+
+Conventions, chosen so that every consumer can rely on them:
+
+* every event carries ``event_id`` (UUID4 string), ``event_time`` (epoch
+  milliseconds, UTC) and ``schema_version``;
+* every event is keyed by its ``order_id`` (as decimal text), so all events of
+  one order land in one partition, in order, and Pinot's upsert (which needs the
+  topic partitioned by primary key) holds;
+* times are integers in epoch milliseconds everywhere: no string formats to
+  disagree about (Python's ``isoformat`` drops zero microseconds);
+* money is a decimal string in source events (the system of record is Decimal)
+  and a float in enriched events, which feed analytics sums.
+
+``parse_event`` is the single entry point for untrusted bytes; it raises
+:class:`EventValidationError` naming the offending field, which the stream job
+turns into a dead letter.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+import time
+import types
+import typing
+import uuid
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Any, ClassVar
+
+SCHEMA_VERSION = 1
+
+#: Events more than this far ahead of the receiver's clock are refused.
+MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
+
+
+class Topic(StrEnum):
+    """Logical topic names; :func:`topic_name` adds the deployment's prefix."""
+
+    ORDERS = "orders"
+    ORDER_STATUSES = "order_statuses"
+    DELIVERY_LOCATIONS = "delivery_locations"
+    ORDERS_ENRICHED = "orders_enriched"
+    DELIVERY_STATUSES = "delivery_statuses"
+    ORDER_ITEMS_ENRICHED = "order_items_enriched"
+    DEAD_LETTERS = "dead_letters"
+
+
+SOURCE_TOPICS = (Topic.ORDERS, Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS)
+ENRICHED_TOPICS = (Topic.ORDERS_ENRICHED, Topic.DELIVERY_STATUSES, Topic.ORDER_ITEMS_ENRICHED)
+
+
+def topic_name(topic: Topic | str, prefix: str | None = None) -> str:
+    """The physical topic name: ``KAFKA_TOPIC_PREFIX`` + logical name."""
+    if prefix is None:
+        from tracker.conf import env_str
+
+        prefix = env_str("KAFKA_TOPIC_PREFIX", "")
+    return f"{prefix}{Topic(topic).value}"
+
+
+class OrderStatus(StrEnum):
+    """The order lifecycle of the book's pizza shop, plus cancellation."""
+
+    PLACED_ORDER = "PLACED_ORDER"
+    ORDER_CONFIRMED = "ORDER_CONFIRMED"
+    BEING_PREPARED = "BEING_PREPARED"
+    BEING_COOKED = "BEING_COOKED"
+    OUT_FOR_DELIVERY = "OUT_FOR_DELIVERY"
+    ARRIVING_AT_DOOR = "ARRIVING_AT_DOOR"
+    DELIVERED = "DELIVERED"
+    CANCELLED = "CANCELLED"
+
+
+#: The happy path, in order. Its index is the "rank" used to refuse going backwards.
+LIFECYCLE: tuple[OrderStatus, ...] = (
+    OrderStatus.PLACED_ORDER,
+    OrderStatus.ORDER_CONFIRMED,
+    OrderStatus.BEING_PREPARED,
+    OrderStatus.BEING_COOKED,
+    OrderStatus.OUT_FOR_DELIVERY,
+    OrderStatus.ARRIVING_AT_DOOR,
+    OrderStatus.DELIVERED,
+)
+TERMINAL_STATUSES = frozenset({OrderStatus.DELIVERED, OrderStatus.CANCELLED})
+#: Cancellation is allowed only before the food leaves the restaurant.
+CANCELLABLE_STATUSES = frozenset(LIFECYCLE[: LIFECYCLE.index(OrderStatus.OUT_FOR_DELIVERY)])
+#: Statuses in which a courier is on the road and GPS points are expected.
+IN_TRANSIT_STATUSES = frozenset({OrderStatus.OUT_FOR_DELIVERY, OrderStatus.ARRIVING_AT_DOOR})
+
+
+def next_status(status: OrderStatus | str) -> OrderStatus | None:
+    """The status that follows ``status`` on the happy path (None when terminal)."""
+    status = OrderStatus(status)
+    if status in TERMINAL_STATUSES:
+        return None
+    return LIFECYCLE[LIFECYCLE.index(status) + 1]
+
+
+def status_rank(status: OrderStatus | str) -> int:
+    """Position in the lifecycle; CANCELLED ranks after everything (it is terminal)."""
+    status = OrderStatus(status)
+    return len(LIFECYCLE) if status is OrderStatus.CANCELLED else LIFECYCLE.index(status)
+
+
+def can_transition(current: OrderStatus | str, target: OrderStatus | str) -> bool:
+    """Whether the lifecycle allows ``current`` -> ``target`` (one step, or a cancel)."""
+    current, target = OrderStatus(current), OrderStatus(target)
+    if target is OrderStatus.CANCELLED:
+        return current in CANCELLABLE_STATUSES
+    return next_status(current) is target
+
+
+def status_time_field(status: OrderStatus | str) -> str:
+    """Name of the enriched column holding when an order entered ``status``."""
+    return f"{OrderStatus(status).value.lower()}_at"
+
+
+STATUS_TIME_FIELDS: tuple[str, ...] = tuple(status_time_field(s) for s in OrderStatus)
+
+
+class EventValidationError(ValueError):
+    """An event failed validation; ``field`` names the offending field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_event_id() -> str:
+    return str(uuid.uuid4())
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_type(name: str, value: Any, annotation: Any) -> Any:
+    """Validate ``value`` against a dataclass annotation; return the normalised value."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _check_type(name, value, inner)
+    if value is None:
+        raise EventValidationError(name, "is required")
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise EventValidationError(name, f"must be a boolean, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise EventValidationError(name, f"must be an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise EventValidationError(name, f"must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise EventValidationError(name, f"must be finite, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise EventValidationError(name, f"must be a string, got {value!r}")
+        return value
+    if origin is list:
+        (item_type,) = typing.get_args(annotation)
+        if not isinstance(value, list):
+            raise EventValidationError(name, f"must be a list, got {type(value).__name__}")
+        return [_check_type(f"{name}[{i}]", item, item_type) for i, item in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
+        return value
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
+        return annotation.from_dict(value, prefix=f"{name}.")
+    raise TypeError(f"unsupported annotation {annotation!r} for {name}")  # programming error
+
+
+def _check_lat_lon(obj: Any, lat_field: str, lon_field: str, prefix: str = "") -> None:
+    lat, lon = getattr(obj, lat_field), getattr(obj, lon_field)
+    if lat is not None and not -90.0 <= lat <= 90.0:
+        raise EventValidationError(prefix + lat_field, f"latitude out of range: {lat}")
+    if lon is not None and not -180.0 <= lon <= 180.0:
+        raise EventValidationError(prefix + lon_field, f"longitude out of range: {lon}")
+
+
+def _check_money(name: str, value: str) -> None:
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        raise EventValidationError(name, f"must be a decimal amount, got {value!r}") from None
+    if not amount.is_finite() or amount < 0:
+        raise EventValidationError(name, f"must be a non-negative amount, got {value!r}")
+
+
+class _Record:
+    """Shared (de)serialisation for the contract's dataclasses."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], prefix: str = "") -> Any:
+        if not isinstance(data, dict):
+            raise EventValidationError(prefix.rstrip(".") or "event", "must be a JSON object")
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            name = prefix + f.name
+            if f.name not in data:
+                if f.default is not dataclasses.MISSING:
+                    values[f.name] = f.default
+                    continue
+                raise EventValidationError(name, "is required")
+            values[f.name] = _check_type(name, data[f.name], hints[f.name])
+        record = cls(**values)
+        record.validate(prefix)
+        return record
+
+    def validate(self, prefix: str = "") -> None:
+        """Semantic checks beyond types; subclasses extend."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+@dataclasses.dataclass(frozen=True)
+class Event(_Record):
+    """Fields common to every event on every topic."""
+
+    TOPIC: ClassVar[Topic]
+
+    event_id: str
+    event_time: int
+    order_id: int
+
+    def validate(self, prefix: str = "") -> None:
+        try:
+            uuid.UUID(self.event_id)
+        except ValueError:
+            raise EventValidationError(prefix + "event_id", "must be a UUID") from None
+        if self.event_time <= 0:
+            raise EventValidationError(prefix + "event_time", "must be positive epoch millis")
+        if self.event_time > now_ms() + MAX_CLOCK_SKEW_MS:
+            raise EventValidationError(prefix + "event_time", "is in the future")
+        if self.order_id <= 0:
+            raise EventValidationError(prefix + "order_id", "must be a positive integer")
+
+    def key(self) -> bytes:
+        """The Kafka message key: all events of one order share a partition."""
+        return str(self.order_id).encode()
+
+    def to_json(self) -> bytes:
+        body = {"schema_version": SCHEMA_VERSION, **self.to_dict()}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderItem(_Record):
+    product_id: int
+    name: str
+    category: str
+    quantity: int
+    unit_price: str
+
+    def validate(self, prefix: str = "") -> None:
+        if self.quantity <= 0:
+            raise EventValidationError(prefix + "quantity", "must be at least 1")
+        _check_money(prefix + "unit_price", self.unit_price)
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderPlaced(Event):
+    """Topic ``orders``: everything downstream needs to know about a new order."""
+
+    TOPIC: ClassVar[Topic] = Topic.ORDERS
+
+    customer_id: int
+    customer_name: str
+    restaurant_id: int
+    restaurant_name: str
+    restaurant_lat: float
+    restaurant_lon: float
+    delivery_lat: float
+    delivery_lon: float
+    items: list[OrderItem]
+    total: str
+
+    def validate(self, prefix: str = "") -> None:
+        super().validate(prefix)
+        _check_lat_lon(self, "restaurant_lat", "restaurant_lon", prefix)
+        _check_lat_lon(self, "delivery_lat", "delivery_lon", prefix)
+        _check_money(prefix + "total", self.total)
+        if not self.items:
+            raise EventValidationError(prefix + "items", "must not be empty")
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderStatusChanged(Event):
+    """Topic ``order_statuses``: the order entered ``status`` at ``event_time``."""
+
+    TOPIC: ClassVar[Topic] = Topic.ORDER_STATUSES
+
+    status: str
+    previous_status: str | None = None
+    courier_id: int | None = None
+
+    def validate(self, prefix: str = "") -> None:
+        super().validate(prefix)
+        for name in ("status", "previous_status"):
+            value = getattr(self, name)
+            if value is not None and value not in OrderStatus.__members__:
+                raise EventValidationError(prefix + name, f"unknown status {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeliveryLocation(Event):
+    """Topic ``delivery_locations``: one GPS point of the courier carrying an order."""
+
+    TOPIC: ClassVar[Topic] = Topic.DELIVERY_LOCATIONS
+
+    courier_id: int
+    lat: float
+    lon: float
+
+    def validate(self, prefix: str = "") -> None:
+        super().validate(prefix)
+        _check_lat_lon(self, "lat", "lon", prefix)
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderEnriched(Event):
+    """Topic ``orders_enriched``: the latest state of one order (Pinot upsert by order_id).
+
+    ``version`` increases by one with every accepted change; consumers treat a
+    record whose (order_id, version) they have seen as a no-op. ``event_time`` is
+    the time of the change that produced this version. ``<status>_at`` holds the
+    time the order entered each status so far (None when not reached).
+    """
+
+    TOPIC: ClassVar[Topic] = Topic.ORDERS_ENRICHED
+
+    version: int
+    customer_id: int
+    customer_name: str
+    restaurant_id: int
+    restaurant_name: str
+    restaurant_lat: float
+    restaurant_lon: float
+    delivery_lat: float
+    delivery_lon: float
+    items: list[OrderItem]
+    item_count: int
+    total: float
+    status: str
+    status_time: int
+    created_at: int
+    placed_order_at: int | None = None
+    order_confirmed_at: int | None = None
+    being_prepared_at: int | None = None
+    being_cooked_at: int | None = None
+    out_for_delivery_at: int | None = None
+    arriving_at_door_at: int | None = None
+    delivered_at: int | None = None
+    cancelled_at: int | None = None
+    courier_id: int | None = None
+    courier_lat: float | None = None
+    courier_lon: float | None = None
+    location_time: int | None = None
+    distance_left_km: float | None = None
+    eta_seconds: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DeliveryStatus(Event):
+    """Topic ``delivery_statuses``: a courier position of an order in transit."""
+
+    TOPIC: ClassVar[Topic] = Topic.DELIVERY_STATUSES
+
+    version: int
+    customer_id: int
+    restaurant_id: int
+    courier_id: int
+    status: str
+    lat: float
+    lon: float
+    destination_lat: float
+    destination_lon: float
+    distance_left_km: float
+    eta_seconds: int
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderItemEnriched(Event):
+    """Topic ``order_items_enriched``: one row per order line (append-only, key order_id+line)."""
+
+    TOPIC: ClassVar[Topic] = Topic.ORDER_ITEMS_ENRICHED
+
+    line: int
+    customer_id: int
+    restaurant_id: int
+    restaurant_name: str
+    product_id: int
+    product_name: str
+    category: str
+    quantity: int
+    unit_price: float
+    line_total: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadLetter(_Record):
+    """Topic ``dead_letters``: an input that could not be used, with why and its bytes."""
+
+    event_id: str
+    event_time: int
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    reason: str
+    key_b64: str | None
+    value_b64: str
+
+    @classmethod
+    def for_message(
+        cls,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        reason: str,
+    ) -> DeadLetter:
+        return cls(
+            event_id=new_event_id(),
+            event_time=now_ms(),
+            source_topic=topic,
+            source_partition=partition,
+            source_offset=offset,
+            reason=reason,
+            key_b64=base64.b64encode(key).decode() if key is not None else None,
+            value_b64=base64.b64encode(value or b"").decode(),
+        )
+
+    def original_value(self) -> bytes:
+        return base64.b64decode(self.value_b64)
+
+    def key(self) -> bytes | None:
+        return base64.b64decode(self.key_b64) if self.key_b64 is not None else None
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {"schema_version": SCHEMA_VERSION, **self.to_dict()}, separators=(",", ":")
+        ).encode()
+
+
+EVENT_TYPES: dict[Topic, type[Event]] = {
+    cls.TOPIC: cls
+    for cls in (
+        OrderPlaced,
+        OrderStatusChanged,
+        DeliveryLocation,
+        OrderEnriched,
+        DeliveryStatus,
+        OrderItemEnriched,
+    )
+}
+
+
+def parse_event(topic: Topic | str, value: bytes | str | None) -> Event:
+    """Decode and validate one message of a logical ``topic``.
+
+    Raises :class:`EventValidationError` with the field at fault for anything
+    that is not a valid event of that topic: bad JSON, a missing or mistyped
+    field, an unknown status, impossible coordinates, a future timestamp, or a
+    schema version this code does not understand.
+    """
+    cls = EVENT_TYPES[Topic(topic)]
+    if value is None:
+        raise EventValidationError("value", "message has no value")
+    try:
+        data = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EventValidationError("value", f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise EventValidationError("value", "must be a JSON object")
+    version = data.pop("schema_version", None)
+    if version is None:
+        raise EventValidationError("schema_version", "is required")
+    if version != SCHEMA_VERSION:
+        raise EventValidationError("schema_version", f"unsupported version {version!r}")
+    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise EventValidationError(unknown[0], "is not a field of this event")
+    return cls.from_dict(data)

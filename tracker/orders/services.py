@@ -1,0 +1,356 @@
+"""Order commands: every write to an order goes through these functions.
+
+The API, the admin actions and the simulator all call them, so the lifecycle
+rules and the outbox are enforced in exactly one place. Each command changes
+the database and enqueues its event in one transaction (no dual-write loss).
+Courier GPS points are the exception by design: high-volume telemetry with no
+database row, produced straight to Kafka and acknowledged once the broker has
+them.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tracker import events, kafka
+from tracker.couriers.models import Courier
+from tracker.customers.models import Customer
+from tracker.events import IN_TRANSIT_STATUSES, OrderStatus
+from tracker.orders.models import Order, OrderItem, OrderStatusChange
+from tracker.outbox.services import enqueue
+from tracker.restaurants.models import Product, Restaurant
+
+MAX_QUANTITY_PER_LINE = 50
+MAX_LINES_PER_ORDER = 30
+
+
+class OrderError(Exception):
+    """A command was refused; ``field`` names the input at fault when there is one."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class IllegalTransition(OrderError):
+    """The lifecycle does not allow the requested status change."""
+
+
+class TelemetryError(Exception):
+    """The broker did not acknowledge a courier position."""
+
+
+@dataclass(frozen=True)
+class ItemRequest:
+    product_id: int
+    quantity: int
+
+
+def to_millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _now(at: datetime | None) -> datetime:
+    return at if at is not None else timezone.now()
+
+
+def place_order(
+    *,
+    customer: Customer,
+    restaurant: Restaurant,
+    items: Sequence[ItemRequest],
+    delivery_address: str,
+    delivery_lat: float,
+    delivery_lon: float,
+    idempotency_key: str | None = None,
+    at: datetime | None = None,
+) -> tuple[Order, bool]:
+    """Create an order and its ``orders`` + first ``order_statuses`` events.
+
+    Returns ``(order, created)``. With an ``idempotency_key`` that this customer
+    already used, returns the existing order and ``created=False`` so a retried
+    POST never places a second order.
+    """
+    if idempotency_key:
+        existing = Order.objects.filter(customer=customer, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing, False
+    if not restaurant.is_open:
+        raise OrderError(f"restaurant {restaurant.pk} is closed", field="restaurant")
+    if not items:
+        raise OrderError("an order needs at least one item", field="items")
+    if len(items) > MAX_LINES_PER_ORDER:
+        raise OrderError(f"at most {MAX_LINES_PER_ORDER} lines per order", field="items")
+    if not (-90 <= delivery_lat <= 90) or not (-180 <= delivery_lon <= 180):
+        raise OrderError("delivery coordinates are out of range", field="delivery_lat")
+    products = {
+        p.pk: p
+        for p in Product.objects.filter(
+            restaurant=restaurant, pk__in=[i.product_id for i in items]
+        )
+    }
+    for index, item in enumerate(items):
+        product = products.get(item.product_id)
+        if product is None:
+            raise OrderError(
+                f"product {item.product_id} is not on the menu of restaurant {restaurant.pk}",
+                field=f"items[{index}].product_id",
+            )
+        if not product.is_available:
+            raise OrderError(
+                f"product {product.name!r} is not available", field=f"items[{index}].product_id"
+            )
+        if not 1 <= item.quantity <= MAX_QUANTITY_PER_LINE:
+            raise OrderError(
+                f"quantity must be between 1 and {MAX_QUANTITY_PER_LINE}",
+                field=f"items[{index}].quantity",
+            )
+
+    now = _now(at)
+    total = sum((products[i.product_id].price * i.quantity for i in items), Decimal("0.00"))
+    try:
+        with transaction.atomic():
+            order = Order.objects.create(
+                customer=customer,
+                restaurant=restaurant,
+                total=total,
+                delivery_address=delivery_address,
+                delivery_lat=delivery_lat,
+                delivery_lon=delivery_lon,
+                idempotency_key=idempotency_key or None,
+                created_at=now,
+                updated_at=now,
+                status_changed_at=now,
+            )
+            lines = OrderItem.objects.bulk_create(
+                [
+                    OrderItem(
+                        order=order,
+                        product=products[i.product_id],
+                        quantity=i.quantity,
+                        unit_price=products[i.product_id].price,
+                    )
+                    for i in items
+                ]
+            )
+            event_id = str(uuid.uuid4())
+            enqueue(
+                events.OrderPlaced(
+                    event_id=event_id,
+                    event_time=to_millis(now),
+                    order_id=order.pk,
+                    customer_id=customer.pk,
+                    customer_name=customer.display_name,
+                    restaurant_id=restaurant.pk,
+                    restaurant_name=restaurant.name,
+                    restaurant_lat=restaurant.lat,
+                    restaurant_lon=restaurant.lon,
+                    delivery_lat=delivery_lat,
+                    delivery_lon=delivery_lon,
+                    items=[
+                        events.OrderItem(
+                            product_id=line.product.pk,
+                            name=line.product.name,
+                            category=line.product.category,
+                            quantity=line.quantity,
+                            unit_price=str(line.unit_price),
+                        )
+                        for line in lines
+                    ],
+                    total=str(total),
+                )
+            )
+            _record_status(order, OrderStatus.PLACED_ORDER, None, now, actor="customer")
+    except IntegrityError:
+        # Two retries with the same key raced; the other one won.
+        if idempotency_key:
+            existing = Order.objects.filter(
+                customer=customer, idempotency_key=idempotency_key
+            ).first()
+            if existing is not None:
+                return existing, False
+        raise
+    return order, True
+
+
+def _record_status(
+    order: Order,
+    status: OrderStatus,
+    previous: OrderStatus | None,
+    at: datetime,
+    actor: str,
+) -> None:
+    event = events.OrderStatusChanged(
+        event_id=str(uuid.uuid4()),
+        event_time=to_millis(at),
+        order_id=order.pk,
+        status=status.value,
+        previous_status=previous.value if previous else None,
+        courier_id=order.courier_id,
+    )
+    OrderStatusChange.objects.create(
+        order=order,
+        status=status.value,
+        previous_status=previous.value if previous else "",
+        changed_at=at,
+        event_id=event.event_id,
+        actor=actor[:150],
+    )
+    enqueue(event)
+
+
+def transition_order(
+    order_id: int,
+    target: OrderStatus | str,
+    *,
+    actor: str = "",
+    courier: Courier | None = None,
+    at: datetime | None = None,
+) -> Order:
+    """Move an order to ``target`` if the lifecycle allows it, or raise IllegalTransition.
+
+    The row is locked for the transaction, so two callers advancing the same
+    order concurrently cannot both succeed from the same status.
+    """
+    try:
+        target = OrderStatus(target)
+    except ValueError:
+        raise OrderError(f"unknown status {target!r}", field="status") from None
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(pk=order_id)
+        current = OrderStatus(order.status)
+        if not events.can_transition(current, target):
+            if target is OrderStatus.CANCELLED:
+                raise IllegalTransition(
+                    f"order {order_id} is {current.value} and can no longer be cancelled "
+                    f"(cancellation is allowed only before {OrderStatus.OUT_FOR_DELIVERY.value})",
+                    field="status",
+                )
+            allowed = events.next_status(current)
+            raise IllegalTransition(
+                f"order {order_id} cannot go from {current.value} to {target.value}"
+                + (f"; the next status is {allowed.value}" if allowed else "; it is final"),
+                field="status",
+            )
+        now = _now(at)
+        if target is OrderStatus.OUT_FOR_DELIVERY:
+            order.courier = courier or order.courier or _pick_courier()
+        elif courier is not None:
+            order.courier = courier
+        order.status = target.value
+        order.status_changed_at = now
+        order.updated_at = now
+        order.save(update_fields=["status", "status_changed_at", "updated_at", "courier"])
+        _record_status(order, target, current, now, actor)
+    return order
+
+
+def advance_order(order_id: int, **kwargs) -> Order:
+    """Move an order one step along the happy path."""
+    status = Order.objects.values_list("status", flat=True).get(pk=order_id)
+    following = events.next_status(status)
+    if following is None:
+        raise IllegalTransition(f"order {order_id} is {status}, which is final", field="status")
+    return transition_order(order_id, following, **kwargs)
+
+
+def cancel_order(order_id: int, **kwargs) -> Order:
+    return transition_order(order_id, OrderStatus.CANCELLED, **kwargs)
+
+
+def _pick_courier() -> Courier:
+    """The active courier with the fewest orders in transit."""
+    from django.db.models import Count, Q
+
+    courier = (
+        Courier.objects.filter(is_active=True)
+        .annotate(
+            busy=Count("orders", filter=Q(orders__status__in=[s.value for s in IN_TRANSIT_STATUSES]))
+        )
+        .order_by("busy", "id")
+        .first()
+    )
+    if courier is None:
+        raise OrderError("no active courier is available", field="courier")
+    return courier
+
+
+# --------------------------------------------------------------------------- telemetry
+
+_producer_lock = threading.Lock()
+_producer = None
+
+
+def telemetry_producer():
+    """One idempotent producer per process, shared by every request thread."""
+    global _producer
+    with _producer_lock:
+        if _producer is None:
+            _producer = kafka.producer(**{"linger.ms": 2, "message.timeout.ms": 10_000})
+        return _producer
+
+
+@dataclass(frozen=True)
+class LocationPoint:
+    lat: float
+    lon: float
+    at: datetime | None = None
+
+
+def record_locations(
+    *, order: Order, courier: Courier, points: Iterable[LocationPoint], timeout: float = 10.0
+) -> int:
+    """Publish courier GPS points for an order in transit; return how many the broker acked.
+
+    Raises OrderError when the courier does not carry this order or the order is
+    not on the road, EventValidationError for an impossible point (nothing of
+    the batch is sent then), and TelemetryError when the broker did not
+    acknowledge every point within ``timeout``.
+    """
+    if order.courier_id != courier.pk:
+        raise OrderError(f"order {order.pk} is not assigned to this courier", field="order")
+    if OrderStatus(order.status) not in IN_TRANSIT_STATUSES:
+        raise OrderError(f"order {order.pk} is {order.status}, not in transit", field="order")
+    batch = [
+        events.DeliveryLocation.from_dict(
+            {
+                "event_id": str(uuid.uuid4()),
+                "event_time": to_millis(p.at or timezone.now()),
+                "order_id": order.pk,
+                "courier_id": courier.pk,
+                "lat": p.lat,
+                "lon": p.lon,
+            }
+        )
+        for p in points
+    ]
+    if not batch:
+        return 0
+    failures: list[str] = []
+    acked = 0
+
+    def on_delivery(err, msg) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+        else:
+            failures.append(str(err))
+
+    prod = telemetry_producer()
+    for event in batch:
+        kafka.publish(prod, event, on_delivery=on_delivery)
+    prod.flush(timeout)
+    if failures or acked < len(batch):
+        raise TelemetryError(
+            f"broker acknowledged {acked} of {len(batch)} points"
+            + (f": {failures[0]}" if failures else "")
+        )
+    return acked

@@ -1,0 +1,37 @@
+"""The transactional outbox: events written in the same transaction as the data.
+
+A row here is the promise that its event will reach Kafka. The relay
+(:mod:`tracker.outbox.relay`) publishes rows in primary-key order and stamps
+``published_at``; rows are kept so the topics can be rebuilt from any point in
+time (the embedded broker forgets everything when it restarts).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class OutboxEvent(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    event_id = models.UUIDField(unique=True)
+    topic = models.CharField(max_length=100)
+    key = models.CharField(max_length=100)
+    payload = models.BinaryField()
+    event_time = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["id"],
+                name="outbox_unpublished_idx",
+                condition=models.Q(published_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.key} {self.event_id}"

@@ -1,0 +1,166 @@
+"""The outbox relay: publishes outbox rows to Kafka, in order, and marks them sent.
+
+Guarantees, and how:
+
+* **Nothing lost.** A row is marked published only after the broker
+  acknowledged it (acks=all); anything else is retried with exponential backoff
+  while the API keeps accepting writes into the outbox.
+* **In order per order.** Rows are read in primary-key order and produced with
+  the idempotent producer keyed by order id, so one order's events land in one
+  partition in commit order; librdkafka's idempotence keeps retries gapless.
+* **Once per event id.** The idempotent producer never duplicates on retry; a
+  row is re-sent only if its acknowledgement was lost, and every consumer
+  treats an event id it has seen as a no-op.
+* **Rebuildable topics.** :meth:`Relay.replay` un-marks rows from a point in
+  time so they are published again. The relay does this by itself when the
+  broker comes back empty (the embedded broker keeps data in memory only).
+
+One relay process per database: it is the single writer of ``published_at``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+
+from confluent_kafka import KafkaException
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import F
+from django.utils import timezone
+
+from tracker import kafka
+from tracker.events import SOURCE_TOPICS, topic_name
+from tracker.outbox.models import OutboxEvent
+
+log = logging.getLogger(__name__)
+
+
+class Relay:
+    def __init__(
+        self,
+        batch_size: int | None = None,
+        poll_seconds: float | None = None,
+        max_backoff: float = 5.0,
+        delivery_timeout: float = 10.0,
+    ) -> None:
+        self.batch_size = batch_size or settings.OUTBOX_RELAY_BATCH_SIZE
+        self.poll_seconds = poll_seconds if poll_seconds is not None else settings.OUTBOX_RELAY_POLL_SECONDS
+        self.max_backoff = max_backoff
+        self.delivery_timeout = delivery_timeout
+        self._producer = None
+        self._topics_ready = False
+        self.published_total = 0
+
+    @property
+    def producer(self):
+        if self._producer is None:
+            self._producer = kafka.producer(
+                **{"message.timeout.ms": int(self.delivery_timeout * 1000)}
+            )
+        return self._producer
+
+    def _prepare_topics(self) -> None:
+        """Create the topics; if the broker lost them (it restarted), replay everything."""
+        broker_topics = kafka.admin().list_topics(timeout=3).topics
+        had_topics = self._topics_ready
+        missing = [t for t in SOURCE_TOPICS if topic_name(t) not in broker_topics]
+        if missing:
+            kafka.ensure_topics()
+            if had_topics or OutboxEvent.objects.filter(published_at__isnull=False).exists():
+                replayed = self.replay(since=None)
+                log.warning("broker came back without topics: replaying %d outbox events", replayed)
+        self._topics_ready = True
+
+    def publish_batch(self) -> int:
+        """Publish the oldest unpublished rows; return how many the broker acknowledged.
+
+        Raises KafkaException when any row of the batch was not acknowledged
+        (those rows stay unpublished and are retried by the caller).
+        """
+        rows = list(
+            OutboxEvent.objects.filter(published_at__isnull=True)
+            .order_by("id")
+            .only("id", "topic", "key", "payload")[: self.batch_size]
+        )
+        if not rows:
+            return 0
+        delivered: list[int] = []
+        errors: dict[int, str] = {}
+
+        def callback(row_id: int):
+            def on_delivery(err, msg) -> None:
+                if err is None:
+                    delivered.append(row_id)
+                else:
+                    errors[row_id] = str(err)
+
+            return on_delivery
+
+        prod = self.producer
+        for row in rows:
+            while True:
+                try:
+                    prod.produce(
+                        topic_name(row.topic),
+                        key=row.key.encode(),
+                        value=bytes(row.payload),
+                        on_delivery=callback(row.id),
+                    )
+                    break
+                except BufferError:
+                    prod.poll(0.05)
+        prod.flush(self.delivery_timeout + 5)
+        now = timezone.now()
+        if delivered:
+            # Chunks keep the statement under SQLite's variable limit.
+            for start in range(0, len(delivered), 500):
+                OutboxEvent.objects.filter(id__in=delivered[start : start + 500]).update(
+                    published_at=now
+                )
+        self.published_total += len(delivered)
+        acked = set(delivered)
+        failed = [row for row in rows if row.id not in acked]
+        if failed:
+            for row in failed:
+                OutboxEvent.objects.filter(id=row.id).update(
+                    attempts=F("attempts") + 1,
+                    last_error=errors.get(row.id, "not acknowledged in time")[:1000],
+                )
+            raise KafkaException(
+                f"{len(failed)} of {len(rows)} outbox events not acknowledged: "
+                f"{next(iter(errors.values()), 'timeout')}"
+            )
+        return len(delivered)
+
+    def replay(self, since: datetime | None) -> int:
+        """Mark rows with ``event_time >= since`` (all when None) for publishing again."""
+        rows = OutboxEvent.objects.filter(published_at__isnull=False)
+        if since is not None:
+            rows = rows.filter(event_time__gte=since)
+        return rows.update(published_at=None)
+
+    def run(self, stop: threading.Event | None = None, check_topics_every: float = 2.0) -> None:
+        """Relay until ``stop`` is set, backing off while the broker is unavailable."""
+        stop = stop or threading.Event()
+        backoff = 0.1
+        next_topic_check = 0.0
+        while not stop.is_set():
+            try:
+                if time.monotonic() >= next_topic_check:
+                    self._prepare_topics()
+                    next_topic_check = time.monotonic() + check_topics_every
+                sent = self.publish_batch()
+                backoff = 0.1
+                if sent == 0:
+                    stop.wait(self.poll_seconds)
+            except KafkaException as exc:
+                log.warning("relay: broker unavailable (%s); retrying in %.1fs", exc, backoff)
+                self._producer = None  # a fresh producer after an outage: new idempotence epoch
+                stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff)
+                next_topic_check = 0.0
+            finally:
+                close_old_connections()

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class SimulatorConfig(AppConfig):
+    name = "tracker.simulator"

@@ -1,0 +1,9 @@
+from django.contrib import admin
+from django.urls import path
+
+admin.site.site_header = "Ordertrack operations"
+admin.site.site_title = "Ordertrack"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]
