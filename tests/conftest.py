@@ -40,3 +40,7 @@ def kafka_topics(kafka_broker, monkeypatch):
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", prefix)
     ensure_topics(config=KafkaConfig())
     return prefix
+
+
+# Slow, component-specific fixtures live in their own modules (session-scoped).
+pytest_plugins = ["tests.fixtures_spark", "tests.fixtures_pinot"]

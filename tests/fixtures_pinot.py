@@ -1,0 +1,1 @@
+"""Pinot stand-in fixtures (session-scoped local Pinot server)."""

@@ -1,0 +1,1 @@
+"""Spark fixtures (session-scoped SparkSession, streaming job runner)."""
