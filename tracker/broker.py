@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,15 +97,16 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s broker %(message)s")
     broker = EmbeddedBroker().start()
     log.info("Tansu listening on %s; topics ready", broker.url)
-
-    def _stop(signum: int, frame: object) -> None:
-        broker.stop()
-        sys.exit(0)
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
     assert broker.process is not None
-    return broker.process.wait()
+    while not stop.wait(0.5):
+        if broker.process.poll() is not None:
+            log.error("Tansu exited with code %s", broker.process.returncode)
+            return broker.process.returncode or 1
+    broker.stop()
+    return 0
 
 
 if __name__ == "__main__":

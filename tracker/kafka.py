@@ -18,8 +18,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka import TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tracker.conf import KafkaConfig, kafka_config
@@ -211,7 +217,9 @@ def read_topic(
     ``idle_timeout`` seconds; this is how tests count outputs (never by the
     watermark, which Tansu under-reports).
     """
-    return list(iter_topic(topic, config=config, start=start, idle_timeout=idle_timeout, max_wait=max_wait))
+    return list(
+        iter_topic(topic, config=config, start=start, idle_timeout=idle_timeout, max_wait=max_wait)
+    )
 
 
 def iter_topic(
@@ -225,7 +233,9 @@ def iter_topic(
 ) -> Iterator[Record]:
     """Yield records of ``topic`` in per-partition order; stop when idle unless ``follow``."""
     config = config or kafka_config()
-    name = topic_name(topic, config.topic_prefix) if topic in Topic._value2member_map_ else str(topic)
+    name = (
+        topic_name(topic, config.topic_prefix) if topic in Topic._value2member_map_ else str(topic)
+    )
     cons = consumer(config)
     try:
         parts = partitions_of(cons, name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dj_database_url
 
-from tracker.conf import BASE_DIR, env_bool, env_int, env_list, env_str, var_dir
+from tracker.conf import env_bool, env_int, env_list, env_str, var_dir
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "embedded-development-only-not-a-secret")
@@ -97,7 +97,10 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = var_dir() / "static"  # collectstatic target; WhiteNoise serves it
+STATIC_ROOT.mkdir(exist_ok=True)
+WHITENOISE_USE_FINDERS = DEBUG  # in development, serve app static files without collectstatic
+FORMS_URLFIELD_ASSUME_HTTPS = True
 
 LOGGING = {
     "version": 1,

@@ -11,7 +11,13 @@ class AddressInline(admin.TabularInline):
 @admin.register(Customer)
 class CustomerAdmin(admin.ModelAdmin):
     list_display = ["id", "display_name", "user", "phone", "created_at"]
-    search_fields = ["user__username", "user__first_name", "user__last_name", "user__email", "phone"]
+    search_fields = [
+        "user__username",
+        "user__first_name",
+        "user__last_name",
+        "user__email",
+        "phone",
+    ]
     list_filter = ["created_at"]
     list_select_related = ["user"]
     raw_id_fields = ["user"]

@@ -54,7 +54,16 @@ def cancel(modeladmin, request, queryset):
 
 @admin.register(Order)
 class OrderAdmin(admin.ModelAdmin):
-    list_display = ["id", "customer", "restaurant", "status", "total", "courier", "created_at", "status_changed_at"]
+    list_display = [
+        "id",
+        "customer",
+        "restaurant",
+        "status",
+        "total",
+        "courier",
+        "created_at",
+        "status_changed_at",
+    ]
     list_filter = ["status", "restaurant", "created_at"]
     search_fields = ["id", "customer__user__username", "restaurant__name", "delivery_address"]
     list_select_related = ["customer__user", "restaurant", "courier__user"]
@@ -62,7 +71,14 @@ class OrderAdmin(admin.ModelAdmin):
     inlines = [OrderItemInline, OrderStatusChangeInline]
     actions = [advance, cancel]
     # The status changes only through the actions (the lifecycle and the outbox).
-    readonly_fields = ["status", "total", "created_at", "updated_at", "status_changed_at", "idempotency_key"]
+    readonly_fields = [
+        "status",
+        "total",
+        "created_at",
+        "updated_at",
+        "status_changed_at",
+        "idempotency_key",
+    ]
     raw_id_fields = ["customer", "restaurant", "courier"]
 
     def has_add_permission(self, request) -> bool:

@@ -41,7 +41,8 @@ class Order(models.Model):
     delivery_lat = models.FloatField(validators=LATITUDE)
     delivery_lon = models.FloatField(validators=LONGITUDE)
     #: Client-chosen key that makes a retried "place order" return the same order.
-    idempotency_key = models.CharField(max_length=100, null=True, blank=True)
+    # NULL, not "", when absent: the unique constraint must ignore orders without a key.
+    idempotency_key = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(db_index=True)
     updated_at = models.DateTimeField()
     status_changed_at = models.DateTimeField()

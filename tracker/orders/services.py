@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -93,9 +93,7 @@ def place_order(
         raise OrderError("delivery coordinates are out of range", field="delivery_lat")
     products = {
         p.pk: p
-        for p in Product.objects.filter(
-            restaurant=restaurant, pk__in=[i.product_id for i in items]
-        )
+        for p in Product.objects.filter(restaurant=restaurant, pk__in=[i.product_id for i in items])
     }
     for index, item in enumerate(items):
         product = products.get(item.product_id)
@@ -273,7 +271,9 @@ def _pick_courier() -> Courier:
     courier = (
         Courier.objects.filter(is_active=True)
         .annotate(
-            busy=Count("orders", filter=Q(orders__status__in=[s.value for s in IN_TRANSIT_STATUSES]))
+            busy=Count(
+                "orders", filter=Q(orders__status__in=[s.value for s in IN_TRANSIT_STATUSES])
+            )
         )
         .order_by("busy", "id")
         .first()
@@ -299,39 +299,53 @@ def telemetry_producer():
 
 
 @dataclass(frozen=True)
-class LocationPoint:
+class CourierPosition:
+    """One GPS point reported by ``courier`` while carrying ``order``."""
+
+    order: Order
+    courier: Courier
     lat: float
     lon: float
     at: datetime | None = None
 
 
-def record_locations(
-    *, order: Order, courier: Courier, points: Iterable[LocationPoint], timeout: float = 10.0
-) -> int:
-    """Publish courier GPS points for an order in transit; return how many the broker acked.
+def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 10.0) -> int:
+    """Publish courier GPS points straight to Kafka; return how many the broker acked.
 
-    Raises OrderError when the courier does not carry this order or the order is
-    not on the road, EventValidationError for an impossible point (nothing of
-    the batch is sent then), and TelemetryError when the broker did not
-    acknowledge every point within ``timeout``.
+    All points are validated before any is sent: OrderError when a courier does
+    not carry the order or the order is not on the road, EventValidationError
+    (naming the field) for an impossible point. TelemetryError when the broker
+    did not acknowledge every point within ``timeout``; the caller may retry
+    (duplicates are harmless: the stream job keeps the latest point by time).
+    One flush covers the whole batch, so a simulator tick or a mobile app's
+    offline buffer costs one round trip.
     """
-    if order.courier_id != courier.pk:
-        raise OrderError(f"order {order.pk} is not assigned to this courier", field="order")
-    if OrderStatus(order.status) not in IN_TRANSIT_STATUSES:
-        raise OrderError(f"order {order.pk} is {order.status}, not in transit", field="order")
-    batch = [
-        events.DeliveryLocation.from_dict(
-            {
-                "event_id": str(uuid.uuid4()),
-                "event_time": to_millis(p.at or timezone.now()),
-                "order_id": order.pk,
-                "courier_id": courier.pk,
-                "lat": p.lat,
-                "lon": p.lon,
-            }
-        )
-        for p in points
-    ]
+    batch = []
+    for index, pos in enumerate(positions):
+        if pos.order.courier_id != pos.courier.pk:
+            raise OrderError(
+                f"order {pos.order.pk} is not assigned to this courier", field=f"[{index}].order"
+            )
+        if OrderStatus(pos.order.status) not in IN_TRANSIT_STATUSES:
+            raise OrderError(
+                f"order {pos.order.pk} is {pos.order.status}, not in transit",
+                field=f"[{index}].order",
+            )
+        try:
+            batch.append(
+                events.DeliveryLocation.from_dict(
+                    {
+                        "event_id": str(uuid.uuid4()),
+                        "event_time": to_millis(pos.at or timezone.now()),
+                        "order_id": pos.order.pk,
+                        "courier_id": pos.courier.pk,
+                        "lat": pos.lat,
+                        "lon": pos.lon,
+                    }
+                )
+            )
+        except events.EventValidationError as exc:
+            raise events.EventValidationError(f"[{index}].{exc.field}", exc.reason) from None
     if not batch:
         return 0
     failures: list[str] = []

@@ -32,10 +32,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from tracker import kafka
-from tracker.events import SOURCE_TOPICS, topic_name
+from tracker.events import Topic, topic_name
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
+
+#: A topic only the relay creates; its absence means the broker lost its data.
+MARKER_TOPIC = "_outbox_relay_marker"
 
 
 class Relay:
@@ -47,12 +50,15 @@ class Relay:
         delivery_timeout: float = 10.0,
     ) -> None:
         self.batch_size = batch_size or settings.OUTBOX_RELAY_BATCH_SIZE
-        self.poll_seconds = poll_seconds if poll_seconds is not None else settings.OUTBOX_RELAY_POLL_SECONDS
+        self.poll_seconds = (
+            poll_seconds if poll_seconds is not None else settings.OUTBOX_RELAY_POLL_SECONDS
+        )
         self.max_backoff = max_backoff
         self.delivery_timeout = delivery_timeout
         self._producer = None
         self._topics_ready = False
         self.published_total = 0
+        self.outages = 0  # times the broker could not be reached or did not acknowledge
 
     @property
     def producer(self):
@@ -63,15 +69,23 @@ class Relay:
         return self._producer
 
     def _prepare_topics(self) -> None:
-        """Create the topics; if the broker lost them (it restarted), replay everything."""
+        """Create the topics; if the broker lost its data (it restarted), replay everything.
+
+        The relay never produces to its marker topic, so the marker cannot be
+        auto-created by a produce: when it is missing, the broker is new or empty.
+        """
+        marker = topic_name(MARKER_TOPIC)
         broker_topics = kafka.admin().list_topics(timeout=3).topics
-        had_topics = self._topics_ready
-        missing = [t for t in SOURCE_TOPICS if topic_name(t) not in broker_topics]
-        if missing:
-            kafka.ensure_topics()
-            if had_topics or OutboxEvent.objects.filter(published_at__isnull=False).exists():
+        if marker in broker_topics and self._topics_ready:
+            return
+        if marker not in broker_topics:
+            kafka.ensure_topics([*Topic, MARKER_TOPIC])
+            if (
+                self._topics_ready
+                or OutboxEvent.objects.filter(published_at__isnull=False).exists()
+            ):
                 replayed = self.replay(since=None)
-                log.warning("broker came back without topics: replaying %d outbox events", replayed)
+                log.warning("broker has lost its data: replaying %d outbox events", replayed)
         self._topics_ready = True
 
     def publish_batch(self) -> int:
@@ -157,6 +171,7 @@ class Relay:
                 if sent == 0:
                     stop.wait(self.poll_seconds)
             except KafkaException as exc:
+                self.outages += 1
                 log.warning("relay: broker unavailable (%s); retrying in %.1fs", exc, backoff)
                 self._producer = None  # a fresh producer after an outage: new idempotence epoch
                 stop.wait(backoff)

@@ -17,9 +17,7 @@ class Restaurant(models.Model):
     lat = models.FloatField("latitude", validators=LATITUDE)
     lon = models.FloatField("longitude", validators=LONGITUDE)
     is_open = models.BooleanField(default=True)
-    staff = models.ManyToManyField(
-        settings.AUTH_USER_MODEL, blank=True, related_name="restaurants"
-    )
+    staff = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="restaurants")
 
     class Meta:
         ordering = ["name"]

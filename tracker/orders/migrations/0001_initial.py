@@ -6,75 +6,222 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('couriers', '0001_initial'),
-        ('customers', '0001_initial'),
-        ('restaurants', '0001_initial'),
+        ("couriers", "0001_initial"),
+        ("customers", "0001_initial"),
+        ("restaurants", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Order',
+            name="Order",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('PLACED_ORDER', 'Placed order'), ('ORDER_CONFIRMED', 'Order confirmed'), ('BEING_PREPARED', 'Being prepared'), ('BEING_COOKED', 'Being cooked'), ('OUT_FOR_DELIVERY', 'Out for delivery'), ('ARRIVING_AT_DOOR', 'Arriving at door'), ('DELIVERED', 'Delivered'), ('CANCELLED', 'Cancelled')], default='PLACED_ORDER', max_length=32)),
-                ('total', models.DecimalField(decimal_places=2, max_digits=12)),
-                ('delivery_address', models.CharField(max_length=300)),
-                ('delivery_lat', models.FloatField(validators=[django.core.validators.MinValueValidator(-90), django.core.validators.MaxValueValidator(90)])),
-                ('delivery_lon', models.FloatField(validators=[django.core.validators.MinValueValidator(-180), django.core.validators.MaxValueValidator(180)])),
-                ('idempotency_key', models.CharField(blank=True, max_length=100, null=True)),
-                ('created_at', models.DateTimeField(db_index=True)),
-                ('updated_at', models.DateTimeField()),
-                ('status_changed_at', models.DateTimeField()),
-                ('courier', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='couriers.courier')),
-                ('customer', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='customers.customer')),
-                ('restaurant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='restaurants.restaurant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("PLACED_ORDER", "Placed order"),
+                            ("ORDER_CONFIRMED", "Order confirmed"),
+                            ("BEING_PREPARED", "Being prepared"),
+                            ("BEING_COOKED", "Being cooked"),
+                            ("OUT_FOR_DELIVERY", "Out for delivery"),
+                            ("ARRIVING_AT_DOOR", "Arriving at door"),
+                            ("DELIVERED", "Delivered"),
+                            ("CANCELLED", "Cancelled"),
+                        ],
+                        default="PLACED_ORDER",
+                        max_length=32,
+                    ),
+                ),
+                ("total", models.DecimalField(decimal_places=2, max_digits=12)),
+                ("delivery_address", models.CharField(max_length=300)),
+                (
+                    "delivery_lat",
+                    models.FloatField(
+                        validators=[
+                            django.core.validators.MinValueValidator(-90),
+                            django.core.validators.MaxValueValidator(90),
+                        ]
+                    ),
+                ),
+                (
+                    "delivery_lon",
+                    models.FloatField(
+                        validators=[
+                            django.core.validators.MinValueValidator(-180),
+                            django.core.validators.MaxValueValidator(180),
+                        ]
+                    ),
+                ),
+                ("idempotency_key", models.CharField(blank=True, max_length=100, null=True)),
+                ("created_at", models.DateTimeField(db_index=True)),
+                ("updated_at", models.DateTimeField()),
+                ("status_changed_at", models.DateTimeField()),
+                (
+                    "courier",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="orders",
+                        to="couriers.courier",
+                    ),
+                ),
+                (
+                    "customer",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="orders",
+                        to="customers.customer",
+                    ),
+                ),
+                (
+                    "restaurant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="orders",
+                        to="restaurants.restaurant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='OrderItem',
+            name="OrderItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('quantity', models.PositiveIntegerField(validators=[django.core.validators.MinValueValidator(1)])),
-                ('unit_price', models.DecimalField(decimal_places=2, max_digits=10)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='orders.order')),
-                ('product', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='restaurants.product')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "quantity",
+                    models.PositiveIntegerField(
+                        validators=[django.core.validators.MinValueValidator(1)]
+                    ),
+                ),
+                ("unit_price", models.DecimalField(decimal_places=2, max_digits=10)),
+                (
+                    "order",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="items",
+                        to="orders.order",
+                    ),
+                ),
+                (
+                    "product",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="restaurants.product",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['order_id', 'id'],
+                "ordering": ["order_id", "id"],
             },
         ),
         migrations.CreateModel(
-            name='OrderStatusChange',
+            name="OrderStatusChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('PLACED_ORDER', 'Placed order'), ('ORDER_CONFIRMED', 'Order confirmed'), ('BEING_PREPARED', 'Being prepared'), ('BEING_COOKED', 'Being cooked'), ('OUT_FOR_DELIVERY', 'Out for delivery'), ('ARRIVING_AT_DOOR', 'Arriving at door'), ('DELIVERED', 'Delivered'), ('CANCELLED', 'Cancelled')], max_length=32)),
-                ('previous_status', models.CharField(blank=True, choices=[('PLACED_ORDER', 'Placed order'), ('ORDER_CONFIRMED', 'Order confirmed'), ('BEING_PREPARED', 'Being prepared'), ('BEING_COOKED', 'Being cooked'), ('OUT_FOR_DELIVERY', 'Out for delivery'), ('ARRIVING_AT_DOOR', 'Arriving at door'), ('DELIVERED', 'Delivered'), ('CANCELLED', 'Cancelled')], max_length=32)),
-                ('changed_at', models.DateTimeField()),
-                ('event_id', models.UUIDField(unique=True)),
-                ('actor', models.CharField(blank=True, max_length=150)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='status_changes', to='orders.order')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("PLACED_ORDER", "Placed order"),
+                            ("ORDER_CONFIRMED", "Order confirmed"),
+                            ("BEING_PREPARED", "Being prepared"),
+                            ("BEING_COOKED", "Being cooked"),
+                            ("OUT_FOR_DELIVERY", "Out for delivery"),
+                            ("ARRIVING_AT_DOOR", "Arriving at door"),
+                            ("DELIVERED", "Delivered"),
+                            ("CANCELLED", "Cancelled"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                (
+                    "previous_status",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("PLACED_ORDER", "Placed order"),
+                            ("ORDER_CONFIRMED", "Order confirmed"),
+                            ("BEING_PREPARED", "Being prepared"),
+                            ("BEING_COOKED", "Being cooked"),
+                            ("OUT_FOR_DELIVERY", "Out for delivery"),
+                            ("ARRIVING_AT_DOOR", "Arriving at door"),
+                            ("DELIVERED", "Delivered"),
+                            ("CANCELLED", "Cancelled"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("changed_at", models.DateTimeField()),
+                ("event_id", models.UUIDField(unique=True)),
+                ("actor", models.CharField(blank=True, max_length=150)),
+                (
+                    "order",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="status_changes",
+                        to="orders.order",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['order_id', 'changed_at', 'id'],
+                "ordering": ["order_id", "changed_at", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='order',
-            index=models.Index(fields=['customer', '-created_at'], name='orders_orde_custome_413d7d_idx'),
+            model_name="order",
+            index=models.Index(
+                fields=["customer", "-created_at"], name="orders_orde_custome_413d7d_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='order',
-            constraint=models.UniqueConstraint(fields=('customer', 'idempotency_key'), name='unique_idempotency_key_per_customer'),
+            model_name="order",
+            constraint=models.UniqueConstraint(
+                fields=("customer", "idempotency_key"), name="unique_idempotency_key_per_customer"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='order',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['PLACED_ORDER', 'ORDER_CONFIRMED', 'BEING_PREPARED', 'BEING_COOKED', 'OUT_FOR_DELIVERY', 'ARRIVING_AT_DOOR', 'DELIVERED', 'CANCELLED'])), name='order_status_is_known'),
+            model_name="order",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        [
+                            "PLACED_ORDER",
+                            "ORDER_CONFIRMED",
+                            "BEING_PREPARED",
+                            "BEING_COOKED",
+                            "OUT_FOR_DELIVERY",
+                            "ARRIVING_AT_DOOR",
+                            "DELIVERED",
+                            "CANCELLED",
+                        ],
+                    )
+                ),
+                name="order_status_is_known",
+            ),
         ),
     ]

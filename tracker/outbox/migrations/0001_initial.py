@@ -4,30 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='OutboxEvent',
+            name="OutboxEvent",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('event_id', models.UUIDField(unique=True)),
-                ('topic', models.CharField(max_length=100)),
-                ('key', models.CharField(max_length=100)),
-                ('payload', models.BinaryField()),
-                ('event_time', models.DateTimeField(db_index=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('last_error', models.TextField(blank=True)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("event_id", models.UUIDField(unique=True)),
+                ("topic", models.CharField(max_length=100)),
+                ("key", models.CharField(max_length=100)),
+                ("payload", models.BinaryField()),
+                ("event_time", models.DateTimeField(db_index=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("last_error", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['id'],
-                'indexes': [models.Index(condition=models.Q(('published_at__isnull', True)), fields=['id'], name='outbox_unpublished_idx')],
+                "ordering": ["id"],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("published_at__isnull", True)),
+                        fields=["id"],
+                        name="outbox_unpublished_idx",
+                    )
+                ],
             },
         ),
     ]

@@ -1,0 +1,48 @@
+# Ordertrack: `make run` starts the whole system; `make test` runs every test.
+# Both install what they need first (a .venv from requirements.txt, and the
+# Debian packages the embedded mode uses), so they work on a fresh machine.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SYSTEM_STAMP := var/.system-deps
+
+.PHONY: run test install system-deps lint format tail bench clean
+
+run: install
+	$(PY) manage.py runsystem
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+install: $(STAMP) $(SYSTEM_STAMP)
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+$(SYSTEM_STAMP): .ci/system-deps.sh
+	bash .ci/system-deps.sh
+	mkdir -p var && touch $(SYSTEM_STAMP)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+# make tail TOPIC=orders_enriched   (follow a topic of the running system)
+TOPIC ?= orders
+tail: install
+	$(PY) manage.py tail_topic $(TOPIC)
+
+bench: install
+	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf var .pytest_cache

@@ -1,0 +1,155 @@
+"""The event contract refuses bad events with the field named, and round-trips good ones."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tracker import events
+from tracker.events import EventValidationError, OrderStatus, Topic, parse_event
+
+
+def _status_event(**overrides) -> dict:
+    body = {
+        "schema_version": events.SCHEMA_VERSION,
+        "event_id": str(uuid.uuid4()),
+        "event_time": events.now_ms(),
+        "order_id": 7,
+        "status": "ORDER_CONFIRMED",
+        "previous_status": "PLACED_ORDER",
+        "courier_id": None,
+    }
+    body.update(overrides)
+    return body
+
+
+def _location(**overrides) -> bytes:
+    body = {
+        "schema_version": 1,
+        "event_id": str(uuid.uuid4()),
+        "event_time": events.now_ms(),
+        "order_id": 7,
+        "courier_id": 3,
+        "lat": 12.97,
+        "lon": 77.59,
+    }
+    body.update(overrides)
+    return json.dumps(body).encode()
+
+
+def test_valid_status_event_round_trips():
+    event = parse_event(Topic.ORDER_STATUSES, json.dumps(_status_event()).encode())
+    assert isinstance(event, events.OrderStatusChanged)
+    assert parse_event(Topic.ORDER_STATUSES, event.to_json()) == event
+    assert event.key() == b"7"
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "reason"),
+    [
+        (b"{not json", "value", "not valid JSON"),
+        (b"[1, 2]", "value", "JSON object"),
+        (json.dumps(_status_event(status="TELEPORTED")).encode(), "status", "unknown status"),
+        (
+            json.dumps({k: v for k, v in _status_event().items() if k != "order_id"}).encode(),
+            "order_id",
+            "required",
+        ),
+        (json.dumps(_status_event(order_id="7")).encode(), "order_id", "integer"),
+        (json.dumps(_status_event(event_id="nope")).encode(), "event_id", "UUID"),
+        (
+            json.dumps(_status_event(event_time=events.now_ms() + 3600_000)).encode(),
+            "event_time",
+            "future",
+        ),
+        (json.dumps(_status_event(schema_version=99)).encode(), "schema_version", "unsupported"),
+        (json.dumps(_status_event(colour="red")).encode(), "colour", "not a field"),
+    ],
+)
+def test_malformed_status_events_name_the_bad_field(raw, field, reason):
+    with pytest.raises(EventValidationError) as caught:
+        parse_event(Topic.ORDER_STATUSES, raw)
+    assert caught.value.field == field
+    assert reason in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"lat": 91.0}, "lat"),
+        ({"lon": -181.5}, "lon"),
+        ({"lat": float("nan")}, "lat"),
+        ({"lat": True}, "lat"),
+    ],
+)
+def test_impossible_coordinates_are_refused(overrides, field):
+    raw = _location(**overrides)
+    with pytest.raises(EventValidationError) as caught:
+        parse_event(Topic.DELIVERY_LOCATIONS, raw)
+    assert caught.value.field == field
+
+
+def test_nested_item_errors_name_the_path():
+    body = {
+        "schema_version": 1,
+        "event_id": str(uuid.uuid4()),
+        "event_time": events.now_ms(),
+        "order_id": 1,
+        "customer_id": 1,
+        "customer_name": "A",
+        "restaurant_id": 1,
+        "restaurant_name": "R",
+        "restaurant_lat": 12.9,
+        "restaurant_lon": 77.6,
+        "delivery_lat": 12.9,
+        "delivery_lon": 77.6,
+        "items": [
+            {
+                "product_id": 1,
+                "name": "Pizza",
+                "category": "Pizza",
+                "quantity": 0,
+                "unit_price": "8.50",
+            }
+        ],
+        "total": "8.50",
+    }
+    with pytest.raises(EventValidationError) as caught:
+        parse_event(Topic.ORDERS, json.dumps(body).encode())
+    assert caught.value.field == "items[0].quantity"
+
+
+def test_lifecycle_allows_only_the_next_step_or_an_early_cancel():
+    statuses = list(OrderStatus)
+    allowed = {(a, b) for a in statuses for b in statuses if events.can_transition(a, b)}
+    expected = {(a, b) for a, b in zip(events.LIFECYCLE, events.LIFECYCLE[1:])} | {
+        (s, OrderStatus.CANCELLED)
+        for s in events.LIFECYCLE[: events.LIFECYCLE.index(OrderStatus.OUT_FOR_DELIVERY)]
+    }
+    assert allowed == expected
+    assert events.next_status(OrderStatus.DELIVERED) is None
+    assert events.next_status(OrderStatus.CANCELLED) is None
+
+
+def test_every_topic_has_one_event_type_and_enriched_times_cover_every_status():
+    assert set(events.EVENT_TYPES) == set(Topic) - {Topic.DEAD_LETTERS}
+    enriched = {f for f in events.OrderEnriched.__dataclass_fields__}
+    assert set(events.STATUS_TIME_FIELDS) <= enriched
+
+
+def test_dead_letter_keeps_the_original_bytes():
+    letter = events.DeadLetter.for_message(
+        topic="orders",
+        partition=2,
+        offset=9,
+        key=b"7",
+        value=b"\xff\x00junk",
+        reason="value: not valid JSON",
+    )
+    decoded = events.DeadLetter.from_dict(
+        {k: v for k, v in json.loads(letter.to_json()).items() if k != "schema_version"}
+    )
+    assert decoded.original_value() == b"\xff\x00junk"
+    assert decoded.key() == b"7"

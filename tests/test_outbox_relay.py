@@ -1,0 +1,127 @@
+"""The outbox relay publishes every event exactly once and in order per order,
+across a broker outage that loses the broker's data (the embedded broker is
+in-memory), by replaying the outbox."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from tests.conftest import free_port
+from tests.factories import make_courier, make_customer, make_restaurant, place
+from tracker import kafka
+from tracker.broker import EmbeddedBroker
+from tracker.conf import KafkaConfig
+from tracker.events import SOURCE_TOPICS, Topic
+from tracker.orders import services
+from tracker.outbox.models import OutboxEvent
+from tracker.outbox.relay import Relay
+
+
+def _published_events() -> list[dict]:
+    out = []
+    for topic in (Topic.ORDERS, Topic.ORDER_STATUSES):
+        for record in kafka.read_topic(topic, idle_timeout=0.3):
+            body = json.loads(record.value)
+            body["_key"] = record.key.decode()
+            body["_partition"] = record.partition
+            body["_offset"] = record.offset
+            body["_topic"] = topic.value
+            out.append(body)
+    return out
+
+
+def _assert_exactly_once_in_order(published: list[dict]) -> None:
+    outbox = list(OutboxEvent.objects.order_by("id").values_list("event_id", "topic", "key"))
+    ids = [e["event_id"] for e in published]
+    assert len(ids) == len(set(ids)), "an event id was published twice"
+    assert sorted(ids) == sorted(str(row[0]) for row in outbox), "published set != outbox"
+    # Per order and topic, Kafka offsets follow outbox (commit) order.
+    expected: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for event_id, topic, key in outbox:
+        expected[(topic, key)].append(str(event_id))
+    actual: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+    for e in published:
+        actual[(e["_topic"], e["_key"])].append((e["_offset"], e["event_id"]))
+    for group, event_ids in expected.items():
+        assert [eid for _, eid in sorted(actual[group])] == event_ids, group
+    # All events of one order share one partition.
+    partitions = defaultdict(set)
+    for e in published:
+        partitions[(e["_topic"], e["_key"])].add(e["_partition"])
+    assert all(len(p) == 1 for p in partitions.values())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_relay_publishes_each_event_once_in_order(kafka_topics):
+    customer, restaurant = make_customer(), make_restaurant()
+    make_courier()
+    orders = [place(customer, restaurant) for _ in range(12)]
+    for order in orders[::2]:
+        for _ in range(5):
+            services.advance_order(order.pk)
+    relay = Relay()
+    relay._prepare_topics()
+    total = 0
+    while sent := relay.publish_batch():
+        total += sent
+    assert total == OutboxEvent.objects.count() == 12 * 2 + 6 * 5
+    assert not OutboxEvent.objects.filter(published_at__isnull=True).exists()
+    assert relay.publish_batch() == 0  # nothing is sent twice
+    _assert_exactly_once_in_order(_published_events())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker, monkeypatch):
+    port = free_port()
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
+    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "outage.")
+    broker = EmbeddedBroker(KafkaConfig()).start(create_topics=False)
+    customer, restaurant = make_customer(), make_restaurant()
+    make_courier()
+    relay = Relay(delivery_timeout=1.5, max_backoff=0.5)
+    stop = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(stop,), kwargs={"check_topics_every": 0.5})
+    thread.start()
+    try:
+        first = [place(customer, restaurant) for _ in range(5)]
+        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+
+        broker.stop()  # the broker dies, taking every message with it
+        # The system of record keeps accepting writes while the broker is down.
+        second = [place(customer, restaurant) for _ in range(5)]
+        for order in first:
+            services.advance_order(order.pk)
+        time.sleep(2.5)
+        pending = OutboxEvent.objects.filter(published_at__isnull=True)
+        assert pending.count() == 10 + 5
+        assert relay.outages >= 1  # it noticed, and retries with backoff
+
+        broker = EmbeddedBroker(KafkaConfig()).start(create_topics=False)  # empty again
+        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+        for order in second:
+            services.advance_order(order.pk)
+        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join(10)
+    try:
+        published = _published_events()
+        assert len(published) == OutboxEvent.objects.count() == 10 * 2 + 10
+        _assert_exactly_once_in_order(published)
+        assert kafka.topics_exist(SOURCE_TOPICS)
+    finally:
+        broker.stop()
+
+
+def _wait_until(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.1)

@@ -1,0 +1,318 @@
+"""The business simulator: customers order, kitchens cook, couriers ride.
+
+It drives the system only through the domain services (``place_order``,
+``transition_order``, ``record_locations``), exactly like the API does, so a
+demo exercises the real outbox, relay, broker and stream job.
+
+Time comes from a :class:`Clock`. With :class:`RealClock` the simulation
+sleeps between actions (``make run``); with :class:`VirtualClock` it runs as
+fast as the database allows with event times on a virtual timeline (tests,
+reprocessing demos). With the same seed and clock start the sequence of
+actions is identical, which :meth:`Simulation.log` records.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from tracker import geo
+from tracker.couriers.models import Courier
+from tracker.customers.models import Address
+from tracker.events import CANCELLABLE_STATUSES, OrderStatus
+from tracker.orders import services
+from tracker.orders.models import Order
+from tracker.restaurants.models import Product, Restaurant
+
+log = logging.getLogger(__name__)
+
+#: Seconds an order waits in each status before the kitchen moves it on (at pace 1).
+KITCHEN_WAITS: dict[OrderStatus, tuple[float, float]] = {
+    OrderStatus.PLACED_ORDER: (5, 20),
+    OrderStatus.ORDER_CONFIRMED: (10, 40),
+    OrderStatus.BEING_PREPARED: (30, 90),
+    OrderStatus.BEING_COOKED: (60, 180),
+    OrderStatus.ARRIVING_AT_DOOR: (20, 60),
+}
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+    def sleep_until(self, moment: datetime) -> None: ...
+
+
+class RealClock:
+    def now(self) -> datetime:
+        return timezone.now()
+
+    def sleep_until(self, moment: datetime) -> None:
+        delay = (moment - timezone.now()).total_seconds()
+        if delay > 0:
+            time.sleep(delay)
+
+
+class VirtualClock:
+    """A clock that jumps to the next action instead of sleeping."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+
+    def now(self) -> datetime:
+        return self._now
+
+    def sleep_until(self, moment: datetime) -> None:
+        self._now = max(self._now, moment)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    orders_per_minute: float = 50.0
+    #: Divides kitchen waits; travel is always at courier speed so ETAs stay honest.
+    pace: float = 1.0
+    cancel_rate: float = 0.03
+    gps_interval: float = 1.0
+    arrive_radius_km: float = 0.15
+    max_lines: int = 4
+
+
+@dataclass
+class Transit:
+    order: Order
+    courier: Courier
+    waypoints: list[tuple[float, float]]
+    started: datetime
+    seconds: float
+    arriving: bool = False
+
+
+@dataclass(order=True)
+class _Action:
+    when: datetime
+    seq: int
+    kind: str = field(compare=False)
+    order_id: int | None = field(compare=False, default=None)
+
+
+class Simulation:
+    def __init__(self, rng: random.Random, config: SimConfig, clock: Clock) -> None:
+        self.rng = rng
+        self.config = config
+        self.clock = clock
+        self._queue: list[_Action] = []
+        self._t0 = clock.now()
+        self._seq = 0
+        self.transits: dict[int, Transit] = {}
+        self.log: list[tuple] = []
+        #: Order ids differ between databases; the log names orders by placement number.
+        self._order_number: dict[int, int] = {}
+        self.stats = {"placed": 0, "advanced": 0, "cancelled": 0, "delivered": 0, "points": 0}
+        self.addresses = list(Address.objects.order_by("id").select_related("customer__user"))
+        self.restaurants = list(Restaurant.objects.filter(is_open=True).order_by("id"))
+        menu: dict[int, list[Product]] = {}
+        for product in Product.objects.filter(is_available=True).order_by("id"):
+            menu.setdefault(product.restaurant_id, []).append(product)
+        self.menu = menu
+        if not self.addresses or not self.restaurants:
+            raise RuntimeError("no demo data: run `manage.py simulate --seed-only` first")
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _schedule(self, delay: float, kind: str, order_id: int | None = None) -> None:
+        self._seq += 1
+        when = self.clock.now() + timedelta(seconds=delay)
+        heapq.heappush(self._queue, _Action(when, self._seq, kind, order_id))
+
+    def _wait(self, status: OrderStatus) -> float:
+        low, high = KITCHEN_WAITS[status]
+        return self.rng.uniform(low, high) / self.config.pace
+
+    def _record(self, kind: str, order_id: int | None = None, *detail: object) -> None:
+        number = self._order_number.get(order_id) if order_id is not None else None
+        self.log.append(
+            (round((self.clock.now() - self._t0).total_seconds(), 3), kind, number, *detail)
+        )
+
+    def resume_open_orders(self) -> int:
+        """Pick up orders a previous run left unfinished, so none is stranded."""
+        count = 0
+        for order in Order.objects.active().order_by("id"):
+            status = OrderStatus(order.status)
+            if status in (OrderStatus.OUT_FOR_DELIVERY, OrderStatus.ARRIVING_AT_DOOR):
+                self._start_transit(order)
+            if status is not OrderStatus.OUT_FOR_DELIVERY:
+                self._schedule(self.rng.uniform(0, 5), "advance", order.pk)
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------ actions
+
+    def place_one(self) -> Order:
+        address = self.rng.choice(self.addresses)
+        nearest = sorted(
+            self.restaurants,
+            key=lambda r: geo.haversine_km(r.lat, r.lon, address.lat, address.lon),
+        )[:2]
+        restaurant = self.rng.choice(nearest)
+        products = self.menu[restaurant.pk]
+        lines = self.rng.sample(
+            products, k=min(len(products), self.rng.randint(1, self.config.max_lines))
+        )
+        items = [
+            services.ItemRequest(product_id=p.pk, quantity=self.rng.choice((1, 1, 1, 2, 2, 3)))
+            for p in lines
+        ]
+        order, _ = services.place_order(
+            customer=address.customer,
+            restaurant=restaurant,
+            items=items,
+            delivery_address=f"{address.line1}, {address.city}",
+            delivery_lat=address.lat,
+            delivery_lon=address.lon,
+            at=self.clock.now(),
+        )
+        self.stats["placed"] += 1
+        self._record(
+            "place", address.pk, restaurant.pk, [(i.product_id, i.quantity) for i in items]
+        )
+        self._schedule(self._wait(OrderStatus.PLACED_ORDER), "advance", order.pk)
+        return order
+
+    def _advance(self, order_id: int) -> None:
+        status = OrderStatus(Order.objects.values_list("status", flat=True).get(pk=order_id))
+        if status in CANCELLABLE_STATUSES and self.rng.random() < self.config.cancel_rate / 4:
+            services.cancel_order(order_id, actor="simulator", at=self.clock.now())
+            self.stats["cancelled"] += 1
+            self._record("cancel", order_id)
+            return
+        order = services.advance_order(order_id, actor="simulator", at=self.clock.now())
+        self.stats["advanced"] += 1
+        new_status = OrderStatus(order.status)
+        self._record("advance", order_id, new_status.value)
+        if new_status is OrderStatus.OUT_FOR_DELIVERY:
+            self._start_transit(order)
+        elif new_status is OrderStatus.DELIVERED:
+            self.stats["delivered"] += 1
+            self.transits.pop(order_id, None)
+        elif new_status is not OrderStatus.ARRIVING_AT_DOOR:
+            self._schedule(self._wait(new_status), "advance", order_id)
+
+    def _start_transit(self, order: Order) -> None:
+        order = Order.objects.select_related("restaurant", "courier").get(pk=order.pk)
+        start = (order.restaurant.lat, order.restaurant.lon)
+        end = (order.delivery_lat, order.delivery_lon)
+        # Streets are not straight lines: ride one leg along each axis.
+        corner = (start[0], end[1]) if self.rng.random() < 0.5 else (end[0], start[1])
+        waypoints = [start, corner, end]
+        km = sum(geo.haversine_km(*a, *b) for a, b in zip(waypoints, waypoints[1:], strict=False))
+        self.transits[order.pk] = Transit(
+            order=order,
+            courier=order.courier,
+            waypoints=waypoints,
+            started=self.clock.now(),
+            seconds=max(km / geo.COURIER_SPEED_KMH * 3600, 30.0),
+            arriving=OrderStatus(order.status) is OrderStatus.ARRIVING_AT_DOOR,
+        )
+
+    def _position(self, transit: Transit, now: datetime) -> tuple[float, float]:
+        fraction = min((now - transit.started).total_seconds() / transit.seconds, 1.0)
+        legs = list(zip(transit.waypoints, transit.waypoints[1:], strict=False))
+        lengths = [geo.haversine_km(*a, *b) for a, b in legs]
+        total = sum(lengths) or 1.0
+        travelled = fraction * total
+        for (a, b), length in zip(legs, lengths, strict=False):
+            if travelled <= length or (a, b) == legs[-1]:
+                lat, lon = geo.interpolate(*a, *b, travelled / length if length else 1.0)
+                break
+            travelled -= length
+        if fraction < 1.0:  # GPS noise of a few metres, never past the door
+            lat += self.rng.gauss(0, 0.00003)
+            lon += self.rng.gauss(0, 0.00003)
+        return round(lat, 6), round(lon, 6)
+
+    def _gps_tick(self) -> None:
+        now = self.clock.now()
+        positions = []
+        for order_id in sorted(list(self.transits)):
+            transit = self.transits[order_id]
+            lat, lon = self._position(transit, now)
+            positions.append(
+                services.CourierPosition(transit.order, transit.courier, lat, lon, now)
+            )
+            left = geo.haversine_km(lat, lon, *transit.waypoints[-1])
+            if not transit.arriving and left <= self.config.arrive_radius_km:
+                transit.arriving = True
+                try:
+                    transit.order = services.advance_order(order_id, actor="simulator", at=now)
+                except services.OrderError as exc:  # an operator changed it meanwhile
+                    log.info("simulator: order %s not advanced: %s", order_id, exc)
+                    self.transits.pop(order_id)
+                    continue
+                self.stats["advanced"] += 1
+                self._record("advance", order_id, transit.order.status)
+                self._schedule(self._wait(OrderStatus.ARRIVING_AT_DOOR), "advance", order_id)
+        if positions:
+            try:
+                self.stats["points"] += services.record_locations(positions)
+            except services.TelemetryError as exc:
+                # Telemetry is best effort by design; the next tick sends fresher points.
+                log.warning("simulator: GPS points not acknowledged: %s", exc)
+        self._record(
+            "gps", None, [(self._order_number.get(p.order.pk), p.lat, p.lon) for p in positions]
+        )
+        self._schedule(self.config.gps_interval, "gps")
+
+    # ------------------------------------------------------------------ loop
+
+    def _next_arrival(self) -> float:
+        return self.rng.expovariate(self.config.orders_per_minute / 60.0)
+
+    def run(
+        self, *, duration: float | None = None, max_orders: int | None = None, stop=None
+    ) -> dict:
+        """Run until ``duration`` seconds of simulated time, ``max_orders``, or ``stop`` is set."""
+        end = self.clock.now() + timedelta(seconds=duration) if duration is not None else None
+        if self.config.orders_per_minute > 0:
+            self._schedule(self._next_arrival(), "place")
+        self._schedule(self.config.gps_interval, "gps")
+        last_report = time.monotonic()
+        while self._queue and not (stop is not None and stop.is_set()):
+            action = heapq.heappop(self._queue)
+            if end is not None and action.when > end:
+                break
+            self.clock.sleep_until(action.when)
+            try:
+                if action.kind == "place":
+                    if max_orders is None or self.stats["placed"] < max_orders:
+                        self.place_one()
+                        self._schedule(self._next_arrival(), "place")
+                elif action.kind == "advance":
+                    if (
+                        action.order_id not in self.transits
+                        or self.transits[action.order_id].arriving
+                    ):
+                        self._advance(action.order_id)
+                elif action.kind == "gps":
+                    self._gps_tick()
+            except services.OrderError as exc:
+                log.info("simulator: %s refused: %s", action.kind, exc)
+            if time.monotonic() - last_report > 10:
+                last_report = time.monotonic()
+                lag = (timezone.now() - action.when).total_seconds()
+                log.info(
+                    "simulator: %s in transit=%d lag=%.1fs",
+                    " ".join(f"{k}={v}" for k, v in self.stats.items()),
+                    len(self.transits),
+                    max(lag, 0.0) if isinstance(self.clock, RealClock) else math.nan,
+                )
+                close_old_connections()
+        return dict(self.stats)

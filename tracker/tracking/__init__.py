@@ -1,0 +1,1 @@
+"""Tracking reads: every query the API, push and dashboards run against Pinot."""

@@ -1,0 +1,547 @@
+"""Every tracking read, as a named function with Pinot SQL, through pinotdb.
+
+The API, the push layer and the dashboards call these functions and nothing
+else, so each query is written (and contract-tested) once, against the same
+tables in embedded mode (the local Pinot server) and in production (Pinot).
+
+Conventions:
+
+* parameters go through pinotdb's ``%(name)s`` substitution (it quotes strings);
+  integers are coerced with ``int()`` first so nothing else reaches the SQL;
+* every selection has an explicit LIMIT (Pinot silently returns 10 rows without one);
+* nullable event fields are stored with the schema's ``defaultNullValue``
+  (0 for times and ids, -1 for distance/ETA); they are turned back into None here;
+* any failure to get an answer raises :class:`TrackingUnavailable` (API: 503).
+
+Settings: ``PINOT_BROKER_URL`` (default ``http://127.0.0.1:8099``, the local server
+in embedded mode) and ``PINOT_QUERY_TIMEOUT_S`` (default 5).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+import pinotdb
+from pinotdb import exceptions as pinot_errors
+
+from tracker.conf import env_float, env_str
+from tracker.events import IN_TRANSIT_STATUSES, LIFECYCLE, OrderStatus, status_time_field
+from tracker.tracking.exceptions import TrackingUnavailable
+
+DEFAULT_BROKER_URL = "http://127.0.0.1:8099"
+
+#: Statuses after which an order no longer changes.
+FINISHED = (OrderStatus.DELIVERED.value, OrderStatus.CANCELLED.value)
+
+# ---------------------------------------------------------------------- transport
+
+_local = threading.local()
+
+
+def broker_url() -> str:
+    return env_str("PINOT_BROKER_URL", DEFAULT_BROKER_URL)
+
+
+def _connection() -> Any:
+    """A pinotdb connection per thread and broker URL (keeps HTTP keep-alive)."""
+    url = broker_url()
+    timeout = env_float("PINOT_QUERY_TIMEOUT_S", 5.0)
+    cached = getattr(_local, "conn", None)
+    if cached is not None and cached[0] == (url, timeout):
+        return cached[1]
+    parts = urlsplit(url)
+    conn = pinotdb.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or (443 if parts.scheme == "https" else 8099),
+        path=parts.path if parts.path not in ("", "/") else "/query/sql",
+        scheme=parts.scheme or "http",
+        timeout=timeout,
+    )
+    _local.conn = ((url, timeout), conn)
+    return conn
+
+
+def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Run one Pinot query; rows as dicts keyed by result column name."""
+    try:
+        cur = _connection().cursor()
+        cur.execute(sql, params or {})
+        names = [d[0] for d in cur.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    except (pinot_errors.Error, httpx.HTTPError, OSError) as exc:
+        _local.conn = None  # reconnect next time
+        raise TrackingUnavailable(f"Pinot query failed: {exc}") from exc
+
+
+def _opt_int(value: Any, sentinel: int = 0) -> int | None:
+    return None if value is None or int(value) == sentinel else int(value)
+
+
+def _opt_float(value: Any, sentinel: float = -1.0) -> float | None:
+    return None if value is None or float(value) == sentinel else float(value)
+
+
+def _status(value: str | None) -> str:
+    return OrderStatus(value).value  # refuses unknown statuses early
+
+
+# ---------------------------------------------------------------------- orders
+
+ORDER_COLUMNS = (
+    "order_id, version, customer_id, customer_name, restaurant_id, restaurant_name, "
+    "restaurant_lat, restaurant_lon, delivery_lat, delivery_lon, items, item_count, total, "
+    "status, status_time, created_at, event_time, courier_id, courier_lat, courier_lon, "
+    "location_time, distance_left_km, eta_seconds, "
+    + ", ".join(status_time_field(s) for s in OrderStatus)
+)
+
+
+@dataclass(frozen=True)
+class CourierPosition:
+    order_id: int
+    courier_id: int | None
+    lat: float
+    lon: float
+    at: int
+    status: str | None = None
+    distance_left_km: float | None = None
+    eta_seconds: int | None = None
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class OrderState:
+    """The current state of one order (the orders_enriched upsert row)."""
+
+    order_id: int
+    version: int
+    customer_id: int
+    customer_name: str
+    restaurant_id: int
+    restaurant_name: str
+    restaurant_lat: float
+    restaurant_lon: float
+    delivery_lat: float
+    delivery_lon: float
+    items: list[dict[str, Any]]
+    item_count: int
+    total: float
+    status: str
+    status_time: int
+    created_at: int
+    updated_at: int
+    #: status -> epoch millis it was entered (only statuses reached)
+    status_times: dict[str, int] = field(default_factory=dict)
+    courier: CourierPosition | None = None
+    distance_left_km: float | None = None
+    eta_seconds: int | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.status not in FINISHED
+
+
+def _order(row: dict[str, Any]) -> OrderState:
+    location_time = _opt_int(row["location_time"])
+    courier_id = _opt_int(row["courier_id"])
+    courier = None
+    if location_time is not None:
+        courier = CourierPosition(
+            order_id=int(row["order_id"]),
+            courier_id=courier_id,
+            lat=float(row["courier_lat"]),
+            lon=float(row["courier_lon"]),
+            at=location_time,
+        )
+    times = {}
+    for status in OrderStatus:
+        value = _opt_int(row[status_time_field(status)])
+        if value is not None:
+            times[status.value] = value
+    return OrderState(
+        order_id=int(row["order_id"]),
+        version=int(row["version"]),
+        customer_id=int(row["customer_id"]),
+        customer_name=row["customer_name"],
+        restaurant_id=int(row["restaurant_id"]),
+        restaurant_name=row["restaurant_name"],
+        restaurant_lat=float(row["restaurant_lat"]),
+        restaurant_lon=float(row["restaurant_lon"]),
+        delivery_lat=float(row["delivery_lat"]),
+        delivery_lon=float(row["delivery_lon"]),
+        items=row["items"] if isinstance(row["items"], list) else [],
+        item_count=int(row["item_count"]),
+        total=float(row["total"]),
+        status=row["status"],
+        status_time=int(row["status_time"]),
+        created_at=int(row["created_at"]),
+        updated_at=int(row["event_time"]),
+        status_times=times,
+        courier=courier,
+        distance_left_km=_opt_float(row["distance_left_km"]),
+        eta_seconds=_opt_int(row["eta_seconds"], -1),
+    )
+
+
+def customer_orders(
+    customer_id: int,
+    *,
+    status: str | None = None,
+    state: Literal["active", "past"] | None = None,
+    limit: int = 20,
+    offset: int = 0,
+) -> list[OrderState]:
+    """A customer's orders, latest state, newest first; filter by status or active/past."""
+    limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
+    where = ["customer_id = %(customer_id)s"]
+    params: dict[str, Any] = {"customer_id": int(customer_id)}
+    if status is not None:
+        where.append("status = %(status)s")
+        params["status"] = _status(status)
+    if state == "active":
+        where.append("status NOT IN ('DELIVERED', 'CANCELLED')")
+    elif state == "past":
+        where.append("status IN ('DELIVERED', 'CANCELLED')")
+    elif state is not None:
+        raise ValueError(f"state must be 'active', 'past' or None, got {state!r}")
+    rows = query(
+        f"SELECT {ORDER_COLUMNS} FROM orders_enriched WHERE {' AND '.join(where)} "
+        f"ORDER BY created_at DESC, order_id DESC LIMIT {limit} OFFSET {offset}",
+        params,
+    )
+    return [_order(r) for r in rows]
+
+
+def order_state(order_id: int) -> OrderState | None:
+    """One order's current state (None when Pinot has not seen it)."""
+    rows = query(
+        f"SELECT {ORDER_COLUMNS} FROM orders_enriched WHERE order_id = %(order_id)s LIMIT 1",
+        {"order_id": int(order_id)},
+    )
+    return _order(rows[0]) if rows else None
+
+
+@dataclass(frozen=True)
+class StatusPeriod:
+    """One step of an order's timeline: entered at, left at (None while current)."""
+
+    status: str
+    entered_at: int
+    left_at: int | None
+    duration_ms: int | None
+
+
+def order_status_history(order_id: int) -> list[StatusPeriod]:
+    """The statuses an order went through, oldest first, with time spent in each.
+
+    Reads the upsert history (skipUpsert): the earliest ``status_time`` seen per
+    status is when the order entered it. Duplicate or out-of-order versions from
+    the at-least-once stream collapse into the same group. The durations of the
+    finished steps are exact; the current step has no end (the caller adds "now").
+    """
+    rows = query(
+        "SET skipUpsert = true; "
+        "SELECT status, MIN(status_time) AS entered_at FROM orders_enriched "
+        "WHERE order_id = %(order_id)s GROUP BY status ORDER BY MIN(status_time) LIMIT 20",
+        {"order_id": int(order_id)},
+    )
+    entered = sorted(
+        ((int(r["entered_at"]), _rank(r["status"]), r["status"]) for r in rows),
+    )
+    periods = []
+    for i, (at, _, status) in enumerate(entered):
+        left = entered[i + 1][0] if i + 1 < len(entered) else None
+        periods.append(StatusPeriod(status, at, left, None if left is None else left - at))
+    return periods
+
+
+def _rank(status: str) -> int:
+    try:
+        return LIFECYCLE.index(OrderStatus(status))
+    except ValueError:
+        return len(LIFECYCLE)
+
+
+# ---------------------------------------------------------------------- couriers
+
+_POSITION_COLUMNS = (
+    "order_id, courier_id, lat, lon, event_time, status, distance_left_km, eta_seconds, version"
+)
+
+
+def _position(row: dict[str, Any]) -> CourierPosition:
+    return CourierPosition(
+        order_id=int(row["order_id"]),
+        courier_id=int(row["courier_id"]),
+        lat=float(row["lat"]),
+        lon=float(row["lon"]),
+        at=int(row["event_time"]),
+        status=row["status"],
+        distance_left_km=float(row["distance_left_km"]),
+        eta_seconds=int(row["eta_seconds"]),
+        version=int(row["version"]),
+    )
+
+
+def courier_position(order_id: int) -> CourierPosition | None:
+    """The latest courier position of an order (None before it left the restaurant)."""
+    rows = query(
+        f"SELECT {_POSITION_COLUMNS} FROM delivery_statuses WHERE order_id = %(order_id)s LIMIT 1",
+        {"order_id": int(order_id)},
+    )
+    return _position(rows[0]) if rows else None
+
+
+def courier_path(order_id: int, limit: int = 1000) -> list[CourierPosition]:
+    """Every courier position of an order, oldest first (the trail on the map)."""
+    rows = query(
+        f"SET skipUpsert = true; SELECT {_POSITION_COLUMNS} FROM delivery_statuses "
+        f"WHERE order_id = %(order_id)s ORDER BY version, event_time "
+        f"LIMIT {max(1, min(int(limit), 10_000))}",
+        {"order_id": int(order_id)},
+    )
+    seen, out = set(), []
+    for row in rows:  # at-least-once: the same version may be stored twice
+        if row["version"] not in seen:
+            seen.add(row["version"])
+            out.append(_position(row))
+    return out
+
+
+def polygon_wkt(points: list[tuple[float, float]]) -> str:
+    """WKT of a polygon from (lon, lat) points; closes the ring if needed."""
+    if len(points) < 3:
+        raise ValueError("a polygon needs at least 3 points")
+    ring = list(points) + ([points[0]] if tuple(points[0]) != tuple(points[-1]) else [])
+    return "POLYGON((" + ", ".join(f"{float(x)!r} {float(y)!r}" for x, y in ring) + "))"
+
+
+def deliveries_in_area(
+    polygon: str | list[tuple[float, float]], limit: int = 100
+) -> list[CourierPosition]:
+    """Orders in transit whose latest courier position lies inside ``polygon``.
+
+    ``polygon`` is WKT or a list of (lon, lat) points. Newest positions first.
+    """
+    wkt = polygon if isinstance(polygon, str) else polygon_wkt(polygon)
+    statuses = ", ".join(f"'{s.value}'" for s in sorted(IN_TRANSIT_STATUSES))
+    rows = query(
+        f"SELECT {_POSITION_COLUMNS} FROM delivery_statuses "
+        "WHERE ST_Contains(ST_GeomFromText(%(wkt)s), toGeometry(location)) = 1 "
+        f"AND status IN ({statuses}) "
+        f"ORDER BY event_time DESC, order_id LIMIT {max(1, min(int(limit), 10_000))}",
+        {"wkt": wkt},
+    )
+    return [_position(r) for r in rows]
+
+
+# ---------------------------------------------------------------------- operations
+
+
+@dataclass(frozen=True)
+class StatusPercentiles:
+    """Seconds the current not-delivered orders have spent in their status so far."""
+
+    status: str
+    orders: int
+    min: float
+    p50: float
+    avg: float
+    p75: float
+    p90: float
+    p99: float
+    max: float
+
+
+def time_in_status_percentiles(
+    *, restaurant_id: int | None = None, as_of_ms: int | None = None
+) -> list[StatusPercentiles]:
+    """Per status, for orders not delivered (nor cancelled): min, p50, avg, p75, p90, p99, max.
+
+    ``as_of_ms`` replaces Pinot's ``now()`` (tests and replays); times are seconds.
+    """
+    now = "now()" if as_of_ms is None else str(int(as_of_ms))
+    age = f"({now} - status_time) / 1000"
+    where = "status NOT IN ('DELIVERED', 'CANCELLED')"
+    params: dict[str, Any] = {}
+    if restaurant_id is not None:
+        where += " AND restaurant_id = %(restaurant_id)s"
+        params["restaurant_id"] = int(restaurant_id)
+    rows = query(
+        f"SELECT status, COUNT(*) AS orders, MIN({age}) AS min_s, "
+        f"PERCENTILE({age}, 50) AS p50, AVG({age}) AS avg_s, PERCENTILE({age}, 75) AS p75, "
+        f"PERCENTILE({age}, 90) AS p90, PERCENTILE({age}, 99) AS p99, MAX({age}) AS max_s "
+        f"FROM orders_enriched WHERE {where} GROUP BY status LIMIT 100",
+        params,
+    )
+    out = [
+        StatusPercentiles(
+            status=r["status"],
+            orders=int(r["orders"]),
+            min=float(r["min_s"]),
+            p50=float(r["p50"]),
+            avg=float(r["avg_s"]),
+            p75=float(r["p75"]),
+            p90=float(r["p90"]),
+            p99=float(r["p99"]),
+            max=float(r["max_s"]),
+        )
+        for r in rows
+    ]
+    return sorted(out, key=lambda p: _rank(p.status))
+
+
+@dataclass(frozen=True)
+class StuckOrder:
+    order_id: int
+    customer_id: int
+    restaurant_id: int
+    status: str
+    status_time: int
+    seconds_in_status: float
+    total: float
+
+
+def stuck_orders(
+    older_than_ms: int,
+    *,
+    status: str | None = None,
+    restaurant_id: int | None = None,
+    limit: int = 50,
+) -> list[StuckOrder]:
+    """Orders in ``status`` (any unfinished status when None) for more than ``older_than_ms``.
+
+    Longest-waiting first.
+    """
+    where = ["(now() - status_time) > %(older_than)s"]
+    params: dict[str, Any] = {"older_than": int(older_than_ms)}
+    if status is not None:
+        where.append("status = %(status)s")
+        params["status"] = _status(status)
+    else:
+        where.append("status NOT IN ('DELIVERED', 'CANCELLED')")
+    if restaurant_id is not None:
+        where.append("restaurant_id = %(restaurant_id)s")
+        params["restaurant_id"] = int(restaurant_id)
+    rows = query(
+        "SELECT order_id, customer_id, restaurant_id, status, status_time, total, "
+        "(now() - status_time) / 1000 AS seconds_in_status FROM orders_enriched "
+        f"WHERE {' AND '.join(where)} ORDER BY status_time, order_id "
+        f"LIMIT {max(1, min(int(limit), 10_000))}",
+        params,
+    )
+    return [
+        StuckOrder(
+            order_id=int(r["order_id"]),
+            customer_id=int(r["customer_id"]),
+            restaurant_id=int(r["restaurant_id"]),
+            status=r["status"],
+            status_time=int(r["status_time"]),
+            seconds_in_status=float(r["seconds_in_status"]),
+            total=float(r["total"]),
+        )
+        for r in rows
+    ]
+
+
+# ---------------------------------------------------------------------- dashboard
+
+#: Dashboard windows: name -> (ISO-8601 duration, twice that duration).
+WINDOWS = {"1h": ("PT1H", "PT2H"), "24h": ("PT24H", "PT48H"), "7d": ("P7D", "P14D")}
+
+
+@dataclass(frozen=True)
+class Dish:
+    product_name: str
+    quantity: int
+    orders: int
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """One window (e.g. the last hour) and the period before it, for comparison."""
+
+    orders: int
+    sales: float
+    previous_orders: int
+    previous_sales: float
+    top_dishes: list[Dish]
+
+
+@dataclass(frozen=True)
+class RestaurantDashboard:
+    restaurant_id: int
+    restaurant_name: str
+    windows: dict[str, WindowStats]
+
+
+def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDashboard]:
+    """Per restaurant: orders, sales and top-3 dishes for 1 h, 24 h, 7 d and the period before.
+
+    Orders and sales come from orders_enriched (latest state, cancelled orders
+    excluded, bucketed by ``created_at``); dishes from order_items_enriched
+    (bucketed by the item's ``event_time``, ranked by quantity then name).
+    """
+    params: dict[str, Any] = {}
+    scope = ""
+    if restaurant_id is not None:
+        scope = " AND restaurant_id = %(restaurant_id)s"
+        params["restaurant_id"] = int(restaurant_id)
+    aggs = []
+    for name, (d, d2) in WINDOWS.items():
+        cur = f"created_at > ago('{d}')"
+        prev = f"created_at <= ago('{d}') AND created_at > ago('{d2}')"
+        aggs += [
+            f"COUNT(*) FILTER (WHERE {cur}) AS orders_{name}",
+            f"SUM(total) FILTER (WHERE {cur}) AS sales_{name}",
+            f"COUNT(*) FILTER (WHERE {prev}) AS prev_orders_{name}",
+            f"SUM(total) FILTER (WHERE {prev}) AS prev_sales_{name}",
+        ]
+    totals = query(
+        f"SELECT restaurant_id, restaurant_name, {', '.join(aggs)} FROM orders_enriched "
+        f"WHERE created_at > ago('P14D') AND status <> 'CANCELLED'{scope} "
+        "GROUP BY restaurant_id, restaurant_name ORDER BY restaurant_id LIMIT 100000",
+        params,
+    )
+    dish_aggs = []
+    for name, (d, _) in WINDOWS.items():
+        dish_aggs += [
+            f"SUM(quantity) FILTER (WHERE event_time > ago('{d}')) AS qty_{name}",
+            f"DISTINCTCOUNT(order_id) FILTER (WHERE event_time > ago('{d}')) AS orders_{name}",
+        ]
+    dishes = query(
+        f"SELECT restaurant_id, product_name, {', '.join(dish_aggs)} FROM order_items_enriched "
+        f"WHERE event_time > ago('P7D'){scope} GROUP BY restaurant_id, product_name "
+        "LIMIT 100000",
+        params,
+    )
+    top: dict[tuple[int, str], list[Dish]] = defaultdict(list)
+    for row in dishes:
+        for name in WINDOWS:
+            qty = int(row[f"qty_{name}"])
+            if qty > 0:
+                top[(int(row["restaurant_id"]), name)].append(
+                    Dish(row["product_name"], qty, int(row[f"orders_{name}"]))
+                )
+    by_restaurant: dict[int, RestaurantDashboard] = {}
+    for row in totals:
+        rid = int(row["restaurant_id"])
+        windows = {
+            name: WindowStats(
+                orders=int(row[f"orders_{name}"]),
+                sales=round(float(row[f"sales_{name}"]), 2),
+                previous_orders=int(row[f"prev_orders_{name}"]),
+                previous_sales=round(float(row[f"prev_sales_{name}"]), 2),
+                top_dishes=sorted(top[(rid, name)], key=lambda d: (-d.quantity, d.product_name))[
+                    :3
+                ],
+            )
+            for name in WINDOWS
+        }
+        by_restaurant[rid] = RestaurantDashboard(rid, row["restaurant_name"], windows)
+    return [by_restaurant[k] for k in sorted(by_restaurant)]
