@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (added by the live app)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
 
 import os
 
@@ -8,6 +8,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracker.settings")
 
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from tracker.live.auth import websocket_stack  # noqa: E402
+from tracker.live.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": websocket_stack(URLRouter(websocket_urlpatterns)),
+    }
+)

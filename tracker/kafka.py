@@ -33,8 +33,9 @@ from tracker.events import Event, Topic, topic_name
 
 log = logging.getLogger(__name__)
 
-#: librdkafka settings every client gets: quiet about expected disconnects.
-_COMMON = {"log.connection.close": False}
+#: librdkafka settings every client gets: quiet about expected disconnects, and its
+#: log lines routed through Python logging (component logs, pytest's capture).
+_COMMON = {"log.connection.close": False, "logger": logging.getLogger("librdkafka")}
 
 
 def producer(config: KafkaConfig | None = None, **overrides: object) -> Producer:

@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "tracker.customers",
     "tracker.restaurants",
@@ -36,6 +37,8 @@ INSTALLED_APPS = [
     "tracker.outbox",
     "tracker.simulator",
     "tracker.system",
+    "tracker.live",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -110,6 +113,66 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- REST API -------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",  # mobile apps
+        "rest_framework.authentication.SessionAuthentication",  # the browser (CSRF enforced)
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "login": env_str("API_THROTTLE_LOGIN", "10/min"),
+        "orders": env_str("API_THROTTLE_ORDERS", "30/min"),
+        "writes": env_str("API_THROTTLE_WRITES", "240/min"),
+        "locations": env_str("API_THROTTLE_LOCATIONS", "600/min"),
+    },
+    "DATETIME_FORMAT": "iso-8601",
+    "COERCE_DECIMAL_TO_STRING": True,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Ordertrack API",
+    "DESCRIPTION": (
+        "Customer order tracking. Writes go to the system of record (database + outbox); "
+        "tracking reads come from Apache Pinot. Times are ISO-8601 UTC, money is a decimal "
+        'string, every error is {"error": {status, code, message, fields?}}.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from our static files: works offline
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Throttle counters: per process in embedded mode, shared through Redis in production.
+REDIS_URL = env_str("REDIS_URL", "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# --- live push (Channels) -----------------------------------------------------------
+CHANNEL_LAYERS = {
+    "default": (
+        {"BACKEND": "channels_redis.core.RedisChannelLayer",
+         "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30}}
+        if REDIS_URL
+        else {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
+    )
+}  # fmt: skip
+#: Run the Kafka -> WebSocket bridge inside the ASGI process (embedded mode). With
+#: several ASGI servers, set false and run `manage.py pushbridge` with REDIS_URL.
+PUSH_BRIDGE_EMBEDDED = env_bool("PUSH_BRIDGE_EMBEDDED", not REDIS_URL)
+PUSH_HEARTBEAT_SECONDS = float(env_str("PUSH_HEARTBEAT_SECONDS", "20"))
 
 # --- the event pipeline -------------------------------------------------------
 OUTBOX_RELAY_BATCH_SIZE = env_int("OUTBOX_RELAY_BATCH_SIZE", 500)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tracker.conf import BASE_DIR, env_float, env_int, env_str, kafka_config
+from tracker.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
 
 PYTHON = sys.executable
 MANAGE = str(BASE_DIR / "manage.py")
@@ -50,6 +50,14 @@ def components() -> list[Component]:
             ready_text="relay: publishing",
             stage=1,
             waiting_note="outbox relay connecting to Kafka",
+        ),
+        Component(
+            "pinot",
+            [PYTHON, "-m", "pinot"],
+            ready_text="pinot: ready",
+            stage=1,
+            waiting_note="Pinot-compatible local server (embedded serving layer)",
+            enabled=lambda: env_bool("PINOT_EMBEDDED", True),
         ),
         Component(
             "web",

@@ -188,18 +188,32 @@ def _order(row: dict[str, Any]) -> OrderState:
     )
 
 
-def customer_orders(
-    customer_id: int,
+def list_orders(
     *,
+    customer_id: int | None = None,
+    courier_id: int | None = None,
+    restaurant_ids: list[int] | None = None,
     status: str | None = None,
     state: Literal["active", "past"] | None = None,
     limit: int = 20,
     offset: int = 0,
 ) -> list[OrderState]:
-    """A customer's orders, latest state, newest first; filter by status or active/past."""
+    """Orders, latest state, newest first: a customer's, a courier's, some restaurants'
+    (or every order when no scope is given, for operators); filter by status or
+    active/past; paginate with limit/offset."""
     limit, offset = max(0, min(int(limit), 1000)), max(0, int(offset))
-    where = ["customer_id = %(customer_id)s"]
-    params: dict[str, Any] = {"customer_id": int(customer_id)}
+    where: list[str] = []
+    params: dict[str, Any] = {}
+    if customer_id is not None:
+        where.append("customer_id = %(customer_id)s")
+        params["customer_id"] = int(customer_id)
+    if courier_id is not None:
+        where.append("courier_id = %(courier_id)s")
+        params["courier_id"] = int(courier_id)
+    if restaurant_ids is not None:
+        if not restaurant_ids:
+            return []
+        where.append(f"restaurant_id IN ({', '.join(str(int(r)) for r in restaurant_ids)})")
     if status is not None:
         where.append("status = %(status)s")
         params["status"] = _status(status)
@@ -210,8 +224,9 @@ def customer_orders(
     elif state is not None:
         raise ValueError(f"state must be 'active', 'past' or None, got {state!r}")
     rows = query(
-        f"SELECT {ORDER_COLUMNS} FROM orders_enriched WHERE {' AND '.join(where)} "
-        f"ORDER BY created_at DESC, order_id DESC LIMIT {limit} OFFSET {offset}",
+        f"SELECT {ORDER_COLUMNS} FROM orders_enriched"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + f" ORDER BY created_at DESC, order_id DESC LIMIT {limit} OFFSET {offset}",
         params,
     )
     return [_order(r) for r in rows]

@@ -1,0 +1,101 @@
+"""One error format for every 4xx/5xx the API returns.
+
+    {"error": {"status": 400, "code": "invalid", "message": "...", "fields": {"items[0].quantity": ["..."]}}}
+
+Mobile clients show ``message`` and highlight ``fields``; ``code`` is stable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from tracker.events import EventValidationError
+from tracker.orders.services import IllegalTransition, OrderError, TelemetryError
+from tracker.tracking.exceptions import TrackingUnavailable
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+    default_detail = "The request conflicts with the resource's current state."
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+    default_detail = "Tracking data is temporarily unavailable; retry shortly."
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error dicts/lists -> {"items[0].quantity": ["..."]}.
+
+    DRF reports list items either as a list or as a dict keyed by index; both
+    become ``[i]``. A nested ``non_field_errors`` belongs to its parent field.
+    """
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+                name = f"{prefix}[{key}]"
+            elif key == "non_field_errors" and prefix:
+                name = prefix
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
+            out.update(_flatten(value, name))
+    elif isinstance(detail, list):
+        if all(not isinstance(v, (dict, list)) for v in detail):
+            out[prefix or "non_field_errors"] = [str(v) for v in detail]
+        else:
+            for index, value in enumerate(detail):
+                if value:
+                    out.update(_flatten(value, f"{prefix}[{index}]"))
+    else:
+        out[prefix or "non_field_errors"] = [str(detail)]
+    return out
+
+
+def _translate(exc: Exception) -> Exception:
+    """Domain errors -> API exceptions with the right status."""
+    if isinstance(exc, IllegalTransition):
+        error = Conflict(str(exc))
+        error.field = exc.field
+        return error
+    if isinstance(exc, OrderError):
+        return exceptions.ValidationError({exc.field or "non_field_errors": [str(exc)]})
+    if isinstance(exc, EventValidationError):
+        return exceptions.ValidationError({exc.field: [exc.reason]})
+    if isinstance(exc, TrackingUnavailable):
+        return ServiceUnavailable()
+    if isinstance(exc, TelemetryError):
+        return ServiceUnavailable(f"Position not stored: {exc}. Retry; points are idempotent.")
+    return exc
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    exc = _translate(exc)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None  # a real 500: Django's handler logs it
+    detail = response.data
+    fields: dict[str, list[str]] = {}
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(detail)
+        first_field, first_errors = next(iter(fields.items()))
+        message = (
+            first_errors[0]
+            if first_field == "non_field_errors"
+            else f"{first_field}: {first_errors[0]}"
+        )
+    else:
+        message = str(detail.get("detail", detail)) if isinstance(detail, dict) else str(detail)
+    codes = exc.get_codes() if isinstance(exc, exceptions.APIException) else None
+    code = codes if isinstance(codes, str) else ("invalid" if fields else "error")
+    body = {"error": {"status": response.status_code, "code": code, "message": message}}
+    if fields:
+        body["error"]["fields"] = fields
+    response.data = body
+    return response

@@ -1,0 +1,1 @@
+"""Pinot serving layer: table definitions and the local (embedded-mode) Pinot server."""

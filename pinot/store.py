@@ -1,0 +1,297 @@
+"""DuckDB storage with Pinot's upsert and dedup semantics.
+
+Per upsert table there are two DuckDB tables: ``<table>`` holds the current row
+per primary key (what Pinot returns by default) and ``<table>__history`` holds
+every consumed record (what ``skipUpsert=true`` returns; Pinot keeps those rows
+too, it only masks the superseded ones). A dedup table keeps the first record
+per primary key. Offsets live in ``__offsets`` and are written in the same
+transaction as the rows, so a restart of this process neither loses nor
+double-applies records.
+
+Upsert rule (Pinot FULL mode with a comparison column): a record replaces the
+current row when its comparison value is greater than or equal to the current
+one; on equal values the later offset wins. Within one batch the rows are
+de-duplicated first (DuckDB refuses to update one key twice in one statement).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import shapely
+
+from pinot.definitions import Column, TableDef
+
+log = logging.getLogger(__name__)
+
+_DUCK_TYPES = {
+    "INT": "INTEGER",
+    "LONG": "BIGINT",
+    "FLOAT": "FLOAT",
+    "DOUBLE": "DOUBLE",
+    "STRING": "VARCHAR",
+    "JSON": "VARCHAR",
+    "BOOLEAN": "BOOLEAN",
+}
+_ARROW_TYPES = {
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "VARCHAR": pa.string(),
+    "BOOLEAN": pa.bool_(),
+}
+
+PERCENTILE_MACRO = """
+CREATE OR REPLACE MACRO pinot_percentile(l, p) AS
+  CASE WHEN l IS NULL OR len(l) = 0 THEN CAST('-inf' AS DOUBLE)
+  ELSE list_sort(l)[LEAST(CAST(floor(len(l) * p / 100.0) AS BIGINT), len(l) - 1) + 1] END
+"""
+
+
+def history_table(name: str) -> str:
+    return f"{name}__history"
+
+
+def physical_columns(table: TableDef) -> list[tuple[str, str]]:
+    """(DuckDB column, DuckDB type) in storage order; a point column becomes x and y."""
+    out = []
+    for col in table.columns:
+        if col.name in table.points:
+            out += [(f"{col.name}__x", "DOUBLE"), (f"{col.name}__y", "DOUBLE")]
+        elif col.data_type == "BYTES":
+            continue  # only point geometries are stored; validate() allows nothing else here
+        else:
+            out.append((col.name, _DUCK_TYPES[col.data_type]))
+    return out
+
+
+class RecordError(ValueError):
+    """A consumed message cannot become a row (Pinot drops such records too)."""
+
+
+def _convert(col: Column, value: Any) -> Any:
+    if value is None:
+        return col.default
+    t = col.data_type
+    if t in ("INT", "LONG"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RecordError(f"{col.name}: not a number: {value!r}")
+        return int(value)
+    if t in ("FLOAT", "DOUBLE"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RecordError(f"{col.name}: not a number: {value!r}")
+        return float(value)
+    if t == "JSON":
+        return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    if t == "STRING":
+        return value if isinstance(value, str) else json.dumps(value)
+    if t == "BOOLEAN":
+        return bool(value)
+    raise RecordError(f"{col.name}: unsupported type {t}")
+
+
+def to_row(table: TableDef, data: Any) -> list[Any]:
+    """One decoded JSON message -> storage row (Pinot's defaults for missing fields)."""
+    if not isinstance(data, dict):
+        raise RecordError("message is not a JSON object")
+    for key in (*table.primary_key, *([table.comparison_column] if table.upsert else [])):
+        if data.get(key) is None:
+            raise RecordError(f"{key}: primary key / comparison value is missing")
+    row: list[Any] = []
+    for col in table.columns:
+        if col.name in table.points:
+            xf, yf = table.points[col.name]
+            x, y = data.get(xf), data.get(yf)
+            if not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+                raise RecordError(f"{col.name}: stPoint needs numeric {xf}, {yf}")
+            row += [float(x), float(y)]
+        elif col.data_type != "BYTES":
+            row.append(_convert(col, data.get(col.name)))
+    return row
+
+
+def _st_contains(wkt: pa.Array, x: pa.Array, y: pa.Array) -> pa.Array:
+    """Vectorised point-in-polygon (planar, like Pinot's ST_Contains on toGeometry)."""
+    out = np.zeros(len(x), dtype=np.int32)
+    wkts = wkt.to_pylist()
+    xs = x.to_numpy(zero_copy_only=False)
+    ys = y.to_numpy(zero_copy_only=False)
+    for text in set(wkts):
+        geom = shapely.from_wkt(text)
+        shapely.prepare(geom)
+        mask = np.array([w == text for w in wkts]) if len(set(wkts)) > 1 else slice(None)
+        out[mask] = shapely.contains_xy(geom, xs[mask], ys[mask]).astype(np.int32)
+    return pa.array(out)
+
+
+@dataclass
+class Batch:
+    """Rows of one table consumed together, with the offsets they advance to."""
+
+    table: TableDef
+    rows: list[list[Any]]
+    #: True for rows re-read after the topic was recreated (already seen before).
+    replayed: list[bool]
+
+
+class Store:
+    """The DuckDB database: one writer (the ingester), many reader cursors."""
+
+    def __init__(self, tables: dict[str, TableDef], path: str = ":memory:") -> None:
+        self.tables = tables
+        self.path = path
+        self.conn = duckdb.connect(path)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._setup(self.conn)
+        for table in tables.values():
+            cols = physical_columns(table)
+            ddl = ", ".join(f'"{c}" {t}' for c, t in cols)
+            if table.upsert or table.dedup:
+                pk = ", ".join(f'"{c}"' for c in table.primary_key)
+                self.conn.execute(
+                    f'CREATE TABLE IF NOT EXISTS "{table.name}" ({ddl}, PRIMARY KEY ({pk}))'
+                )
+            else:
+                self.conn.execute(f'CREATE TABLE IF NOT EXISTS "{table.name}" ({ddl})')
+            if table.upsert:
+                self.conn.execute(
+                    f'CREATE TABLE IF NOT EXISTS "{history_table(table.name)}" ({ddl})'
+                )
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS __offsets (topic VARCHAR, part INTEGER, "
+            "next_offset BIGINT, fingerprint VARCHAR, PRIMARY KEY (topic, part))"
+        )
+
+    @staticmethod
+    def _setup(conn: duckdb.DuckDBPyConnection) -> None:
+        conn.execute(PERCENTILE_MACRO)
+        conn.create_function(
+            "pinot_st_contains",
+            _st_contains,
+            ["VARCHAR", "DOUBLE", "DOUBLE"],
+            "INTEGER",
+            type="arrow",
+        )
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for the calling thread (DuckDB connections are not shared by threads)."""
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self.conn.cursor()
+            # The UDF is per connection; the macro is database-wide (re-creating it is harmless).
+            with contextlib.suppress(duckdb.Error):
+                self._setup(cur)
+            self._local.cursor = cur
+            with self._lock:
+                self._cursors.append(cur)
+        return cur
+
+    def close(self) -> None:
+        with self._lock:
+            for cur in self._cursors:
+                cur.close()
+            self._cursors.clear()
+        self.conn.close()
+
+    # ------------------------------------------------------------------ offsets
+
+    def load_offsets(self) -> dict[tuple[str, int], tuple[int, str | None]]:
+        rows = self.conn.execute("SELECT topic, part, next_offset, fingerprint FROM __offsets")
+        return {(t, p): (n, f) for t, p, n, f in rows.fetchall()}
+
+    # ------------------------------------------------------------------ ingest
+
+    def apply(
+        self,
+        batches: list[Batch],
+        offsets: dict[tuple[str, int], tuple[int, str | None]],
+    ) -> None:
+        """Apply rows and advance offsets in one transaction."""
+        cur = self.cursor()
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            for batch in batches:
+                if batch.rows:
+                    self._apply_batch(cur, batch)
+            if offsets:
+                cur.executemany(
+                    "INSERT OR REPLACE INTO __offsets VALUES (?, ?, ?, ?)",
+                    [(t, p, n, f) for (t, p), (n, f) in offsets.items()],
+                )
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
+    def _apply_batch(self, cur: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+        table = batch.table
+        cols = physical_columns(table)
+        names = [c for c, _ in cols]
+        arrays = {
+            name: pa.array([r[i] for r in batch.rows], type=_ARROW_TYPES[t])
+            for i, (name, t) in enumerate(cols)
+        }
+        arrays["__seq"] = pa.array(range(len(batch.rows)), type=pa.int64())
+        arrays["__replayed"] = pa.array(batch.replayed, type=pa.bool_())
+        cur.register("__batch", pa.table(arrays))
+        try:
+            col_list = ", ".join(f'"{c}"' for c in names)
+            pk = ", ".join(f'"{c}"' for c in table.primary_key)
+            if table.upsert:
+                cmp_col = table.comparison_column
+                updates = ", ".join(
+                    f'"{c}" = excluded."{c}"' for c in names if c not in table.primary_key
+                )
+                cur.execute(
+                    f'INSERT INTO "{table.name}" SELECT {col_list} FROM __batch '
+                    f'QUALIFY row_number() OVER (PARTITION BY {pk} ORDER BY "{cmp_col}" DESC, '
+                    f"__seq DESC) = 1 "
+                    f"ON CONFLICT ({pk}) DO UPDATE SET {updates} "
+                    f'WHERE excluded."{cmp_col}" >= "{table.name}"."{cmp_col}"'
+                )
+                hist = history_table(table.name)
+                join = " AND ".join(f'h."{c}" = b."{c}"' for c in (*table.primary_key, cmp_col))
+                b_cols = ", ".join(f'b."{c}"' for c in names)
+                cur.execute(
+                    f'INSERT INTO "{hist}" SELECT {b_cols} '
+                    f"FROM __batch b WHERE NOT b.__replayed OR NOT EXISTS "
+                    f'(SELECT 1 FROM "{hist}" h WHERE {join}) ORDER BY b.__seq'
+                )
+            elif table.dedup:
+                cur.execute(
+                    f'INSERT INTO "{table.name}" SELECT {col_list} FROM __batch '
+                    f"QUALIFY row_number() OVER (PARTITION BY {pk} ORDER BY __seq) = 1 "
+                    f"ON CONFLICT DO NOTHING"
+                )
+            else:
+                cur.execute(f'INSERT INTO "{table.name}" SELECT {col_list} FROM __batch')
+        finally:
+            cur.unregister("__batch")
+
+    def purge_older_than(self, cutoff_ms: int) -> None:
+        """Retention: drop rows whose time column is older than ``cutoff_ms``."""
+        cur = self.cursor()
+        for table in self.tables.values():
+            names = [table.name] + ([history_table(table.name)] if table.upsert else [])
+            for name in names:
+                cur.execute(f'DELETE FROM "{name}" WHERE "{table.time_column}" < ?', [cutoff_ms])
+
+    def counts(self) -> dict[str, int]:
+        cur = self.cursor()
+        out = {}
+        for table in self.tables.values():
+            names = [table.name] + ([history_table(table.name)] if table.upsert else [])
+            for name in names:
+                out[name] = cur.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+        return out

@@ -1,0 +1,132 @@
+"""From Kafka to WebSockets: fan ``orders_enriched`` out to per-order and per-customer groups.
+
+Each ``orders_enriched`` record is the order's full state at a version, so a
+client that gets only the latest record loses nothing. The bridge therefore
+coalesces: within one poll, only the newest position-only change of an order is
+published, while every status change is published in order. Records at or
+below the last version seen for an order (at-least-once re-emits, replays
+after a broker restart) are dropped here, once, for every socket.
+
+Two ways to run it (``PUSH_BRIDGE_EMBEDDED``):
+
+* embedded (default): a thread inside the ASGI process publishing to the
+  in-memory channel layer on the server's event loop;
+* production: ``manage.py pushbridge``, a worker publishing through
+  channels-redis, so any number of ASGI servers receive the updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
+
+from tracker import kafka
+from tracker.events import EventValidationError, Topic, parse_event, topic_name
+from tracker.live.messages import customer_group, order_group, update_from_enriched
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[str, dict[str, Any]], None]
+
+#: Orders whose last version/status the bridge remembers (bounded memory).
+MAX_TRACKED_ORDERS = 200_000
+
+
+class Bridge:
+    def __init__(self, publish: Publish) -> None:
+        self.publish = publish
+        self._seen: OrderedDict[int, tuple[int, str]] = OrderedDict()
+        self.published = 0
+        self.coalesced = 0
+
+    def handle_batch(self, values: list[bytes]) -> None:
+        """Publish one poll's worth of orders_enriched records."""
+        pending_positions: dict[int, dict[str, Any]] = {}
+        for value in values:
+            try:
+                event = parse_event(Topic.ORDERS_ENRICHED, value)
+            except EventValidationError as exc:
+                log.warning("push bridge: skipping an invalid orders_enriched record: %s", exc)
+                continue
+            last = self._seen.get(event.order_id)
+            if last is not None and event.version <= last[0]:
+                continue  # a re-emit or replay: already published
+            status_changed = last is None or last[1] != event.status
+            self._seen[event.order_id] = (event.version, event.status)
+            self._seen.move_to_end(event.order_id)
+            if len(self._seen) > MAX_TRACKED_ORDERS:
+                self._seen.popitem(last=False)
+            message = update_from_enriched(event, status_changed)
+            if status_changed:
+                # The status message carries the full state, newer than any pending position.
+                if pending_positions.pop(event.order_id, None) is not None:
+                    self.coalesced += 1
+                self._send(message)
+            else:
+                if event.order_id in pending_positions:
+                    self.coalesced += 1
+                pending_positions[event.order_id] = message
+        for message in pending_positions.values():
+            self._send(message)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.publish(order_group(message["order_id"]), message)
+        self.publish(customer_group(message["customer_id"]), message)
+        self.published += 1
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume from the end of the topic until ``stop``; reconnects by itself."""
+        name = topic_name(Topic.ORDERS_ENRICHED)
+        while not stop.is_set():
+            cons = kafka.consumer(**{"enable.partition.eof": False})
+            try:
+                parts = kafka.partitions_of(cons, name)
+                # Start at the end: subscribers get their snapshot from Pinot. (Tansu's
+                # low watermark may replay a few records; versions make them no-ops.)
+                cons.assign([TopicPartition(name, p, OFFSET_END) for p in parts])
+                log.info("push bridge: following %s (%d partitions)", name, len(parts))
+                while not stop.is_set():
+                    batch = cons.consume(1000, timeout=0.05)
+                    values = []
+                    for msg in batch:
+                        err = msg.error()
+                        if err is None:
+                            values.append(msg.value())
+                        elif err.code() != KafkaError._PARTITION_EOF:
+                            log.warning("push bridge: %s", err)
+                    if values:
+                        self.handle_batch(values)
+            except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
+                log.exception("push bridge: consumer failed; reconnecting in 1s")
+                stop.wait(1.0)
+            finally:
+                cons.close()
+
+
+_embedded_lock = threading.Lock()
+_embedded_thread: threading.Thread | None = None
+
+
+def ensure_embedded_bridge(loop: asyncio.AbstractEventLoop, channel_layer: Any) -> None:
+    """Start the in-process bridge once, publishing on ``loop`` (the ASGI server's)."""
+    global _embedded_thread
+    with _embedded_lock:
+        if _embedded_thread is not None and _embedded_thread.is_alive():
+            return
+
+        def publish(group: str, message: dict[str, Any]) -> None:
+            asyncio.run_coroutine_threadsafe(
+                channel_layer.group_send(group, {"type": "order.update", "payload": message}), loop
+            )
+
+        bridge = Bridge(publish)
+        _embedded_thread = threading.Thread(
+            target=bridge.run, args=(threading.Event(),), name="push-bridge", daemon=True
+        )
+        _embedded_thread.start()

@@ -1,0 +1,206 @@
+"""WebSocket consumers: a snapshot, then every change, with no gap and bounded memory.
+
+``/ws/orders/<id>/`` follows one order; ``/ws/orders/`` follows all of the
+signed-in customer's orders. Authorisation is the REST API's
+(:func:`api.roles.can_see_order`); a refused socket is accepted and then closed
+with a documented code (see :mod:`tracker.live.messages`), because a close
+before accepting reaches the client as a bare HTTP 403.
+
+No gap between snapshot and deltas: the socket joins its group *before* reading
+the snapshot, holds the deltas that arrive meanwhile, and after sending the
+snapshot forwards only those with a higher version.
+
+Slow clients: handlers never await the network. Status updates wait in a small
+queue (an order has at most eight statuses, so it is bounded by nature, and a
+client that still falls behind is closed with 4408 so it reconnects with
+``?since=``); position updates coalesce to the latest per order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+from api import roles
+from api.serializers import tracking_summary
+from api.views import order_detail
+from tracker.live import messages as m
+from tracker.live.bridge import ensure_embedded_bridge
+from tracker.orders.models import Order
+from tracker.tracking import selectors
+from tracker.tracking.exceptions import TrackingUnavailable
+
+MAX_QUEUED_STATUS_UPDATES = 256
+
+
+class TrackingSocket(AsyncJsonWebsocketConsumer):
+    """Shared machinery: auth, snapshot-then-deltas, coalescing writer, heartbeats."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        self._versions: dict[int, int] = {}
+        self._held: list[dict[str, Any]] | None = []  # deltas during the snapshot
+        self._statuses: deque[dict[str, Any]] = deque()
+        self._positions: dict[int, dict[str, Any]] = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._joined: list[str] = []
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self._refuse(m.CLOSE_UNAUTHENTICATED, "Sign in first (session cookie or token).")
+            return
+        if settings.PUSH_BRIDGE_EMBEDDED:
+            ensure_embedded_bridge(asyncio.get_running_loop(), self.channel_layer)
+        try:
+            groups = await self.authorise(user)
+        except PermissionError as exc:
+            await self._refuse(m.CLOSE_NOT_FOUND, str(exc))
+            return
+        except ValueError as exc:
+            await self._refuse(m.CLOSE_BAD_REQUEST, str(exc))
+            return
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+            self._joined.append(group)
+        try:
+            await self.send_snapshot()
+        except TrackingUnavailable:
+            await self._refuse(m.CLOSE_UNAVAILABLE, "Tracking data is temporarily unavailable.")
+            return
+        held, self._held = self._held, None
+        for message in held or []:
+            self._enqueue(message)
+        self._tasks = [asyncio.create_task(self._writer()), asyncio.create_task(self._heartbeat())]
+
+    async def _refuse(self, code: int, reason: str) -> None:
+        await self.send_json({"type": "error", "code": code, "message": reason})
+        await self.close(code=code)
+
+    async def disconnect(self, code: int) -> None:
+        for task in getattr(self, "_tasks", []):
+            task.cancel()
+        for group in getattr(self, "_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong", "server_time": time.time()})
+
+    # ------------------------------------------------------------------ deltas
+
+    async def order_update(self, event: dict[str, Any]) -> None:
+        """From the bridge, through the channel layer. Never awaits the client."""
+        message = event["payload"]
+        if self._held is not None:
+            self._held.append(message)
+        else:
+            self._enqueue(message)
+
+    def _enqueue(self, message: dict[str, Any]) -> None:
+        order_id, version = message["order_id"], message["version"]
+        if version <= self._versions.get(order_id, -1):
+            return
+        self._versions[order_id] = version
+        if message["kind"] == "status":
+            self._positions.pop(order_id, None)  # the status message is newer and complete
+            self._statuses.append(message)
+        else:
+            self._positions[order_id] = message
+        self._wake.set()
+
+    async def _writer(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if len(self._statuses) > MAX_QUEUED_STATUS_UPDATES:
+                await self._refuse(m.CLOSE_TOO_SLOW, "Too far behind; reconnect with ?since=.")
+                return
+            while self._statuses:
+                await self.send_json(self._statuses.popleft())
+            positions, self._positions = self._positions, {}
+            for message in positions.values():
+                await self.send_json(message)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(settings.PUSH_HEARTBEAT_SECONDS)
+            await self.send_json({"type": "heartbeat", "server_time": time.time()})
+
+    # ------------------------------------------------------------------ per route
+
+    async def authorise(self, user: Any) -> list[str]:
+        raise NotImplementedError
+
+    async def send_snapshot(self) -> None:
+        raise NotImplementedError
+
+
+def _since(scope: dict[str, Any]) -> int | None:
+    from urllib.parse import parse_qs
+
+    raw = parse_qs(scope.get("query_string", b"").decode()).get("since")
+    if not raw:
+        return None
+    try:
+        return int(raw[0])
+    except ValueError:
+        raise ValueError("since must be an integer version") from None
+
+
+class OrderSocket(TrackingSocket):
+    """``/ws/orders/<id>/``: one order's status, courier position, distance and ETA."""
+
+    async def authorise(self, user: Any) -> list[str]:
+        self.order_id = int(self.scope["url_route"]["kwargs"]["order_id"])
+        self.since = _since(self.scope)
+        self.order = await database_sync_to_async(self._load)(user)
+        return [m.order_group(self.order_id)]
+
+    def _load(self, user: Any) -> Order:
+        order = (
+            Order.objects.select_related("restaurant", "customer__user", "courier__user")
+            .filter(pk=self.order_id)
+            .first()
+        )
+        if order is None or not roles.can_see_order(user, order):
+            raise PermissionError("No such order.")
+        return order
+
+    async def send_snapshot(self) -> None:
+        if self.since is not None:
+            state = await database_sync_to_async(selectors.order_state)(self.order_id)
+            if state is not None and state.version == self.since:
+                self._versions[self.order_id] = state.version
+                await self.send_json(
+                    {"type": "resumed", "order_id": self.order_id, "version": state.version}
+                )
+                return
+        detail = await database_sync_to_async(order_detail)(self.order)
+        version = detail["tracking"]["version"]
+        self._versions[self.order_id] = version
+        await self.send_json({"type": "snapshot", "version": version, "order": detail})
+
+
+class CustomerOrdersSocket(TrackingSocket):
+    """``/ws/orders/``: changes to any of the signed-in customer's orders."""
+
+    async def authorise(self, user: Any) -> list[str]:
+        customer = await database_sync_to_async(roles.customer_of)(user)
+        if customer is None:
+            raise PermissionError("Only customers have an order list to follow.")
+        self.customer_id = customer.pk
+        return [m.customer_group(customer.pk)]
+
+    async def send_snapshot(self) -> None:
+        rows = await database_sync_to_async(selectors.list_orders)(
+            customer_id=self.customer_id, limit=50
+        )
+        for row in rows:
+            self._versions[row.order_id] = row.version
+        await self.send_json({"type": "snapshot", "orders": [tracking_summary(r) for r in rows]})

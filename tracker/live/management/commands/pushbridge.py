@@ -1,0 +1,25 @@
+import logging
+import signal
+import threading
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.core.management.base import BaseCommand
+
+from tracker.live.bridge import Bridge
+
+
+class Command(BaseCommand):
+    help = "Fan orders_enriched out to WebSocket groups through the (Redis) channel layer."
+
+    def handle(self, *args, **options):
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s pushbridge %(message)s")
+        layer = get_channel_layer()
+        group_send = async_to_sync(layer.group_send)
+        bridge = Bridge(lambda group, msg: group_send(group, {"type": "order.update", "payload": msg}))
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *a: stop.set())
+        signal.signal(signal.SIGINT, lambda *a: stop.set())
+        self.stdout.write("pushbridge: following orders_enriched")
+        self.stdout.flush()
+        bridge.run(stop)

@@ -1,0 +1,59 @@
+"""The WebSocket message schema, built in one place (documented in README, "Live updates").
+
+Every update carries the order's ``version`` (monotonic per order, set by the
+stream job), so a client can drop anything older than what it has, and resume
+after a reconnect with ``?since=<version>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.serializers import iso_ms, status_label
+from tracker.events import OrderEnriched, OrderStatus, status_time_field
+
+#: Close codes a refused or dropped socket ends with.
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404  # no such order, or not yours (same as REST's 404)
+CLOSE_BAD_REQUEST = 4400
+CLOSE_TOO_SLOW = 4408  # the client could not keep up; reconnect with ?since=
+CLOSE_UNAVAILABLE = 4503  # tracking store unreachable; retry with backoff
+
+
+def order_group(order_id: int) -> str:
+    return f"order.{order_id}"
+
+
+def customer_group(customer_id: int) -> str:
+    return f"customer.{customer_id}"
+
+
+def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str, Any]:
+    """An ``update`` message from one orders_enriched record (the order's full state)."""
+    eta = event.eta_seconds
+    return {
+        "type": "update",
+        "kind": "status" if status_changed else "position",
+        "order_id": event.order_id,
+        "customer_id": event.customer_id,
+        "version": event.version,
+        "status": event.status,
+        "status_label": status_label(event.status),
+        "status_time": iso_ms(event.status_time),
+        "status_times": {
+            s.value: iso_ms(getattr(event, status_time_field(s)))
+            for s in OrderStatus
+            if getattr(event, status_time_field(s)) is not None
+        },
+        "position": (
+            {"lat": event.courier_lat, "lon": event.courier_lon, "at": iso_ms(event.location_time)}
+            if event.courier_lat is not None and event.location_time is not None
+            else None
+        ),
+        "distance_left_km": None
+        if event.distance_left_km is None
+        else round(event.distance_left_km, 3),
+        "eta_seconds": eta,
+        "eta": iso_ms(event.event_time + eta * 1000) if eta is not None else None,
+        "total": f"{event.total:.2f}",
+    }
