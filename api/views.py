@@ -42,7 +42,14 @@ from api.serializers import (
     timeline,
     tracking_summary,
 )
-from tracker.events import CANCELLABLE_STATUSES, LIFECYCLE, OrderStatus, next_status, now_ms
+from tracker.events import (
+    CANCELLABLE_STATUSES,
+    LIFECYCLE,
+    OrderStatus,
+    next_status,
+    now_ms,
+    status_rank,
+)
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.restaurants.models import Restaurant
@@ -179,6 +186,14 @@ def visible_order(request: Request, pk: int) -> Order:
     return order
 
 
+def _periods(entered: list[tuple[str, int]]) -> list[selectors.StatusPeriod]:
+    """(status, entered at) in order -> periods that end where the next one starts."""
+    return [
+        selectors.StatusPeriod(status, at, nxt[1] if nxt else None, None)
+        for (status, at), nxt in zip(entered, [*entered[1:], None], strict=True)
+    ]
+
+
 def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
     """Items, restaurant and total from the system of record; status, timeline,
     position and ETA from Pinot. Until the pipeline has seen a new order (about a
@@ -191,7 +206,11 @@ def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
     now = now_ms()
     if state is not None:
         current, status_time = state.status, state.status_time
-        periods = selectors.order_status_history(order.pk)
+        # Entry times: the latest record's per-status columns, completed by the upsert
+        # history (skipUpsert) for anything a record did not carry.
+        entered = {p.status: p.entered_at for p in selectors.order_status_history(order.pk)}
+        entered.update(state.status_times)
+        periods = _periods(sorted(entered.items(), key=lambda e: (e[1], status_rank(e[0]))))
         position = state.courier
         distance, eta = state.distance_left_km, state.eta_seconds
         tracking = {
@@ -204,14 +223,12 @@ def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
         periods, position, distance, eta = [], None, None, None
         tracking = {"source": "database", "version": 0, "updated_at": iso(order.updated_at)}
     if not periods:  # the pipeline has not caught up: the database's own history
-        entered = [
-            (c.status, int(c.changed_at.timestamp() * 1000))
-            for c in order.status_changes.order_by("changed_at", "id")
-        ]
-        periods = [
-            selectors.StatusPeriod(status, at, nxt[1] if nxt else None, None)
-            for (status, at), nxt in zip(entered, [*entered[1:], None], strict=True)
-        ]
+        periods = _periods(
+            [
+                (c.status, int(c.changed_at.timestamp() * 1000))
+                for c in order.status_changes.order_by("changed_at", "id")
+            ]
+        )
     return {
         "id": order.pk,
         "status": current,

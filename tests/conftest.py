@@ -36,6 +36,9 @@ def kafka_broker():
     os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{port}"
     broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
     yield broker
+    from tracker.live.bridge import stop_embedded_bridge
+
+    stop_embedded_bridge()  # its consumer would otherwise retry the stopped broker
     broker.stop()
 
 

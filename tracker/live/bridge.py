@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_END, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from tracker import kafka
 from tracker.events import EventValidationError, Topic, parse_event, topic_name
@@ -80,17 +80,23 @@ class Bridge:
         self.publish(customer_group(message["customer_id"]), message)
         self.published += 1
 
-    def run(self, stop: threading.Event) -> None:
-        """Consume from the end of the topic until ``stop``; reconnects by itself."""
+    def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:
+        """Consume from the end of the topic until ``stop``; reconnects by itself.
+
+        ``ready`` is set once the start offsets are fixed: every record produced
+        after that moment will be published (what came before is in the snapshot).
+        """
         name = topic_name(Topic.ORDERS_ENRICHED)
         while not stop.is_set():
-            cons = kafka.consumer(**{"enable.partition.eof": False})
+            cons = kafka.consumer()
             try:
-                parts = kafka.partitions_of(cons, name)
-                # Start at the end: subscribers get their snapshot from Pinot. (Tansu's
-                # low watermark may replay a few records; versions make them no-ops.)
-                cons.assign([TopicPartition(name, p, OFFSET_END) for p in parts])
-                log.info("push bridge: following %s (%d partitions)", name, len(parts))
+                # Start at the true end (Tansu's watermark under-reports), resolved now
+                # rather than lazily, so no record slips between ready and first fetch.
+                ends = kafka.end_offsets(cons, name)
+                cons.assign([TopicPartition(name, p, offset) for p, offset in ends.items()])
+                if ready is not None:
+                    ready.set()
+                log.info("push bridge: following %s (%d partitions)", name, len(ends))
                 while not stop.is_set():
                     batch = cons.consume(1000, timeout=0.05)
                     values = []
@@ -110,23 +116,47 @@ class Bridge:
 
 
 _embedded_lock = threading.Lock()
-_embedded_thread: threading.Thread | None = None
+_embedded: tuple[tuple[Any, str], threading.Thread, threading.Event, threading.Event] | None = None
 
 
-def ensure_embedded_bridge(loop: asyncio.AbstractEventLoop, channel_layer: Any) -> None:
-    """Start the in-process bridge once, publishing on ``loop`` (the ASGI server's)."""
-    global _embedded_thread
+def ensure_embedded_bridge(loop: asyncio.AbstractEventLoop, channel_layer: Any) -> threading.Event:
+    """Run the in-process bridge, publishing on ``loop`` (the ASGI server's event loop).
+
+    One per process; started again if the loop or the topic changed (a restarted
+    server loop, or tests that give each case its own topic prefix).
+    """
+    global _embedded
+    key = (loop, topic_name(Topic.ORDERS_ENRICHED))
     with _embedded_lock:
-        if _embedded_thread is not None and _embedded_thread.is_alive():
-            return
+        if _embedded is not None:
+            running_key, thread, stop, ready = _embedded
+            if running_key == key and thread.is_alive():
+                return ready
+            stop.set()
 
         def publish(group: str, message: dict[str, Any]) -> None:
-            asyncio.run_coroutine_threadsafe(
-                channel_layer.group_send(group, {"type": "order.update", "payload": message}), loop
-            )
+            if not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(
+                    channel_layer.group_send(group, {"type": "order.update", "payload": message}),
+                    loop,
+                )
 
-        bridge = Bridge(publish)
-        _embedded_thread = threading.Thread(
-            target=bridge.run, args=(threading.Event(),), name="push-bridge", daemon=True
+        stop, ready = threading.Event(), threading.Event()
+        thread = threading.Thread(
+            target=Bridge(publish).run, args=(stop, ready), name="push-bridge", daemon=True
         )
-        _embedded_thread.start()
+        thread.start()
+        _embedded = (key, thread, stop, ready)
+        return ready
+
+
+def stop_embedded_bridge(timeout: float = 5.0) -> None:
+    """Stop the in-process bridge (server shutdown, end of a test session)."""
+    global _embedded
+    with _embedded_lock:
+        if _embedded is None:
+            return
+        _, thread, stop, _ = _embedded
+        stop.set()
+        _embedded = None
+    thread.join(timeout)

@@ -56,7 +56,8 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             await self._refuse(m.CLOSE_UNAUTHENTICATED, "Sign in first (session cookie or token).")
             return
         if settings.PUSH_BRIDGE_EMBEDDED:
-            ensure_embedded_bridge(asyncio.get_running_loop(), self.channel_layer)
+            ready = ensure_embedded_bridge(asyncio.get_running_loop(), self.channel_layer)
+            await asyncio.to_thread(ready.wait, 15)
         try:
             groups = await self.authorise(user)
         except PermissionError as exc:

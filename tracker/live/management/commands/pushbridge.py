@@ -16,7 +16,9 @@ class Command(BaseCommand):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s pushbridge %(message)s")
         layer = get_channel_layer()
         group_send = async_to_sync(layer.group_send)
-        bridge = Bridge(lambda group, msg: group_send(group, {"type": "order.update", "payload": msg}))
+        bridge = Bridge(
+            lambda group, msg: group_send(group, {"type": "order.update", "payload": msg})
+        )
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())

@@ -1,0 +1,216 @@
+"""REST tracking reads: served from Pinot (the local server fed through the real broker),
+authorised against the system of record, per role; 503 when Pinot is down."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.fixtures_pinot import delivery_event, item_event, order_event
+from tracker.events import OrderStatus, now_ms
+from tracker.orders import services
+
+pytestmark = pytest.mark.django_db
+
+MIN = 60_000
+
+
+@pytest.fixture
+def world(pinot):
+    alice, bob = make_customer("alice"), make_customer("bob")
+    restaurant, other_restaurant = make_restaurant("Alpha"), make_restaurant("Beta")
+    rider, other_rider = make_courier("rider"), make_courier("rider2")
+    chef = get_user_model().objects.create_user("chef")
+    restaurant.staff.add(chef)
+    other_chef = get_user_model().objects.create_user("other-chef")
+    other_restaurant.staff.add(other_chef)
+    operator = get_user_model().objects.create_user("ops", is_staff=True)
+    order = place(alice, restaurant)
+    for _ in range(3):
+        services.advance_order(order.pk)
+    order = services.transition_order(order.pk, OrderStatus.OUT_FOR_DELIVERY, courier=rider)
+    t0 = now_ms() - 20 * MIN
+    times = {
+        "ORDER_CONFIRMED": t0 + MIN,
+        "BEING_PREPARED": t0 + 3 * MIN,
+        "BEING_COOKED": t0 + 6 * MIN,
+    }
+    common = dict(customer_id=alice.pk, restaurant_id=restaurant.pk, created_at=t0, total=18.5)
+    pinot.publish(
+        order_event(order.pk, 1, "PLACED_ORDER", **common, status_time=t0),
+        order_event(order.pk, 4, "BEING_COOKED", **common, status_time=t0 + 6 * MIN, status_times=times),
+        order_event(
+            order.pk, 6, "OUT_FOR_DELIVERY", **common, status_time=t0 + 10 * MIN,
+            status_times=times, courier=(rider.pk, 12.961, 77.63, t0 + 11 * MIN),
+            distance_left_km=1.25, eta_seconds=225,
+        ),
+        order_event(order.pk, 5, "OUT_FOR_DELIVERY", **common, status_time=t0 + 10 * MIN, status_times=times),  # late
+        delivery_event(order.pk, 6, 12.961, 77.63, courier_id=rider.pk, restaurant_id=restaurant.pk, at=t0 + 11 * MIN),
+        item_event(order.pk, 1, "Margherita", 2, 8.5, restaurant_id=restaurant.pk, at=t0),
+        item_event(order.pk, 2, "Pepsi", 1, 1.5, restaurant_id=restaurant.pk, at=t0),
+    )  # fmt: skip
+    pinot.sync()
+    users = {
+        "anonymous": None, "owner": alice.user, "other_customer": bob.user, "courier": rider.user,
+        "other_courier": other_rider.user, "staff": chef, "other_staff": other_chef, "operator": operator,
+    }  # fmt: skip
+    return {"order": order, "users": users, "restaurant": restaurant, "t0": t0}
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
+
+
+def test_order_detail_combines_the_record_with_pinots_tracking(world):
+    order = world["order"]
+    body = client_for(world["users"]["owner"]).get(f"/api/v1/orders/{order.pk}/").json()
+    assert body["status"] == "OUT_FOR_DELIVERY"  # version 6, not the late version 5
+    assert body["tracking"] == {
+        "source": "pinot",
+        "version": 6,
+        "updated_at": body["tracking"]["updated_at"],
+    }
+    assert body["total"] == "18.50"
+    assert [(s["status"], s["state"]) for s in body["timeline"]] == [
+        ("PLACED_ORDER", "done"), ("ORDER_CONFIRMED", "done"), ("BEING_PREPARED", "done"),
+        ("BEING_COOKED", "done"), ("OUT_FOR_DELIVERY", "current"), ("ARRIVING_AT_DOOR", "pending"),
+        ("DELIVERED", "pending"),
+    ]  # fmt: skip
+    assert [s["duration_seconds"] for s in body["timeline"][:4]] == [60.0, 120.0, 180.0, 240.0]
+    assert body["timeline"][4]["duration_seconds"] >= 600  # still in it: counts up to now
+    assert body["position"]["lat"] == 12.961
+    assert (body["distance_left_km"], body["eta_seconds"]) == (1.25, 225)
+    assert body["eta"].endswith("Z")
+
+
+ROLE_EXPECTATIONS = {
+    # role: (detail, list contains the order, time-in-status, stuck, dashboard, area)
+    "anonymous": (401, None, 401, 401, 401, 401),
+    "owner": (200, True, 403, 403, 403, 403),
+    "other_customer": (404, False, 403, 403, 403, 403),
+    "courier": (200, True, 403, 403, 403, 403),
+    "other_courier": (404, False, 403, 403, 403, 403),
+    "staff": (200, True, 200, 200, 200, 403),
+    "other_staff": (404, False, 200, 200, 200, 403),
+    "operator": (200, True, 200, 200, 200, 200),
+}
+
+
+@pytest.mark.parametrize("role", list(ROLE_EXPECTATIONS))
+def test_every_read_endpoint_per_role(world, role):
+    detail, listed, percentiles, stuck, dashboard, area = ROLE_EXPECTATIONS[role]
+    client, order = client_for(world["users"][role]), world["order"]
+    assert client.get(f"/api/v1/orders/{order.pk}/").status_code == detail
+    response = client.get("/api/v1/orders/")
+    if listed is None:
+        assert response.status_code == 401
+    else:
+        assert response.status_code == 200
+        assert (order.pk in [o["id"] for o in response.json()["results"]]) is listed
+    assert client.get("/api/v1/operations/time-in-status/").status_code == percentiles
+    assert client.get("/api/v1/operations/stuck-orders/?older_than=60").status_code == stuck
+    assert client.get("/api/v1/operations/restaurant-dashboard/").status_code == dashboard
+    polygon = {
+        "type": "Polygon",
+        "coordinates": [
+            [[77.6, 12.95], [77.65, 12.95], [77.65, 12.97], [77.6, 12.97], [77.6, 12.95]]
+        ],
+    }
+    assert (
+        client.post("/api/v1/operations/deliveries-in-area/", polygon, format="json").status_code
+        == area
+    )
+
+
+def test_my_orders_filters_and_paginates(world):
+    client = client_for(world["users"]["owner"])
+    body = client.get("/api/v1/orders/?state=active&limit=1").json()
+    assert [o["id"] for o in body["results"]] == [world["order"].pk]
+    assert (
+        body["results"][0]["total"] == "18.50"
+        and body["results"][0]["status"] == "OUT_FOR_DELIVERY"
+    )
+    assert "offset=1" in body["next"]
+    assert client.get("/api/v1/orders/?state=past").json()["results"] == []
+    assert client.get("/api/v1/orders/?status=DELIVERED").json()["results"] == []
+    for query, field in [
+        ("status=NOPE", "status"),
+        ("state=soon", "state"),
+        ("limit=0", "limit"),
+        ("limit=x", "limit"),
+    ]:
+        response = client.get(f"/api/v1/orders/?{query}")
+        assert response.status_code == 400 and field in response.json()["error"]["fields"]
+
+
+def test_operator_analytics_read_pinot(world):
+    client = client_for(world["users"]["operator"])
+    rows = client.get("/api/v1/operations/time-in-status/").json()["results"]
+    assert [r["status"] for r in rows] == ["OUT_FOR_DELIVERY"]
+    assert rows[0]["orders"] == 1 and rows[0]["p50"] >= 600
+    stuck = client.get("/api/v1/operations/stuck-orders/?older_than=300").json()["results"]
+    assert [s["order_id"] for s in stuck] == [world["order"].pk]
+    assert stuck[0]["total"] == "18.50"
+    assert client.get("/api/v1/operations/stuck-orders/?older_than=3600").json()["results"] == []
+    inside = {
+        "type": "Feature",
+        "geometry": {
+            "type": "Polygon",
+            "coordinates": [[[77.6, 12.95], [77.65, 12.95], [77.65, 12.97], [77.6, 12.95]]],
+        },
+    }
+    found = client.post("/api/v1/operations/deliveries-in-area/", inside, format="json").json()[
+        "results"
+    ]
+    assert [(f["order_id"], f["lat"]) for f in found] == [(world["order"].pk, 12.961)]
+    outside = {
+        "type": "Polygon",
+        "coordinates": [[[77.0, 12.0], [77.1, 12.0], [77.1, 12.1], [77.0, 12.0]]],
+    }
+    assert (
+        client.post("/api/v1/operations/deliveries-in-area/", outside, format="json").json()[
+            "results"
+        ]
+        == []
+    )
+    board = client.get(
+        f"/api/v1/operations/restaurant-dashboard/?restaurant={world['restaurant'].pk}"
+    ).json()["results"]
+    assert len(board) == 1
+    hour = board[0]["windows"]["1h"]
+    assert (hour["orders"], hour["sales"], hour["previous_orders"], hour["orders_change_pct"]) == (
+        1,
+        "18.50",
+        0,
+        None,
+    )
+    assert [d["product_name"] for d in hour["top_dishes"]] == ["Margherita", "Pepsi"]
+
+
+def test_staff_dashboard_is_scoped_to_their_restaurant(world):
+    client = client_for(world["users"]["staff"])
+    board = client.get("/api/v1/operations/restaurant-dashboard/").json()["results"]
+    assert [b["restaurant_id"] for b in board] == [world["restaurant"].pk]
+
+
+def test_pinot_down_is_a_503_and_writes_still_work(world, monkeypatch):
+    monkeypatch.setenv("PINOT_BROKER_URL", "http://127.0.0.1:9")  # nothing listens there
+    client = client_for(world["users"]["owner"])
+    response = client.get(f"/api/v1/orders/{world['order'].pk}/")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "unavailable"
+    assert client.get("/api/v1/orders/").status_code == 503
+    restaurant = world["restaurant"]
+    products = list(restaurant.products.order_by("id"))
+    placed = client.post(
+        "/api/v1/orders/",
+        {"restaurant_id": restaurant.pk, "items": [{"product_id": products[0].pk, "quantity": 1}],
+         "delivery": {"address": "x", "lat": 12.9, "lon": 77.6}},
+        format="json",
+    )  # fmt: skip
+    assert placed.status_code == 201 and placed.json()["tracking"]["source"] == "database"

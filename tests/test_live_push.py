@@ -1,0 +1,186 @@
+"""Live push over WebSocket: authorised like REST, snapshot then every change, no gap.
+
+The tracking store is the local Pinot server fed through the real broker; the
+bridge consumes the real orders_enriched topic. (The full pipeline, with the
+Spark job turning API writes into these records, is in test_pipeline_e2e.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from rest_framework.authtoken.models import Token
+
+from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.fixtures_pinot import order_event
+from tracker.asgi import application
+from tracker.events import now_ms
+from tracker.live import messages
+from tracker.live.bridge import Bridge
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+@database_sync_to_async
+def _world():
+    alice, bob = make_customer("alice"), make_customer("bob")
+    restaurant = make_restaurant()
+    make_courier()
+    order = place(alice, restaurant)
+    return {
+        "order": order,
+        "alice": Token.objects.create(user=alice.user).key,
+        "bob": Token.objects.create(user=bob.user).key,
+        "alice_id": alice.pk,
+        "bob_id": bob.pk,
+    }
+
+
+def _socket(path: str, token: str | None) -> WebsocketCommunicator:
+    headers = [(b"authorization", f"Token {token}".encode())] if token else []
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def _connect(path: str, token: str | None) -> tuple[WebsocketCommunicator, dict]:
+    socket = _socket(path, token)
+    connected, _ = await socket.connect(timeout=20)
+    assert connected
+    return socket, await socket.receive_json_from(timeout=20)
+
+
+async def _published(pinot, *events) -> None:
+    await asyncio.to_thread(pinot.publish, *events)
+    await asyncio.to_thread(pinot.sync)
+
+
+def _enriched(order, version, status="PLACED_ORDER", **extra):
+    return order_event(
+        order.pk,
+        version,
+        status,
+        customer_id=order.customer_id,
+        restaurant_id=order.restaurant_id,
+        **extra,
+    )
+
+
+async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(pinot):
+    world = await _world()
+    socket, message = await _connect(f"/ws/orders/{world['order'].pk}/", None)
+    assert message["type"] == "error" and message["code"] == messages.CLOSE_UNAUTHENTICATED
+    assert (await socket.receive_output(timeout=5))["code"] == messages.CLOSE_UNAUTHENTICATED
+    socket, message = await _connect(f"/ws/orders/{world['order'].pk}/", world["bob"])
+    assert message["code"] == messages.CLOSE_NOT_FOUND
+    socket, message = await _connect("/ws/orders/999999/", world["alice"])
+    assert message["code"] == messages.CLOSE_NOT_FOUND
+
+
+async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot):
+    world = await _world()
+    order = world["order"]
+    t0 = now_ms() - 30_000
+    await _published(pinot, _enriched(order, 1, created_at=t0))
+
+    mine, snapshot = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
+    assert snapshot["type"] == "snapshot" and snapshot["version"] == 1
+    assert snapshot["order"]["status"] == "PLACED_ORDER"
+    assert snapshot["order"]["tracking"]["source"] == "pinot"
+    my_list, list_snapshot = await _connect("/ws/orders/", world["alice"])
+    assert [o["id"] for o in list_snapshot["orders"]] == [order.pk]
+    bobs_list, bobs_snapshot = await _connect("/ws/orders/", world["bob"])
+    assert bobs_snapshot == {"type": "snapshot", "orders": []}
+
+    await _published(
+        pinot,
+        _enriched(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 5_000),
+        _enriched(order, 3, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 5_000,
+                  courier=(1, 12.97, 77.6, t0 + 6_000)),
+    )  # fmt: skip
+    update = await mine.receive_json_from(timeout=10)
+    assert (update["type"], update["kind"], update["version"], update["status"]) == (
+        "update",
+        "status",
+        2,
+        "ORDER_CONFIRMED",
+    )
+    assert set(update["status_times"]) == {"PLACED_ORDER", "ORDER_CONFIRMED"}
+    position = await mine.receive_json_from(timeout=10)
+    assert (position["kind"], position["version"], position["position"]["lat"]) == (
+        "position",
+        3,
+        12.97,
+    )
+    listed = await my_list.receive_json_from(timeout=10)
+    assert listed["order_id"] == order.pk and listed["version"] == 2
+    assert await bobs_list.receive_nothing(timeout=1)
+    for socket in (mine, my_list, bobs_list):
+        await socket.disconnect()
+
+
+async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
+    world = await _world()
+    order = world["order"]
+    t0 = now_ms() - 30_000
+    await _published(
+        pinot,
+        _enriched(order, 1, created_at=t0),
+        _enriched(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 1000),
+    )
+    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=2", world["alice"])
+    assert message == {"type": "resumed", "order_id": order.pk, "version": 2}
+    await socket.disconnect()
+    # It missed version 2 while away: a fresh snapshot has everything.
+    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=1", world["alice"])
+    assert message["type"] == "snapshot" and message["version"] == 2
+    assert [s["state"] for s in message["order"]["timeline"][:3]] == ["done", "current", "pending"]
+    await socket.disconnect()
+    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=abc", world["alice"])
+    assert message["code"] == messages.CLOSE_BAD_REQUEST
+
+
+async def test_ping_gets_pong(pinot):
+    world = await _world()
+    await _published(pinot, _enriched(world["order"], 1))
+    socket, _ = await _connect(f"/ws/orders/{world['order'].pk}/", world["alice"])
+    await socket.send_json_to({"type": "ping"})
+    assert (await socket.receive_json_from(timeout=5))["type"] == "pong"
+    await socket.disconnect()
+
+
+def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards():
+    sent = []
+    bridge = Bridge(
+        lambda group, message: sent.append((group, message["version"], message["kind"]))
+    )
+
+    class InTransit:
+        pk, customer_id, restaurant_id = 5, 9, 1
+
+    def record(version, status="OUT_FOR_DELIVERY", lat=12.9):
+        return _enriched(InTransit, version, status, courier=(1, lat, 77.6, now_ms())).to_json()
+
+    bridge.handle_batch(
+        [record(1), record(2, lat=12.91), record(3, lat=12.92), record(4, lat=12.93)]
+    )
+    # v1 is a status (first seen); positions v2..v4 coalesce to v4; both groups get each.
+    assert sent == [
+        ("order.5", 1, "status"),
+        ("customer.9", 1, "status"),
+        ("order.5", 4, "position"),
+        ("customer.9", 4, "position"),
+    ]
+    sent.clear()
+    bridge.handle_batch(
+        [
+            record(5, lat=12.94),
+            record(6, "ARRIVING_AT_DOOR"),
+            record(4),
+            record(6, "ARRIVING_AT_DOOR"),
+        ]
+    )
+    # The position before a status is superseded by it; repeats and older versions vanish.
+    assert sent == [("order.5", 6, "status"), ("customer.9", 6, "status")]
+    assert bridge.coalesced == 3
