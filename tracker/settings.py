@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "tracker.system",
     "tracker.live",
     "api",
+    "frontend",
 ]
 
 MIDDLEWARE = [

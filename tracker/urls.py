@@ -7,4 +7,5 @@ admin.site.site_title = "Ordertrack"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
+    path("", include("frontend.urls")),
 ]

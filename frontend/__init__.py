@@ -1,0 +1,1 @@
+"""Browser pages: my orders, the live order page, ordering, and the operator dashboard."""
