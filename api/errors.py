@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -99,3 +100,20 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         body["error"]["fields"] = fields
     response.data = body
     return response
+
+
+@csrf_exempt  # it changes nothing; without this, a POST would get Django's HTML 403
+def not_found(request, *args, **kwargs):
+    """Unknown paths under /api/ answer in the API's error format, not Django's HTML page."""
+    from django.http import JsonResponse
+
+    return JsonResponse(
+        {
+            "error": {
+                "status": 404,
+                "code": "not_found",
+                "message": f"No API endpoint at {request.path}.",
+            }
+        },
+        status=404,
+    )

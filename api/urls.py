@@ -1,7 +1,7 @@
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from api import views
+from api import errors, views
 
 app_name = "api"
 
@@ -36,4 +36,5 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     *[path(f"v1/{p.pattern}", p.callback, name=p.name) for p in v1],
+    re_path(r"^.*$", errors.not_found),
 ]
