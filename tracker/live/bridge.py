@@ -98,7 +98,13 @@ class Bridge:
                     ready.set()
                 log.info("push bridge: following %s (%d partitions)", name, len(ends))
                 while not stop.is_set():
-                    batch = cons.consume(1000, timeout=0.05)
+                    # poll() returns as soon as one record is there; consume(timeout=0)
+                    # then drains what is buffered without waiting (consume alone
+                    # would wait its whole timeout for a batch that is not full).
+                    first = cons.poll(0.1)
+                    if first is None:
+                        continue
+                    batch = [first, *cons.consume(999, timeout=0)]
                     values = []
                     for msg in batch:
                         err = msg.error()

@@ -1,0 +1,211 @@
+"""Push latency: from an orders_enriched record on Kafka to a subscribed WebSocket client.
+
+Starts the parts involved on loopback: the embedded broker, the Pinot stand-in
+(snapshots), and the Django ASGI server (uvicorn, with the embedded push bridge)
+in a subprocess on its own SQLite database. Opens N sockets (one order each,
+``/ws/orders/<id>/``, token auth), then publishes status updates for random
+orders at a fixed rate and measures produce -> onmessage latency.
+
+Benchmarks are not tests: this prints a table and writes bench/results/push-*.json.
+
+    .venv/bin/python bench/bench_push.py --sockets 1000 --rate 200 --seconds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import machine, percentile, rss_mb, write_result  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sockets", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=200.0, help="updates per second")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-push-"))
+    kafka_port, web_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "ORDERTRACK_VAR_DIR": str(workdir),
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{kafka_port}",
+        "KAFKA_TOPIC_PREFIX": "",
+        "DJANGO_SETTINGS_MODULE": "tracker.settings",
+        "LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from tracker.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker().start()
+    from pinot.server import LocalPinot
+
+    pinot = LocalPinot(port=0).start()
+    env["PINOT_BROKER_URL"] = os.environ["PINOT_BROKER_URL"] = pinot.url
+    call_command("migrate", verbosity=0)
+    order_ids, token = _seed(args.sockets)
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "tracker.asgi:application", "--host", "127.0.0.1",
+         "--port", str(web_port), "--no-access-log", "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    try:
+        _wait_port(web_port)
+        result = asyncio.run(_drive(args, web_port, order_ids, token, server.pid))
+    finally:
+        server.terminate()
+        server.wait(10)
+        pinot.stop()
+        broker.stop()
+    result.update({"machine": machine(), "params": vars(args)})
+    rows = [
+        ("sockets connected", f"{result['connected']}/{args.sockets}"),
+        ("connect all (s)", f"{result['connect_seconds']:.1f}"),
+        ("updates sent / received", f"{result['sent']} / {result['received']}"),
+        ("push latency p50 (ms)", f"{result['p50_ms']:.1f}"),
+        ("push latency p99 (ms)", f"{result['p99_ms']:.1f}"),
+        ("push latency max (ms)", f"{result['max_ms']:.1f}"),
+        (
+            "ASGI server RSS idle -> loaded (MB)",
+            f"{result['server_rss_mb_before']:.0f} -> {result['server_rss_mb_after']:.0f}",
+        ),
+        ("memory per socket (KB)", f"{result['kb_per_socket']:.1f}"),
+    ]
+    print(f"\nPush fan-out, {args.sockets} sockets, {args.rate:g} updates/s for {args.seconds:g}s")
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"  {name.ljust(width)}  {value}")
+    print("  written to", write_result("push", result))
+
+
+def _seed(n: int) -> tuple[list[int], str]:
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from tests.factories import make_customer, make_restaurant, place
+
+    customer, restaurant = make_customer("bench"), make_restaurant()
+    operator = get_user_model().objects.create_user("bench-ops", is_staff=True)
+    ids = [place(customer, restaurant).pk for _ in range(n)]
+    return ids, Token.objects.create(user=operator).key
+
+
+def _wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError("ASGI server did not start")
+
+
+async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: int) -> dict:
+    import websockets
+
+    from tests.fixtures_pinot import order_event
+    from tracker import kafka
+    from tracker.events import now_ms
+
+    sent_at: dict[tuple[int, int], float] = {}
+    latencies: list[float] = []
+    sockets = []
+    rss_before = rss_mb(server_pid)
+    start = time.monotonic()
+
+    async def connect(order_id: int):
+        ws = await websockets.connect(
+            f"ws://127.0.0.1:{port}/ws/orders/{order_id}/",
+            additional_headers={"Authorization": f"Token {token}"},
+            max_queue=None,
+            open_timeout=60,
+        )
+        first = json.loads(await ws.recv())
+        assert first["type"] == "snapshot", first
+        return ws
+
+    for chunk in range(0, len(order_ids), 100):
+        sockets += await asyncio.gather(*(connect(o) for o in order_ids[chunk : chunk + 100]))
+    connect_seconds = time.monotonic() - start
+
+    async def reader(ws):
+        async for raw in ws:
+            message = json.loads(raw)
+            if message.get("type") == "update":
+                key = (message["order_id"], message["version"])
+                if key in sent_at:
+                    latencies.append(time.perf_counter() - sent_at[key])
+
+    readers = [asyncio.create_task(reader(ws)) for ws in sockets]
+    producer = kafka.producer(**{"linger.ms": 0})
+    producer.list_topics(timeout=10)  # warm: the first produce would wait for metadata
+    versions = dict.fromkeys(order_ids, 1)
+    statuses = ["ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED", "OUT_FOR_DELIVERY"]
+    rng = random.Random(1)
+    interval = 1.0 / args.rate
+    deadline = time.monotonic() + args.seconds
+    sent = 0
+    next_at = time.monotonic()
+    while time.monotonic() < deadline:
+        order_id = rng.choice(order_ids)
+        versions[order_id] += 1
+        version = versions[order_id]
+        event = order_event(
+            order_id, version, statuses[version % len(statuses)], created_at=now_ms() - 1000
+        )
+        sent_at[(order_id, version)] = time.perf_counter()
+        kafka.publish(producer, event)
+        producer.poll(0)
+        sent += 1
+        next_at += interval
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+    producer.flush(10)
+    await asyncio.sleep(3)
+    rss_after = rss_mb(server_pid)
+    for task in readers:
+        task.cancel()
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    return {
+        "connected": len(sockets),
+        "connect_seconds": connect_seconds,
+        "sent": sent,
+        "received": len(latencies),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "max_ms": max(latencies, default=0) * 1000,
+        "server_rss_mb_before": rss_before,
+        "server_rss_mb_after": rss_after,
+        "kb_per_socket": (rss_after - rss_before) * 1024 / max(len(sockets), 1),
+    }
+
+
+if __name__ == "__main__":
+    main()
