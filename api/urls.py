@@ -25,6 +25,7 @@ v1 = [
         views.DeliveriesInAreaView.as_view(),
         name="deliveries-in-area",
     ),
+    path("operations/dead-letters/", views.DeadLettersView.as_view(), name="dead-letters"),
     path(
         "operations/restaurant-dashboard/",
         views.RestaurantDashboardView.as_view(),

@@ -42,6 +42,7 @@ from api.serializers import (
     timeline,
     tracking_summary,
 )
+from tracker.deadletters import recent_dead_letters
 from tracker.events import (
     CANCELLABLE_STATUSES,
     LIFECYCLE,
@@ -639,3 +640,29 @@ class RestaurantDashboardView(APIView):
                 }
             )
         return Response({"results": results})
+
+
+class DeadLettersView(APIView):
+    """What the stream job refused (malformed, unknown status, impossible coordinates, ...)."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(parameters=[OpenApiParameter("limit", int)], responses=dict)
+    def get(self, request: Request) -> Response:
+        letters = recent_dead_letters(_int_param(request, "limit", 100, 1, 1000))
+        return Response(
+            {
+                "results": [
+                    {
+                        "source_topic": d.source_topic,
+                        "source_partition": d.source_partition,
+                        "source_offset": d.source_offset,
+                        "reason": d.reason,
+                        "received_at": iso_ms(d.event_time),
+                        "key": d.key().decode(errors="replace") if d.key_b64 else None,
+                        "original": d.original_value().decode(errors="replace"),
+                    }
+                    for d in letters
+                ]
+            }
+        )
