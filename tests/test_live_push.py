@@ -184,3 +184,81 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
     # The position before a status is superseded by it; repeats and older versions vanish.
     assert sent == [("order.5", 6, "status"), ("customer.9", 6, "status")]
     assert bridge.coalesced == 3
+
+
+@database_sync_to_async
+def _role_tokens(order):
+    from django.contrib.auth import get_user_model
+
+    from tracker.orders import services
+    from tracker.orders.models import Order
+
+    users = get_user_model().objects
+    rider, other_rider = make_courier("matrix-rider"), make_courier("matrix-rider2")
+    for _ in range(3):
+        services.advance_order(order.pk)
+    services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=rider)
+    order = Order.objects.select_related("restaurant").get(pk=order.pk)
+    chef, other_chef = users.create_user("matrix-chef"), users.create_user("matrix-chef2")
+    order.restaurant.staff.add(chef)
+    make_restaurant("Elsewhere").staff.add(other_chef)
+    operator = users.create_user("matrix-ops", is_staff=True)
+    bob = make_customer("matrix-bob")
+    people = {
+        "owner": order.customer.user, "other_customer": bob.user, "courier": rider.user,
+        "other_courier": other_rider.user, "staff": chef, "other_staff": other_chef, "operator": operator,
+    }  # fmt: skip
+    return {role: Token.objects.get_or_create(user=user)[0].key for role, user in people.items()}
+
+
+WS_MATRIX = {
+    # role: (/ws/orders/<id>/, /ws/orders/)
+    "anonymous": (messages.CLOSE_UNAUTHENTICATED, messages.CLOSE_UNAUTHENTICATED),
+    "owner": ("snapshot", "snapshot"),
+    "other_customer": (messages.CLOSE_NOT_FOUND, "snapshot"),
+    "courier": ("snapshot", messages.CLOSE_NOT_FOUND),
+    "other_courier": (messages.CLOSE_NOT_FOUND, messages.CLOSE_NOT_FOUND),
+    "staff": ("snapshot", messages.CLOSE_NOT_FOUND),
+    "other_staff": (messages.CLOSE_NOT_FOUND, messages.CLOSE_NOT_FOUND),
+    "operator": ("snapshot", messages.CLOSE_NOT_FOUND),
+}
+
+
+async def test_websocket_routes_against_every_role(pinot):
+    world = await _world()
+    order = world["order"]
+    await _published(pinot, _enriched(order, 1))
+    tokens = {"anonymous": None, **(await _role_tokens(order))}
+    for role, expected in WS_MATRIX.items():
+        for path, want in zip((f"/ws/orders/{order.pk}/", "/ws/orders/"), expected, strict=True):
+            socket, first = await _connect(path, tokens[role])
+            got = first["type"] if first["type"] == "snapshot" else first["code"]
+            assert got == want, (role, path, first)
+            await socket.disconnect()
+
+
+async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot):
+    world = await _world()
+    await _published(pinot, _enriched(world["order"], 1))
+    path = f"/ws/orders/{world['order'].pk}/"
+    evil = WebsocketCommunicator(
+        application,
+        path,
+        headers=[
+            (b"origin", b"https://evil.example"),
+            (b"authorization", f"Token {world['alice']}".encode()),
+        ],
+    )
+    connected, code = await evil.connect(timeout=10)
+    assert not connected and code == 4403
+    ours = WebsocketCommunicator(
+        application,
+        path,
+        headers=[
+            (b"origin", b"http://127.0.0.1:8000"),
+            (b"authorization", f"Token {world['alice']}".encode()),
+        ],
+    )
+    assert (await ours.connect(timeout=20))[0]
+    assert (await ours.receive_json_from(timeout=20))["type"] == "snapshot"
+    await ours.disconnect()
