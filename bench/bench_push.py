@@ -16,25 +16,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import machine, percentile, rss_mb, write_result  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from bench.common import embedded_stack, machine, percentile, print_table, rss_mb, write_result  # noqa: E402
 
 
 def main() -> None:
@@ -44,46 +34,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-push-"))
-    kafka_port, web_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "ORDERTRACK_VAR_DIR": str(workdir),
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{kafka_port}",
-        "KAFKA_TOPIC_PREFIX": "",
-        "DJANGO_SETTINGS_MODULE": "tracker.settings",
-        "LOG_LEVEL": "WARNING",
-    }
-    os.environ.update(env)
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from tracker.broker import EmbeddedBroker
-
-    broker = EmbeddedBroker().start()
-    from pinot.server import LocalPinot
-
-    pinot = LocalPinot(port=0).start()
-    env["PINOT_BROKER_URL"] = os.environ["PINOT_BROKER_URL"] = pinot.url
-    call_command("migrate", verbosity=0)
-    order_ids, token = _seed(args.sockets)
-
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "tracker.asgi:application", "--host", "127.0.0.1",
-         "--port", str(web_port), "--no-access-log", "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
-    try:
-        _wait_port(web_port)
-        result = asyncio.run(_drive(args, web_port, order_ids, token, server.pid))
-    finally:
-        server.terminate()
-        server.wait(10)
-        pinot.stop()
-        broker.stop()
+    with embedded_stack() as stack:
+        order_ids, token = _seed(args.sockets)
+        port = int(stack.web_url.rsplit(":", 1)[1])
+        result = asyncio.run(_drive(args, port, order_ids, token, stack.web_pid))
     result.update({"machine": machine(), "params": vars(args)})
     rows = [
         ("sockets connected", f"{result['connected']}/{args.sockets}"),
@@ -98,10 +52,9 @@ def main() -> None:
         ),
         ("memory per socket (KB)", f"{result['kb_per_socket']:.1f}"),
     ]
-    print(f"\nPush fan-out, {args.sockets} sockets, {args.rate:g} updates/s for {args.seconds:g}s")
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"  {name.ljust(width)}  {value}")
+    print_table(
+        f"Push fan-out, {args.sockets} sockets, {args.rate:g} updates/s for {args.seconds:g}s", rows
+    )
     print("  written to", write_result("push", result))
 
 
@@ -115,17 +68,6 @@ def _seed(n: int) -> tuple[list[int], str]:
     operator = get_user_model().objects.create_user("bench-ops", is_staff=True)
     ids = [place(customer, restaurant).pk for _ in range(n)]
     return ids, Token.objects.create(user=operator).key
-
-
-def _wait_port(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError("ASGI server did not start")
 
 
 async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: int) -> dict:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import platform
+import socket
 import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -61,3 +67,94 @@ def write_result(name: str, result: dict) -> Path:
     path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True))
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
+@dataclass
+class Stack:
+    """The embedded system's parts a benchmark started (all on loopback)."""
+
+    workdir: Path
+    web_url: str
+    web_pid: int
+    pinot: object
+    env: dict
+
+
+@contextlib.contextmanager
+def embedded_stack(web_workers: int = 1) -> Iterator[Stack]:
+    """Broker + Pinot stand-in (in this process) + migrated SQLite + uvicorn (subprocess).
+
+    Django is set up in this process on the same database, so a benchmark can
+    seed rows and produce events before it starts measuring.
+    """
+    root = RESULTS.parent.parent
+    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+    kafka_port, web_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "ORDERTRACK_VAR_DIR": str(workdir),
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{kafka_port}",
+        "KAFKA_TOPIC_PREFIX": "",
+        "DJANGO_SETTINGS_MODULE": "tracker.settings",
+        "LOG_LEVEL": "WARNING",
+        "API_THROTTLE_ORDERS": "100000/min",
+        "API_THROTTLE_WRITES": "100000/min",
+        "API_THROTTLE_LOCATIONS": "1000000/min",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from pinot.server import LocalPinot
+    from tracker.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker().start()
+    pinot = LocalPinot(port=0).start()
+    env["PINOT_BROKER_URL"] = os.environ["PINOT_BROKER_URL"] = pinot.url
+    call_command("migrate", verbosity=0)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "tracker.asgi:application", "--host", "127.0.0.1",
+         "--port", str(web_port), "--no-access-log", "--log-level", "warning",
+         "--workers", str(web_workers)],
+        cwd=root, env=env,
+    )  # fmt: skip
+    try:
+        wait_port(web_port)
+        yield Stack(workdir, f"http://127.0.0.1:{web_port}", server.pid, pinot, env)
+    finally:
+        server.terminate()
+        server.wait(15)
+        pinot.stop()
+        broker.stop()
+
+
+def print_table(
+    title: str, rows: list[tuple[str, ...]], header: tuple[str, ...] | None = None
+) -> None:
+    """A plain aligned table on stdout."""
+    table = [header, *rows] if header else rows
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]))]
+    print(f"\n{title}")
+    for index, row in enumerate(table):
+        print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+        if header and index == 0:
+            print("  " + "  ".join("-" * w for w in widths))
