@@ -17,6 +17,7 @@ test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 install: $(STAMP) $(SYSTEM_STAMP)
+	bash frontend/vendor.sh
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -6,6 +6,7 @@ set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing system packages: ${need[*]}"

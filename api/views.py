@@ -263,6 +263,10 @@ def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
             if position
             else None
         ),
+        "path": [
+            {"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)}
+            for p in (selectors.courier_path(order.pk) if state is not None and position else [])
+        ],
         "distance_left_km": None if distance is None else round(distance, 3),
         "eta_seconds": eta,
         "eta": iso_ms(now + eta * 1000)

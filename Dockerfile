@@ -1,0 +1,68 @@
+# syntax=docker/dockerfile:1.7
+# The Ordertrack application image: Django (ASGI server, workers, one-shot jobs), the
+# Spark streaming driver *and* the Spark master/worker processes.
+#
+# Why one image for the Spark cluster too, rather than the official apache/spark image:
+# PySpark requires the driver and the executors' Python workers to run the same Python
+# minor version with the same packages. With STREAMING_STATE=spark the order join
+# (streaming.join, tracker.events) runs inside executors, so they need this
+# repository's code plus pandas/pyarrow/protobuf at the pinned versions. The official
+# image ships its own Python (not 3.11) and none of our packages, so we would build a
+# second image on top of it anyway. Here the pip-installed pyspark==4.3.0 (pinned in
+# requirements.txt) *is* the Spark distribution: its bin/spark-class starts the
+# standalone master and worker, its bin/spark-submit submits the job, and the JVM
+# side can never drift from the Python side. OpenJDK 17 is Debian bookworm's JRE.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG NODE_IMAGE=node:22-bookworm-slim
+
+# ---- browser assets (git-ignored, vendored from npm by frontend/vendor.sh) ----------
+FROM ${NODE_IMAGE} AS frontend
+WORKDIR /src/frontend
+COPY frontend/package.json frontend/package-lock.json frontend/vendor.sh ./
+RUN bash vendor.sh
+
+# ---- application ----------------------------------------------------------------------
+FROM ${PYTHON_IMAGE}
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+# procps: Spark's launch scripts call `ps`. The JRE runs the Spark driver/master/worker.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+COPY requirements.txt ./
+RUN pip install -r requirements.txt
+
+COPY . .
+COPY --from=frontend /src/frontend/static/vendor ./frontend/static/vendor
+
+# spark-submit needs a script path; streaming/__main__.py uses package-relative imports,
+# so this two-line entry point runs it as the package `streaming` (same code as
+# `python -m streaming`).
+COPY <<'PY' /opt/ordertrack/streaming_main.py
+import sys
+from streaming.__main__ import main
+sys.exit(main())
+PY
+
+ENV PYTHONPATH=/app \
+    DJANGO_SETTINGS_MODULE=tracker.settings \
+    SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
+    PATH=/usr/local/lib/python3.11/site-packages/pyspark/bin:$PATH
+
+# Static files are collected at build time (WhiteNoise serves them when DEBUG is off).
+# /var/lib/ordertrack holds the named volumes (Spark checkpoints, Ivy cache): creating
+# the folders here makes fresh volumes owned by the unprivileged user.
+RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin ordertrack \
+    && python manage.py collectstatic --noinput --verbosity 0 \
+    && mkdir -p /var/lib/ordertrack/checkpoints /var/lib/ordertrack/ivy /app/var \
+    && chown -R ordertrack:ordertrack /app/var /var/lib/ordertrack
+
+USER ordertrack
+EXPOSE 8000
+# Every service in docker-compose.yml sets its own command; this default is the web tier.
+CMD ["uvicorn", "tracker.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--no-access-log"]

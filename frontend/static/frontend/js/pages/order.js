@@ -1,0 +1,332 @@
+/**
+ * The order page: items and total, the seven-step timeline (time each step was
+ * reached and how long it took; the current one highlighted and ticking), and
+ * the live delivery map (restaurant, destination, the courier gliding between
+ * GPS fixes, the path travelled, distance left and ETA).
+ *
+ * First paint from REST; then /ws/orders/<id>/ with ?since=<version>: the
+ * server answers "resumed" (nothing missed) or a fresh snapshot, then updates.
+ */
+import { api } from "../api.js";
+import { config } from "../config.js";
+import { connectionIndicator } from "../connection.js";
+import { announce, errorState, h, loadingState, replace, toast } from "../dom.js";
+import { statusBadge } from "../components.js";
+import { clock, distance, duration, etaText, money, when } from "../format.js";
+import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
+import { IN_TRANSIT, buildTimeline, isActive, label, timesFromTimeline } from "../status.js";
+import { LiveSocket } from "../live.js";
+
+const orderId = config.orderId;
+const root = document.getElementById("order-root");
+const els = {};
+
+/** What the page shows; replaced by snapshots, advanced by updates. */
+const state = {
+  order: null, // the REST detail (items, restaurant, delivery, customer, courier)
+  version: -1,
+  status: null,
+  statusTimes: {},
+  position: null, // {lat, lon, at}
+  distanceKm: null,
+  etaAt: null, // epoch ms
+};
+
+let socket = null;
+let map = null;
+let layers = null;
+
+// ------------------------------------------------------------------ state
+
+function fromDetail(detail, version) {
+  state.order = detail;
+  state.version = version;
+  state.status = detail.status;
+  state.statusTimes = timesFromTimeline(detail.timeline);
+  state.position = detail.position;
+  state.distanceKm = detail.distance_left_km;
+  state.etaAt = detail.eta ? Date.parse(detail.eta) : null;
+}
+
+function applyUpdate(message) {
+  if (message.version <= state.version) return;
+  const previous = state.status;
+  state.version = message.version;
+  state.status = message.status;
+  state.statusTimes = { ...state.statusTimes, ...(message.status_times || {}) };
+  state.distanceKm = message.distance_left_km;
+  state.etaAt = message.eta ? Date.parse(message.eta) : message.eta_seconds !== null && message.eta_seconds !== undefined ? Date.now() + message.eta_seconds * 1000 : null;
+  if (message.position) moveCourier(message.position);
+  if (previous !== state.status) {
+    renderHeader();
+    renderTimeline();
+    announce(`Order #${orderId} is now: ${label(state.status)}.`);
+    if (state.status === "DELIVERED") toast("Your order has been delivered. Enjoy your meal!", "success");
+  }
+  renderDelivery();
+}
+
+// ------------------------------------------------------------------ layout
+
+function build() {
+  els.headerMain = h("div", { class: "order-header-main" });
+  els.cancelSlot = h("span", { class: "cancel-slot" });
+  els.header = h(
+    "div",
+    { class: "order-header" },
+    els.headerMain,
+    h("div", { class: "order-actions" }, h("span", { id: "live-pill", class: "live-pill", dataset: { state: "connecting" } }, "Connecting…"), els.cancelSlot),
+  );
+  els.timeline = h("ol", { class: "timeline", "aria-label": "Order progress" });
+  els.items = h("div", { class: "items" });
+  els.stats = h("dl", { class: "delivery-stats" });
+  els.mapNote = h("p", { class: "map-note muted" });
+  els.map = h("div", { class: "map map-order", id: "order-map" });
+  replace(
+    root,
+    els.header,
+    h(
+      "div",
+      { class: "order-layout" },
+      h(
+        "div",
+        { class: "order-main" },
+        h("section", { class: "card", "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Progress"), els.timeline),
+        h("section", { class: "card", "aria-labelledby": "items-title" }, h("h2", { id: "items-title" }, "Your order"), els.items),
+      ),
+      h(
+        "section",
+        { class: "card order-map-card", "aria-labelledby": "map-title" },
+        h("div", { class: "card-head" }, h("h2", { id: "map-title" }, "Delivery"), h("span", { class: "map-legend", "aria-hidden": "true" }, legend())),
+        els.stats,
+        els.map,
+        els.mapNote,
+      ),
+    ),
+  );
+}
+
+function legend() {
+  return [
+    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-restaurant" }), "Restaurant"),
+    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-home" }), "You"),
+    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-courier" }), "Courier"),
+  ];
+}
+
+const CANCELLABLE = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED"];
+
+function renderHeader() {
+  const o = state.order;
+  replace(
+    els.headerMain,
+    h("div", { class: "order-title" }, h("h1", {}, `Order #${o.id}`), h("span", { id: "order-status", class: "order-status" }, statusBadge(state.status))),
+    h("p", { class: "order-sub muted" }, `${o.restaurant.name} · placed ${when(o.created_at)}`),
+  );
+  replace(
+    els.cancelSlot,
+    o.can_cancel !== false && CANCELLABLE.includes(state.status)
+      ? h("button", { type: "button", class: "btn btn-danger-outline", onclick: cancelOrder }, "Cancel order")
+      : null,
+  );
+}
+
+function renderTimeline() {
+  const steps = buildTimeline(state.status, state.statusTimes);
+  replace(
+    els.timeline,
+    steps.map((step, index) =>
+      h(
+        "li",
+        {
+          class: `step step-${step.state}`,
+          dataset: { status: step.status, state: step.state },
+          "aria-current": step.state === "current" ? "step" : null,
+        },
+        h("span", { class: "step-marker", "aria-hidden": "true" }, step.state === "done" ? "✓" : step.status === "CANCELLED" ? "✕" : String(index + 1)),
+        h(
+          "div",
+          { class: "step-body" },
+          h("span", { class: "step-label" }, step.label, step.state === "current" ? h("span", { class: "visually-hidden" }, " (current)") : null),
+          step.enteredAt !== null
+            ? h(
+                "span",
+                { class: "step-meta" },
+                h("time", { datetime: new Date(step.enteredAt).toISOString() }, clock(new Date(step.enteredAt).toISOString())),
+                step.seconds !== null ? h("span", { class: "step-duration", dataset: { running: step.running ? "1" : "" } }, step.running ? `${duration(step.seconds)} so far` : `took ${duration(step.seconds)}`) : null,
+              )
+            : h("span", { class: "step-meta muted" }, step.state === "skipped" ? "Skipped" : "Pending"),
+        ),
+      ),
+    ),
+  );
+}
+
+function renderItems() {
+  const o = state.order;
+  replace(
+    els.items,
+    h(
+      "table",
+      { class: "table items-table" },
+      h("caption", { class: "visually-hidden" }, `Items of order #${o.id}`),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Item"), h("th", { scope: "col", class: "num" }, "Qty"), h("th", { scope: "col", class: "num" }, "Price"))),
+      h(
+        "tbody",
+        {},
+        o.items.map((item) =>
+          h(
+            "tr",
+            {},
+            h("td", {}, h("span", { class: "item-name" }, item.name), h("span", { class: "muted item-unit" }, ` ${money(item.unit_price)} each`)),
+            h("td", { class: "num" }, String(item.quantity)),
+            h("td", { class: "num" }, money(item.line_total)),
+          ),
+        ),
+      ),
+      h("tfoot", {}, h("tr", {}, h("th", { scope: "row", colspan: "2" }, "Total"), h("td", { class: "num total", id: "order-total" }, money(o.total)))),
+    ),
+    h("p", { class: "muted deliver-to" }, `Deliver to: ${o.delivery.address}`),
+  );
+}
+
+function renderDelivery() {
+  const inTransit = IN_TRANSIT.has(state.status);
+  const etaSeconds = state.etaAt !== null ? Math.max(0, (state.etaAt - Date.now()) / 1000) : null;
+  const courier = state.order.courier ? state.order.courier.name : null;
+  const rows = [
+    ["Distance left", inTransit && state.distanceKm !== null && state.distanceKm !== undefined ? distance(state.distanceKm) : "–", "distance-left"],
+    ["Arrives", inTransit && etaSeconds !== null ? `${etaText(etaSeconds)} (${clock(new Date(state.etaAt).toISOString())})` : state.status === "DELIVERED" ? "Delivered" : "–", "eta"],
+    ["Courier", courier || (inTransit ? "On the way" : "Not assigned yet"), "courier"],
+    ["Last GPS fix", state.position ? clock(state.position.at) : "–", "last-fix"],
+  ];
+  replace(els.stats, rows.map(([term, value, id]) => h("div", { class: "stat" }, h("dt", {}, term), h("dd", { id }, value))));
+  let note = "";
+  if (state.status === "CANCELLED") note = "This order was cancelled.";
+  else if (state.status === "DELIVERED") note = "Delivered. The line shows the route the courier took.";
+  else if (!state.position) note = "The map follows your courier once the order is out for delivery.";
+  els.mapNote.textContent = note;
+}
+
+// ------------------------------------------------------------------ map
+
+function drawMap() {
+  const o = state.order;
+  if (!map) {
+    map = createMap(els.map, { label: `Delivery map: ${o.restaurant.name} to ${o.delivery.address}` });
+  }
+  if (layers) layers.group.remove();
+  const group = L.layerGroup().addTo(map);
+  const restaurant = [o.restaurant.lat, o.restaurant.lon];
+  const home = [o.delivery.lat, o.delivery.lon];
+  staticMarker(restaurant, pinIcon("restaurant"), o.restaurant.name).addTo(group);
+  staticMarker(home, pinIcon("home"), "Delivery address").addTo(group);
+  const path = (o.path || []).map((p) => [p.lat, p.lon]);
+  if (state.position && !path.length) path.push([state.position.lat, state.position.lon]);
+  const trail = L.polyline(path, { color: "#2563eb", weight: 5, opacity: 0.85, lineCap: "round", interactive: false }).addTo(group);
+  const remaining = L.polyline([], { color: "#2563eb", weight: 2, dashArray: "4 8", opacity: 0.6, interactive: false }).addTo(group);
+  layers = { group, trail, remaining, home, points: path, courier: null };
+  if (state.position) placeCourier([state.position.lat, state.position.lon]);
+  const bounds = L.latLngBounds([restaurant, home, ...path]);
+  map.fitBounds(bounds.pad(0.25), { maxZoom: 15 });
+}
+
+function placeCourier(latlng) {
+  layers.courier = new GlidingMarker(layers.group, latlng, pinIcon("courier"), "Courier");
+  layers.courier.marker.getElement()?.setAttribute("data-testid", "courier-marker");
+  layers.courier.onFrame = (here, done) => {
+    const points = done ? layers.points : [...layers.points.slice(0, -1), [here.lat, here.lng]];
+    layers.trail.setLatLngs(points);
+    layers.remaining.setLatLngs(IN_TRANSIT.has(state.status) ? [here, layers.home] : []);
+  };
+  layers.remaining.setLatLngs(IN_TRANSIT.has(state.status) ? [latlng, layers.home] : []);
+}
+
+/** A new GPS fix: extend the path and glide there over about the time between fixes. */
+function moveCourier(position) {
+  const previous = state.position;
+  state.position = position;
+  if (!layers) return;
+  const target = [position.lat, position.lon];
+  layers.points.push(target);
+  if (!layers.courier) {
+    placeCourier(target);
+    layers.trail.setLatLngs(layers.points);
+    if (!map.getBounds().contains(target)) map.panTo(target);
+    return;
+  }
+  const gap = previous ? Date.parse(position.at) - Date.parse(previous.at) : 1000;
+  layers.courier.moveTo(target, Math.max(400, Math.min(Number.isFinite(gap) ? gap : 1000, 3000)));
+  if (!map.getBounds().pad(-0.1).contains(target)) map.panTo(target, { animate: true });
+}
+
+// ------------------------------------------------------------------ actions
+
+async function cancelOrder(event) {
+  if (!window.confirm(`Cancel order #${orderId}?`)) return;
+  const button = event.currentTarget;
+  button.disabled = true;
+  try {
+    const detail = await api(`orders/${orderId}/cancel/`, { method: "POST" });
+    state.order = { ...state.order, ...detail, can_cancel: false };
+    state.status = detail.status;
+    state.statusTimes = { ...state.statusTimes, ...timesFromTimeline(detail.timeline) };
+    renderHeader();
+    renderTimeline();
+    renderDelivery();
+    announce(`Order #${orderId} was cancelled.`);
+  } catch (error) {
+    button.disabled = false;
+    toast(error.message, "error");
+  }
+}
+
+// ------------------------------------------------------------------ live
+
+function renderAll() {
+  renderHeader();
+  renderTimeline();
+  renderItems();
+  renderDelivery();
+  drawMap();
+}
+
+function onMessage(message) {
+  if (message.type === "snapshot") {
+    const previous = state.status;
+    fromDetail(message.order, message.version);
+    renderAll();
+    if (previous && previous !== state.status) announce(`Order #${orderId} is now: ${label(state.status)}.`);
+  } else if (message.type === "update" && message.order_id === orderId) {
+    applyUpdate(message);
+  }
+}
+
+async function start() {
+  replace(root, loadingState("Loading your order…"));
+  let detail;
+  try {
+    detail = await api(`orders/${orderId}/`);
+  } catch (error) {
+    if (error.status === 404) {
+      replace(root, h("div", { class: "state state-error", role: "alert" }, h("h1", {}, "Order not found"), h("p", {}, "There is no such order, or it is not yours."), h("a", { class: "btn btn-secondary", href: config.urls.myOrders }, "Back to my orders")));
+    } else {
+      replace(root, errorState(error, start));
+    }
+    return;
+  }
+  build();
+  fromDetail(detail, detail.tracking.version);
+  renderAll();
+  root.dataset.ready = "1";
+  socket = new LiveSocket(`orders/${orderId}/`, { onMessage, onState: connectionIndicator(() => socket) });
+  socket.setVersion(detail.tracking.version);
+  socket.start();
+  setInterval(() => {
+    if (!isActive(state.status)) return;
+    renderTimeline(); // the current step's "so far" keeps counting
+    renderDelivery(); // and the ETA counts down
+  }, 1000);
+}
+
+start();

@@ -1,0 +1,124 @@
+"""Server-rendered page shells. Each page is a template plus one ES module that loads
+its data from the REST API (session + CSRF) and follows changes over the WebSocket.
+
+The views only decide who may see a page and hand the module its configuration
+(``page_config``, rendered with ``json_script``: data, not code, so the pages
+need no inline script).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.templatetags.static import static
+from django.urls import reverse
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from api import roles
+from tracker.conf import env_str
+
+#: Optional internet tiles for production (e.g. https://tile.example/{z}/{x}/{y}.png).
+#: Empty (the default): the offline schematic base layer only.
+MAP_TILE_ENV = "MAP_TILE_URL"
+MAP_TILE_ATTRIBUTION_ENV = "MAP_TILE_ATTRIBUTION"
+
+
+#: ISO 4217 code the prices are shown in (the API's money is a plain decimal string).
+CURRENCY_ENV = "ORDERTRACK_CURRENCY"
+
+
+def map_config() -> dict[str, str]:
+    """Base-map settings the map module reads: internet tiles are opt-in."""
+    return {
+        "tileUrl": env_str(MAP_TILE_ENV, ""),
+        "tileAttribution": env_str(MAP_TILE_ATTRIBUTION_ENV, ""),
+        "schematicUrl": static("frontend/geo/bengaluru-schematic.geojson"),
+    }
+
+
+def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    """What every page module gets: API roots, the user's roles, the map settings."""
+    user = request.user
+    return {
+        "apiRoot": "/api/v1/",
+        "wsRoot": "/ws/",
+        "currency": env_str(CURRENCY_ENV, "USD"),
+        "user": {
+            "username": user.get_username(),
+            "roles": roles.roles_of(user),
+            "isOperator": roles.is_operator(user),
+        },
+        "map": map_config(),
+        "urls": {
+            "order": reverse("frontend:order", args=[0]).replace("/0/", "/{id}/"),
+            "myOrders": reverse("frontend:my-orders"),
+            "placeOrder": reverse("frontend:place-order"),
+            "login": reverse("frontend:login"),
+        },
+        **extra,
+    }
+
+
+def _page(request: HttpRequest, template: str, nav: str, **extra: Any) -> HttpResponse:
+    return render(
+        request, f"frontend/{template}", {"config": page_config(request, **extra), "nav": nav}
+    )
+
+
+@ensure_csrf_cookie
+@login_required
+def my_orders(request: HttpRequest) -> HttpResponse:
+    """Active orders with their live status on top, past orders below."""
+    return _page(request, "my_orders.html", "orders")
+
+
+@ensure_csrf_cookie
+@login_required
+def order_page(request: HttpRequest, order_id: int) -> HttpResponse:
+    """One order: items, the status timeline and the live delivery map.
+
+    Who may see it is the API's decision (a 404 there shows "not found" here),
+    so this view does not query the order itself.
+    """
+    return _page(request, "order.html", "orders", orderId=order_id)
+
+
+@ensure_csrf_cookie
+@login_required
+def place_order(request: HttpRequest) -> HttpResponse:
+    """Menu by category, cart, saved address, submit (idempotent)."""
+    return _page(request, "place_order.html", "new")
+
+
+@ensure_csrf_cookie
+@login_required
+def operations(request: HttpRequest) -> HttpResponse:
+    """The operator dashboard: staff users only (others get a 403 page)."""
+    if not roles.is_operator(request.user):
+        raise PermissionDenied("The operations dashboard is for operators.")
+    return _page(request, "operations.html", "operations")
+
+
+class SignInView(auth_views.LoginView):
+    """Django session sign-in; the API then accepts the session (with CSRF)."""
+
+    template_name = "frontend/login.html"
+    redirect_authenticated_user = True
+
+    def get_default_redirect_url(self) -> str:
+        """Without ``?next=``: operators land on the dashboard, everyone else on their orders."""
+        user = self.request.user
+        if roles.is_operator(user) and roles.customer_of(user) is None:
+            return reverse("frontend:operations")
+        return reverse("frontend:my-orders")
+
+
+class SignOutView(auth_views.LogoutView):
+    """Sign out (POST only, CSRF-protected) and land on the sign-in page."""
+
+    next_page = "frontend:login"

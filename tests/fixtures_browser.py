@@ -1,0 +1,166 @@
+"""Browser-test fixtures: the real ASGI app under uvicorn in a thread, and Chromium.
+
+* ``asgi_server``: uvicorn serving ``tracker.asgi:application`` (HTTP, WebSockets,
+  static files through WhiteNoise, the embedded push bridge) on a free loopback
+  port, in a background thread of this process. Sharing the process means it
+  shares pytest-django's test database (SQLite in shared memory; use
+  ``django_db(transaction=True)`` so rows are committed and visible to it) and
+  the per-test environment (``KAFKA_TOPIC_PREFIX``, ``PINOT_BROKER_URL``), which
+  it reads per request.
+* ``browser``: Debian's Chromium through async Playwright (async, because sync
+  Playwright keeps an event loop in the main thread that breaks the ORM and
+  pytest-asyncio). Launched once per session; every test gets a fresh context.
+
+Tests drive the page with ``await`` and reach the ORM through
+``database_sync_to_async`` like the other async tests.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+AXE_JS = (
+    Path(__file__).resolve().parents[1]
+    / "frontend"
+    / "static"
+    / "vendor"
+    / "axe-core"
+    / "axe.min.js"
+)
+SCREENSHOT_DIR = Path(__file__).resolve().parents[1] / "var" / "screenshots"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerThread:
+    """uvicorn in a daemon thread; ``url`` once it accepts connections."""
+
+    def __init__(self) -> None:
+        import uvicorn
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            "tracker.asgi:application",
+            host="127.0.0.1",
+            port=self.port,
+            lifespan="off",
+            log_level="warning",
+            ws="websockets-sansio",
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
+
+    def start(self, timeout: float = 20.0) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def asgi_server(django_db_setup, django_db_blocker) -> Iterator[ServerThread]:
+    """The real server (HTTP + WebSockets) for the whole session."""
+    if not AXE_JS.exists():
+        pytest.fail("frontend assets are not vendored: run `bash frontend/vendor.sh`")
+    server = ServerThread().start()
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def browser() -> AsyncIterator:
+    from playwright.async_api import async_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Chromium not found at {CHROMIUM}")
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        await chromium.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def context(browser, asgi_server) -> AsyncIterator:
+    """A fresh browser profile (no cookies) at desktop size."""
+    ctx = await browser.new_context(
+        base_url=asgi_server.url, viewport={"width": 1280, "height": 900}, locale="en-GB"
+    )
+    ctx.set_default_timeout(10_000)
+    yield ctx
+    await ctx.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(context) -> AsyncIterator:
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.js_errors = errors  # asserted empty by tests that care
+    yield page
+
+
+async def sign_in(page, username: str, password: str, next_url: str = "/") -> None:
+    """Sign in through the real form, then land on ``next_url``."""
+    await page.goto(f"/accounts/login/?next={next_url}")
+    await page.get_by_label("Username").fill(username)
+    await page.get_by_label("Password").fill(password)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(f"**{next_url}")
+
+
+async def screenshot(page, name: str) -> Path:
+    """Save a full-page PNG under var/screenshots/ (for humans to look at)."""
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOT_DIR / f"{name}.png"
+    await page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+async def axe_violations(page, *, rules: dict | None = None) -> list[dict]:
+    """Run axe-core (vendored from npm) on the page; returns the violations."""
+    await page.add_script_tag(path=str(AXE_JS))
+    return await page.evaluate(
+        """async (rules) => {
+            const result = await axe.run(document, {
+              resultTypes: ['violations'],
+              rules: rules || {},
+            });
+            return result.violations.map(v => ({
+              id: v.id, impact: v.impact, help: v.help,
+              nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5),
+            }));
+        }""",
+        rules,
+    )
