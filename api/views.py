@@ -306,6 +306,7 @@ class OrderListView(APIView):
         return super().get_throttles() if self.request.method == "POST" else []
 
     @extend_schema(
+        operation_id="v1_orders_list",
         parameters=ORDER_LIST_PARAMS,
         responses=inline_serializer(
             "OrderPage",
