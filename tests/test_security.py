@@ -132,3 +132,9 @@ def test_production_settings_module_turns_the_headers_on(monkeypatch):
         check=True,
     ).stdout.split()
     assert out == ["31536000", "True", "True", "True", "DENY"]
+
+
+def test_healthz_reports_database_and_cache_without_auth():
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"database": "ok", "cache": "ok"}}
