@@ -64,10 +64,21 @@ def components() -> list[Component]:
             [
                 PYTHON, "-m", "uvicorn", "tracker.asgi:application",
                 "--host", host, "--port", str(port), "--no-access-log",
+                # Django runs sync views on one thread per process: two processes use both cores.
+                "--workers", str(env_int("WEB_WORKERS", 2)),
             ],
             ready_text="Application startup complete",
             stage=1,
             waiting_note=f"Django ASGI server on http://{host}:{port}",
+        ),
+        Component(
+            "streaming",
+            [PYTHON, "-m", "streaming"],
+            ready_text="streaming: ready",
+            # Its first micro-batch needs input, so it starts beside the simulator.
+            stage=2,
+            waiting_note="Spark Structured Streaming job (JVM warm-up takes ~20 s)",
+            ready_timeout=240.0,
         ),
         Component(
             "simulator",

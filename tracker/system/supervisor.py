@@ -32,6 +32,7 @@ class Child:
     ready: threading.Event = field(default_factory=threading.Event)
     restarts: int = 0
     started_at: float = 0.0
+    stopped: bool = False  # stopped on purpose: not restarted
 
 
 class Supervisor:
@@ -105,7 +106,7 @@ class Supervisor:
         while not self.stopping.is_set():
             for child in self.children:
                 proc = child.process
-                if proc is None or proc.poll() is None or self.stopping.is_set():
+                if proc is None or proc.poll() is None or self.stopping.is_set() or child.stopped:
                     continue
                 name = child.component.name
                 self.say(f"!! {name} exited with code {proc.returncode}; see var/logs/{name}.log")
@@ -154,6 +155,19 @@ class Supervisor:
         if ready_message:
             self.say(ready_message)
         return True
+
+    def stop_component(self, name: str, timeout: float = 30.0) -> None:
+        """Stop one component for good (e.g. the load generator), leaving the rest running."""
+        for child in self.children:
+            if child.component.name == name and child.process is not None:
+                child.stopped = True
+                child.process.send_signal(signal.SIGTERM)
+                try:
+                    child.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.process.pid, signal.SIGKILL)
+                    child.process.wait()
+                self.say(f"stopped {name}")
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stopping.set()
