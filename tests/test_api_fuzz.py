@@ -42,6 +42,7 @@ def tokens(api_schema):
 
 def test_no_generated_request_gets_a_server_error(api_schema, tokens):
     from django.core.cache import cache  # cleared per example: throttles must not mask 5xx
+
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 15
     calls = []

@@ -1,0 +1,364 @@
+"""Benchmark the stream job: micro-batch duration and event -> enriched latency.
+
+Not a test. Starts its own embedded broker, runs ``python -m streaming`` as a
+child process (exactly as deployed), and drives a synthetic load shaped like the
+book's simulator, compressed in time: each order is placed, moves through the
+kitchen statuses 2 s apart, then its courier sends one GPS point per second for
+``--transit`` seconds before arriving and delivering. Rates are multiples of the
+book's peak (50 orders/min): 1x, 10x, 100x.
+
+Latency is measured per output record as (wall clock when the bench consumer
+receives it) - (its ``event_time``, which is the wall clock at which the source
+event was produced). Micro-batch durations come from the job's own progress
+lines. Prints a table and writes JSON to bench/results/.
+
+    .venv/bin/python bench/bench_streaming.py [--levels 1,10,100] [--state driver]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE_DIR))
+
+from tracker import geo  # noqa: E402
+from tracker.broker import EmbeddedBroker  # noqa: E402
+from tracker.conf import KafkaConfig  # noqa: E402
+from tracker.events import (  # noqa: E402
+    LIFECYCLE,
+    DeliveryLocation,
+    OrderPlaced,
+    OrderStatus,
+    OrderStatusChanged,
+    Topic,
+    now_ms,
+)
+from tracker.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
+
+BOOK_PEAK_PER_MIN = 50
+SHOP = (12.9716, 77.5946)
+HOME = (12.9352, 77.6245)
+BATCH_RE = re.compile(r"streaming: batch=(\d+) rows=(\d+) duration_ms=(\d+)")
+
+
+def pct(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def order_placed(order_id: int) -> OrderPlaced:
+    return OrderPlaced.from_dict(
+        {
+            "event_id": str(uuid.uuid4()),
+            "event_time": now_ms(),
+            "order_id": order_id,
+            "customer_id": order_id % 997 + 1,
+            "customer_name": "Bench",
+            "restaurant_id": order_id % 13 + 1,
+            "restaurant_name": "Bench Pizza",
+            "restaurant_lat": SHOP[0],
+            "restaurant_lon": SHOP[1],
+            "delivery_lat": HOME[0],
+            "delivery_lon": HOME[1],
+            "items": [
+                {
+                    "product_id": 1,
+                    "name": "Margherita",
+                    "category": "pizza",
+                    "quantity": 1,
+                    "unit_price": "9.50",
+                }
+            ],
+            "total": "9.50",
+        }
+    )
+
+
+class Load:
+    """Schedules every event of every order on a heap and publishes them when due."""
+
+    def __init__(self, rate_per_min: float, transit_s: int, seconds: float) -> None:
+        self.rate = rate_per_min / 60.0
+        self.transit = transit_s
+        self.seconds = seconds
+        self.sent = 0
+        self.last_time: dict[int, int] = {}
+
+    def run(self, first_order_id: int) -> None:
+        prod = producer(**{"linger.ms": 5})
+        heap: list[tuple[float, int, str, int, int]] = []  # (due, seq, kind, order, step)
+        seq = 0
+        start = time.monotonic()
+        next_order = start
+        order_id = first_order_id
+        while True:
+            now = time.monotonic()
+            while next_order <= now and next_order - start < self.seconds:
+                heapq.heappush(heap, (next_order, seq, "placed", order_id, 0))
+                seq += 1
+                order_id += 1
+                next_order += 1.0 / self.rate
+            while heap and heap[0][0] <= now:
+                due, _, kind, oid, step = heapq.heappop(heap)
+                seq += 1
+                for event, follow in self._event(kind, oid, step, due):
+                    publish(prod, event)
+                    self.sent += 1
+                    if follow is not None:
+                        heapq.heappush(heap, (*follow[:1], seq, *follow[1:]))
+                        seq += 1
+            prod.poll(0)
+            if not heap and next_order - start >= self.seconds:
+                break
+            time.sleep(0.005)
+        prod.flush(30)
+
+    def _event(self, kind: str, oid: int, step: int, due: float):
+        # Strictly increasing event times per order: when the generator is starved of CPU
+        # two points can be sent in the same millisecond, and the join (rightly) treats
+        # a point that is not newer than the last one as a duplicate.
+        eid = str(uuid.uuid4())
+        t = max(now_ms(), self.last_time.get(oid, 0) + 1)
+        self.last_time[oid] = t
+        if kind == "placed":
+            yield order_placed(oid), (due + 2, "status", oid, 1)
+        elif kind == "status":
+            status = LIFECYCLE[step]
+            courier = oid % 50 + 1 if status in (OrderStatus.OUT_FOR_DELIVERY,) else None
+            ev = OrderStatusChanged(
+                event_id=eid, event_time=t, order_id=oid, status=status.value, courier_id=courier
+            )
+            if status is OrderStatus.OUT_FOR_DELIVERY:
+                yield ev, (due + 1, "gps", oid, 1)
+            elif status is OrderStatus.DELIVERED:
+                yield ev, None
+            elif status is OrderStatus.ARRIVING_AT_DOOR:
+                yield ev, (due + 1, "status", oid, step + 1)
+            else:
+                yield ev, (due + 2, "status", oid, step + 1)
+        else:
+            lat, lon = geo.interpolate(*SHOP, *HOME, step / (self.transit + 1))
+            ev = DeliveryLocation(
+                event_id=eid, event_time=t, order_id=oid, courier_id=oid % 50 + 1, lat=lat, lon=lon
+            )
+            if step < self.transit:
+                yield ev, (due + 1, "gps", oid, step + 1)
+            else:
+                arriving = LIFECYCLE.index(OrderStatus.ARRIVING_AT_DOOR)
+                yield ev, (due + 1, "status", oid, arriving)
+
+
+class Latencies:
+    """Follows the enriched topics; records receive time - event_time per record."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, list[tuple[int, int]]] = {
+            "orders_enriched": [],
+            "delivery_statuses": [],
+        }
+        self.stop = threading.Event()
+        self.versions: dict[int, set[int]] = {}
+        self.threads = [
+            threading.Thread(target=self._follow, args=(t,), daemon=True)
+            for t in (Topic.ORDERS_ENRICHED, Topic.DELIVERY_STATUSES)
+        ]
+
+    def _follow(self, topic: Topic) -> None:
+        sink = self.samples[topic.value]
+        for rec in iter_topic(topic, follow=True):
+            received = now_ms()
+            body = json.loads(rec.value)
+            sink.append((body["event_time"], received - body["event_time"]))
+            if topic is Topic.ORDERS_ENRICHED:
+                self.versions.setdefault(body["order_id"], set()).add(body["version"])
+            if self.stop.is_set():
+                return
+
+    def since(self, t0: int, t1: int) -> dict[str, list[int]]:
+        return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
+
+
+def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
+    """One load level against a fresh job (fresh topics and checkpoint)."""
+    prefix = f"bench{uuid.uuid4().hex[:6]}."
+    os.environ["KAFKA_TOPIC_PREFIX"] = prefix
+    ensure_topics(config=KafkaConfig())
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(BASE_DIR),
+        "STREAMING_CHECKPOINT_DIR": str(bench_dir / prefix / "checkpoint"),
+        "STREAMING_STATE": args.state,
+        "STREAMING_PYTHON_READER": args.reader,
+        "STREAMING_TRIGGER_MS": str(args.trigger_ms),
+        "STREAMING_SHUFFLE_PARTITIONS": str(args.shuffle_partitions),
+    }
+    log_path = bench_dir / f"{prefix}log"
+    with open(log_path, "w") as log_file:
+        job = subprocess.Popen(
+            [sys.executable, "-m", "streaming"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
+        )
+    latencies = Latencies()
+    for t in latencies.threads:
+        t.start()
+    try:
+        # Warm up: one order so the first (slow) micro-batch completes, then wait for ready.
+        warm = producer()
+        publish(warm, order_placed(order_base))
+        warm.flush(10)
+        started = time.monotonic()
+        for line in job.stdout:
+            if "streaming: ready" in line:
+                break
+            if time.monotonic() - started > 180:
+                raise TimeoutError("the job did not become ready")
+        ready_after = time.monotonic() - started
+        load = Load(BOOK_PEAK_PER_MIN * multiple, args.transit, args.seconds)
+        t0 = now_ms() + int(args.warmup * 1000)
+        load.run(order_base + 1)
+        t1 = now_ms()
+        time.sleep(3)  # let the tail drain
+        lat = latencies.since(t0, t1)
+        # Correctness: every order went through placed + 5 statuses + GPS points + 1 status,
+        # so it must show exactly versions 1..N (none lost, none duplicated with a gap).
+        per_order = 1 + (len(LIFECYCLE) - 1) + args.transit
+        orders = {k: v for k, v in latencies.versions.items() if k > order_base}
+        complete = sum(1 for v in orders.values() if v == set(range(1, per_order + 1)))
+        missing = {
+            k: sorted(set(range(1, per_order + 1)) - v)
+            for k, v in orders.items()
+            if v != set(range(1, per_order + 1))
+        }
+    finally:
+        latencies.stop.set()
+        job.terminate()
+        try:
+            job.wait(30)
+        except subprocess.TimeoutExpired:
+            job.kill()
+    batches = []
+    for line in log_path.read_text().splitlines():
+        m = BATCH_RE.search(line)
+        if m:
+            batches.append((int(m[1]), int(m[2]), int(m[3])))
+    steady = [d for b, rows, d in batches if b >= 3]
+    rows = [r for b, r, _ in batches if b >= 3]
+    all_lat = lat["orders_enriched"] + lat["delivery_statuses"]
+    return {
+        "multiple": multiple,
+        "orders_per_min": BOOK_PEAK_PER_MIN * multiple,
+        "events_sent": load.sent,
+        "events_per_s": round(load.sent / args.seconds, 1),
+        "ready_after_s": round(ready_after, 1),
+        "batches": len(steady),
+        "rows_per_batch_p50": pct(rows, 50),
+        "batch_ms_p50": pct(steady, 50),
+        "batch_ms_p90": pct(steady, 90),
+        "batch_ms_max": max(steady) if steady else None,
+        "batch_ms_mean": round(statistics.mean(steady), 1) if steady else None,
+        "latency_samples": len(all_lat),
+        "orders_seen": len(orders),
+        "orders_with_all_versions": complete,
+        "incomplete_examples": dict(list(sorted(missing.items()))[:5]),
+        "e2e_ms_p50": pct(all_lat, 50),
+        "e2e_ms_p99": pct(all_lat, 99),
+        "e2e_ms_max": max(all_lat) if all_lat else None,
+        "delivery_status_ms_p50": pct(lat["delivery_statuses"], 50),
+        "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--levels", default="1,10,100", help="multiples of the book's peak")
+    parser.add_argument("--state", default="driver", choices=["driver", "spark"])
+    parser.add_argument("--reader", default="driver", choices=["driver", "partitioned"])
+    parser.add_argument("--trigger-ms", type=int, default=100)
+    parser.add_argument("--shuffle-partitions", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=40, help="load duration per level")
+    parser.add_argument("--warmup", type=float, default=10, help="seconds not measured")
+    parser.add_argument("--transit", type=int, default=20, help="GPS points per delivery")
+    parser.add_argument("--out", default=None, help="JSON path (default bench/results/...)")
+    args = parser.parse_args()
+
+    from tests.conftest import free_port
+
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
+    broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
+    bench_dir = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
+    results = []
+    try:
+        for i, level in enumerate(int(x) for x in args.levels.split(",")):
+            result = run_level(args, level, bench_dir, order_base=(i + 1) * 10_000_000)
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    finally:
+        broker.stop()
+        shutil.rmtree(bench_dir, ignore_errors=True)
+
+    cols = [
+        ("x peak", "multiple"),
+        ("ev/s", "events_per_s"),
+        ("batches", "batches"),
+        ("rows/b p50", "rows_per_batch_p50"),
+        ("batch p50", "batch_ms_p50"),
+        ("batch p90", "batch_ms_p90"),
+        ("e2e p50", "e2e_ms_p50"),
+        ("e2e p99", "e2e_ms_p99"),
+        ("gps p99", "delivery_status_ms_p99"),
+    ]
+    print(f"\nreader={args.reader} state={args.state} trigger={args.trigger_ms}ms (times in ms)")
+    print(" | ".join(f"{h:>10}" for h, _ in cols))
+    for r in results:
+        print(" | ".join(f"{str(r[k]):>10}" for _, k in cols))
+    out = (
+        Path(args.out)
+        if args.out
+        else (
+            BASE_DIR
+            / "bench"
+            / "results"
+            / f"streaming-{args.reader}-reader-{args.state}-state-trigger{args.trigger_ms}ms.json"
+        )
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "machine_cpus": os.cpu_count(),
+        "reader": args.reader,
+        "state": args.state,
+        "trigger_ms": args.trigger_ms,
+        "shuffle_partitions": args.shuffle_partitions,
+        "seconds_per_level": args.seconds,
+        "warmup_s": args.warmup,
+        "transit_points": args.transit,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    out.write_text(json.dumps({"settings": meta, "results": results}, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
