@@ -358,10 +358,12 @@ class DeliveryLocation(Event):
 class OrderEnriched(Event):
     """Topic ``orders_enriched``: the latest state of one order (Pinot upsert by order_id).
 
-    ``version`` increases by one with every accepted change; consumers treat a
-    record whose (order_id, version) they have seen as a no-op. ``event_time`` is
-    the time of the change that produced this version. ``<status>_at`` holds the
-    time the order entered each status so far (None when not reached).
+    ``version`` increases with every accepted change (it may skip numbers when
+    buffered events are joined at once); consumers treat a record whose
+    (order_id, version) they have seen as a no-op. ``event_time`` is the time of
+    the change that produced this version. ``<status>_at`` holds the time the
+    order entered each status so far (None when not reached). ``item_count`` is
+    the number of items (the sum of the lines' quantities).
     """
 
     TOPIC: ClassVar[Topic] = Topic.ORDERS_ENRICHED
