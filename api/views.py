@@ -539,7 +539,14 @@ class TimeInStatusView(APIView):
     @extend_schema(parameters=[OpenApiParameter("restaurant", int)], responses=dict)
     def get(self, request: Request) -> Response:
         rows = selectors.time_in_status_percentiles(restaurant_id=_restaurant_scope(request))
-        return Response({"results": [vars(r) for r in rows]})
+        return Response(
+            {
+                "results": [
+                    {k: round(v, 3) if isinstance(v, float) else v for k, v in vars(r).items()}
+                    for r in rows
+                ]
+            }
+        )
 
 
 class StuckOrdersView(APIView):

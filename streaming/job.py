@@ -128,6 +128,13 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # With a 100 ms trigger a 200 ms batch is normal, not news: our own one-line progress
+    # log reports every batch's duration and lag, so Spark's per-batch warning is noise.
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
+        jvm.org.apache.logging.log4j.Level.ERROR,
+    )
     if settings.connector == "python":
         from .kafka_source import KafkaDataSource, KafkaDriverDataSource
 
