@@ -179,6 +179,7 @@ def visible_order(request: Request, pk: int) -> Order:
     """The order if the caller may see it; 404 otherwise (no existence leak)."""
     order = (
         Order.objects.select_related("restaurant", "customer__user", "courier__user")
+        .prefetch_related("items__product")
         .filter(pk=pk)
         .first()
     )
@@ -207,10 +208,12 @@ def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
     now = now_ms()
     if state is not None:
         current, status_time = state.status, state.status_time
-        # Entry times: the latest record's per-status columns, completed by the upsert
-        # history (skipUpsert) for anything a record did not carry.
-        entered = {p.status: p.entered_at for p in selectors.order_status_history(order.pk)}
-        entered.update(state.status_times)
+        # Entry times: the latest record's per-status columns. Only a record that lacks
+        # its own current status time (written by an older job) costs a history query.
+        entered = dict(state.status_times)
+        if current not in entered:
+            entered = {p.status: p.entered_at for p in selectors.order_status_history(order.pk)}
+            entered.update(state.status_times)
         periods = _periods(sorted(entered.items(), key=lambda e: (e[1], status_rank(e[0]))))
         position = state.courier
         distance, eta = state.distance_left_km, state.eta_seconds
