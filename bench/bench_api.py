@@ -20,7 +20,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import embedded_stack, machine, percentile, print_table, rss_mb, write_result  # noqa: E402
+from bench.common import (  # noqa: E402
+    embedded_stack,
+    machine,
+    percentile,
+    print_table,
+    process_tree_rss,
+    rss_mb,
+    write_result,
+)
 
 STATUSES = [
     "PLACED_ORDER",
@@ -124,11 +132,13 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=5000)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="uvicorn worker processes (make run: 2)"
+    )
     args = parser.parse_args()
     with embedded_stack(web_workers=args.workers) as stack:
         data = seed(args.orders)
-        stack.pinot.ingester.wait_caught_up(120)
+        stack.wait_caught_up()
         rng = random.Random(3)
         ids, op, customers = data["ids"], data["operator"], data["customers"]
         cases = {
@@ -145,7 +155,8 @@ def main() -> None:
             asyncio.run(hammer(stack.web_url, name, fn, args.clients, args.seconds))
             for name, fn in cases.items()
         ]
-        server_rss = rss_mb(stack.web_pid)
+        server_rss = process_tree_rss(stack.web_pid)
+        pinot_rss = rss_mb(stack.pinot_pid)
     print_table(
         f"API latency, {args.clients} concurrent clients, {args.orders} orders, {args.workers} worker(s)",
         [
@@ -160,7 +171,7 @@ def main() -> None:
         ],
         header=("endpoint", "p50 ms", "p99 ms", "req/s", "errors"),
     )
-    print(f"  ASGI server RSS after: {server_rss:.0f} MB")
+    print(f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot stand-in {pinot_rss:.0f} MiB")
     path = write_result(
         "api",
         {
@@ -168,6 +179,7 @@ def main() -> None:
             "params": vars(args),
             "results": results,
             "server_rss_mb": server_rss,
+            "pinot_rss_mb": pinot_rss,
         },
     )
     print("  written to", path)

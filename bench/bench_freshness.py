@@ -27,8 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_soak import process_tree_rss  # noqa: E402
-from bench.common import free_port, machine, percentile, print_table, wait_port, write_result  # noqa: E402
+from bench.common import (  # noqa: E402
+    free_port,
+    machine,
+    percentile,
+    print_table,
+    process_tree_rss,
+    wait_port,
+    write_result,
+)
 
 BOOK_PEAK_PER_MIN = 50
 

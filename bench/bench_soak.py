@@ -25,19 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import free_port, machine, percentile, print_table, rss_mb, write_result  # noqa: E402
+from bench.common import free_port, machine, percentile, print_table, process_tree_rss, write_result  # noqa: E402
 
 BOOK_PEAK_PER_MIN = 50
-
-
-def process_tree_rss(pid: int) -> float:
-    """RSS of a process and its descendants (a component's JVM or Tansu child), MiB."""
-    total = rss_mb(pid)
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except FileNotFoundError:
-        return total
-    return total + sum(process_tree_rss(int(c)) for c in children)
 
 
 async def readers_and_subscribers(

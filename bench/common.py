@@ -62,6 +62,16 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def process_tree_rss(pid: int) -> float:
+    """RSS of a process and its descendants (a component's JVM or Tansu child), MiB."""
+    total = rss_mb(pid)
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        return total
+    return total + sum(process_tree_rss(int(c)) for c in children)
+
+
 def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -93,25 +103,43 @@ class Stack:
     workdir: Path
     web_url: str
     web_pid: int
-    pinot: object
+    pinot_url: str
+    pinot_pid: int
     env: dict
+
+    def wait_caught_up(self, timeout: float = 300) -> None:
+        """Until the Pinot stand-in has consumed everything now in the topics."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lag = httpx.get(f"{self.pinot_url}/debug/ingestion", timeout=30).json()["lag"]
+            if isinstance(lag, dict) and not any(lag.values()):
+                return
+            time.sleep(0.5)
+        raise TimeoutError("Pinot did not catch up")
 
 
 @contextlib.contextmanager
-def embedded_stack(web_workers: int = 1) -> Iterator[Stack]:
-    """Broker + Pinot stand-in (in this process) + migrated SQLite + uvicorn (subprocess).
+def embedded_stack(web_workers: int = 2) -> Iterator[Stack]:
+    """Broker (this process) + Pinot stand-in and uvicorn as their own processes, as
+    ``make run`` runs them, on a fresh migrated SQLite database.
 
-    Django is set up in this process on the same database, so a benchmark can
-    seed rows and produce events before it starts measuring.
+    Django is set up in this process on the same database, so a benchmark can seed
+    rows and produce events before it starts measuring.
     """
     root = RESULTS.parent.parent
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
-    kafka_port, web_port = free_port(), free_port()
+    kafka_port, web_port, pinot_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "ORDERTRACK_VAR_DIR": str(workdir),
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{kafka_port}",
         "KAFKA_TOPIC_PREFIX": "",
+        "PINOT_LOCAL_PORT": str(pinot_port),
+        "PINOT_LOCAL_DB": str(workdir / "pinot.duckdb"),
+        "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
+        "PINOT_LOCAL_LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "tracker.settings",
         "LOG_LEVEL": "WARNING",
         "API_THROTTLE_ORDERS": "100000/min",
@@ -124,13 +152,13 @@ def embedded_stack(web_workers: int = 1) -> Iterator[Stack]:
     django.setup()
     from django.core.management import call_command
 
-    from pinot.server import LocalPinot
     from tracker.broker import EmbeddedBroker
 
     broker = EmbeddedBroker().start()
-    pinot = LocalPinot(port=0).start()
-    env["PINOT_BROKER_URL"] = os.environ["PINOT_BROKER_URL"] = pinot.url
     call_command("migrate", verbosity=0)
+    pinot = subprocess.Popen(
+        [sys.executable, "-m", "pinot"], cwd=root, env=env, stdout=subprocess.DEVNULL
+    )
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "tracker.asgi:application", "--host", "127.0.0.1",
          "--port", str(web_port), "--no-access-log", "--log-level", "warning",
@@ -138,12 +166,16 @@ def embedded_stack(web_workers: int = 1) -> Iterator[Stack]:
         cwd=root, env=env,
     )  # fmt: skip
     try:
+        wait_port(pinot_port)
         wait_port(web_port)
-        yield Stack(workdir, f"http://127.0.0.1:{web_port}", server.pid, pinot, env)
+        yield Stack(
+            workdir, f"http://127.0.0.1:{web_port}", server.pid,
+            f"http://127.0.0.1:{pinot_port}", pinot.pid, env,
+        )  # fmt: skip
     finally:
-        server.terminate()
-        server.wait(15)
-        pinot.stop()
+        for proc in (server, pinot):
+            proc.terminate()
+            proc.wait(15)
         broker.stop()
 
 
