@@ -171,7 +171,9 @@ def main() -> None:
         ],
         header=("endpoint", "p50 ms", "p99 ms", "req/s", "errors"),
     )
-    print(f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot stand-in {pinot_rss:.0f} MiB")
+    print(
+        f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot stand-in {pinot_rss:.0f} MiB"
+    )
     path = write_result(
         "api",
         {
