@@ -29,16 +29,9 @@ from bench.common import (  # noqa: E402
     rss_mb,
     write_result,
 )
+from tracker.events import LIFECYCLE  # noqa: E402
 
-STATUSES = [
-    "PLACED_ORDER",
-    "ORDER_CONFIRMED",
-    "BEING_PREPARED",
-    "BEING_COOKED",
-    "OUT_FOR_DELIVERY",
-    "ARRIVING_AT_DOOR",
-    "DELIVERED",
-]
+STATUSES = [s.value for s in LIFECYCLE]
 
 
 def seed(orders: int) -> dict:

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
-import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,54 +25,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    BOOK_PEAK_PER_MIN,
     free_port,
     machine,
     percentile,
     print_table,
     process_tree_rss,
+    start_full_system,
     wait_port,
     write_result,
 )
 
-BOOK_PEAK_PER_MIN = 50
-
 
 def start_system(multiple: float):
-    workdir = Path(tempfile.mkdtemp(prefix="bench-fresh-"))
-    web_port, pinot_port = free_port(), free_port()
-    env = {
-        "ORDERTRACK_VAR_DIR": str(workdir),
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
-        "KAFKA_TOPIC_PREFIX": "",
-        "PINOT_LOCAL_PORT": str(pinot_port),
-        "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
-        "PINOT_LOCAL_DB": str(workdir / "pinot.duckdb"),
-        "STREAMING_CHECKPOINT_DIR": str(workdir / "checkpoint"),
-        "WEB_PORT": str(web_port),
-        "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
-        "SIMULATOR_PACE": "4",
-        "LOG_LEVEL": "WARNING",
-        "API_THROTTLE_WRITES": "100000/min",
-        "API_THROTTLE_ORDERS": "100000/min",
-        "API_THROTTLE_LOCATIONS": "1000000/min",
-        "DJANGO_SETTINGS_MODULE": "tracker.settings",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from tracker.system.components import components
-    from tracker.system.supervisor import Supervisor
-
-    call_command("migrate", verbosity=0)
-    call_command("simulate", seed_only=True, seed=42)
-    log = io.StringIO()
-    supervisor = Supervisor(components(), out=log)
-    if not supervisor.start():
-        print(log.getvalue()[-5000:])
-        raise SystemExit("the system did not start")
+    supervisor, web_url, _ = start_full_system(multiple)
     naive_port = free_port()
     naive = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "bench.naive_baseline:application", "--port", str(naive_port),
@@ -83,7 +46,7 @@ def start_system(multiple: float):
         cwd=ROOT,
     )  # fmt: skip
     wait_port(naive_port)
-    return supervisor, naive, f"http://127.0.0.1:{web_port}", f"http://127.0.0.1:{naive_port}"
+    return supervisor, naive, web_url, f"http://127.0.0.1:{naive_port}"
 
 
 def tokens() -> dict:
@@ -134,9 +97,12 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
             )  # fmt: skip
             order_id = placed.json()["id"]
             # Wait until the pipeline knows the order, then subscribe.
-            while (
-                await client.get(f"/api/v1/orders/{order_id}/", headers=auth(keys["operator"]))
-            ).json()["tracking"]["source"] != "pinot":
+            while True:
+                reply = await client.get(
+                    f"/api/v1/orders/{order_id}/", headers=auth(keys["operator"])
+                )
+                if reply.status_code == 200 and reply.json()["tracking"]["source"] == "pinot":
+                    break
                 await asyncio.sleep(0.05)
             ws = await websockets.connect(
                 base.replace("http", "ws") + f"/ws/orders/{order_id}/",
@@ -151,6 +117,9 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                     response = await client.post(
                         f"/api/v1/orders/{order_id}/advance/", headers=auth(keys["operator"])
                     )
+                    if response.status_code >= 300:
+                        errors += 1
+                        continue
                     body = response.json()
                     want = lambda d, s=body["status"]: d["status"] == s  # noqa: E731
                 else:
@@ -189,13 +158,16 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                             return time.perf_counter() - accepted, message["version"]
 
                 push_task = asyncio.create_task(wait_push())
-                while True:  # REST visibility, polled every 20 ms
-                    detail = (
-                        await client.get(
-                            f"/api/v1/orders/{order_id}/", headers=auth(keys["operator"])
-                        )
-                    ).json()
-                    if want(detail):
+                step_deadline = time.monotonic() + 60
+                while time.monotonic() < step_deadline:  # REST visibility, polled every 20 ms
+                    reply = await client.get(
+                        f"/api/v1/orders/{order_id}/", headers=auth(keys["operator"])
+                    )
+                    if reply.status_code != 200:  # e.g. 503 while Pinot is saturated
+                        errors += 1
+                        await asyncio.sleep(0.1)
+                        continue
+                    if want(reply.json()):
                         rest.append(time.perf_counter() - accepted)
                         break
                     await asyncio.sleep(0.02)

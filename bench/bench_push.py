@@ -24,7 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import embedded_stack, machine, percentile, print_table, rss_mb, write_result  # noqa: E402
+from bench.common import (  # noqa: E402
+    embedded_stack,
+    machine,
+    percentile,
+    print_table,
+    process_tree_rss,
+    write_result,
+)
 
 
 def main() -> None:
@@ -80,7 +87,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     sent_at: dict[tuple[int, int], float] = {}
     latencies: list[float] = []
     sockets = []
-    rss_before = rss_mb(server_pid)
+    rss_before = process_tree_rss(server_pid)  # all uvicorn workers
     start = time.monotonic()
 
     async def connect(order_id: int):
@@ -131,7 +138,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
     producer.flush(10)
     await asyncio.sleep(3)
-    rss_after = rss_mb(server_pid)
+    rss_after = process_tree_rss(server_pid)
     for task in readers:
         task.cancel()
     await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)

@@ -179,6 +179,53 @@ def embedded_stack(web_workers: int = 2) -> Iterator[Stack]:
         broker.stop()
 
 
+BOOK_PEAK_PER_MIN = 50
+
+
+def start_full_system(multiple: float):
+    """Every component as ``make run`` starts it, on a fresh workdir and free ports, with
+    the simulator at ``multiple`` x the book's peak. Returns (supervisor, web URL, workdir)."""
+    import io
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-system-"))
+    web_port, pinot_port = free_port(), free_port()
+    os.environ.update(
+        {
+            "ORDERTRACK_VAR_DIR": str(workdir),
+            "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+            "KAFKA_TOPIC_PREFIX": "",
+            "PINOT_LOCAL_PORT": str(pinot_port),
+            "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
+            "PINOT_LOCAL_DB": str(workdir / "pinot.duckdb"),
+            "STREAMING_CHECKPOINT_DIR": str(workdir / "checkpoint"),
+            "WEB_PORT": str(web_port),
+            "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
+            "SIMULATOR_PACE": "4",
+            "LOG_LEVEL": "WARNING",
+            "API_THROTTLE_WRITES": "100000/min",
+            "API_THROTTLE_ORDERS": "100000/min",
+            "API_THROTTLE_LOCATIONS": "1000000/min",
+            "DJANGO_SETTINGS_MODULE": "tracker.settings",
+        }
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from tracker.system.components import components
+    from tracker.system.supervisor import Supervisor
+
+    call_command("migrate", verbosity=0)
+    call_command("simulate", seed_only=True, seed=42)
+    log = io.StringIO()
+    supervisor = Supervisor(components(), out=log)
+    if not supervisor.start():
+        print(log.getvalue()[-5000:])
+        raise SystemExit("the system did not start")
+    return supervisor, f"http://127.0.0.1:{web_port}", workdir
+
+
 def print_table(
     title: str, rows: list[tuple[str, ...]], header: tuple[str, ...] | None = None
 ) -> None:
