@@ -124,7 +124,9 @@ async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(l
     await _call(courier, "post", f"{detail_path}advance/")  # DELIVERED
 
     statuses, positions = [], []
+    deadline = time.monotonic() + 120  # heartbeats arrive too: bound the whole wait
     while not statuses or statuses[-1] != "DELIVERED":
+        assert time.monotonic() < deadline, f"statuses so far: {statuses}"
         message = await socket.receive_json_from(timeout=60)
         if message["type"] != "update":
             continue

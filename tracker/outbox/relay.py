@@ -27,7 +27,7 @@ from datetime import datetime
 
 from confluent_kafka import KafkaException
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, OperationalError, close_old_connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -129,11 +129,7 @@ class Relay:
         prod.flush(self.delivery_timeout + 5)
         now = timezone.now()
         if delivered:
-            # Chunks keep the statement under SQLite's variable limit.
-            for start in range(0, len(delivered), 500):
-                OutboxEvent.objects.filter(id__in=delivered[start : start + 500]).update(
-                    published_at=now
-                )
+            self._mark_published(delivered, now)
         self.published_total += len(delivered)
         acked = set(delivered)
         failed = [row for row in rows if row.id not in acked]
@@ -148,6 +144,25 @@ class Relay:
                 f"{next(iter(errors.values()), 'timeout')}"
             )
         return len(delivered)
+
+    def _mark_published(self, ids: list[int], now, attempts: int = 20) -> None:
+        """Stamp delivered rows, retrying a busy database for a few seconds.
+
+        Giving up would make the rows go out again (harmless: every consumer treats
+        a known event id as a no-op), so it is worth waiting for a lock to clear.
+        """
+        for attempt in range(attempts):
+            try:
+                # Chunks keep the statement under SQLite's variable limit.
+                for start in range(0, len(ids), 500):
+                    OutboxEvent.objects.filter(id__in=ids[start : start + 500]).update(
+                        published_at=now
+                    )
+                return
+            except OperationalError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def replay(self, since: datetime | None) -> int:
         """Mark rows with ``event_time >= since`` (all when None) for publishing again."""
@@ -177,5 +192,10 @@ class Relay:
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
                 next_topic_check = 0.0
+            except DatabaseError as exc:
+                # A busy or briefly unreachable database must not end the relay.
+                log.warning("relay: database error (%s); retrying in %.1fs", exc, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff)
             finally:
                 close_old_connections()
