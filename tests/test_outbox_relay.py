@@ -107,16 +107,14 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
             services.advance_order(order.pk)
         _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
         time.sleep(0.5)
-    finally:
-        stop.set()
-        thread.join(10)
-    try:
         published = _published_events()
         assert len(published) == OutboxEvent.objects.count() == 10 * 2 + 10
         _assert_exactly_once_in_order(published)
         assert kafka.topics_exist(SOURCE_TOPICS)
     finally:
-        broker.stop()
+        stop.set()
+        thread.join(10)
+        broker.stop()  # whichever broker is running, even when an assertion failed
 
 
 def _wait_until(predicate, timeout: float = 30.0) -> None:
