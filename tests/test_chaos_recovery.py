@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
-from tracker.events import status_time_field
+from tracker.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
 
 pytestmark = pytest.mark.spark
 
@@ -49,17 +49,15 @@ def _database_truth(db: Path) -> tuple[dict[int, dict], int]:
 
 
 def _pinot_state(query) -> dict[int, dict]:
-    columns = ", ".join(status_time_field(s) for s in ("PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED",
-                        "BEING_COOKED", "OUT_FOR_DELIVERY", "ARRIVING_AT_DOOR", "DELIVERED", "CANCELLED"))  # fmt: skip
+    columns = ", ".join(STATUS_TIME_FIELDS)
     rows = query(f"SELECT order_id, status, {columns} FROM orders_enriched LIMIT 100000")
     out = {}
     for row in rows:
         times = {}
-        for status in ("PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",
-                       "OUT_FOR_DELIVERY", "ARRIVING_AT_DOOR", "DELIVERED", "CANCELLED"):  # fmt: skip
+        for status in OrderStatus:
             value = row[status_time_field(status)]
             if value:  # Pinot's default null value for a LONG time column is 0
-                times[status] = int(value)
+                times[status.value] = int(value)
         out[int(row["order_id"])] = {"status": row["status"], "times": times}
     return out
 
