@@ -14,8 +14,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from tracker.core.events import LIFECYCLE, OrderStatus
 from tracker.customers.models import Address
-from tracker.events import LIFECYCLE, OrderStatus
 from tracker.orders.models import Order
 from tracker.orders.services import MAX_LINES_PER_ORDER, MAX_QUANTITY_PER_LINE
 from tracker.restaurants.models import Product, Restaurant

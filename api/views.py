@@ -42,8 +42,7 @@ from api.serializers import (
     timeline,
     tracking_summary,
 )
-from tracker.deadletters import recent_dead_letters
-from tracker.events import (
+from tracker.core.events import (
     CANCELLABLE_STATUSES,
     LIFECYCLE,
     OrderStatus,
@@ -51,6 +50,7 @@ from tracker.events import (
     now_ms,
     status_rank,
 )
+from tracker.deadletters import recent_dead_letters
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.restaurants.models import Restaurant

@@ -29,7 +29,7 @@ from bench.common import (  # noqa: E402
     rss_mb,
     write_result,
 )
-from tracker.events import LIFECYCLE  # noqa: E402
+from tracker.core.events import LIFECYCLE  # noqa: E402
 
 STATUSES = [s.value for s in LIFECYCLE]
 
@@ -41,8 +41,8 @@ def seed(orders: int) -> dict:
 
     from tests.factories import make_customer, make_restaurant, place
     from tests.fixtures_pinot import item_event, order_event
-    from tracker import kafka
-    from tracker.events import now_ms, status_time_field
+    from tracker.core import kafka
+    from tracker.core.events import now_ms, status_time_field
 
     rng = random.Random(7)
     customers = [make_customer(f"c{i}") for i in range(50)]

@@ -31,10 +31,10 @@ sys.path.insert(0, str(ROOT))
 
 from pinot.server import LocalPinot  # noqa: E402
 from tests.fixtures_pinot import delivery_event, item_event, order_event  # noqa: E402
-from tracker import kafka  # noqa: E402
-from tracker.broker import EmbeddedBroker  # noqa: E402
-from tracker.conf import KafkaConfig  # noqa: E402
-from tracker.events import now_ms  # noqa: E402
+from tracker.core import kafka  # noqa: E402
+from tracker.core.broker import EmbeddedBroker  # noqa: E402
+from tracker.core.conf import KafkaConfig  # noqa: E402
+from tracker.core.events import now_ms  # noqa: E402
 from tracker.tracking import selectors as s  # noqa: E402
 
 STATUSES = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",

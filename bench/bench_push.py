@@ -81,8 +81,8 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     import websockets
 
     from tests.fixtures_pinot import order_event
-    from tracker import kafka
-    from tracker.events import now_ms
+    from tracker.core import kafka
+    from tracker.core.events import now_ms
 
     sent_at: dict[tuple[int, int], float] = {}
     latencies: list[float] = []

@@ -179,7 +179,7 @@ def main() -> None:
 
 def drain_and_count(db: Path, timeout: float = 300) -> tuple[dict, dict]:
     """Wait until Pinot holds what the system of record holds (or time out); return both."""
-    from tracker.events import OrderStatus, status_time_field
+    from tracker.core.events import OrderStatus, status_time_field
     from tracker.tracking.selectors import query
 
     def truth() -> dict:

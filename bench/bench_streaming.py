@@ -35,10 +35,10 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from tracker import geo  # noqa: E402
-from tracker.broker import EmbeddedBroker  # noqa: E402
-from tracker.conf import KafkaConfig  # noqa: E402
-from tracker.events import (  # noqa: E402
+from tracker.core import geo  # noqa: E402
+from tracker.core.broker import EmbeddedBroker  # noqa: E402
+from tracker.core.conf import KafkaConfig  # noqa: E402
+from tracker.core.events import (  # noqa: E402
     LIFECYCLE,
     DeliveryLocation,
     OrderPlaced,
@@ -47,7 +47,7 @@ from tracker.events import (  # noqa: E402
     Topic,
     now_ms,
 )
-from tracker.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
+from tracker.core.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
 
 BOOK_PEAK_PER_MIN = 50
 SHOP = (12.9716, 77.5946)

@@ -152,7 +152,7 @@ def embedded_stack(web_workers: int = 2) -> Iterator[Stack]:
     django.setup()
     from django.core.management import call_command
 
-    from tracker.broker import EmbeddedBroker
+    from tracker.core.broker import EmbeddedBroker
 
     broker = EmbeddedBroker().start()
     call_command("migrate", verbosity=0)

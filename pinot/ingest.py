@@ -31,9 +31,9 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from pinot.definitions import TableDef
 from pinot.store import Batch, RecordError, Store, to_row
-from tracker import kafka
-from tracker.conf import KafkaConfig
-from tracker.events import topic_name
+from tracker.core import kafka
+from tracker.core.conf import KafkaConfig
+from tracker.core.events import topic_name
 
 log = logging.getLogger(__name__)
 

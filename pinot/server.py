@@ -29,7 +29,7 @@ from pinot.definitions import TABLES_DIR, load_tables
 from pinot.ingest import Ingester
 from pinot.sql import QUERY_EXECUTION_ERROR, QueryError, translate
 from pinot.store import Store
-from tracker.conf import KafkaConfig, env_int, env_str, var_dir
+from tracker.core.conf import KafkaConfig, env_int, env_str, var_dir
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracker.conf import BASE_DIR, env_int, env_str, kafka_config, var_dir
-from tracker.events import SOURCE_TOPICS, Topic, now_ms, topic_name
+from tracker.core.conf import BASE_DIR, env_int, env_str, kafka_config, var_dir
+from tracker.core.events import SOURCE_TOPICS, Topic, now_ms, topic_name
 
 from . import join
 
@@ -176,8 +176,8 @@ class KafkaSink:
     """Produce join outputs with confluent-kafka; :meth:`flush` fails on anything undelivered."""
 
     def __init__(self, settings: Settings) -> None:
-        from tracker.conf import KafkaConfig
-        from tracker.kafka import producer
+        from tracker.core.conf import KafkaConfig
+        from tracker.core.kafka import producer
 
         self.settings = settings
         self._producer = producer(
@@ -394,7 +394,7 @@ class SparkStateBatches:
 
 def start_query(spark: Any, settings: Settings) -> tuple[Any, Any]:
     """Start the streaming query; returns (query, batch handler)."""
-    from tracker.kafka import ensure_topics
+    from tracker.core.kafka import ensure_topics
 
     ensure_topics(
         [Topic(t) for t in Topic],

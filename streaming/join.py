@@ -39,8 +39,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker import geo
-from tracker.events import (
+from tracker.core import geo
+from tracker.core.events import (
     CANCELLABLE_STATUSES,
     IN_TRANSIT_STATUSES,
     DeadLetter,

@@ -10,7 +10,7 @@ Design points, each one a measured problem:
 * One input partition per Kafka partition; offsets are ``{topic: {partition: next}}``
   and Spark checkpoints them in its offset log.
 * Tansu's high watermark is the base offset of the *last batch* + 1, so the end
-  of each partition comes from :func:`tracker.kafka.end_offsets` (read forward to
+  of each partition comes from :func:`tracker.core.kafka.end_offsets` (read forward to
   end-of-partition); otherwise the tail of an idle topic would wait for more data.
 * ``fetch.wait.max.ms`` is a few ms (the default 500 ms made p50 latency 6 s).
 * The embedded broker is in memory: after it restarts, topics are empty and
@@ -65,8 +65,8 @@ Offsets = dict[str, dict[str, int]]  # topic -> partition (as text: JSON keys) -
 
 
 def _consumer(bootstrap: str) -> Any:
-    from tracker.conf import KafkaConfig
-    from tracker.kafka import consumer
+    from tracker.core.conf import KafkaConfig
+    from tracker.core.kafka import consumer
 
     return consumer(
         KafkaConfig(bootstrap_servers=bootstrap),
@@ -122,13 +122,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _true_ends(self) -> Offsets:
         """True next offset of every partition of every topic, in one forward read.
 
-        Same method as :func:`tracker.kafka.end_offsets` (list the watermark, read
+        Same method as :func:`tracker.core.kafka.end_offsets` (list the watermark, read
         from listed end - 1 to end-of-partition), but all topics share one assign
         and short polls: per-topic calls cost ~50 ms each per micro-batch.
         """
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        from tracker.kafka import partitions_of
+        from tracker.core.kafka import partitions_of
 
         cons = self._cons()
         if self._partitions is None or time.monotonic() - self._partitions_at > 30:
@@ -173,7 +173,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._true_ends()
         if self.starting != "earliest":
             return json.loads(self.starting)
-        from tracker.kafka import partitions_of
+        from tracker.core.kafka import partitions_of
 
         return {
             topic: {str(p): 0 for p in partitions_of(self._cons(), topic, self.timeout)}

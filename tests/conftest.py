@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from tracker.broker import EmbeddedBroker
-from tracker.conf import KafkaConfig
-from tracker.kafka import ensure_topics
+from tracker.core.broker import EmbeddedBroker
+from tracker.core.conf import KafkaConfig
+from tracker.core.kafka import ensure_topics
 
 
 def free_port() -> int:

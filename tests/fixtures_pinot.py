@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tracker import kafka
-from tracker.events import (
+from tracker.core import kafka
+from tracker.core.events import (
     DeliveryStatus,
     Event,
     OrderEnriched,

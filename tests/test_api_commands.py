@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tracker.events import OrderStatus
+from tracker.core.events import OrderStatus
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.outbox.models import OutboxEvent
@@ -330,8 +330,8 @@ def test_skipping_statuses_is_a_409(world):
 
 
 def test_courier_posts_a_point_and_a_batch_for_its_order(world, kafka_topics):
-    from tracker import kafka
-    from tracker.events import Topic, parse_event
+    from tracker.core import kafka
+    from tracker.core.events import Topic, parse_event
 
     order = out_for_delivery(place(world["alice"], world["restaurant"]).pk, world["rider"])
     client = client_for(world["rider"].user)
@@ -358,8 +358,8 @@ def test_courier_posts_a_point_and_a_batch_for_its_order(world, kafka_topics):
 
 
 def test_bad_positions_are_refused_and_nothing_is_sent(world, kafka_topics):
-    from tracker import kafka
-    from tracker.events import Topic
+    from tracker.core import kafka
+    from tracker.core.events import Topic
 
     order = out_for_delivery(place(world["alice"], world["restaurant"]).pk, world["rider"])
     client = client_for(world["rider"].user)

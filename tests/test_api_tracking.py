@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import delivery_event, item_event, order_event
-from tracker.events import OrderStatus, now_ms
+from tracker.core.events import OrderStatus, now_ms
 from tracker.orders import services
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
-from tracker.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
+from tracker.core.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
 
 pytestmark = pytest.mark.spark
 

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from tracker import events
-from tracker.events import EventValidationError, OrderStatus, Topic, parse_event
+from tracker.core import events
+from tracker.core.events import EventValidationError, OrderStatus, Topic, parse_event
 
 
 def _status_event(**overrides) -> dict:

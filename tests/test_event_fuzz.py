@@ -9,8 +9,8 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracker import events
-from tracker.events import EventValidationError, Topic, parse_event
+from tracker.core import events
+from tracker.core.events import EventValidationError, Topic, parse_event
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),

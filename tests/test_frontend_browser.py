@@ -19,7 +19,7 @@ from playwright.async_api import expect
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_browser import axe_violations, screenshot, sign_in
 from tests.fixtures_pinot import delivery_event, item_event, order_event
-from tracker.events import now_ms
+from tracker.core.events import now_ms
 from tracker.orders.models import Order
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]

@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event
 from tracker.asgi import application
-from tracker.events import now_ms
+from tracker.core.events import now_ms
 from tracker.live import messages
 from tracker.live.bridge import Bridge
 

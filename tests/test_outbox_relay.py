@@ -13,10 +13,10 @@ import pytest
 
 from tests.conftest import free_port
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tracker import kafka
-from tracker.broker import EmbeddedBroker
-from tracker.conf import KafkaConfig
-from tracker.events import SOURCE_TOPICS, Topic
+from tracker.core import kafka
+from tracker.core.broker import EmbeddedBroker
+from tracker.core.conf import KafkaConfig
+from tracker.core.events import SOURCE_TOPICS, Topic
 from tracker.orders import services
 from tracker.outbox.models import OutboxEvent
 from tracker.outbox.relay import Relay

@@ -15,9 +15,9 @@ import pytest
 from pinot.definitions import TABLES_DIR, load_tables, validate
 from pinot.sql import duration_ms, joda_to_strftime
 from tests.fixtures_pinot import REAL_PINOT_URL, delivery_event, order_event
-from tracker import kafka
-from tracker.conf import KafkaConfig
-from tracker.events import ENRICHED_TOPICS, now_ms
+from tracker.core import kafka
+from tracker.core.conf import KafkaConfig
+from tracker.core.events import ENRICHED_TOPICS, now_ms
 from tracker.tracking import selectors as s
 from tracker.tracking.exceptions import TrackingUnavailable
 
@@ -173,7 +173,7 @@ def test_broker_restart_refills_topics_and_the_server_rereads_them(monkeypatch):
 
     from pinot.server import LocalPinot
     from tests.fixtures_pinot import PinotHarness
-    from tracker.broker import EmbeddedBroker
+    from tracker.core.broker import EmbeddedBroker
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

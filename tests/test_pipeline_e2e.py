@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import make_courier, make_customer, make_restaurant
 from tracker.asgi import application
-from tracker.events import LIFECYCLE
+from tracker.core.events import LIFECYCLE
 from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]

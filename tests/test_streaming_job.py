@@ -14,9 +14,9 @@ import pytest
 from streaming import join
 from streaming.kafka_source import KafkaPartition, KafkaStreamReader
 from tests.test_streaming_join import T0, full_lifecycle, placed, point, status
-from tracker.conf import BASE_DIR
-from tracker.events import OrderStatus, Topic, topic_name
-from tracker.kafka import producer, publish, read_topic
+from tracker.core.conf import BASE_DIR
+from tracker.core.events import OrderStatus, Topic, topic_name
+from tracker.core.kafka import producer, publish, read_topic
 
 
 def send(events, *, raw: list[tuple[Topic, bytes]] = ()) -> None:

@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from streaming import join
-from tracker import geo
-from tracker.events import (
+from tracker.core import geo
+from tracker.core.events import (
     LIFECYCLE,
     DeliveryLocation,
     OrderPlaced,

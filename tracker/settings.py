@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dj_database_url
 
-from tracker.conf import env_bool, env_int, env_list, env_str, var_dir
+from tracker.core.conf import env_bool, env_int, env_list, env_str, var_dir
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "embedded-development-only-not-a-secret")

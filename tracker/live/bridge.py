@@ -26,8 +26,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from tracker import kafka
-from tracker.events import EventValidationError, Topic, parse_event, topic_name
+from tracker.core import kafka
+from tracker.core.events import EventValidationError, Topic, parse_event, topic_name
 from tracker.live.messages import customer_group, order_group, update_from_enriched
 
 log = logging.getLogger(__name__)

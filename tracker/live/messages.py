@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.serializers import iso_ms, status_label
-from tracker.events import OrderEnriched, OrderStatus, status_time_field
+from tracker.core.events import OrderEnriched, OrderStatus, status_time_field
 
 #: Close codes a refused or dropped socket ends with.
 CLOSE_UNAUTHENTICATED = 4401

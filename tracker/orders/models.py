@@ -1,6 +1,6 @@
 """Orders, their items and their status history: the system of record.
 
-The status lifecycle itself is defined once, in :mod:`tracker.events`, and
+The status lifecycle itself is defined once, in :mod:`tracker.core.events`, and
 enforced by :mod:`tracker.orders.services`; nothing here changes a status.
 """
 
@@ -11,9 +11,9 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from tracker.core.events import LIFECYCLE, TERMINAL_STATUSES, OrderStatus
 from tracker.couriers.models import Courier
 from tracker.customers.models import LATITUDE, LONGITUDE, Customer
-from tracker.events import LIFECYCLE, TERMINAL_STATUSES, OrderStatus
 from tracker.restaurants.models import Product, Restaurant
 
 STATUS_CHOICES = [(s.value, s.value.replace("_", " ").capitalize()) for s in OrderStatus]

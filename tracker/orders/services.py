@@ -20,10 +20,10 @@ from decimal import Decimal
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from tracker import events, kafka
+from tracker.core import events, kafka
+from tracker.core.events import IN_TRANSIT_STATUSES, OrderStatus
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
-from tracker.events import IN_TRANSIT_STATUSES, OrderStatus
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.outbox.services import enqueue
 from tracker.restaurants.models import Product, Restaurant

@@ -31,8 +31,8 @@ from django.db import DatabaseError, OperationalError, close_old_connections
 from django.db.models import F
 from django.utils import timezone
 
-from tracker import kafka
-from tracker.events import Topic, topic_name
+from tracker.core import kafka
+from tracker.core.events import Topic, topic_name
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)

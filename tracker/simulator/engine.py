@@ -25,10 +25,10 @@ from typing import Protocol
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tracker import geo
+from tracker.core import geo
+from tracker.core.events import CANCELLABLE_STATUSES, OrderStatus
 from tracker.couriers.models import Courier
 from tracker.customers.models import Address
-from tracker.events import CANCELLABLE_STATUSES, OrderStatus
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.restaurants.models import Product, Restaurant

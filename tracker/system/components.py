@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tracker.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
+from tracker.core.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
 
 PYTHON = sys.executable
 MANAGE = str(BASE_DIR / "manage.py")
@@ -38,7 +38,7 @@ def components() -> list[Component]:
     return [
         Component(
             "broker",
-            [PYTHON, "-m", "tracker.broker"],
+            [PYTHON, "-m", "tracker.core.broker"],
             ready_text="topics ready",
             stage=0,
             waiting_note="starting the embedded Kafka-protocol broker (Tansu)",

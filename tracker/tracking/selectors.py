@@ -29,8 +29,8 @@ import httpx
 import pinotdb
 from pinotdb import exceptions as pinot_errors
 
-from tracker.conf import env_float, env_str
-from tracker.events import IN_TRANSIT_STATUSES, LIFECYCLE, OrderStatus, status_time_field
+from tracker.core.conf import env_float, env_str
+from tracker.core.events import IN_TRANSIT_STATUSES, LIFECYCLE, OrderStatus, status_time_field
 from tracker.tracking.exceptions import TrackingUnavailable
 
 DEFAULT_BROKER_URL = "http://127.0.0.1:8099"

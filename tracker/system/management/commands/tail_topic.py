@@ -2,8 +2,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tracker.events import Topic
-from tracker.kafka import iter_topic
+from tracker.core.events import Topic
+from tracker.core.kafka import iter_topic
 
 
 class Command(BaseCommand):

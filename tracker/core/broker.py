@@ -5,7 +5,7 @@ Used only on one machine (``make run`` and tests); production points
 to false. Tansu keeps data in memory: when it restarts, topics are empty and
 the outbox relay replays the system of record into them.
 
-Run in the foreground with ``python -m tracker.broker``.
+Run in the foreground with ``python -m tracker.core.broker``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from tracker.conf import KafkaConfig, kafka_config
-from tracker.kafka import ensure_topics
+from tracker.core.conf import KafkaConfig, kafka_config
+from tracker.core.kafka import ensure_topics
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tracker.conf import KafkaConfig, kafka_config
-from tracker.events import Event, Topic, topic_name
+from tracker.core.conf import KafkaConfig, kafka_config
+from tracker.core.events import Event, Topic, topic_name
 
 log = logging.getLogger(__name__)
 
