@@ -111,6 +111,8 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
+        # Executors (on a cluster: other processes, other machines) import the same code.
+        .config("spark.executorEnv.PYTHONPATH", str(BASE_DIR))
         .config("spark.ui.showConsoleProgress", "false")
         .config(
             "spark.sql.streaming.stateStore.providerClass",
