@@ -19,8 +19,8 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from api import roles
 from tracker.core.conf import env_str
+from tracker.orders import policy
 
 #: Optional internet tiles for production (e.g. https://tile.example/{z}/{x}/{y}.png).
 #: Empty (the default): the offline schematic base layer only.
@@ -50,8 +50,8 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         "currency": env_str(CURRENCY_ENV, "USD"),
         "user": {
             "username": user.get_username(),
-            "roles": roles.roles_of(user),
-            "isOperator": roles.is_operator(user),
+            "roles": policy.roles_of(user),
+            "isOperator": policy.is_operator(user),
         },
         "map": map_config(),
         "urls": {
@@ -99,7 +99,7 @@ def place_order(request: HttpRequest) -> HttpResponse:
 @login_required
 def operations(request: HttpRequest) -> HttpResponse:
     """The operator dashboard: staff users only (others get a 403 page)."""
-    if not roles.is_operator(request.user):
+    if not policy.is_operator(request.user):
         raise PermissionDenied("The operations dashboard is for operators.")
     return _page(request, "operations.html", "operations")
 
@@ -113,7 +113,7 @@ class SignInView(auth_views.LoginView):
     def get_default_redirect_url(self) -> str:
         """Without ``?next=``: operators land on the dashboard, everyone else on their orders."""
         user = self.request.user
-        if roles.is_operator(user) and roles.customer_of(user) is None:
+        if policy.is_operator(user) and policy.customer_of(user) is None:
             return reverse("frontend:operations")
         return reverse("frontend:my-orders")
 

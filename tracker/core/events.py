@@ -33,6 +33,7 @@ import time
 import types
 import typing
 import uuid
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -120,6 +121,11 @@ def can_transition(current: OrderStatus | str, target: OrderStatus | str) -> boo
     return next_status(current) is target
 
 
+def status_label(status: OrderStatus | str) -> str:
+    """What people read: ``OUT_FOR_DELIVERY`` -> ``Out for delivery``."""
+    return OrderStatus(status).value.replace("_", " ").capitalize()
+
+
 def status_time_field(status: OrderStatus | str) -> str:
     """Name of the enriched column holding when an order entered ``status``."""
     return f"{OrderStatus(status).value.lower()}_at"
@@ -139,6 +145,11 @@ class EventValidationError(ValueError):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def epoch_ms(moment: datetime) -> int:
+    """An aware datetime as the contract's time: integer epoch milliseconds."""
+    return int(moment.timestamp() * 1000)
 
 
 def new_event_id() -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.serializers import iso_ms, status_label
-from tracker.core.events import OrderEnriched, OrderStatus, status_time_field
+from tracker.core.events import OrderEnriched, OrderStatus, status_label, status_time_field
+from tracker.tracking.read_model import iso_ms
 
 #: Close codes a refused or dropped socket ends with.
 CLOSE_UNAUTHENTICATED = 4401

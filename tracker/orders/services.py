@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from tracker.core import events, kafka
-from tracker.core.events import IN_TRANSIT_STATUSES, OrderStatus
+from tracker.core.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
@@ -52,10 +52,6 @@ class TelemetryError(Exception):
 class ItemRequest:
     product_id: int
     quantity: int
-
-
-def to_millis(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
 
 
 def _now(at: datetime | None) -> datetime:
@@ -143,7 +139,7 @@ def place_order(
             enqueue(
                 events.OrderPlaced(
                     event_id=event_id,
-                    event_time=to_millis(now),
+                    event_time=epoch_ms(now),
                     order_id=order.pk,
                     customer_id=customer.pk,
                     customer_name=customer.display_name,
@@ -188,7 +184,7 @@ def _record_status(
 ) -> None:
     event = events.OrderStatusChanged(
         event_id=str(uuid.uuid4()),
-        event_time=to_millis(at),
+        event_time=epoch_ms(at),
         order_id=order.pk,
         status=status.value,
         previous_status=previous.value if previous else None,
@@ -336,7 +332,7 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
                 events.DeliveryLocation.from_dict(
                     {
                         "event_id": str(uuid.uuid4()),
-                        "event_time": to_millis(pos.at or timezone.now()),
+                        "event_time": epoch_ms(pos.at or timezone.now()),
                         "order_id": pos.order.pk,
                         "courier_id": pos.courier.pk,
                         "lat": pos.lat,
