@@ -344,23 +344,13 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
             raise events.EventValidationError(f"[{index}].{exc.field}", exc.reason) from None
     if not batch:
         return 0
-    failures: list[str] = []
-    acked = 0
-
-    def on_delivery(err, msg) -> None:
-        nonlocal acked
-        if err is None:
-            acked += 1
-        else:
-            failures.append(str(err))
-
-    prod = telemetry_producer()
+    deliveries = kafka.Deliveries(telemetry_producer())
     for event in batch:
-        kafka.publish(prod, event, on_delivery=on_delivery)
-    prod.flush(timeout)
-    if failures or acked < len(batch):
+        deliveries.publish(event)
+    try:
+        return len(deliveries.flush(timeout))
+    except kafka.Undelivered as exc:
         raise TelemetryError(
-            f"broker acknowledged {acked} of {len(batch)} points"
-            + (f": {failures[0]}" if failures else "")
-        )
-    return acked
+            f"broker acknowledged {len(exc.acked)} of {exc.total} points"
+            + (f": {next(iter(exc.errors.values()))}" if exc.errors else "")
+        ) from None
