@@ -8,6 +8,7 @@ need no inline script).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import views as auth_views
@@ -64,21 +65,24 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
+def page_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A page needs a signed-in user and sets the CSRF cookie its API calls send back."""
+    return ensure_csrf_cookie(login_required(view))
+
+
 def _page(request: HttpRequest, template: str, nav: str, **extra: Any) -> HttpResponse:
     return render(
         request, f"frontend/{template}", {"config": page_config(request, **extra), "nav": nav}
     )
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def my_orders(request: HttpRequest) -> HttpResponse:
     """Active orders with their live status on top, past orders below."""
     return _page(request, "my_orders.html", "orders")
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def order_page(request: HttpRequest, order_id: int) -> HttpResponse:
     """One order: items, the status timeline and the live delivery map.
 
@@ -88,15 +92,13 @@ def order_page(request: HttpRequest, order_id: int) -> HttpResponse:
     return _page(request, "order.html", "orders", orderId=order_id)
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def place_order(request: HttpRequest) -> HttpResponse:
     """Menu by category, cart, saved address, submit (idempotent)."""
     return _page(request, "place_order.html", "new")
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def operations(request: HttpRequest) -> HttpResponse:
     """The operator dashboard: staff users only (others get a 403 page)."""
     if not policy.is_operator(request.user):

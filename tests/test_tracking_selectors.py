@@ -90,24 +90,13 @@ def test_list_orders_newest_first_with_filters_and_pages(pinot):
             order_event(pinot.base + i, 1, customer_id=cust, created_at=t + i * MIN)
             for i in range(1, 13)
         ],
-        order_event(
-            pinot.base + 3,
-            2,
-            "DELIVERED",
-            customer_id=cust,
-            created_at=t + 3 * MIN,
-            status_time=t + 40 * MIN,
-        ),
-        order_event(
-            pinot.base + 4,
-            2,
-            "CANCELLED",
-            customer_id=cust,
-            created_at=t + 4 * MIN,
-            status_time=t + 5 * MIN,
-        ),
+        # Order 3 delivered, order 4 cancelled: the two past ones.
+        order_event(pinot.base + 3, 2, "DELIVERED", customer_id=cust, created_at=t + 3 * MIN,
+                    status_time=t + 40 * MIN),
+        order_event(pinot.base + 4, 2, "CANCELLED", customer_id=cust, created_at=t + 4 * MIN,
+                    status_time=t + 5 * MIN),
         order_event(pinot.base + 50, 1, customer_id=cust + 1, created_at=t),  # someone else
-    )
+    )  # fmt: skip
     pinot.sync()
     ids = lambda orders: [o.order_id - pinot.base for o in orders]  # noqa: E731
     assert ids(s.list_orders(customer_id=cust, limit=100)) == list(range(12, 0, -1))

@@ -118,20 +118,22 @@ class NamedSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
-class PlaceSerializer(NamedSerializer):
+class LatLonSerializer(serializers.Serializer):
     lat = serializers.FloatField()
     lon = serializers.FloatField()
 
 
-class DeliveryPlaceSerializer(serializers.Serializer):
+class PlaceSerializer(NamedSerializer, LatLonSerializer):
+    """A restaurant: who and where."""
+
+
+class DeliveryPlaceSerializer(LatLonSerializer):
     address = serializers.CharField()
-    lat = serializers.FloatField()
-    lon = serializers.FloatField()
 
 
-class PointSerializer(serializers.Serializer):
-    lat = serializers.FloatField()
-    lon = serializers.FloatField()
+class PointSerializer(LatLonSerializer):
+    """A courier position and when it was taken."""
+
     at = serializers.DateTimeField()
 
 
@@ -153,27 +155,32 @@ class TrackingSourceSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-class OrderDetailSerializer(serializers.Serializer):
-    """One order: items and total from the database, tracking from Pinot."""
+class OrderHeadSerializer(serializers.Serializer):
+    """What a list and a detail both show of an order."""
 
     id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=STATUSES)
     status_label = serializers.CharField()
     status_time = serializers.DateTimeField()
     is_active = serializers.BooleanField()
-    can_cancel = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     total = MoneyField()
+    customer = NamedSerializer()
+    distance_left_km = serializers.FloatField(allow_null=True)
+    eta_seconds = serializers.IntegerField(allow_null=True)
+
+
+class OrderDetailSerializer(OrderHeadSerializer):
+    """One order: items and total from the database, tracking from Pinot."""
+
+    can_cancel = serializers.BooleanField()
     items = LineItemSerializer(many=True)
     restaurant = PlaceSerializer()
-    customer = NamedSerializer()
     delivery = DeliveryPlaceSerializer()
     courier = NamedSerializer(allow_null=True)
     timeline = TimelineStepSerializer(many=True)
     position = PointSerializer(allow_null=True)
     path = PointSerializer(many=True)
-    distance_left_km = serializers.FloatField(allow_null=True)
-    eta_seconds = serializers.IntegerField(allow_null=True)
     eta = serializers.DateTimeField(allow_null=True)
     tracking = TrackingSourceSerializer()
 
@@ -183,22 +190,12 @@ class SummaryItemSerializer(serializers.Serializer):
     quantity = serializers.IntegerField(allow_null=True)
 
 
-class OrderSummarySerializer(serializers.Serializer):
+class OrderSummarySerializer(OrderHeadSerializer):
     """An order in a list, from its Pinot row."""
 
-    id = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=STATUSES)
-    status_label = serializers.CharField()
-    status_time = serializers.DateTimeField()
-    is_active = serializers.BooleanField()
-    created_at = serializers.DateTimeField()
-    total = MoneyField()
     item_count = serializers.IntegerField()
     items = SummaryItemSerializer(many=True)
     restaurant = NamedSerializer()
-    customer = NamedSerializer()
-    distance_left_km = serializers.FloatField(allow_null=True)
-    eta_seconds = serializers.IntegerField(allow_null=True)
     version = serializers.IntegerField()
 
 

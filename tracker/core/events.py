@@ -307,10 +307,9 @@ class OrderItem(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderPlaced(Event):
-    """Topic ``orders``: everything downstream needs to know about a new order."""
-
-    TOPIC: ClassVar[Topic] = Topic.ORDERS
+class _OrderFacts(Event):
+    """Who ordered what, from where, to where: stated once by OrderPlaced and carried
+    unchanged into every OrderEnriched version."""
 
     customer_id: int
     customer_name: str
@@ -321,12 +320,23 @@ class OrderPlaced(Event):
     delivery_lat: float
     delivery_lon: float
     items: list[OrderItem]
-    total: str
 
     def validate(self, prefix: str = "") -> None:
         super().validate(prefix)
         _check_lat_lon(self, "restaurant_lat", "restaurant_lon", prefix)
         _check_lat_lon(self, "delivery_lat", "delivery_lon", prefix)
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderPlaced(_OrderFacts):
+    """Topic ``orders``: everything downstream needs to know about a new order."""
+
+    TOPIC: ClassVar[Topic] = Topic.ORDERS
+
+    total: str
+
+    def validate(self, prefix: str = "") -> None:
+        super().validate(prefix)
         _check_money(prefix + "total", self.total)
         if not self.items:
             raise EventValidationError(prefix + "items", "must not be empty")
@@ -366,7 +376,7 @@ class DeliveryLocation(Event):
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderEnriched(Event):
+class OrderEnriched(_OrderFacts):
     """Topic ``orders_enriched``: the latest state of one order (Pinot upsert by order_id).
 
     ``version`` increases with every accepted change (it may skip numbers when
@@ -380,15 +390,6 @@ class OrderEnriched(Event):
     TOPIC: ClassVar[Topic] = Topic.ORDERS_ENRICHED
 
     version: int
-    customer_id: int
-    customer_name: str
-    restaurant_id: int
-    restaurant_name: str
-    restaurant_lat: float
-    restaurant_lon: float
-    delivery_lat: float
-    delivery_lon: float
-    items: list[OrderItem]
     item_count: int
     total: float
     status: str
