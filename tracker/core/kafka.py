@@ -194,16 +194,6 @@ def ensure_topics(
     return created
 
 
-def topics_exist(topics: Iterable[Topic | str], config: KafkaConfig | None = None) -> bool:
-    """Whether every topic exists (False also when the broker is unreachable)."""
-    config = config or kafka_config()
-    try:
-        existing = admin(config).list_topics(timeout=3).topics
-    except KafkaException:
-        return False
-    return all(topic_name(t, config.topic_prefix) in existing for t in topics)
-
-
 def partitions_of(cons: Consumer, topic: str, timeout: float = 10.0) -> list[int]:
     metadata = cons.list_topics(topic, timeout=timeout).topics[topic]
     if metadata.error is not None:

@@ -81,10 +81,6 @@ def visible_orders(user: User) -> QuerySet[Order]:
     )
 
 
-def can_see_order(user: User, order: Order) -> bool:
-    return visible_orders(user).filter(pk=order.pk).exists()
-
-
 def can_cancel(user: User, order: Order) -> bool:
     """Its customer, its restaurant's staff or an operator; never its courier."""
     customer = customer_of(user)

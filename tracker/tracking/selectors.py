@@ -90,14 +90,6 @@ def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]
         raise TrackingUnavailable(f"Pinot query failed: {exc}") from exc
 
 
-def _opt_int(value: Any, sentinel: int = 0) -> int | None:
-    return None if value is None or int(value) == sentinel else int(value)
-
-
-def _opt_float(value: Any, sentinel: float = -1.0) -> float | None:
-    return None if value is None or float(value) == sentinel else float(value)
-
-
 def _status(value: str | None) -> str:
     return OrderStatus(value).value  # refuses unknown statuses early
 
@@ -109,7 +101,7 @@ _ORDER_FIELDS = typing.get_type_hints(OrderEnriched)
 ORDER_COLUMNS = ", ".join(f.name for f in dataclasses.fields(OrderEnriched))
 #: What Pinot stores for a missing optional field (the schema's ``defaultNullValue``);
 #: 0 for every optional field not named here.
-_NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0, "eta_seconds": -1}
+NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0, "eta_seconds": -1}
 
 
 @dataclass(frozen=True)
@@ -161,7 +153,7 @@ def _order(row: dict[str, Any]) -> OrderState:
             continue
         value = row[name]
         if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-            if value is None or value == _NULL_VALUES.get(name, 0):
+            if value is None or value == NULL_VALUES.get(name, 0):
                 values[name] = None
                 continue
             (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -284,15 +276,6 @@ def _position(row: dict[str, Any]) -> CourierPosition:
         eta_seconds=int(row["eta_seconds"]),
         version=int(row["version"]),
     )
-
-
-def courier_position(order_id: int) -> CourierPosition | None:
-    """The latest courier position of an order (None before it left the restaurant)."""
-    rows = query(
-        f"SELECT {_POSITION_COLUMNS} FROM delivery_statuses WHERE order_id = %(order_id)s LIMIT 1",
-        {"order_id": int(order_id)},
-    )
-    return _position(rows[0]) if rows else None
 
 
 def courier_path(order_id: int, limit: int = 1000) -> list[CourierPosition]:
