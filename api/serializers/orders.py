@@ -14,6 +14,7 @@ from api.serializers.fields import MoneyField
 from tracker.core.events import OrderStatus
 from tracker.orders.policy import ROLES
 from tracker.orders.services import MAX_LINES_PER_ORDER, MAX_QUANTITY_PER_LINE
+from tracker.restaurants.models import Restaurant
 
 STATUSES = [s.value for s in OrderStatus]
 
@@ -32,7 +33,11 @@ class DeliverySerializer(serializers.Serializer):
 
 
 class PlaceOrderSerializer(serializers.Serializer):
-    """Either ``address_id`` (one of my saved addresses) or an explicit ``delivery``."""
+    """Either ``address_id`` (one of my saved addresses) or an explicit ``delivery``.
+
+    Validated data: ``restaurant`` (the object), ``items`` and ``delivery`` (address,
+    lat, lon) whichever way it was given. Needs ``context["customer"]``.
+    """
 
     restaurant_id = serializers.IntegerField(min_value=1)
     items = ItemRequestSerializer(many=True, allow_empty=False, max_length=MAX_LINES_PER_ORDER)
@@ -47,6 +52,17 @@ class PlaceOrderSerializer(serializers.Serializer):
         ids = [item["product_id"] for item in attrs["items"]]
         if len(ids) != len(set(ids)):
             raise serializers.ValidationError({"items": ["each product may appear only once"]})
+        attrs["restaurant"] = Restaurant.objects.filter(pk=attrs["restaurant_id"]).first()
+        if attrs["restaurant"] is None:
+            raise serializers.ValidationError(
+                {"restaurant_id": [f"no restaurant {attrs['restaurant_id']}"]}
+            )
+        if "address_id" in attrs:
+            address = self.context["customer"].addresses.filter(pk=attrs["address_id"]).first()
+            if address is None:
+                raise serializers.ValidationError({"address_id": ["not one of your addresses"]})
+            attrs["delivery"] = {"address": f"{address.line1}, {address.city}",
+                                 "lat": address.lat, "lon": address.lon}  # fmt: skip
         return attrs
 
 

@@ -29,7 +29,6 @@ from api.serializers.orders import (
 from tracker.core.events import OrderStatus, next_status
 from tracker.orders import policy, services
 from tracker.orders.models import Order
-from tracker.restaurants.models import Restaurant
 from tracker.tracking import read_model, selectors
 
 IDEMPOTENCY_KEY = OpenApiParameter(
@@ -98,26 +97,16 @@ class OrderListView(OrderView):
         customer = policy.customer_of(request.user)
         if customer is None:
             raise PermissionDenied("Only customers can place orders.")
-        body = PlaceOrderSerializer(data=request.data)
+        body = PlaceOrderSerializer(data=request.data, context={"customer": customer})
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        restaurant = Restaurant.objects.filter(pk=data["restaurant_id"]).first()
-        if restaurant is None:
-            raise ValidationError({"restaurant_id": [f"no restaurant {data['restaurant_id']}"]})
-        if "address_id" in data:
-            address = customer.addresses.filter(pk=data["address_id"]).first()
-            if address is None:
-                raise ValidationError({"address_id": ["not one of your addresses"]})
-            delivery = {"address": f"{address.line1}, {address.city}", "lat": address.lat,
-                        "lon": address.lon}  # fmt: skip
-        else:
-            delivery = data["delivery"]
+        delivery = data["delivery"]
         key = request.headers.get("Idempotency-Key") or None
         if key is not None and len(key) > 100:
             raise ValidationError({"Idempotency-Key": ["at most 100 characters"]})
         order, created = services.place_order(
             customer=customer,
-            restaurant=restaurant,
+            restaurant=data["restaurant"],
             items=[services.ItemRequest(i["product_id"], i["quantity"]) for i in data["items"]],
             delivery_address=delivery["address"],
             delivery_lat=delivery["lat"],
