@@ -97,8 +97,11 @@ def _status(value: str | None) -> str:
 # ---------------------------------------------------------------------- orders
 
 #: The orders_enriched columns are the contract's OrderEnriched fields, nothing else.
-_ORDER_FIELDS = typing.get_type_hints(OrderEnriched)
-ORDER_COLUMNS = ", ".join(f.name for f in dataclasses.fields(OrderEnriched))
+_ORDER_FIELDS = [
+    (f.name, typing.get_type_hints(OrderEnriched)[f.name])
+    for f in dataclasses.fields(OrderEnriched)
+]
+ORDER_COLUMNS = ", ".join(name for name, _ in _ORDER_FIELDS)
 #: What Pinot stores for a missing optional field (the schema's ``defaultNullValue``);
 #: 0 for every optional field not named here.
 NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0, "eta_seconds": -1}
@@ -148,9 +151,7 @@ class OrderState(OrderEnriched):
 
 def _order(row: dict[str, Any]) -> OrderState:
     values: dict[str, Any] = {}
-    for name, annotation in _ORDER_FIELDS.items():
-        if name == "TOPIC":
-            continue
+    for name, annotation in _ORDER_FIELDS:
         value = row[name]
         if typing.get_origin(annotation) in (typing.Union, types.UnionType):
             if value is None or value == NULL_VALUES.get(name, 0):
@@ -161,7 +162,7 @@ def _order(row: dict[str, Any]) -> OrderState:
             value = annotation(value)
         values[name] = value
     items = values["items"]
-    if isinstance(items, str):  # a real Pinot broker returns JSON columns as text
+    if isinstance(items, str):  # a Pinot broker may answer a JSON column as text
         items = json.loads(items)
     values["items"] = items if isinstance(items, list) else []
     return OrderState(**values)
@@ -485,7 +486,7 @@ def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDas
         ]
     totals = query(
         f"SELECT restaurant_id, restaurant_name, {', '.join(aggs)} FROM orders_enriched "
-        f"WHERE created_at > ago('P14D') AND status <> 'CANCELLED'{scope} "
+        f"WHERE created_at > ago('P14D') AND status <> '{OrderStatus.CANCELLED.value}'{scope} "
         "GROUP BY restaurant_id, restaurant_name ORDER BY restaurant_id LIMIT 100000",
         params,
     )
