@@ -97,10 +97,8 @@ def _status(value: str | None) -> str:
 # ---------------------------------------------------------------------- orders
 
 #: The orders_enriched columns are the contract's OrderEnriched fields, nothing else.
-_ORDER_FIELDS = [
-    (f.name, typing.get_type_hints(OrderEnriched)[f.name])
-    for f in dataclasses.fields(OrderEnriched)
-]
+_ORDER_HINTS = typing.get_type_hints(OrderEnriched)
+_ORDER_FIELDS = [(f.name, _ORDER_HINTS[f.name]) for f in dataclasses.fields(OrderEnriched)]
 ORDER_COLUMNS = ", ".join(name for name, _ in _ORDER_FIELDS)
 #: What Pinot stores for a missing optional field (the schema's ``defaultNullValue``);
 #: 0 for every optional field not named here.
