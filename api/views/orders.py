@@ -51,13 +51,15 @@ class OrderView(generics.GenericAPIView):
             .prefetch_related("items__product")
         )
 
-    def detail(self, order: Order, *, tracking: bool = True, **kwargs) -> Response:
+    def detail(
+        self, order: Order, *, tracking: bool = True, code: int = status.HTTP_200_OK
+    ) -> Response:
         """After a command (``tracking=False``) the order is read again, from the database
         only: a command that succeeded must not answer 503 because the read side is down."""
         if not tracking:
             order = self.get_queryset().get(pk=order.pk)
         body = read_model.order_detail(order, tracking=tracking)
-        return Response(OrderDetailSerializer(body).data, **kwargs)
+        return Response(OrderDetailSerializer(body).data, status=code)
 
 
 class OrderListView(OrderView):
@@ -114,7 +116,7 @@ class OrderListView(OrderView):
             idempotency_key=key,
         )
         return self.detail(
-            order, tracking=False, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+            order, tracking=False, code=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
 
 
