@@ -19,12 +19,16 @@ def _event(**fields) -> dict:
 
 
 def _status_event(**overrides) -> dict:
-    body = _event(status="ORDER_CONFIRMED", previous_status="PLACED_ORDER", courier_id=None)
+    body = _event(
+        placed_at=events.now_ms() - 60_000, status="ORDER_CONFIRMED",
+        previous_status="PLACED_ORDER", courier_id=None,
+    )  # fmt: skip
     return {**body, **overrides}
 
 
 def _location(**overrides) -> bytes:
-    return json.dumps({**_event(courier_id=3, lat=12.97, lon=77.59), **overrides}).encode()
+    body = _event(placed_at=events.now_ms() - 60_000, courier_id=3, lat=12.97, lon=77.59)
+    return json.dumps({**body, **overrides}).encode()
 
 
 def test_valid_status_event_round_trips():
