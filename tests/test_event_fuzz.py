@@ -48,7 +48,8 @@ def test_arbitrary_json_never_crashes_the_validator(topic, value):
 def _valid_location() -> dict:
     return {
         "schema_version": 1, "event_id": str(uuid.uuid4()), "event_time": events.now_ms(),
-        "order_id": 1, "courier_id": 2, "lat": 12.9, "lon": 77.6,
+        "order_id": 1, "placed_at": events.now_ms() - 60_000, "courier_id": 2, "lat": 12.9,
+        "lon": 77.6,
     }  # fmt: skip
 
 

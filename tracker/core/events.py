@@ -33,6 +33,7 @@ import time
 import types
 import typing
 import uuid
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -120,6 +121,11 @@ def can_transition(current: OrderStatus | str, target: OrderStatus | str) -> boo
     return next_status(current) is target
 
 
+def status_label(status: OrderStatus | str) -> str:
+    """What people read: ``OUT_FOR_DELIVERY`` -> ``Out for delivery``."""
+    return OrderStatus(status).value.replace("_", " ").capitalize()
+
+
 def status_time_field(status: OrderStatus | str) -> str:
     """Name of the enriched column holding when an order entered ``status``."""
     return f"{OrderStatus(status).value.lower()}_at"
@@ -139,6 +145,11 @@ class EventValidationError(ValueError):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def epoch_ms(moment: datetime) -> int:
+    """An aware datetime as the contract's time: integer epoch milliseconds."""
+    return int(moment.timestamp() * 1000)
 
 
 def new_event_id() -> str:
@@ -296,10 +307,9 @@ class OrderItem(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderPlaced(Event):
-    """Topic ``orders``: everything downstream needs to know about a new order."""
-
-    TOPIC: ClassVar[Topic] = Topic.ORDERS
+class _OrderFacts(Event):
+    """Who ordered what, from where, to where: stated once by OrderPlaced and carried
+    unchanged into every OrderEnriched version."""
 
     customer_id: int
     customer_name: str
@@ -310,12 +320,23 @@ class OrderPlaced(Event):
     delivery_lat: float
     delivery_lon: float
     items: list[OrderItem]
-    total: str
 
     def validate(self, prefix: str = "") -> None:
         super().validate(prefix)
         _check_lat_lon(self, "restaurant_lat", "restaurant_lon", prefix)
         _check_lat_lon(self, "delivery_lat", "delivery_lon", prefix)
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderPlaced(_OrderFacts):
+    """Topic ``orders``: everything downstream needs to know about a new order."""
+
+    TOPIC: ClassVar[Topic] = Topic.ORDERS
+
+    total: str
+
+    def validate(self, prefix: str = "") -> None:
+        super().validate(prefix)
         _check_money(prefix + "total", self.total)
         if not self.items:
             raise EventValidationError(prefix + "items", "must not be empty")
@@ -369,7 +390,7 @@ class DeliveryLocation(Event):
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderEnriched(Event):
+class OrderEnriched(_OrderFacts):
     """Topic ``orders_enriched``: the latest state of one order (Pinot upsert by order_id).
 
     ``version`` increases with every accepted change (it may skip numbers when
@@ -383,15 +404,6 @@ class OrderEnriched(Event):
     TOPIC: ClassVar[Topic] = Topic.ORDERS_ENRICHED
 
     version: int
-    customer_id: int
-    customer_name: str
-    restaurant_id: int
-    restaurant_name: str
-    restaurant_lat: float
-    restaurant_lon: float
-    delivery_lat: float
-    delivery_lon: float
-    items: list[OrderItem]
     item_count: int
     total: float
     status: str

@@ -1,8 +1,9 @@
 """WebSocket consumers: a snapshot, then every change, with no gap and bounded memory.
 
 ``/ws/orders/<id>/`` follows one order; ``/ws/orders/`` follows all of the
-signed-in customer's orders. Authorisation is the REST API's
-(:func:`api.roles.can_see_order`); a refused socket is accepted and then closed
+signed-in customer's orders. Who may follow what, and what a snapshot shows,
+are the REST API's too: :mod:`tracker.orders.policy` and
+:mod:`tracker.tracking.read_model`. A refused socket is accepted and then closed
 with a documented code (see :mod:`tracker.live.messages`), because a close
 before accepting reaches the client as a bare HTTP 403.
 
@@ -27,13 +28,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from api import roles
-from api.serializers import tracking_summary
-from api.views import order_detail
 from tracker.live import messages as m
 from tracker.live.bridge import ensure_embedded_bridge
+from tracker.orders import policy
 from tracker.orders.models import Order
-from tracker.tracking import selectors
+from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 
 MAX_QUEUED_STATUS_UPDATES = 256
@@ -165,11 +164,12 @@ class OrderSocket(TrackingSocket):
 
     def _load(self, user: Any) -> Order:
         order = (
-            Order.objects.select_related("restaurant", "customer__user", "courier__user")
+            policy.visible_orders(user)
+            .select_related("restaurant", "customer__user", "courier__user")
             .filter(pk=self.order_id)
             .first()
         )
-        if order is None or not roles.can_see_order(user, order):
+        if order is None:
             raise PermissionError("No such order.")
         return order
 
@@ -182,7 +182,7 @@ class OrderSocket(TrackingSocket):
                     {"type": "resumed", "order_id": self.order_id, "version": state.version}
                 )
                 return
-        detail = await database_sync_to_async(order_detail)(self.order)
+        detail = await database_sync_to_async(read_model.order_detail)(self.order)
         version = detail["tracking"]["version"]
         self._versions[self.order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})
@@ -192,7 +192,7 @@ class CustomerOrdersSocket(TrackingSocket):
     """``/ws/orders/``: changes to any of the signed-in customer's orders."""
 
     async def authorise(self, user: Any) -> list[str]:
-        customer = await database_sync_to_async(roles.customer_of)(user)
+        customer = await database_sync_to_async(policy.customer_of)(user)
         if customer is None:
             raise PermissionError("Only customers have an order list to follow.")
         self.customer_id = customer.pk
@@ -204,4 +204,6 @@ class CustomerOrdersSocket(TrackingSocket):
         )
         for row in rows:
             self._versions[row.order_id] = row.version
-        await self.send_json({"type": "snapshot", "orders": [tracking_summary(r) for r in rows]})
+        await self.send_json(
+            {"type": "snapshot", "orders": [read_model.order_summary(r) for r in rows]}
+        )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.serializers import iso_ms, status_label
-from tracker.core.events import OrderEnriched, OrderStatus, status_time_field
+from tracker.core.events import OrderEnriched, OrderStatus, status_label, status_time_field
+from tracker.tracking.read_model import iso_ms, money
 
 #: Close codes a refused or dropped socket ends with.
 CLOSE_UNAUTHENTICATED = 4401
@@ -55,5 +55,5 @@ def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str
         else round(event.distance_left_km, 3),
         "eta_seconds": eta,
         "eta": iso_ms(event.event_time + eta * 1000) if eta is not None else None,
-        "total": f"{event.total:.2f}",
+        "total": money(event.total),
     }
