@@ -8,11 +8,24 @@ Production sets the variables listed in README.md's configuration table.
 from __future__ import annotations
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from tracker.core.conf import env_bool, env_int, env_list, env_str, var_dir
 
+#: The built-in key: fine on a laptop, never with debug off (see the check below).
+DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
+
 DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "embedded-development-only-not-a-secret")
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    # Sessions, password-reset links and signed values would be forgeable by anyone who
+    # has read this repository: refuse to start rather than run production with it.
+    raise ImproperlyConfigured(
+        "DJANGO_DEBUG=false but DJANGO_SECRET_KEY is not set (the built-in development key "
+        "is public). Set DJANGO_SECRET_KEY to 50+ random characters, e.g. the output of "
+        "`python -c \"import secrets; print(secrets.token_urlsafe(50))\"`, or set "
+        "DJANGO_DEBUG=true for local development. See docs/operations.md, production checklist."
+    )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list(
     "DJANGO_CSRF_TRUSTED_ORIGINS", ["http://127.0.0.1:8000", "http://localhost:8000"]
