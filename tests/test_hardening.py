@@ -39,3 +39,154 @@ def test_debug_off_with_the_development_secret_key_refuses_to_start():
     assert started.returncode == 0, started.stderr
     # Development keeps working with no configuration at all.
     assert _start_django({}).stdout.strip() == "started"
+
+
+# --------------------------------------------------------------------------- request size
+
+
+def test_an_oversized_json_body_is_a_413_in_the_api_error_format():
+    from django.test import Client
+
+    huge = '{"username": "' + "a" * (2 * 1024 * 1024) + '", "password": "x"}'
+    response = Client().post("/api/v1/auth/token/", huge, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json()["error"]["status"] == 413
+    assert response.json()["error"]["code"] == "too_large"
+    # A normal body still works (wrong password: 401, not 413).
+    ok = Client().post(
+        "/api/v1/auth/token/", {"username": "a", "password": "x"}, content_type="application/json"
+    )
+    assert ok.status_code == 401
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("declare_length", [True, False])
+async def test_the_asgi_server_stops_reading_an_endless_body_at_the_limit(declare_length):
+    """Neither a huge Content-Length nor a chunked body without one is buffered by Django."""
+    import asyncio
+
+    from django.conf import settings
+
+    from tracker.asgi import application
+
+    chunk = b"x" * 65536
+    read = 0
+
+    async def receive():
+        nonlocal read
+        read += 1
+        await asyncio.sleep(0)
+        return {"type": "http.request", "body": chunk, "more_body": True}  # never ends
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [(b"content-type", b"application/json"), (b"host", b"testserver")]
+    if declare_length:
+        headers.append((b"content-length", str(3 * 1024**3).encode()))
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/api/v1/auth/token/", "raw_path": b"/api/v1/auth/token/",
+        "query_string": b"", "root_path": "", "headers": headers,
+        "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+    }  # fmt: skip
+    await asyncio.wait_for(application(scope, receive, send), timeout=30)
+    assert sent[0]["status"] == 413
+    assert read <= settings.REQUEST_MAX_BODY_BYTES // len(chunk) + 1
+
+
+# --------------------------------------------------------------------------- login throttles
+
+
+@pytest.fixture
+def fresh_cache():
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def test_api_login_throttle_ignores_a_client_written_forwarded_for(fresh_cache):
+    from django.test import Client
+
+    client = Client()
+    codes = [
+        client.post(
+            "/api/v1/auth/token/",
+            {"username": f"user{i}", "password": "bad"},
+            content_type="application/json",
+            HTTP_X_FORWARDED_FOR=f"10.0.0.{i}",  # a new "address" every time
+        ).status_code
+        for i in range(12)
+    ]
+    assert codes[:10] == [401] * 10
+    assert codes[10:] == [429, 429]
+
+
+def test_login_is_throttled_per_user_name_across_clients(fresh_cache):
+    from django.test import Client
+
+    codes = [
+        Client(REMOTE_ADDR=f"192.0.2.{i}")
+        .post(
+            "/api/v1/auth/token/",
+            {"username": "Alice", "password": "bad"},
+            content_type="application/json",
+        )
+        .status_code
+        for i in range(12)
+    ]
+    assert codes[:10] == [401] * 10
+    assert codes[10:] == [429, 429]
+    body = Client(REMOTE_ADDR="192.0.2.200").post(
+        "/api/v1/auth/token/",
+        {"username": "alice", "password": "x"},
+        content_type="application/json",
+    )
+    assert body.status_code == 429 and body.json()["error"]["code"] == "throttled"
+    assert int(body["Retry-After"]) > 0
+
+
+def test_forwarded_for_is_used_only_as_far_as_the_trusted_proxies(fresh_cache, settings):
+    from django.test import Client
+
+    from tracker.security import client_ip
+
+    settings.TRUSTED_PROXY_COUNT = 1
+    meta = {"REMOTE_ADDR": "172.18.0.5", "HTTP_X_FORWARDED_FOR": "6.6.6.6, 203.0.113.9"}
+    assert client_ip(meta) == "203.0.113.9"  # what our proxy saw; the spoofed entry is ignored
+    settings.TRUSTED_PROXY_COUNT = 0
+    assert client_ip(meta) == "172.18.0.5"
+    settings.TRUSTED_PROXY_COUNT = 1
+    codes = [
+        Client(REMOTE_ADDR="172.18.0.5")
+        .post(
+            "/api/v1/auth/token/",
+            {"username": f"user{i}", "password": "bad"},
+            content_type="application/json",
+            HTTP_X_FORWARDED_FOR=f"10.9.9.{i}, 203.0.113.{i}",  # one real client per request
+        )
+        .status_code
+        for i in range(12)
+    ]
+    assert codes == [401] * 12  # twelve different clients behind one proxy: none throttled
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_browser_and_admin_sign_in_are_throttled(fresh_cache, path):
+    from django.test import Client
+
+    client = Client()
+    codes = [
+        client.post(path, {"username": f"op{i}", "password": "bad"}).status_code for i in range(12)
+    ]
+    assert codes[:10] == [200] * 10  # the form again, with an error
+    assert codes[10:] == [429, 429]
+    per_user = [
+        Client(REMOTE_ADDR=f"198.51.100.{i}").post(path, {"username": "operator", "password": "x"})
+        for i in range(11)
+    ]
+    assert [r.status_code for r in per_user][-1] == 429

@@ -23,7 +23,7 @@ if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
     raise ImproperlyConfigured(
         "DJANGO_DEBUG=false but DJANGO_SECRET_KEY is not set (the built-in development key "
         "is public). Set DJANGO_SECRET_KEY to 50+ random characters, e.g. the output of "
-        "`python -c \"import secrets; print(secrets.token_urlsafe(50))\"`, or set "
+        '`python -c "import secrets; print(secrets.token_urlsafe(50))"`, or set '
         "DJANGO_DEBUG=true for local development. See docs/operations.md, production checklist."
     )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
@@ -57,11 +57,13 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "tracker.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tracker.middleware.LoginThrottleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -130,6 +132,19 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
+# --- request limits and login throttles (tracker/security.py, tracker/middleware.py) --
+#: Largest request body accepted (413 above it), for every path: DRF's JSON parser
+#: reads the raw stream, so Django's own form limit below does not cover the API.
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES
+#: Reverse proxies in front of the app that append to X-Forwarded-For (Caddy in
+#: docker-compose.yml: 1). 0 = ignore the header: the client is REMOTE_ADDR.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+#: Every sign-in path, throttled per client and per user name.
+LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/login/"})
+LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
+LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "10/min")
+
 # --- REST API -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -140,7 +155,8 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttles.ScopedRateThrottle"],
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # never key throttles on a client-written header
     "DEFAULT_THROTTLE_RATES": {
         "login": env_str("API_THROTTLE_LOGIN", "10/min"),
         "orders": env_str("API_THROTTLE_ORDERS", "30/min"),
