@@ -54,6 +54,7 @@ from tracker.deadletters import recent_dead_letters
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.restaurants.models import Restaurant
+from tracker.security import issue_token
 from tracker.tracking import selectors
 
 GenericBody = inline_serializer("Body", fields={"detail": serializers.CharField()})
@@ -85,7 +86,7 @@ class TokenLoginView(APIView):
         user = authenticate(request, **body.validated_data)
         if user is None or not user.is_active:
             raise AuthenticationFailed("Wrong username or password.")
-        token, _ = Token.objects.get_or_create(user=user)
+        token = issue_token(user)  # a fresh one when the last has expired
         return Response({"token": token.key, "user": _me(user)})
 
 

@@ -90,3 +90,37 @@ class LoginRateLimiter:
             if wait is not None:
                 return Refusal(wait, "Too many sign-in attempts for this user name.")
         return None
+
+
+# --------------------------------------------------------------------------- API tokens
+
+
+def token_expired(token) -> bool:
+    """True when ``token`` is older than ``API_TOKEN_TTL_DAYS`` (0 = tokens never expire)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    days = settings.API_TOKEN_TTL_DAYS
+    return days > 0 and token.created < timezone.now() - timedelta(days=days)
+
+
+def user_for_token(key: str):
+    """The active user a token key belongs to, or None (unknown, expired, deactivated)."""
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or token_expired(token) or not token.user.is_active:
+        return None
+    return token.user
+
+
+def issue_token(user):
+    """The user's API token; a fresh one when the current one has expired."""
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.filter(user=user).first()
+    if token is not None and token_expired(token):
+        token.delete()
+        token = None
+    return token or Token.objects.create(user=user)

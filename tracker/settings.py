@@ -145,10 +145,13 @@ LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/logi
 LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
 LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "10/min")
 
+#: API tokens (mobile apps) expire this many days after sign-in; 0 = never.
+API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
+
 # --- REST API -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",  # mobile apps
+        "api.authentication.ExpiringTokenAuthentication",  # mobile apps
         "rest_framework.authentication.SessionAuthentication",  # the browser (CSRF enforced)
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -205,6 +208,10 @@ CHANNEL_LAYERS = {
 #: several ASGI servers, set false and run `manage.py pushbridge` with REDIS_URL.
 PUSH_BRIDGE_EMBEDDED = env_bool("PUSH_BRIDGE_EMBEDDED", not REDIS_URL)
 PUSH_HEARTBEAT_SECONDS = float(env_str("PUSH_HEARTBEAT_SECONDS", "20"))
+#: Safety net behind the revocation messages (tracker/live/signals.py): every open socket
+#: re-checks its credential and its access this often, so a change made where the
+#: channel layer does not reach (another process in embedded mode) still closes it.
+PUSH_RECHECK_SECONDS = float(env_str("PUSH_RECHECK_SECONDS", "30"))
 
 # --- the event pipeline -------------------------------------------------------
 OUTBOX_RELAY_BATCH_SIZE = env_int("OUTBOX_RELAY_BATCH_SIZE", 500)
