@@ -190,3 +190,56 @@ def test_browser_and_admin_sign_in_are_throttled(fresh_cache, path):
         for i in range(11)
     ]
     assert [r.status_code for r in per_user][-1] == 429
+
+
+# --------------------------------------------------------------------------- admin edits
+
+
+def test_the_order_admin_cannot_change_who_owns_cooks_carries_or_where_it_goes():
+    """An admin edit writes no outbox event: Pinot, the lists and the sockets would keep
+    the old owner. So the admin must not be able to make one."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from tests.factories import make_courier, make_customer, make_restaurant, place
+    from tracker.orders.models import Order
+    from tracker.outbox.models import OutboxEvent
+
+    alice, bob = make_customer("alice"), make_customer("bob")
+    restaurant, elsewhere = make_restaurant(), make_restaurant("Elsewhere")
+    rider = make_courier("rider")
+    order = place(alice, restaurant)
+    events_before = OutboxEvent.objects.count()
+    operator = get_user_model().objects.create_superuser("ops", password="pw-ops-long")
+    admin = Client()
+    admin.force_login(operator)
+    url = f"/admin/orders/order/{order.pk}/change/"
+    form = admin.get(url)
+    assert form.status_code == 200
+    for field in ("customer", "restaurant", "courier", "delivery_address", "delivery_lat",
+                  "delivery_lon"):  # fmt: skip
+        assert f'name="{field}"' not in form.content.decode(), field
+    admin.post(
+        url,
+        {
+            "customer": bob.pk, "restaurant": elsewhere.pk, "courier": rider.pk,
+            "delivery_address": "Somewhere else", "delivery_lat": "13.1", "delivery_lon": "77.1",
+            "items-TOTAL_FORMS": "0", "items-INITIAL_FORMS": "0",
+            "status_changes-TOTAL_FORMS": "0", "status_changes-INITIAL_FORMS": "0",
+        },
+    )  # fmt: skip
+    saved = Order.objects.get(pk=order.pk)
+    assert (saved.customer_id, saved.restaurant_id, saved.courier_id) == (
+        alice.pk, restaurant.pk, None,
+    )  # fmt: skip
+    assert (saved.delivery_address, saved.delivery_lat) == (
+        order.delivery_address,
+        order.delivery_lat,
+    )
+    assert OutboxEvent.objects.count() == events_before
+    # The system of record still agrees with the event stream on the owner: bob, whom the
+    # form named, gets the same 404 as for any order that is not his.
+    as_bob = APIClient()
+    as_bob.force_authenticate(bob.user)
+    assert as_bob.get(f"/api/v1/orders/{order.pk}/").status_code == 404
