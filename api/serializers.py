@@ -17,7 +17,11 @@ from rest_framework import serializers
 from tracker.core.events import LIFECYCLE, OrderStatus
 from tracker.customers.models import Address
 from tracker.orders.models import Order
-from tracker.orders.services import MAX_LINES_PER_ORDER, MAX_QUANTITY_PER_LINE
+from tracker.orders.services import (
+    MAX_GPS_CLOCK_SKEW_MS,
+    MAX_LINES_PER_ORDER,
+    MAX_QUANTITY_PER_LINE,
+)
 from tracker.restaurants.models import Product, Restaurant
 
 CENT = Decimal("0.01")
@@ -147,11 +151,23 @@ class TransitionSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
+def not_in_the_future(moment: datetime) -> datetime:
+    """A GPS fix may be at most MAX_GPS_CLOCK_SKEW_MS (30 s) ahead of the server's clock."""
+    skew = MAX_GPS_CLOCK_SKEW_MS / 1000
+    if moment.timestamp() > datetime.now(tz=UTC).timestamp() + skew:
+        raise serializers.ValidationError(
+            f"is more than {skew:g} s in the future; check the device clock"
+        )
+    return moment
+
+
 class LocationPointSerializer(serializers.Serializer):
     lat = serializers.FloatField(min_value=-90, max_value=90)
     lon = serializers.FloatField(min_value=-180, max_value=180)
     recorded_at = serializers.DateTimeField(
-        required=False, help_text="When the GPS fix was taken (default: now)"
+        required=False,
+        validators=[not_in_the_future],
+        help_text="When the GPS fix was taken (default: now); at most 30 s ahead of the server",
     )
 
 
@@ -160,7 +176,7 @@ class LocationBatchSerializer(serializers.Serializer):
 
     lat = serializers.FloatField(min_value=-90, max_value=90, required=False)
     lon = serializers.FloatField(min_value=-180, max_value=180, required=False)
-    recorded_at = serializers.DateTimeField(required=False)
+    recorded_at = serializers.DateTimeField(required=False, validators=[not_in_the_future])
     points = LocationPointSerializer(many=True, required=False, allow_empty=False, max_length=500)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -243,3 +243,57 @@ def test_the_order_admin_cannot_change_who_owns_cooks_carries_or_where_it_goes()
     as_bob = APIClient()
     as_bob.force_authenticate(bob.user)
     assert as_bob.get(f"/api/v1/orders/{order.pk}/").status_code == 404
+
+
+# --------------------------------------------------------------------------- future GPS points
+
+
+def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from rest_framework.test import APIClient
+
+    from tests.factories import make_courier, make_customer, make_restaurant, place
+    from tracker.core import kafka
+    from tracker.core.events import EventValidationError, Topic, parse_event
+    from tracker.orders import services
+
+    order = place(make_customer("alice"), make_restaurant())
+    rider = make_courier("rider")
+    for _ in range(3):
+        services.advance_order(order.pk)
+    order = services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=rider)
+    client = APIClient()
+    client.force_authenticate(rider.user)
+    url = f"/api/v1/orders/{order.pk}/locations/"
+
+    def ahead(seconds: float) -> str:
+        return (timezone.now() + timedelta(seconds=seconds)).isoformat()
+
+    # Two minutes ahead: inside the event contract's 5-minute skew, so accepted before.
+    batch = client.post(
+        url,
+        {"points": [{"lat": 12.9, "lon": 77.6, "recorded_at": ahead(0)},
+                    {"lat": 12.91, "lon": 77.6, "recorded_at": ahead(120)}]},
+        format="json",
+    )  # fmt: skip
+    assert batch.status_code == 400
+    assert "points[1].recorded_at" in batch.json()["error"]["fields"]
+    single = client.post(url, {"lat": 12.9, "lon": 77.6, "recorded_at": ahead(60)}, format="json")
+    assert single.status_code == 400 and "recorded_at" in single.json()["error"]["fields"]
+    assert kafka.read_topic(Topic.DELIVERY_LOCATIONS, idle_timeout=0.3) == []  # nothing sent
+    # A device clock a few seconds fast is fine.
+    ok = client.post(url, {"lat": 12.92, "lon": 77.6, "recorded_at": ahead(10)}, format="json")
+    assert ok.status_code == 202
+    sent = kafka.read_topic(Topic.DELIVERY_LOCATIONS, idle_timeout=0.3)
+    assert [parse_event(Topic.DELIVERY_LOCATIONS, r.value).lat for r in sent] == [12.92]
+    # The service refuses them too, whoever calls it (simulator, admin, a future endpoint).
+    with pytest.raises(EventValidationError, match="in the future"):
+        services.record_locations(
+            [
+                services.CourierPosition(
+                    order, rider, 12.9, 77.6, timezone.now() + timedelta(minutes=2)
+                )
+            ]
+        )
