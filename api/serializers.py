@@ -7,6 +7,7 @@ cents here, in one place).
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -273,6 +274,8 @@ class GeoJSONPolygonSerializer(serializers.Serializer):
             raise serializers.ValidationError({"coordinates": ["must be a list of linear rings"]})
         ring = rings[0]
         points = []
+        if len(ring) > 1000:
+            raise serializers.ValidationError({"coordinates": ["at most 1000 positions"]})
         for index, position in enumerate(ring):
             if (
                 not isinstance(position, list)
@@ -284,7 +287,10 @@ class GeoJSONPolygonSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {f"coordinates[0][{index}]": ["must be [lon, lat]"]}
                 )
-            lon, lat = float(position[0]), float(position[1])
+            try:  # a 400-digit integer is valid JSON, but no float
+                lon, lat = float(position[0]), float(position[1])
+            except OverflowError:
+                lon = lat = math.inf
             if not (-180 <= lon <= 180 and -90 <= lat <= 90):
                 raise serializers.ValidationError({f"coordinates[0][{index}]": ["out of range"]})
             points.append((lon, lat))

@@ -297,3 +297,40 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
                 )
             ]
         )
+
+
+# --------------------------------------------------------------------------- huge numbers
+
+
+def test_a_400_digit_coordinate_in_a_polygon_is_a_400_not_a_500():
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    operator = get_user_model().objects.create_user("ops", is_staff=True)
+    client = APIClient()
+    client.force_authenticate(operator)
+    huge = int("9" * 400)
+    response = client.post(
+        "/api/v1/operations/deliveries-in-area/",
+        {"type": "Polygon", "coordinates": [[[huge, 12.9], [77.7, 12.9], [77.7, 13.0], [huge, 12.9]]]},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"coordinates[0][0]": ["out of range"]}
+
+
+def test_json_nested_thousands_of_levels_deep_is_a_400_not_a_500():
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_user("ops", is_staff=True))
+    for body in (
+        "[" * 100_000 + "]" * 100_000,
+        '{"type": "Polygon", "coordinates": ' + "[" * 40 + "]" * 40 + "}",
+    ):
+        response = client.generic(
+            "POST", "/api/v1/operations/deliveries-in-area/", body, content_type="application/json"
+        )
+        assert response.status_code == 400
+        assert "nested" in response.json()["error"]["message"]
