@@ -123,3 +123,46 @@ def _wait_until(predicate, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_cut_short_by_the_producer_settles_what_was_sent_and_duplicates_nothing(
+    kafka_topics,
+):
+    """The producer refuses a record half-way through a batch (here: over Kafka's
+    1 MB message limit). The records it already took were sent in the background;
+    the relay must learn their fate before it gives the producer up, or it sends
+    them again with a new producer and consumers see them twice."""
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    customer, restaurant = make_customer(), make_restaurant()
+    for _ in range(2):
+        place(customer, restaurant)
+    before = list(OutboxEvent.objects.values_list("id", flat=True))
+    oversized = OutboxEvent.objects.create(
+        event_id=uuid4(), topic=Topic.ORDERS.value, key="999",
+        payload=b"x" * 1_100_000, event_time=datetime.now(tz=UTC),
+    )  # fmt: skip
+    place(customer, restaurant)
+    relay = Relay(delivery_timeout=3.0, max_backoff=0.2)
+    relay._prepare_topics()
+    stop = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(stop,), kwargs={"check_topics_every": 0.5})
+    thread.start()
+    try:
+        _wait_until(lambda: relay.outages >= 2)  # it keeps refusing that one record
+        # What went out before the refusal is marked published, once; the rest waits.
+        published = set(
+            OutboxEvent.objects.filter(published_at__isnull=False).values_list("id", flat=True)
+        )
+        assert published == set(before)
+        oversized.refresh_from_db()
+        assert oversized.attempts >= 2 and "too large" in oversized.last_error.lower()
+        oversized.delete()  # an operator removes it; the relay carries on
+        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+    finally:
+        stop.set()
+        thread.join(10)
+    _assert_exactly_once_in_order(_published_events())
+    assert relay.in_doubt == 0

@@ -11,6 +11,12 @@ Guarantees, and how:
 * **Once per event id.** The idempotent producer never duplicates on retry; a
   row is re-sent only if its acknowledgement was lost, and every consumer
   treats an event id it has seen as a no-op.
+* **Nothing unaccounted in a dropped producer.** Every batch ends with each
+  record acknowledged, refused, or purged (:meth:`Relay._settle`), even when the
+  producer refuses a record half-way through the batch, and the producer is
+  settled again before an outage replaces it. A record purged while in flight
+  may have been written: its row is retried and counted in ``Relay.in_doubt``,
+  the one way a consumer can see an event twice (docs/reliability.md).
 * **Rebuildable topics.** :meth:`Relay.replay` un-marks rows from a point in
   time so they are published again. The relay does this by itself when the
   broker comes back empty (the embedded broker keeps data in memory only).
@@ -25,7 +31,7 @@ import threading
 import time
 from datetime import datetime
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, close_old_connections
 from django.db.models import F
@@ -59,6 +65,8 @@ class Relay:
         self._topics_ready = False
         self.published_total = 0
         self.outages = 0  # times the broker could not be reached or did not acknowledge
+        #: Records given up while in flight: retried, so possibly written twice (same id).
+        self.in_doubt = 0
 
     @property
     def producer(self):
@@ -108,42 +116,88 @@ class Relay:
             def on_delivery(err, msg) -> None:
                 if err is None:
                     delivered.append(row_id)
+                elif err.code() == KafkaError._PURGE_INFLIGHT:
+                    self.in_doubt += 1  # sent, fate unknown: the broker may have it
+                    errors[row_id] = f"in doubt (purged in flight, may be written): {err}"
                 else:
                     errors[row_id] = str(err)
 
             return on_delivery
 
         prod = self.producer
-        for row in rows:
-            while True:
-                try:
-                    prod.produce(
-                        topic_name(row.topic),
-                        key=row.key.encode(),
-                        value=bytes(row.payload),
-                        on_delivery=callback(row.id),
-                    )
-                    break
-                except BufferError:
-                    prod.poll(0.05)
-        prod.flush(self.delivery_timeout + 5)
+        refused: KafkaException | None = None
+        produced: set[int] = set()
+        try:
+            for row in rows:
+                produced.add(row.id)
+                while True:
+                    try:
+                        prod.produce(
+                            topic_name(row.topic),
+                            key=row.key.encode(),
+                            value=bytes(row.payload),
+                            on_delivery=callback(row.id),
+                        )
+                        break
+                    except BufferError:
+                        prod.poll(0.05)
+        except KafkaException as exc:
+            # Refused on the spot (too large, producer in a fatal state): the rows produced
+            # before it are in the producer; settle them below before giving up the batch.
+            refused = exc
+            errors.setdefault(row.id, str(exc))
+        finally:
+            self._settle(prod)
         now = timezone.now()
         if delivered:
             self._mark_published(delivered, now)
         self.published_total += len(delivered)
         acked = set(delivered)
-        failed = [row for row in rows if row.id not in acked]
+        # Rows after a refused one were never handed to the producer: untouched, retried.
+        failed = [row for row in rows if row.id in produced and row.id not in acked]
         if failed:
             for row in failed:
                 OutboxEvent.objects.filter(id=row.id).update(
                     attempts=F("attempts") + 1,
                     last_error=errors.get(row.id, "not acknowledged in time")[:1000],
                 )
+        if failed or refused is not None:
             raise KafkaException(
                 f"{len(failed)} of {len(rows)} outbox events not acknowledged: "
-                f"{next(iter(errors.values()), 'timeout')}"
+                f"{next(iter(errors.values()), refused or 'timeout')}"
             )
         return len(delivered)
+
+    def _settle(self, prod) -> None:
+        """Leave nothing in ``prod`` whose fate is unknown to this relay.
+
+        Waits for every record's delivery report. Whatever is still inside after
+        that is purged: a record still queued locally was never sent (its row is
+        simply retried), while one in flight may or may not have been written by
+        the broker, so its row is retried and counted in ``in_doubt``; that is the
+        one case in which a consumer can see an event twice (same event id).
+        """
+        if prod.flush(self.delivery_timeout + 5) == 0:
+            return
+        in_doubt_before = self.in_doubt
+        prod.purge(in_queue=True, in_flight=True, blocking=False)
+        # Runs the purged records' delivery callbacks (which count the in-flight ones).
+        self.in_doubt += prod.flush(1.0)
+        if self.in_doubt > in_doubt_before:
+            log.warning(
+                "relay: %d record(s) in flight when the producer was given up; their rows "
+                "are retried and may reach consumers twice (same event id)",
+                self.in_doubt - in_doubt_before,
+            )
+
+    def _retire_producer(self) -> None:
+        """Drop the producer after an outage, but only once it holds nothing unaccounted."""
+        prod, self._producer = self._producer, None
+        if prod is not None:
+            try:
+                self._settle(prod)
+            except KafkaException as exc:  # a producer in a fatal state cannot flush
+                log.warning("relay: could not settle the old producer: %s", exc)
 
     def _mark_published(self, ids: list[int], now, attempts: int = 20) -> None:
         """Stamp delivered rows, retrying a busy database for a few seconds.
@@ -188,7 +242,9 @@ class Relay:
             except KafkaException as exc:
                 self.outages += 1
                 log.warning("relay: broker unavailable (%s); retrying in %.1fs", exc, backoff)
-                self._producer = None  # a fresh producer after an outage: new idempotence epoch
+                # A fresh producer after an outage (new idempotence epoch), once the old one
+                # holds nothing whose fate is unknown.
+                self._retire_producer()
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
                 next_topic_check = 0.0
