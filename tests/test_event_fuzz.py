@@ -52,6 +52,7 @@ def _valid_location() -> dict:
     return {
         "schema_version": 1, "event_id": str(uuid.uuid4()), "event_time": events.now_ms(),
         "order_id": 1, "courier_id": 2, "lat": 12.9, "lon": 77.6,
+        "placed_at": events.now_ms() - 60_000,
     }  # fmt: skip
 
 
@@ -100,6 +101,7 @@ SAMPLES = {
             "status": "ORDER_CONFIRMED",
             "previous_status": "PLACED_ORDER",
             "courier_id": None,
+            "placed_at": events.now_ms() - 60_000,
         }
     ),  # fmt: skip
     Topic.DELIVERY_LOCATIONS: lambda: events.DeliveryLocation.from_dict(
