@@ -83,8 +83,11 @@ def _order_loaded(sender: Any, instance: Order, **kwargs: Any) -> None:
 
 def _order_saved(sender: Any, instance: Order, created: bool, **kwargs: Any) -> None:
     before, after = getattr(instance, "_loaded_parties", None), _parties(instance)
-    if not created and before is not None and after is not None and before != after:
-        notify_order(instance.pk, "order reassigned")
+    if not created and before is not None and after is not None:
+        customer_changed = before[0] != after[0]
+        courier_replaced = before[1] is not None and before[1] != after[1]
+        if customer_changed or courier_replaced:  # someone lost access (a first courier: no)
+            notify_order(instance.pk, "order reassigned")
     instance._loaded_parties = after
 
 
