@@ -8,15 +8,17 @@ Guarantees, and how:
 * **In order per order.** Rows are read in primary-key order and produced with
   the idempotent producer keyed by order id, so one order's events land in one
   partition in commit order; librdkafka's idempotence keeps retries gapless.
-* **Once per event id.** The idempotent producer never duplicates on retry; a
-  row is re-sent only if its acknowledgement was lost, and every consumer
-  treats an event id it has seen as a no-op.
+* **Once per event id.** The idempotent producer never duplicates its own
+  retries; a row is re-sent only if its acknowledgement was lost (then with
+  the same event id), and every consumer treats an event id it has seen as a
+  no-op.
 * **Nothing unaccounted in a dropped producer.** Every batch ends with each
   record acknowledged, refused, or purged (:meth:`Relay._settle`), even when the
   producer refuses a record half-way through the batch, and the producer is
-  settled again before an outage replaces it. A record purged while in flight
-  may have been written: its row is retried and counted in ``Relay.in_doubt``,
-  the one way a consumer can see an event twice (docs/reliability.md).
+  settled again before an outage replaces it. A record that timed out or was
+  purged while in flight may have been written all the same: its row is
+  retried and counted in ``Relay.in_doubt``, the one way a consumer can see an
+  outbox event twice, with the same event id (docs/reliability.md).
 * **Rebuildable topics.** :meth:`Relay.replay` un-marks rows from a point in
   time so they are published again. The relay does this by itself when the
   broker comes back empty (the embedded broker keeps data in memory only).
@@ -45,6 +47,12 @@ log = logging.getLogger(__name__)
 
 #: A topic only the relay creates; its absence means the broker lost its data.
 MARKER_TOPIC = "_outbox_relay_marker"
+
+#: Delivery errors after which the broker may nonetheless have written the record: a
+#: timeout (the request may have reached a broker that answered too late) and a purge of
+#: a record in flight. librdkafka's idempotence cannot dedupe the retry, because the relay
+#: retries with a new producer after an outage.
+IN_DOUBT_ERRORS = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._PURGE_INFLIGHT})
 
 
 class Relay:
@@ -116,9 +124,11 @@ class Relay:
             def on_delivery(err, msg) -> None:
                 if err is None:
                     delivered.append(row_id)
-                elif err.code() == KafkaError._PURGE_INFLIGHT:
-                    self.in_doubt += 1  # sent, fate unknown: the broker may have it
-                    errors[row_id] = f"in doubt (purged in flight, may be written): {err}"
+                elif err.code() in IN_DOUBT_ERRORS:
+                    # Perhaps sent and written, perhaps not: the broker did not say. The row is
+                    # retried, so the event may reach the topic twice (same event id).
+                    self.in_doubt += 1
+                    errors[row_id] = f"in doubt (may have been written): {err}"
                 else:
                     errors[row_id] = str(err)
 
