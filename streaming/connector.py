@@ -62,7 +62,9 @@ KAFKA_SCHEMA = StructType(
     ]
 )
 
-Offsets = dict[str, dict[str, int]]  # topic -> partition (as text: JSON keys) -> next offset
+#: topic -> partition (as text: JSON keys) -> next offset, plus ``_topic_ids``: topic -> id.
+Offsets = dict[str, dict[str, Any]]
+TOPIC_IDS = "_topic_ids"
 
 
 def _consumer(bootstrap: str) -> Any:
@@ -118,6 +120,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.num_partitions = max(1, int(options.get("numPartitions", "2")))
         self.max_offsets = int(options.get("maxOffsetsPerTrigger", "0"))
         self._consumer: Any = None
+        self._admin: Any = None
         self._target: Offsets | None = None
         self._partitions: dict[str, list[int]] | None = None
         self._partitions_at = 0.0
@@ -176,7 +179,41 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         result: Offsets = {t: {} for t in self.topics}
         for (topic, p), end in sorted(ends.items()):
             result[topic][str(p)] = end
+        result[TOPIC_IDS] = self._topic_ids()
         return result
+
+    def _topic_ids(self) -> dict[str, str]:
+        """Each topic's id: a topic deleted and created again (the embedded broker restarted)
+        gets a new one, even once it has refilled past the checkpointed offsets."""
+        from confluent_kafka import TopicCollection
+
+        from tracker.core.conf import KafkaConfig
+        from tracker.core.kafka import admin
+
+        if self._admin is None:
+            self._admin = admin(KafkaConfig(bootstrap_servers=self.bootstrap))
+        futures = self._admin.describe_topics(TopicCollection(self.topics))
+        return {t: str(f.result(self.timeout).topic_id) for t, f in futures.items()}
+
+    @staticmethod
+    def _begin(start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
+        """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``."""
+        begun = start.get(topic, {}).get(p, 0)
+        old_id = start.get(TOPIC_IDS, {}).get(topic)
+        new_id = end.get(TOPIC_IDS, {}).get(topic)
+        if begun > end[topic][p] or (
+            old_id is not None and new_id is not None and old_id != new_id
+        ):
+            return 0, True
+        return begun, False
+
+    def _ranges(self, start: dict, end: Offsets) -> dict[tuple[str, str], tuple[int, int]]:
+        return {
+            (t, p): (self._begin(start, end, t, p)[0], stop)
+            for t, parts in end.items()
+            if t != TOPIC_IDS
+            for p, stop in parts.items()
+        }
 
     def initialOffset(self) -> dict:
         if self.starting == "latest":
@@ -185,10 +222,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return json.loads(self.starting)
         from tracker.core.kafka import partitions_of
 
-        return {
+        offsets: Offsets = {
             topic: {str(p): 0 for p in partitions_of(self._cons(), topic, self.timeout)}
             for topic in self.topics
         }
+        offsets[TOPIC_IDS] = self._topic_ids()
+        return offsets
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._true_ends()
@@ -196,16 +235,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: Any) -> dict:
         ends = self._target if self._target is not None else self._true_ends()
         for topic, parts in ends.items():
-            for p, end in parts.items():
-                begun = start.get(topic, {}).get(p)
-                if begun is not None and begun > end:
+            if topic == TOPIC_IDS:
+                continue
+            for p in parts:
+                if self._begin(start, ends, topic, p)[1]:
                     log.warning(
-                        "kafka source: %s[%s] checkpoint offset %d is beyond the true end %d: "
-                        "the topic was reset; re-reading the partition from its beginning",
+                        "kafka source: %s[%s] was reset since offset %s (new topic id or "
+                        "offset beyond its end): re-reading the partition from its beginning",
                         topic,
                         p,
-                        begun,
-                        end,
+                        start.get(topic, {}).get(p),
                     )
         return self._capped(start, ends)
 
@@ -214,33 +253,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         shared in proportion to each partition's backlog (as the native source does)."""
         if self.max_offsets <= 0 or self._target is not None:
             return ends
-        begin = {
-            (t, p): (b if (b := start.get(t, {}).get(p, 0)) <= end else 0)
-            for t, parts in ends.items()
-            for p, end in parts.items()
-        }
-        backlog = {tp: ends[tp[0]][tp[1]] - b for tp, b in begin.items()}
-        total = sum(backlog.values())
+        ranges = self._ranges(start, ends)
+        total = sum(stop - begin for begin, stop in ranges.values())
         if total <= self.max_offsets:
             return ends
-        capped: Offsets = {t: {} for t in ends}
-        for (t, p), pending in backlog.items():
-            share = pending * self.max_offsets // total
-            capped[t][p] = begin[(t, p)] + max(share, min(pending, 1))
+        capped: Offsets = {t: dict(parts) for t, parts in ends.items()}
+        for (t, p), (begin, stop) in ranges.items():
+            share = (stop - begin) * self.max_offsets // total
+            capped[t][p] = begin + max(share, min(stop - begin, 1))
         return capped
 
     def reportLatestOffset(self) -> dict | None:
         return None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        ranges: list[KafkaRange] = []
-        for topic, ends in end.items():
-            for p, stop in ends.items():
-                begin = start.get(topic, {}).get(p, 0)
-                if begin > stop:  # topic reset (see latestOffset): replay from the beginning
-                    begin = 0
-                if stop > begin:
-                    ranges.append(KafkaRange(topic, int(p), begin, stop))
+        ranges = [
+            KafkaRange(t, int(p), begin, stop)
+            for (t, p), (begin, stop) in self._ranges(start, end).items()
+            if stop > begin
+        ]
         # Biggest ranges first, each to the lightest partition: even tasks.
         groups: list[list[KafkaRange]] = [[] for _ in range(min(self.num_partitions, len(ranges)))]
         sizes = [0] * len(groups)
@@ -261,6 +292,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        self._admin = None
 
 
 def read_ranges(cons: Any, parts: Sequence[KafkaRange], timeout: float) -> Iterator[tuple]:

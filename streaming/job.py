@@ -33,7 +33,32 @@ READY_LINE = "streaming: ready"
 
 
 def _default_checkpoint_dir() -> str:
-    return str(var_dir() / "checkpoints" / "streaming")
+    # Not "streaming": the driver-state job that wrote there had another plan and state.
+    return str(var_dir() / "checkpoints" / "stream-join")
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint's offsets and its join state do not belong together."""
+
+
+def check_checkpoint(checkpoint_dir: str | Path) -> None:
+    """Refuse a checkpoint whose committed batches and state store disagree.
+
+    Resuming committed offsets with no state would treat every open order as new
+    (half-empty records, lost status times); state without offsets would be
+    applied to a replay from the start. Either way the fix is a rebuild.
+    """
+    spark_dir = Path(checkpoint_dir) / "spark"
+    committed = any((spark_dir / "commits").glob("[0-9]*"))
+    state = (spark_dir / "state").is_dir() and any((spark_dir / "state").iterdir())
+    if committed == state:
+        return
+    found = "committed batches but no join state" if committed else "join state but no commits"
+    raise CheckpointError(
+        f"streaming: checkpoint {spark_dir} has {found}; it cannot be resumed. "
+        "Rebuild from the topics: stop the job, delete that directory "
+        "(STREAMING_CHECKPOINT_DIR) and start again, or run `python -m streaming --reprocess`."
+    )
 
 
 @dataclass(frozen=True)
@@ -111,6 +136,8 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
+        # Executors (on a cluster: other processes, other machines) import the same code.
+        .config("spark.executorEnv.PYTHONPATH", str(BASE_DIR))
         .config("spark.ui.showConsoleProgress", "false")
         .config(
             "spark.sql.streaming.stateStore.providerClass",
@@ -183,6 +210,7 @@ def start_query(spark: Any, settings: Settings) -> Any:
             ),
         )
     Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+    check_checkpoint(settings.checkpoint_dir)
     stream = enrich.outputs(
         source_frame(spark, settings),
         input_prefix=settings.input_prefix,
@@ -227,6 +255,11 @@ def progress_line(progress: dict[str, Any]) -> str:
 def run(settings: Settings, stop: threading.Event | None = None) -> int:
     """Run until stopped (or until caught up, with ``available_now``); return an exit code."""
     stop = stop or threading.Event()
+    try:
+        check_checkpoint(settings.checkpoint_dir)
+    except CheckpointError as exc:
+        log.error("%s", exc)
+        return 2
     spark = spark_session(settings)
     query = start_query(spark, settings)
     log.info(

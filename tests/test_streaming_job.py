@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -11,11 +12,12 @@ from collections import Counter
 
 import pytest
 
-from streaming.connector import KafkaStreamReader
+from streaming.connector import KafkaRange, KafkaStreamReader, read_ranges
+from streaming.job import CheckpointError
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 from tracker.core.conf import BASE_DIR
 from tracker.core.events import OrderStatus, Topic, topic_name
-from tracker.core.kafka import producer, publish, read_topic
+from tracker.core.kafka import consumer, producer, publish, read_topic
 
 
 def send(events, *, raw: list[tuple[Topic, bytes]] = ()) -> None:
@@ -171,3 +173,36 @@ def test_source_reads_at_most_max_offsets_per_trigger_in_proportion_to_backlog()
     capped = reader._capped({"a": {"0": 0, "1": 0, "2": 4}}, ends)
     assert capped == {"a": {"0": 90, "1": 9, "2": 5}}
     assert reader._capped({"a": {"0": 990, "1": 100, "2": 5}}, ends) == ends  # under the cap
+
+
+def test_source_detects_a_reset_topic_by_its_id_even_once_refilled_past_the_old_offset():
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": "unused", "subscribe": "t"})
+    start = {"t": {"0": 5}, "_topic_ids": {"t": "old-id"}}
+    end = {"t": {"0": 9}, "_topic_ids": {"t": "new-id"}}
+    ranges = [(r.start, r.end) for p in reader.partitions(start, end) for r in p.ranges]
+    assert ranges == [(0, 9)]
+    same = {"t": {"0": 9}, "_topic_ids": {"t": "old-id"}}
+    assert [(r.start, r.end) for p in reader.partitions(start, same) for r in p.ranges] == [(5, 9)]
+
+
+def test_a_range_that_never_reaches_its_end_fails_instead_of_reading_short(kafka_topics):
+    send([placed(401), placed(402)])
+    topic = topic_name(Topic.ORDERS)
+    reader = KafkaStreamReader(
+        {"kafka.bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "subscribe": topic}
+    )
+    ends = reader._true_ends()[topic]
+    exact = [KafkaRange(topic, int(p), 0, end) for p, end in ends.items()]
+    assert len(list(read_ranges(consumer(), exact, 5))) == 2
+    beyond = [KafkaRange(topic, int(p), 0, end + 5) for p, end in ends.items()]
+    with pytest.raises(TimeoutError, match="could not read"):
+        list(read_ranges(consumer(), beyond, 2))
+
+
+@pytest.mark.spark
+def test_a_checkpoint_whose_state_is_gone_is_refused_not_resumed_empty(run_stream, tmp_path):
+    send([placed(601)])
+    run_stream(checkpoint=tmp_path / "cp")
+    shutil.rmtree(tmp_path / "cp" / "spark" / "state")
+    with pytest.raises(CheckpointError, match="committed batches but no join state"):
+        run_stream(checkpoint=tmp_path / "cp")
