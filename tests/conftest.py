@@ -29,6 +29,15 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counters():
+    """Every sign-in path is throttled per client (all tests are 127.0.0.1) and per user
+    name; each test starts with empty counters so earlier tests cannot spend its budget."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture(scope="session")
 def kafka_broker():
     """A real Tansu broker on a free loopback port, shared by the session."""

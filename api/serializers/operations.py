@@ -5,6 +5,7 @@ The response serializers render the selectors' dataclasses directly.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -78,6 +79,8 @@ class GeoJSONPolygonSerializer(serializers.Serializer):
         rings = geometry.get("coordinates")
         if not isinstance(rings, list) or not rings or not isinstance(rings[0], list):
             raise serializers.ValidationError({"coordinates": ["must be a list of linear rings"]})
+        if len(rings[0]) > 1000:
+            raise serializers.ValidationError({"coordinates": ["at most 1000 positions"]})
         points = []
         for index, position in enumerate(rings[0]):
             if (
@@ -90,7 +93,10 @@ class GeoJSONPolygonSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {f"coordinates[0][{index}]": ["must be [lon, lat]"]}
                 )
-            lon, lat = float(position[0]), float(position[1])
+            try:  # a 400-digit integer is valid JSON, but no float
+                lon, lat = float(position[0]), float(position[1])
+            except OverflowError:
+                lon = lat = math.inf
             if not (-180 <= lon <= 180 and -90 <= lat <= 90):
                 raise serializers.ValidationError({f"coordinates[0][{index}]": ["out of range"]})
             points.append((lon, lat))

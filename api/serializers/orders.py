@@ -6,6 +6,7 @@ The response serializers type the dicts of :mod:`tracker.tracking.read_model`
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from rest_framework import serializers
@@ -13,7 +14,11 @@ from rest_framework import serializers
 from api.serializers.fields import MoneyField
 from tracker.core.events import OrderStatus
 from tracker.orders.policy import ROLES
-from tracker.orders.services import MAX_LINES_PER_ORDER, MAX_QUANTITY_PER_LINE
+from tracker.orders.services import (
+    MAX_GPS_CLOCK_SKEW_MS,
+    MAX_LINES_PER_ORDER,
+    MAX_QUANTITY_PER_LINE,
+)
 from tracker.restaurants.models import Restaurant
 
 STATUSES = [s.value for s in OrderStatus]
@@ -73,11 +78,23 @@ class TransitionSerializer(serializers.Serializer):
     )  # fmt: skip
 
 
+def not_in_the_future(moment: datetime) -> datetime:
+    """A GPS fix may be at most MAX_GPS_CLOCK_SKEW_MS (30 s) ahead of the server's clock."""
+    skew = MAX_GPS_CLOCK_SKEW_MS / 1000
+    if moment.timestamp() > datetime.now(tz=UTC).timestamp() + skew:
+        raise serializers.ValidationError(
+            f"is more than {skew:g} s in the future; check the device clock"
+        )
+    return moment
+
+
 class LocationPointSerializer(serializers.Serializer):
     lat = serializers.FloatField(min_value=-90, max_value=90)
     lon = serializers.FloatField(min_value=-180, max_value=180)
     recorded_at = serializers.DateTimeField(
-        required=False, help_text="When the GPS fix was taken (default: now)"
+        required=False,
+        validators=[not_in_the_future],
+        help_text="When the GPS fix was taken (default: now); at most 30 s ahead of the server",
     )
 
 
@@ -86,7 +103,7 @@ class LocationBatchSerializer(serializers.Serializer):
 
     lat = serializers.FloatField(min_value=-90, max_value=90, required=False)
     lon = serializers.FloatField(min_value=-180, max_value=180, required=False)
-    recorded_at = serializers.DateTimeField(required=False)
+    recorded_at = serializers.DateTimeField(required=False, validators=[not_in_the_future])
     points = LocationPointSerializer(many=True, required=False, allow_empty=False, max_length=500)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from api.serializers.accounts import (
     TokenSerializer,
 )
 from tracker.orders import policy
+from tracker.security import issue_token
 
 
 class TokenLoginView(APIView):
@@ -39,7 +40,7 @@ class TokenLoginView(APIView):
         user = authenticate(request, **body.validated_data)
         if user is None or not user.is_active:
             raise AuthenticationFailed("Wrong username or password.")
-        token, _ = Token.objects.get_or_create(user=user)
+        token = issue_token(user)  # a fresh one when the last has expired
         return Response(TokenSerializer({"token": token.key, "user": user}).data)
 
 

@@ -103,6 +103,10 @@ def publish(prod: Producer, event: Event, on_delivery=None) -> None:
     produce(prod, topic_name(event.TOPIC), event.key(), event.to_json(), on_delivery)
 
 
+#: Delivery errors after which a record may or may not be in the topic.
+IN_DOUBT_ERRORS = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._PURGE_INFLIGHT})
+
+
 class Undelivered(Exception):
     """The broker did not acknowledge every message of a :class:`Deliveries` batch."""
 
@@ -128,6 +132,9 @@ class Deliveries:
         self.total = 0
         self.acked: list[Any] = []
         self.errors: dict[Any, str] = {}
+        #: tags whose fate the broker never told (timed out or purged in flight): they
+        #: may have been written, so a retry can duplicate them (same event id).
+        self.in_doubt: list[Any] = []
 
     def produce(self, topic: str, key: bytes | None, value: bytes, tag: Any = None) -> None:
         tag = self.total if tag is None else tag
@@ -136,6 +143,9 @@ class Deliveries:
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
             if err is None:
                 self.acked.append(tag)
+            elif err.code() in IN_DOUBT_ERRORS:
+                self.in_doubt.append(tag)
+                self.errors[tag] = f"in doubt (may have been written): {err}"
             else:
                 self.errors[tag] = str(err)
 

@@ -13,8 +13,10 @@ from tracker.core.events import OrderEnriched, OrderStatus, status_label, status
 from tracker.tracking.read_model import iso_ms, money
 
 #: Close codes a refused or dropped socket ends with.
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404  # no such order, or not yours (same as REST's 404)
+CLOSE_UNAUTHENTICATED = 4401  # not signed in; or, on an open socket: signed out, token
+#                               revoked or expired, session flushed, user deactivated
+CLOSE_NOT_FOUND = 4404  # no such order, or not yours (same as REST's 404); on an open
+#                         socket: the order was reassigned away from you
 CLOSE_BAD_REQUEST = 4400
 CLOSE_TOO_SLOW = 4408  # the client could not keep up; reconnect with ?since=
 CLOSE_UNAVAILABLE = 4503  # tracking store unreachable; retry with backoff
@@ -26,6 +28,15 @@ def order_group(order_id: int) -> str:
 
 def customer_group(customer_id: int) -> str:
     return f"customer.{customer_id}"
+
+
+def user_group(user_id: int) -> str:
+    """Every socket of one user: told to re-check its access when the user's changes."""
+    return f"user.{user_id}"
+
+
+#: Channel-layer message type asking sockets to re-check credential and access.
+ACCESS_RECHECK = "access.recheck"
 
 
 def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str, Any]:

@@ -30,6 +30,11 @@ from tracker.restaurants.models import Product, Restaurant
 
 MAX_QUANTITY_PER_LINE = 50
 MAX_LINES_PER_ORDER = 30
+#: A GPS fix stamped further ahead of the server's clock than this is refused. A future
+#: point would become the courier's "latest" position and freeze it (and the ETA) until
+#: real time caught up. Phones sync their clocks by NTP/GNSS, so seconds are plenty; the
+#: event contract's own limit (events.MAX_CLOCK_SKEW_MS, 5 min) is for whole pipelines.
+MAX_GPS_CLOCK_SKEW_MS = 30_000
 
 
 class OrderError(Exception):
@@ -318,7 +323,13 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
     offline buffer costs one round trip.
     """
     batch = []
+    latest_allowed = epoch_ms(timezone.now()) + MAX_GPS_CLOCK_SKEW_MS
     for index, pos in enumerate(positions):
+        if pos.at is not None and epoch_ms(pos.at) > latest_allowed:
+            raise events.EventValidationError(
+                f"[{index}].recorded_at",
+                f"is more than {MAX_GPS_CLOCK_SKEW_MS // 1000} s in the future",
+            )
         if pos.order.courier_id != pos.courier.pk:
             raise OrderError(
                 f"order {pos.order.pk} is not assigned to this courier", field=f"[{index}].order"
