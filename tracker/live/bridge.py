@@ -28,7 +28,13 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from tracker.core import kafka
 from tracker.core.events import EventValidationError, Topic, parse_event, topic_name
-from tracker.live.messages import customer_group, order_group, update_from_enriched
+from tracker.live.messages import (
+    OPERATIONS_GROUP,
+    customer_group,
+    order_group,
+    restaurant_group,
+    update_from_enriched,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +45,8 @@ MAX_TRACKED_ORDERS = 200_000
 
 
 class Bridge:
-    """Publishes each new orders_enriched version to its order's and customer's groups.
+    """Publishes each new orders_enriched version to its order's, customer's and restaurant's
+    groups (and status changes to the operators' group).
 
     Deduplicating and coalescing here, once, means every socket gets the same
     gap-free, in-order stream without each one keeping per-order state.
@@ -84,6 +91,9 @@ class Bridge:
     def _send(self, message: dict[str, Any]) -> None:
         self.publish(order_group(message["order_id"]), message)
         self.publish(customer_group(message["customer_id"]), message)
+        self.publish(restaurant_group(message["restaurant_id"]), message)
+        if message["kind"] == "status":  # the operators' figures move with statuses
+            self.publish(OPERATIONS_GROUP, message)
         self.published += 1
 
     def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:

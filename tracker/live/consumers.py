@@ -1,7 +1,8 @@
 """WebSocket consumers: a snapshot, then every change, with no gap and bounded memory.
 
 ``/ws/orders/<id>/`` follows one order; ``/ws/orders/`` follows all of the
-signed-in customer's orders. Who may follow what, and what a snapshot shows,
+signed-in customer's orders; ``/ws/restaurants/<id>/`` one restaurant's orders
+(its staff, operators); ``/ws/operations/`` every status change (operators). Who may follow what, and what a snapshot shows,
 are the REST API's too: :mod:`tracker.orders.policy` and
 :mod:`tracker.tracking.read_model`. A refused socket is accepted and then closed
 with a documented code (see :mod:`tracker.live.messages`), because a close
@@ -40,6 +41,7 @@ from tracker.live.auth import credential_of, current_user
 from tracker.live.bridge import ensure_embedded_bridge
 from tracker.orders import policy
 from tracker.orders.models import Order
+from tracker.restaurants.models import Restaurant
 from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 
@@ -270,3 +272,79 @@ class CustomerOrdersSocket(TrackingSocket):
         await self.send_json(
             {"type": "snapshot", "orders": [read_model.order_summary(r) for r in rows]}
         )
+
+
+def _may_run(user: Any, restaurant_id: int) -> None:
+    """Operators may watch any restaurant's board, staff only their own; anything else
+    looks like a restaurant that does not exist (4404), as in REST."""
+    if policy.is_operator(user):
+        if Restaurant.objects.filter(pk=restaurant_id).exists():
+            return
+    elif restaurant_id in policy.staff_restaurant_ids(user):
+        return
+    raise PermissionError("No such restaurant.")
+
+
+class RestaurantOrdersSocket(TrackingSocket):
+    """``/ws/restaurants/<id>/``: the kitchen board, every change to one restaurant's orders.
+
+    Snapshot: the restaurant's active orders (the REST list items). Updates: the same
+    ``update`` messages as the order sockets, for every order of this restaurant only.
+    """
+
+    #: Active orders a board shows at most (the snapshot's size bound).
+    SNAPSHOT_LIMIT = 200
+
+    async def authorise(self, user: Any) -> list[str]:
+        self.restaurant_id = int(self.scope["url_route"]["kwargs"]["restaurant_id"])
+        await database_sync_to_async(_may_run)(user, self.restaurant_id)
+        return [m.restaurant_group(self.restaurant_id)]
+
+    def still_authorised(self, user: Any) -> None:
+        _may_run(user, self.restaurant_id)
+
+    async def send_snapshot(self) -> None:
+        rows = await database_sync_to_async(selectors.list_orders)(
+            restaurant_ids=[self.restaurant_id], state="active", limit=self.SNAPSHOT_LIMIT
+        )
+        for row in rows:
+            self._versions[row.order_id] = row.version
+        await self.send_json(
+            {
+                "type": "snapshot",
+                "restaurant_id": self.restaurant_id,
+                "orders": [read_model.order_summary(r) for r in rows],
+            }
+        )
+
+
+class OperationsSocket(TrackingSocket):
+    """``/ws/operations/``: operators only; a status change of any order.
+
+    The operators' page refreshes its aggregate panels when one arrives, so a
+    burst needs only the latest change per order: everything coalesces (bounded
+    by the number of orders that changed since the last write).
+    """
+
+    async def authorise(self, user: Any) -> list[str]:
+        if not await database_sync_to_async(policy.is_operator)(user):
+            raise PermissionError("The operations feed is for operators.")
+        return [m.OPERATIONS_GROUP]
+
+    def still_authorised(self, user: Any) -> None:
+        if not policy.is_operator(user):
+            raise PermissionError("The operations feed is for operators.")
+
+    def _enqueue(self, message: dict[str, Any]) -> None:
+        order_id, version = message["order_id"], message["version"]
+        if version <= self._versions.get(order_id, -1):
+            return
+        self._versions[order_id] = version
+        if len(self._versions) > 100_000:  # forget the oldest orders (bounded memory)
+            for key in list(self._versions)[:50_000]:
+                del self._versions[key]
+        self._positions[order_id] = message
+        self._wake.set()
+
+    async def send_snapshot(self) -> None:
+        await self.send_json({"type": "snapshot"})

@@ -30,6 +30,15 @@ def customer_group(customer_id: int) -> str:
     return f"customer.{customer_id}"
 
 
+def restaurant_group(restaurant_id: int) -> str:
+    """Every change to one restaurant's orders (its kitchen board)."""
+    return f"restaurant.{restaurant_id}"
+
+
+#: Every change to any order (the operators' page): status changes only.
+OPERATIONS_GROUP = "operations"
+
+
 def user_group(user_id: int) -> str:
     """Every socket of one user: told to re-check its access when the user's changes."""
     return f"user.{user_id}"
@@ -47,6 +56,7 @@ def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str
         "kind": "status" if status_changed else "position",
         "order_id": event.order_id,
         "customer_id": event.customer_id,
+        "restaurant_id": event.restaurant_id,
         "version": event.version,
         "status": event.status,
         "status_label": status_label(event.status),

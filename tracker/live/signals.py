@@ -2,8 +2,8 @@
 
 Authorisation is decided at connect; these receivers make it hold for the whole
 life of a socket. On logout (session flushed, token deleted), token expiry,
-deactivation or any other change to a user, every socket of that user is asked to
-re-check; when an order's customer or courier changes, every socket on that order
+deactivation, removal from a restaurant's staff or any other change to a user, every
+socket of that user is asked to re-check; when an order's customer or courier changes, every socket on that order
 is. The message goes through the channel layer after the transaction commits, so
 with Redis it reaches every ASGI server within milliseconds. A socket whose check
 fails closes with 4401 (credential gone) or 4404 (order no longer yours).
@@ -22,11 +22,12 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.db.models.signals import post_delete, post_init, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_init, post_save
 from rest_framework.authtoken.models import Token
 
 from tracker.live import messages as m
 from tracker.orders.models import Order
+from tracker.restaurants.models import Restaurant
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,24 @@ def _order_saved(sender: Any, instance: Order, created: bool, **kwargs: Any) -> 
     instance._loaded_parties = after
 
 
+def _staff_changed(
+    sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any
+) -> None:
+    """Someone left a restaurant's staff: their kitchen-board sockets re-check."""
+    if action not in ("pre_clear", "post_remove", "post_clear"):
+        return
+    if reverse:  # user.restaurants.remove(...) / clear(): that user
+        if action != "pre_clear":
+            notify_user(instance.pk, "restaurant staff changed")
+        return
+    if action == "pre_clear":  # restaurant.staff.clear(): remember who is leaving
+        instance._leaving_staff = list(instance.staff.values_list("pk", flat=True))
+        return
+    users = pk_set if action == "post_remove" else getattr(instance, "_leaving_staff", [])
+    for user_id in users or ():
+        notify_user(user_id, "restaurant staff changed")
+
+
 def connect() -> None:
     user_model = get_user_model()
     user_logged_out.connect(_logged_out, dispatch_uid="live-logout")
@@ -99,3 +118,6 @@ def connect() -> None:
     post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="live-user-deleted")
     post_init.connect(_order_loaded, sender=Order, dispatch_uid="live-order-loaded")
     post_save.connect(_order_saved, sender=Order, dispatch_uid="live-order-saved")
+    m2m_changed.connect(
+        _staff_changed, sender=Restaurant.staff.through, dispatch_uid="live-staff-changed"
+    )
