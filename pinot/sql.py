@@ -13,7 +13,7 @@ Pinot (single-stage engine, null handling off) would return:
 * aggregations return Pinot's types (COUNT LONG, DISTINCTCOUNT INT, the rest
   DOUBLE) and Pinot's empty-input values (SUM 0, MIN +inf, MAX/AVG/PERCENTILE
   -inf); ``percentile(x, p)`` is the sorted value at index floor(n*p/100);
-* arithmetic is DOUBLE, as in Pinot's transform functions;
+* arithmetic is DOUBLE, as in Pinot's transform functions (``FLOOR``/``CEIL`` too);
 * ``ST_Contains(ST_GeomFromText('<wkt>'), toGeometry(<point column>))`` is a
   planar point-in-polygon test (shapely).
 """
@@ -261,6 +261,12 @@ class _Translator:
             if name in _AGGREGATES or _PERCENTILE_N.match(name):
                 return self._aggregate(node, None, ctx, in_agg)
             return self._function(node, name, ctx, in_agg)
+        if isinstance(node, (exp.Floor, exp.Ceil)):  # Pinot: DOUBLE in, DOUBLE out
+            if node.args.get("decimals") is not None or node.args.get("to") is not None:
+                raise unsupported(f"{node.sql()!r}")
+            value, _ = self.emit(node.this, ctx, in_agg)
+            fn = "FLOOR" if isinstance(node, exp.Floor) else "CEIL"
+            return f"CAST({fn}(CAST({value} AS DOUBLE)) AS DOUBLE)", "DOUBLE"
         if isinstance(node, exp.CurrentTimestamp):  # sqlglot may normalise now()
             return str(self.now_ms), "LONG"
         raise unsupported(f"SQL construct {node.key.upper()} ({node.sql()!r})")

@@ -284,3 +284,52 @@ def test_contract_against_a_real_pinot():
     if not REAL_PINOT_URL:
         pytest.skip("PINOT_BROKER_URL not set: contract tests ran against the local server only")
     assert s.query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"] >= 0
+
+
+def test_top_dishes_leave_out_the_lines_of_cancelled_orders(pinot):
+    r = pinot.base + 1
+    now = now_ms()
+    kept, cancelled = pinot.base + 1, pinot.base + 2
+    pinot.publish(
+        order_event(kept, 2, "DELIVERED", restaurant_id=r, created_at=now - 10 * MIN),
+        order_event(cancelled, 2, "CANCELLED", restaurant_id=r, created_at=now - 5 * MIN),
+        item_event(kept, 1, "Margherita", 1, 8.5, restaurant_id=r, at=now - 10 * MIN),
+        item_event(cancelled, 1, "Calzone", 5, 9.0, restaurant_id=r, at=now - 5 * MIN),
+        item_event(cancelled, 2, "Margherita", 4, 8.5, restaurant_id=r, at=now - 5 * MIN),
+    )
+    pinot.sync()
+    (board,) = s.restaurant_dashboard(r)
+    for window in ("1h", "24h", "7d"):
+        assert board.windows[window].top_dishes == [s.Dish("Margherita", 1, 1)]
+
+
+def test_sales_series_buckets_the_window_against_the_period_before(pinot):
+    r, other = pinot.base + 1, pinot.base + 2
+    end = now_ms()
+    placed = [  # (order, restaurant, placed this long before `end`, total, status)
+        (1, r, 2 * MIN, 10.0, "PLACED_ORDER"),  # last 5-minute bucket
+        (2, r, 3 * MIN, 5.0, "DELIVERED"),  # same bucket
+        (3, r, 58 * MIN, 7.0, "DELIVERED"),  # first bucket of the hour
+        (4, r, 62 * MIN, 20.0, "DELIVERED"),  # the hour before: its last bucket
+        (5, r, 4 * MIN, 99.0, "CANCELLED"),  # not a sale
+        (6, other, 2 * MIN, 50.0, "DELIVERED"),  # another restaurant
+        (7, r, 3 * HOUR, 1.0, "DELIVERED"),  # outside both periods
+    ]
+    pinot.publish(
+        *[
+            order_event(pinot.base + o, 2, st, restaurant_id=rid, created_at=end - ago, total=t)
+            for o, rid, ago, t, st in placed
+        ]
+    )
+    pinot.sync()
+    series = s.restaurant_sales_series(r, "1h", as_of_ms=end)
+    assert len(series) == 12
+    assert [b.start for b in series] == [end - HOUR + i * 5 * MIN for i in range(12)]
+    assert (series[-1].orders, series[-1].sales) == (2, 15.0)
+    assert (series[0].orders, series[0].sales) == (1, 7.0)
+    # 62 min before the end is 2 min before the hour began: the previous period's last bucket.
+    assert (series[-1].previous_orders, series[-1].previous_sales) == (1, 20.0)
+    assert sum(b.orders for b in series) == 3 and sum(b.previous_orders for b in series) == 1
+    everyone = s.restaurant_sales_series(None, "1h", as_of_ms=end)
+    assert everyone[-1].orders >= 3
+    assert [len(s.restaurant_sales_series(r, w, as_of_ms=end)) for w in ("24h", "7d")] == [24, 28]

@@ -14,7 +14,7 @@ from rest_framework import serializers
 from api.serializers.fields import EpochMillisField, MoneyField, RoundedFloatField, results_of
 from api.serializers.orders import STATUSES
 from tracker.core.events import DeadLetter
-from tracker.tracking.selectors import WindowStats
+from tracker.tracking.selectors import WINDOWS, WindowStats
 
 # --------------------------------------------------------------------------- requests
 
@@ -169,13 +169,50 @@ class WindowStatsSerializer(serializers.Serializer):
     sales = MoneyField()
     previous_sales = MoneyField()
     sales_change_pct = serializers.SerializerMethodField()
-    top_dishes = DishSerializer(many=True)
+    average_order_value = serializers.SerializerMethodField()
+    previous_average_order_value = serializers.SerializerMethodField()
+    average_order_value_change_pct = serializers.SerializerMethodField()
+    top_dishes = DishSerializer(
+        many=True, help_text="Top 3 by quantity; cancelled orders excluded."
+    )
 
     def get_orders_change_pct(self, window: WindowStats) -> float | None:
         return _change(window.orders, window.previous_orders)
 
     def get_sales_change_pct(self, window: WindowStats) -> float | None:
         return _change(window.sales, window.previous_sales)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True))
+    def get_average_order_value(self, window: WindowStats) -> str | None:
+        return _average(window.sales, window.orders)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True))
+    def get_previous_average_order_value(self, window: WindowStats) -> str | None:
+        return _average(window.previous_sales, window.previous_orders)
+
+    def get_average_order_value_change_pct(self, window: WindowStats) -> float | None:
+        if not window.orders or not window.previous_orders:
+            return None
+        return _change(window.sales / window.orders, window.previous_sales / window.previous_orders)
+
+
+def _average(sales: float, orders: int) -> str | None:
+    """Sales per order as a money string; None without orders."""
+    return f"{sales / orders:.2f}" if orders else None
+
+
+class SalesSeriesQuerySerializer(RestaurantQuerySerializer):
+    window = serializers.ChoiceField(choices=list(WINDOWS), default="24h")
+
+
+class SalesBucketSerializer(serializers.Serializer):
+    """One bucket of the chart and the same bucket of the period before."""
+
+    start = EpochMillisField()
+    orders = serializers.IntegerField()
+    sales = MoneyField()
+    previous_orders = serializers.IntegerField()
+    previous_sales = MoneyField()
 
 
 class RestaurantDashboardSerializer(serializers.Serializer):
@@ -208,3 +245,4 @@ StuckOrderResults = results_of(StuckOrderSerializer, "StuckOrderResults")
 DeliveryInAreaResults = results_of(DeliveryInAreaSerializer, "DeliveryInAreaResults")
 RestaurantDashboardResults = results_of(RestaurantDashboardSerializer, "RestaurantDashboardResults")
 DeadLetterResults = results_of(DeadLetterSerializer, "DeadLetterResults")
+SalesSeriesResults = results_of(SalesBucketSerializer, "SalesSeriesResults")

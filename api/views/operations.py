@@ -18,6 +18,8 @@ from api.serializers.operations import (
     GeoJSONPolygonSerializer,
     RestaurantDashboardResults,
     RestaurantQuerySerializer,
+    SalesSeriesQuerySerializer,
+    SalesSeriesResults,
     StatusPercentilesResults,
     StuckOrderResults,
     StuckOrdersQuerySerializer,
@@ -102,6 +104,22 @@ class RestaurantDashboardView(APIView):
         query = query_params(RestaurantQuerySerializer, request)
         boards = selectors.restaurant_dashboard(restaurant_scope(request, query.get("restaurant")))
         return Response(RestaurantDashboardResults({"results": boards}).data)
+
+
+class SalesSeriesView(APIView):
+    """Orders and sales over 1 h (5-min buckets), 24 h (hourly) or 7 d (6-hourly), each
+    bucket with the same bucket of the period before; cancelled orders excluded.
+    Operators: one restaurant or all; staff: their own."""
+
+    permission_classes = [IsOperatorOrRestaurantStaff]
+
+    @extend_schema(parameters=[SalesSeriesQuerySerializer], responses=SalesSeriesResults)
+    def get(self, request: Request) -> Response:
+        query = query_params(SalesSeriesQuerySerializer, request)
+        rows = selectors.restaurant_sales_series(
+            restaurant_scope(request, query.get("restaurant")), query["window"]
+        )
+        return Response(SalesSeriesResults({"results": rows}).data)
 
 
 class DeadLettersView(APIView):
