@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.templatetags.static import static
 from django.urls import reverse
@@ -22,6 +22,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from tracker.core.conf import env_str
 from tracker.orders import policy
+from tracker.restaurants.models import Restaurant
 
 #: Optional internet tiles for production (e.g. https://tile.example/{z}/{x}/{y}.png).
 #: Empty (the default): the offline schematic base layer only.
@@ -59,6 +60,9 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
             "order": reverse("frontend:order", args=[0]).replace("/0/", "/{id}/"),
             "myOrders": reverse("frontend:my-orders"),
             "placeOrder": reverse("frontend:place-order"),
+            "addresses": reverse("frontend:addresses"),
+            "restaurantDashboard": reverse("frontend:restaurant-dashboard"),
+            "kitchenBoard": reverse("frontend:kitchen-board"),
             "login": reverse("frontend:login"),
         },
         **extra,
@@ -99,6 +103,56 @@ def place_order(request: HttpRequest) -> HttpResponse:
 
 
 @page_view
+def addresses(request: HttpRequest) -> HttpResponse:
+    """My delivery addresses: add, edit, delete, choose the default, with a map pin."""
+    if policy.customer_of(request.user) is None:
+        raise PermissionDenied("Delivery addresses belong to customer accounts.")
+    return _page(request, "addresses.html", "addresses")
+
+
+def _restaurant_choice(request: HttpRequest) -> dict[str, Any]:
+    """The restaurants this user runs (operators: every one) and the one asked for.
+
+    ``?restaurant=<id>`` picks one; an id outside the user's choice is a 404, the
+    same answer as a restaurant that does not exist (the API says 403/404 too).
+    """
+    user = request.user
+    if policy.is_operator(user):
+        choices = Restaurant.objects.order_by("name", "id")
+    else:
+        ids = policy.staff_restaurant_ids(user)
+        if not ids:
+            raise PermissionDenied("This page is for restaurant staff.")
+        choices = Restaurant.objects.filter(pk__in=ids).order_by("name", "id")
+    options = [{"id": r.pk, "name": r.name} for r in choices.only("id", "name")]
+    if not options:
+        raise Http404("No restaurants yet.")
+    raw = request.GET.get("restaurant")
+    if raw is None:
+        return {"restaurants": options, "restaurant": options[0]}
+    try:
+        wanted = int(raw)
+    except ValueError:
+        raise Http404("No such restaurant.") from None
+    for option in options:
+        if option["id"] == wanted:
+            return {"restaurants": options, "restaurant": option}
+    raise Http404("No such restaurant.")
+
+
+@page_view
+def restaurant_dashboard(request: HttpRequest) -> HttpResponse:
+    """The owner's dashboard: how one restaurant is doing (its staff; operators pick any)."""
+    return _page(request, "restaurant_dashboard.html", "restaurant", **_restaurant_choice(request))
+
+
+@page_view
+def kitchen_board(request: HttpRequest) -> HttpResponse:
+    """The kitchen board: one restaurant's active orders by status, live, with actions."""
+    return _page(request, "kitchen_board.html", "board", **_restaurant_choice(request))
+
+
+@page_view
 def operations(request: HttpRequest) -> HttpResponse:
     """The operator dashboard: staff users only (others get a 403 page)."""
     if not policy.is_operator(request.user):
@@ -113,10 +167,14 @@ class SignInView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def get_default_redirect_url(self) -> str:
-        """Without ``?next=``: operators land on the dashboard, everyone else on their orders."""
+        """Without ``?next=``: operators land on the operations dashboard, restaurant staff
+        on their restaurant's, everyone else on their orders."""
         user = self.request.user
-        if policy.is_operator(user) and policy.customer_of(user) is None:
-            return reverse("frontend:operations")
+        if policy.customer_of(user) is None:
+            if policy.is_operator(user):
+                return reverse("frontend:operations")
+            if policy.staff_restaurant_ids(user):
+                return reverse("frontend:restaurant-dashboard")
         return reverse("frontend:my-orders")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import authenticate, logout
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
@@ -80,8 +82,27 @@ class AddressListView(generics.ListCreateAPIView):
 
 
 class AddressDetailView(generics.RetrieveUpdateDestroyAPIView):
+    """One of my addresses: read, change (``is_default`` true makes it the only default),
+    delete (deleting the default makes the oldest remaining address the default)."""
+
     serializer_class = AddressSerializer
     permission_classes = [IsCustomer]
 
     def get_queryset(self):
         return policy.customer_of(self.request.user).addresses.all()
+
+    @transaction.atomic
+    def perform_update(self, serializer: AddressSerializer) -> None:
+        if serializer.validated_data.get("is_default"):
+            self.get_queryset().exclude(pk=serializer.instance.pk).update(is_default=False)
+        serializer.save()
+
+    @transaction.atomic
+    def perform_destroy(self, instance: Any) -> None:
+        was_default = instance.is_default
+        instance.delete()
+        if was_default:
+            heir = self.get_queryset().order_by("id").first()
+            if heir is not None:
+                heir.is_default = True
+                heir.save(update_fields=["is_default"])

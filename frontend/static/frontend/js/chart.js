@@ -55,3 +55,63 @@ export function groupedBarChart(rows, { format, title, currentLabel = "This peri
 function truncate(text, n) {
   return text.length > n ? `${text.slice(0, n - 1)}…` : text;
 }
+
+/**
+ * Bars over time (the current period) with the period before as a line over the
+ * same buckets, so "is this hour busier than the same hour yesterday" reads at a glance.
+ *
+ * @param {{label: string, current: number, previous: number}[]} buckets oldest first
+ * @param {{format: (n: number) => string, title: string, currentLabel: string, previousLabel: string, tickEvery?: number}} options
+ */
+export function timeSeriesChart(buckets, { format, title, currentLabel, previousLabel, tickEvery = 1 }) {
+  const left = 64;
+  const bottom = 26;
+  const top = 10;
+  const plotW = 620;
+  const plotH = 190;
+  const width = left + plotW + 12;
+  const height = top + plotH + bottom;
+  const max = Math.max(1, ...buckets.flatMap((b) => [b.current, b.previous]));
+  const step = plotW / Math.max(1, buckets.length);
+  const y = (v) => top + plotH - (v / max) * plotH;
+  const total = (key) => buckets.reduce((n, b) => n + b[key], 0);
+  const svg = s("svg", {
+    class: "chart chart-series",
+    viewBox: `0 0 ${width} ${height}`,
+    role: "img",
+    "aria-label": `${title}. ${currentLabel}: ${format(total("current"))} in all; ${previousLabel}: ${format(total("previous"))}. Busiest: ${busiest(buckets, format)}.`,
+    preserveAspectRatio: "xMinYMin meet",
+  });
+  svg.append(s("title", { text: title }));
+  for (const f of [0, 0.5, 1]) {
+    svg.append(
+      s("line", { x1: left, x2: left + plotW, y1: y(max * f), y2: y(max * f), class: "chart-grid" }),
+      s("text", { x: left - 8, y: y(max * f) + 4, class: "chart-label", "text-anchor": "end" }, format(max * f)),
+    );
+  }
+  buckets.forEach((b, i) => {
+    const x = left + i * step;
+    const barH = Math.max(b.current > 0 ? 2 : 0, (b.current / max) * plotH);
+    svg.append(s("rect", { x: x + step * 0.15, y: top + plotH - barH, width: step * 0.7, height: barH, rx: 2, class: "chart-bar-current" }, s("title", { text: `${b.label}: ${format(b.current)} (before: ${format(b.previous)})` })));
+    if (i % tickEvery === 0) svg.append(s("text", { x: x + step / 2, y: height - 8, class: "chart-label", "text-anchor": "middle" }, b.label));
+  });
+  const points = buckets.map((b, i) => `${left + i * step + step / 2},${y(b.previous)}`).join(" ");
+  svg.append(s("polyline", { points, class: "chart-line-previous", fill: "none" }));
+  return h(
+    "figure",
+    { class: "chart-figure" },
+    svg,
+    h(
+      "figcaption",
+      { class: "chart-legend" },
+      h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-current" }), currentLabel),
+      h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-previous-line" }), previousLabel),
+    ),
+  );
+}
+
+function busiest(buckets, format) {
+  if (!buckets.length) return "none";
+  const top = buckets.reduce((a, b) => (b.current > a.current ? b : a));
+  return `${top.label}, ${format(top.current)}`;
+}

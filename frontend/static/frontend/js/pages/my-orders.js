@@ -9,6 +9,7 @@
 import { api } from "../api.js";
 import { orderUrl, config } from "../config.js";
 import { connectionIndicator } from "../connection.js";
+import { notificationControl, notifyStatus } from "../notify.js";
 import { announce, emptyState, errorState, h, loadingState, replace } from "../dom.js";
 import { statusBadge, progressBar } from "../components.js";
 import { ago, distance, etaText, money, when } from "../format.js";
@@ -141,6 +142,7 @@ async function applyUpdate(message) {
   if (before !== message.status) {
     const name = known.restaurant && known.restaurant.name ? ` from ${known.restaurant.name}` : "";
     announce(`Order #${message.order_id}${name} is now: ${label(message.status)}.`);
+    notifyStatus(message.order_id, message.status, { restaurant: known.restaurant ? known.restaurant.name : null, url: orderUrl(message.order_id) });
   }
 }
 
@@ -170,6 +172,7 @@ async function start() {
     replace(pastList);
     return;
   }
+  notificationControl(document.getElementById("notify-slot"));
   if (!socket) {
     socket = new LiveSocket("orders/", { onMessage, onState: connectionIndicator(() => socket), resume: false }).start();
     setInterval(render, 30000); // relative times ("2 min ago") stay true without a reload

@@ -4,8 +4,10 @@
  * and a chart), time-in-status percentiles, stuck orders, and a map on which
  * the operator draws an area to see the deliveries in transit inside it.
  *
- * "Live": the panels refresh every few seconds while the tab is visible (these
- * are aggregate queries over Pinot; there is no per-order push for them).
+ * Live: /ws/operations/ pushes every order's status change; the aggregate panels
+ * (queries over Pinot) refresh a moment after a change, once per burst. Figures
+ * that move with the clock alone (time in status, stuck orders) also refresh
+ * every minute while the tab is visible.
  */
 import { api } from "../api.js";
 import { orderUrl } from "../config.js";
@@ -16,8 +18,12 @@ import { distance, duration, etaText, money } from "../format.js";
 import { IN_TRANSIT } from "../status.js";
 import { L, createMap, pinIcon, staticMarker } from "../map.js";
 import { PolygonDrawer } from "../polygon-draw.js";
+import { LiveSocket } from "../live.js";
+import { connectionIndicator } from "../connection.js";
 
-const REFRESH_MS = 10000;
+const PUSH_SETTLE_MS = 1500; // a burst of changes refreshes once
+const MIN_GAP_MS = 3000; // and never more often than this
+const SLIDE_MS = 60000; // clock-driven figures (stuck, time in status)
 const WINDOWS = { "1h": "last hour", "24h": "last 24 hours", "7d": "last 7 days" };
 
 const els = {
@@ -43,6 +49,9 @@ const els = {
 const data = { board: null, timeInStatus: null, stuck: null, restaurants: new Map() };
 let selectedWindow = "24h";
 let timer = null;
+let settleTimer = null;
+let lastRefresh = 0;
+let socket = null;
 
 // ------------------------------------------------------------------ KPIs
 
@@ -105,12 +114,12 @@ function renderBoard() {
     els.board,
     h(
       "table",
-      { class: "table board-table" },
+      { class: "table table-fit board-table" },
       h("caption", {}, `Restaurants, ${name}`),
       h(
         "thead",
         {},
-        h("tr", {}, h("th", { scope: "col" }, "Restaurant"), h("th", { scope: "col", class: "num" }, "Orders"), h("th", { scope: "col", class: "num" }, "Sales"), h("th", { scope: "col" }, "Top dishes")),
+        h("tr", {}, h("th", { scope: "col" }, "Restaurant"), h("th", { scope: "col", class: "num" }, "Orders"), h("th", { scope: "col", class: "num" }, "Sales"), h("th", { scope: "col", class: "hide-phone-cell" }, "Top dishes")),
       ),
       h(
         "tbody",
@@ -125,7 +134,7 @@ function renderBoard() {
             h("td", { class: "num" }, h("span", { class: "figure" }, money(x.sales)), changeChip(x.sales_change_pct)),
             h(
               "td",
-              {},
+              { class: "hide-phone-cell" },
               x.top_dishes.length
                 ? h("ol", { class: "top-dishes" }, x.top_dishes.map((d) => h("li", {}, h("span", {}, d.product_name), h("span", { class: "muted" }, ` ×${d.quantity}`))))
                 : h("span", { class: "muted" }, "–"),
@@ -150,12 +159,12 @@ function renderTimeInStatus() {
     els.timeInStatus,
     h(
       "table",
-      { class: "table" },
+      { class: "table table-fit" },
       h("caption", { class: "visually-hidden" }, "Seconds spent so far in the current status, active orders"),
       h(
         "thead",
         {},
-        h("tr", {}, ...["Status", "Orders", "p50", "p90", "p99", "Max"].map((t, i) => h("th", { scope: "col", class: i ? "num" : null }, t)), h("th", { scope: "col", class: "hide-phone" }, h("span", { class: "visually-hidden" }, "p50 to p90 bar"))),
+        h("tr", {}, ...["Status", "Orders", "p50", "p90", "p99", "Max"].map((t, i) => h("th", { scope: "col", class: i === 0 ? null : i === 4 ? "num hide-phone-cell" : "num" }, t)), h("th", { scope: "col", class: "hide-narrow" }, h("span", { class: "visually-hidden" }, "p50 to p90 bar"))),
       ),
       h(
         "tbody",
@@ -171,9 +180,9 @@ function renderTimeInStatus() {
             h("td", { class: "num" }, String(r.orders)),
             h("td", { class: "num" }, duration(r.p50)),
             h("td", { class: "num" }, duration(r.p90)),
-            h("td", { class: "num" }, duration(r.p99)),
+            h("td", { class: "num hide-phone-cell" }, duration(r.p99)),
             h("td", { class: "num" }, duration(r.max)),
-            h("td", { class: "hide-phone" }, bar),
+            h("td", { class: "hide-narrow" }, bar),
           );
         }),
       ),
@@ -191,9 +200,9 @@ function renderStuck() {
     els.stuck,
     h(
       "table",
-      { class: "table" },
+      { class: "table table-fit" },
       h("caption", { class: "visually-hidden" }, "Orders waiting longest in their status"),
-      h("thead", {}, h("tr", {}, ...["Order", "Restaurant", "Status", "In status", "Total"].map((t, i) => h("th", { scope: "col", class: i >= 3 ? "num" : null }, t)))),
+      h("thead", {}, h("tr", {}, ...["Order", "Restaurant", "Status", "In status", "Total"].map((t, i) => h("th", { scope: "col", class: i === 4 ? "num hide-phone-cell" : i === 3 ? "num" : null }, t)))),
       h(
         "tbody",
         {},
@@ -205,7 +214,7 @@ function renderStuck() {
             h("td", {}, data.restaurants.get(r.restaurant_id) || `#${r.restaurant_id}`),
             h("td", {}, statusBadge(r.status)),
             h("td", { class: "num warn" }, duration(r.seconds_in_status)),
-            h("td", { class: "num" }, money(r.total)),
+            h("td", { class: "num hide-phone-cell" }, money(r.total)),
           ),
         ),
       ),
@@ -228,6 +237,8 @@ async function panel(promise, target, render, key) {
 
 async function refresh() {
   clearTimeout(timer);
+  clearTimeout(settleTimer);
+  lastRefresh = Date.now();
   els.refresh.disabled = true;
   const results = await Promise.all([
     panel(api("operations/restaurant-dashboard/").then((r) => r.results), els.board, renderBoard, "board"),
@@ -239,7 +250,17 @@ async function refresh() {
   const ok = results.every(Boolean);
   els.updated.textContent = ok ? `Updated ${new Date().toLocaleTimeString()}` : `Some figures could not be refreshed (${new Date().toLocaleTimeString()}); retrying.`;
   els.updated.dataset.state = ok ? "ok" : "error";
-  if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+  if (!document.hidden) timer = setTimeout(refresh, SLIDE_MS);
+}
+
+/** A pushed status change: refresh once the burst settles (and not too often). */
+function refreshSoon() {
+  if (settleTimer) return;
+  const wait = Math.max(PUSH_SETTLE_MS, lastRefresh + MIN_GAP_MS - Date.now());
+  settleTimer = setTimeout(() => {
+    settleTimer = null;
+    if (!document.hidden) refresh();
+  }, wait);
 }
 
 // ------------------------------------------------------------------ area map
@@ -346,6 +367,14 @@ async function start() {
     /* Stuck orders then show restaurant ids. */
   }
   refresh();
+  socket = new LiveSocket("operations/", {
+    resume: false,
+    onState: connectionIndicator(() => socket),
+    onMessage: (message) => {
+      if (message.type === "update") refreshSoon();
+      else if (message.type === "snapshot" && data.board) refreshSoon(); // back after a drop
+    },
+  }).start();
 }
 
 start();

@@ -16,6 +16,7 @@ import { clock, distance, duration, etaText, money, when } from "../format.js";
 import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
 import { IN_TRANSIT, buildTimeline, isActive, label, timesFromTimeline } from "../status.js";
 import { LiveSocket } from "../live.js";
+import { notificationControl, notifyStatus, setTitleStatus } from "../notify.js";
 
 const orderId = config.orderId;
 const root = document.getElementById("order-root");
@@ -61,6 +62,7 @@ function applyUpdate(message) {
     renderHeader();
     renderTimeline();
     announce(`Order #${orderId} is now: ${label(state.status)}.`);
+    notifyStatus(orderId, state.status, { restaurant: state.order.restaurant.name, url: location.pathname });
     if (state.status === "DELIVERED") toast("Your order has been delivered. Enjoy your meal!", "success");
   }
   renderDelivery();
@@ -71,11 +73,12 @@ function applyUpdate(message) {
 function build() {
   els.headerMain = h("div", { class: "order-header-main" });
   els.cancelSlot = h("span", { class: "cancel-slot" });
+  els.notifySlot = h("span", { class: "notify-slot" });
   els.header = h(
     "div",
     { class: "order-header" },
     els.headerMain,
-    h("div", { class: "order-actions" }, h("span", { id: "live-pill", class: "live-pill", dataset: { state: "connecting" } }, "Connecting…"), els.cancelSlot),
+    h("div", { class: "order-actions" }, h("span", { id: "live-pill", class: "live-pill", dataset: { state: "connecting" } }, "Connecting…"), els.notifySlot, els.cancelSlot),
   );
   els.timeline = h("ol", { class: "timeline", "aria-label": "Order progress" });
   els.items = h("div", { class: "items" });
@@ -118,6 +121,7 @@ const CANCELLABLE = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING
 
 function renderHeader() {
   const o = state.order;
+  setTitleStatus(o.id, state.status);
   replace(
     els.headerMain,
     h("div", { class: "order-title" }, h("h1", {}, `Order #${o.id}`), h("span", { id: "order-status", class: "order-status" }, statusBadge(state.status))),
@@ -296,7 +300,10 @@ function onMessage(message) {
     const previous = state.status;
     fromDetail(message.order, message.version);
     renderAll();
-    if (previous && previous !== state.status) announce(`Order #${orderId} is now: ${label(state.status)}.`);
+    if (previous && previous !== state.status) {
+      announce(`Order #${orderId} is now: ${label(state.status)}.`);
+      notifyStatus(orderId, state.status, { restaurant: state.order.restaurant.name, url: location.pathname });
+    }
   } else if (message.type === "update" && message.order_id === orderId) {
     applyUpdate(message);
   }
@@ -318,6 +325,7 @@ async function start() {
   build();
   fromDetail(detail, detail.tracking.version);
   renderAll();
+  if (detail.is_active && config.user.roles.includes("customer")) notificationControl(els.notifySlot);
   root.dataset.ready = "1";
   socket = new LiveSocket(`orders/${orderId}/`, { onMessage, onState: connectionIndicator(() => socket) });
   socket.setVersion(detail.tracking.version);

@@ -263,7 +263,7 @@ async function start() {
     els.addressHelp.textContent = "Your saved delivery addresses.";
   } else {
     replace(els.address, h("option", { value: "" }, "No saved addresses"));
-    els.addressHelp.textContent = "You have no saved delivery address yet. Add one in the mobile app or through the API (me/addresses/) to order.";
+    replace(els.addressHelp, "You have no saved delivery address yet. ", h("a", { href: config.urls.addresses }, "Add an address"), " to order.");
   }
   els.restaurant.addEventListener("change", onRestaurantChange);
   els.address.addEventListener("change", () => {
