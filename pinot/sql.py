@@ -174,8 +174,14 @@ def joda_to_strftime(pattern: str) -> str:
 
 # ------------------------------------------------------------------ translation
 
-_AGGREGATES = {"count", "sum", "min", "max", "avg", "distinctcount", "percentile"}
-_PERCENTILE_N = re.compile(r"^percentile(\d+(?:\.\d+)?)$")
+_AGGREGATES = {
+    "count", "sum", "min", "max", "avg", "minmaxrange", "distinctcount", "distinctcounthll",
+    "distinctcountbitmap", "percentile", "percentileest", "percentiletdigest",
+}  # fmt: skip
+#: Percentile aggregations: (expr, pct) or <name><pct>(expr). The estimating ones answer
+#: exactly here (Pinot's estimate of a small set is exact too; on large sets it is close).
+_PERCENTILE_FAMILY = ("percentile", "percentileest", "percentiletdigest")
+_PERCENTILE_N = re.compile(r"^(percentile|percentileest|percentiletdigest)(\d+(?:\.\d+)?)$")
 _COMPARISONS = {
     exp.EQ: "=",
     exp.NEQ: "<>",
@@ -330,26 +336,48 @@ class _Translator:
             )
         name = node.name.lower()
         args = list(node.expressions)
-        if name == "distinctcount":
+        if name in ("distinctcount", "distinctcountbitmap", "distinctcounthll"):
             if len(args) != 1:
-                raise QueryError(QUERY_VALIDATION_ERROR, "DISTINCTCOUNT takes one argument")
+                raise QueryError(QUERY_VALIDATION_ERROR, f"{name.upper()} takes one argument")
             sql, _ = self.emit(args[0], ctx, True)
+            if name == "distinctcounthll":  # Pinot: LONG (an estimate; exact here)
+                return f"CAST(COUNT(DISTINCT {sql}){flt} AS BIGINT)", "LONG"
             return f"CAST(COUNT(DISTINCT {sql}){flt} AS INTEGER)", "INT"
+        if name == "minmaxrange":
+            if len(args) != 1:
+                raise QueryError(QUERY_VALIDATION_ERROR, "MINMAXRANGE takes one argument")
+            sql, t = self.emit(args[0], ctx, True)
+            if t not in ("INT", "LONG", "FLOAT", "DOUBLE"):
+                raise QueryError(QUERY_EXECUTION_ERROR, "MINMAXRANGE needs a numeric argument")
+            return (
+                f"COALESCE(CAST(MAX({sql}){flt} - MIN({sql}){flt} AS DOUBLE), "
+                "CAST('-inf' AS DOUBLE))",
+                "DOUBLE",
+            )
         match = _PERCENTILE_N.match(name)
         if match:
             if len(args) != 1:
                 raise QueryError(QUERY_VALIDATION_ERROR, f"{name} takes one argument")
-            pct = match.group(1)
+            family, pct = match.group(1), match.group(2)
         else:
-            if name != "percentile" or len(args) != 2:
-                raise QueryError(QUERY_VALIDATION_ERROR, "PERCENTILE takes (expression, pct)")
+            if name not in _PERCENTILE_FAMILY or len(args) != 2:
+                raise QueryError(QUERY_VALIDATION_ERROR, f"{name.upper()} takes (expression, pct)")
             if not isinstance(args[1], exp.Literal) or args[1].is_string:
-                raise QueryError(QUERY_VALIDATION_ERROR, "PERCENTILE's pct must be a number")
-            pct = args[1].this
+                raise QueryError(QUERY_VALIDATION_ERROR, f"{name.upper()}'s pct must be a number")
+            family, pct = name, args[1].this
         if not 0 <= float(pct) <= 100:
             raise QueryError(QUERY_EXECUTION_ERROR, f"percentile {pct} is outside [0, 100]")
         sql, _ = self.emit(args[0], ctx, True)
-        return f"pinot_percentile(LIST(CAST({sql} AS DOUBLE)){flt}, {pct})", "DOUBLE"
+        value = f"pinot_percentile(LIST(CAST({sql} AS DOUBLE)){flt}, {pct})"
+        if family == "percentileest":  # Pinot: LONG, Long.MIN_VALUE on no rows
+            return (
+                f"CASE WHEN isinf({value}) THEN -9223372036854775808 "
+                f"ELSE CAST({value} AS BIGINT) END",
+                "LONG",
+            )
+        if family == "percentiletdigest":  # Pinot: NaN on no rows
+            return f"CASE WHEN isinf({value}) THEN CAST('NaN' AS DOUBLE) ELSE {value} END", "DOUBLE"
+        return value, "DOUBLE"
 
     def _function(self, node: exp.Anonymous, name: str, ctx: str, in_agg: bool) -> tuple[str, str]:
         args = list(node.expressions)
@@ -409,23 +437,66 @@ class _Translator:
         raise unsupported(f"function {node.name}()")
 
 
+#: Pinot's transform function names for SQL's arithmetic operators.
+_ARITHMETIC_NAMES = {exp.Add: "plus", exp.Sub: "minus", exp.Mul: "times", exp.Div: "divide"}
+
+
+def _java_double(text: str) -> str:
+    """A number as Java's ``Double.toString`` writes it (90 -> 90.0, 99.9 -> 99.9)."""
+    value = float(text)
+    return repr(value) if "e" not in repr(value) else str(value)
+
+
 def _default_name(node: exp.Expression) -> str | None:
-    """Pinot's result column name for an unaliased expression (simple cases only)."""
+    """The result column name Pinot's broker gives an unaliased expression, or None when
+    the stand-in cannot reproduce it exactly (the caller then asks for an alias).
+
+    Pinot names a column after the query's expression tree
+    (``ExpressionContext.toString``): identifiers as written, literals in single
+    quotes, functions lower-cased as ``name(arg,arg)`` with SQL operators as their
+    transform names (``plus``, ``minus``, ``times``, ``divide``); an aggregation as
+    ``AggregationFunction.getResultColumnName()``: ``count(*)`` (also for
+    ``COUNT(col)``, which Pinot counts as rows with null handling off),
+    ``sum(total)``, ``distinctcount(status)`` (also for ``COUNT(DISTINCT status)``),
+    ``percentile(total, 90.0)`` (the percentile as a Java double) and
+    ``percentile90(total)``. Filtered aggregations are named after Pinot's filter
+    tree, which the stand-in does not rebuild: they need an alias here.
+    """
+    if isinstance(node, exp.Paren):
+        return _default_name(node.this)
     if isinstance(node, exp.Column):
         return node.name
-    if isinstance(node, exp.Count) and isinstance(node.this, exp.Star):
+    if isinstance(node, exp.Literal):
+        return f"'{node.this}'"
+    for cls, name in _ARITHMETIC_NAMES.items():
+        if type(node) is cls:
+            left, right = _default_name(node.this), _default_name(node.expression)
+            return None if left is None or right is None else f"{name}({left},{right})"
+    if isinstance(node, exp.Count):
+        arg = node.this
+        if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1:
+            inner = _default_name(arg.expressions[0])
+            return None if inner is None else f"distinctcount({inner})"
         return "count(*)"
-    if isinstance(node, (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)) and isinstance(
-        node.this, exp.Column
-    ):
-        return f"{node.key.lower()}({node.this.name})"
-    if (
-        isinstance(node, exp.Anonymous)
-        and node.name.lower() == "distinctcount"
-        and len(node.expressions) == 1
-        and isinstance(node.expressions[0], exp.Column)
-    ):
-        return f"distinctcount({node.expressions[0].name})"
+    if isinstance(node, (exp.Sum, exp.Min, exp.Max, exp.Avg)):
+        inner = _default_name(node.this)
+        return None if inner is None else f"{node.key.lower()}({inner})"
+    if isinstance(node, (exp.Floor, exp.Ceil)):
+        inner = _default_name(node.this)
+        return None if inner is None else f"{node.key.lower()}({inner})"
+    if isinstance(node, exp.Anonymous):
+        name = node.name.lower()
+        if name in ("now", "ago"):
+            return None  # evaluated to a literal by the broker before naming
+        args = [_default_name(a) for a in node.expressions]
+        if any(a is None for a in args):
+            return None
+        if name in _PERCENTILE_FAMILY and len(args) == 2:
+            pct = node.expressions[1]
+            if not isinstance(pct, exp.Literal) or pct.is_string:
+                return None
+            return f"{name}({args[0]}, {_java_double(pct.this)})"
+        return f"{name}({','.join(args)})"
     return None
 
 
@@ -472,7 +543,10 @@ def translate(
         node, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, None)
         name = alias or _default_name(node)
         if name is None:
-            raise unsupported(f"an unaliased expression {node.sql()!r} (add AS <name>)")
+            raise unsupported(
+                f"naming the unaliased expression {node.sql()!r} as Pinot's broker does "
+                "(add AS <name>)"
+            )
         sql, t = tr.emit(node, "select")
         select_sql.append(f"{sql} AS {_q(name)}")
         names.append(name)

@@ -133,7 +133,8 @@ def test_pinot_functions_and_types_through_pinotdb(local_pinot):
         ("SELEC x FROM", 150),
         ("SELECT order_id FROM orders_enriched OPTION(useMultistageEngine=true)", 700),
         ("SELECT order_id FROM orders_enriched WHERE order_id IN (SELECT 1)", 700),
-        ("SELECT total + 1 FROM orders_enriched", 700),
+        ("SELECT SUM(total) FILTER (WHERE total > 1) FROM orders_enriched", 700),
+        ("SELECT now() FROM orders_enriched", 700),
     ],
 )
 def test_outside_the_subset_is_a_pinot_error_never_a_silent_answer(local_pinot, sql, code):
@@ -239,3 +240,72 @@ def test_python_m_pinot_prints_ready_and_serves_health(kafka_topics, tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+#: Unaliased expressions and the column names Pinot's broker gives them
+#: (``ExpressionContext.toString`` / ``AggregationFunction.getResultColumnName``).
+BROKER_NAMES = [
+    ("COUNT(*)", "count(*)", "LONG", 4),
+    ("count(order_id)", "count(*)", "LONG", 4),
+    ("SUM(total)", "sum(total)", "DOUBLE", 10.0),
+    ("MIN(total)", "min(total)", "DOUBLE", 1.0),
+    ("MAX(total)", "max(total)", "DOUBLE", 4.0),
+    ("AVG(total)", "avg(total)", "DOUBLE", 2.5),
+    ("MINMAXRANGE(total)", "minmaxrange(total)", "DOUBLE", 3.0),
+    ("DISTINCTCOUNT(status)", "distinctcount(status)", "INT", 1),
+    ("COUNT(DISTINCT status)", "distinctcount(status)", "INT", 1),
+    ("DISTINCTCOUNTBITMAP(status)", "distinctcountbitmap(status)", "INT", 1),
+    ("DISTINCTCOUNTHLL(order_id)", "distinctcounthll(order_id)", "LONG", 4),
+    ("PERCENTILE(total, 90)", "percentile(total, 90.0)", "DOUBLE", 4.0),
+    ("percentile(total, 50.5)", "percentile(total, 50.5)", "DOUBLE", 3.0),
+    ("PERCENTILE90(total)", "percentile90(total)", "DOUBLE", 4.0),
+    ("PERCENTILEEST(total, 50)", "percentileest(total, 50.0)", "LONG", 3),
+    ("PERCENTILETDIGEST(total, 50)", "percentiletdigest(total, 50.0)", "DOUBLE", 3.0),
+    ("SUM(total * 2)", "sum(times(total,'2'))", "DOUBLE", 20.0),
+    ("MAX((total - 1) / 2)", "max(divide(minus(total,'1'),'2'))", "DOUBLE", 1.5),
+]
+
+
+@pytest.mark.parametrize("expression, name, data_type, value", BROKER_NAMES)
+def test_every_aggregate_form_is_named_like_pinots_broker_unaliased_and_aliased(
+    local_pinot, expression, name, data_type, value
+):
+    base = local_pinot.base
+    local_pinot.publish(
+        *[order_event(base + i, 1, total=float(v)) for i, v in enumerate([4, 1, 3, 2], 1)]
+    )
+    local_pinot.sync()
+
+    def ask(sql: str) -> dict:
+        body = httpx.post(f"{local_pinot.url}/query/sql", json={"sql": sql}).json()
+        assert "exceptions" not in body or not body["exceptions"], body
+        return body["resultTable"]
+
+    where = f"WHERE order_id BETWEEN {base + 1} AND {base + 4}"
+    plain = ask(f"SELECT {expression} FROM orders_enriched {where}")
+    assert plain["dataSchema"] == {"columnNames": [name], "columnDataTypes": [data_type]}
+    assert plain["rows"] == [[value]]
+    aliased = ask(f"SELECT {expression} AS x FROM orders_enriched {where}")
+    assert aliased["dataSchema"]["columnNames"] == ["x"] and aliased["rows"] == [[value]]
+    grouped = ask(
+        f"SELECT status, {expression} FROM orders_enriched {where} "
+        f"GROUP BY status ORDER BY {expression} DESC LIMIT 5"
+    )
+    assert grouped["dataSchema"]["columnNames"] == ["status", name]
+    assert grouped["rows"] == [["PLACED_ORDER", value]]
+
+
+def test_unaliased_transforms_are_named_after_pinots_expression_tree(local_pinot):
+    oid = local_pinot.base + 1
+    local_pinot.publish(order_event(oid, 1, total=5.0))
+    local_pinot.sync()
+    body = httpx.post(
+        f"{local_pinot.url}/query/sql",
+        json={"sql": f"SELECT total + 1, FLOOR(total / 2) FROM orders_enriched "
+              f"WHERE order_id = {oid} LIMIT 1"},
+    ).json()  # fmt: skip
+    assert body["resultTable"]["dataSchema"]["columnNames"] == [
+        "plus(total,'1')",
+        "floor(divide(total,'2'))",
+    ]
+    assert body["resultTable"]["rows"] == [[6.0, 2.0]]
