@@ -61,6 +61,8 @@ async def _published(pinot, world):
 
 
 async def _shot(page, name: str) -> None:
+    """A full-page PNG in /tmp for the issue's closing note (from the top: the bar is sticky)."""
+    await page.evaluate("window.scrollTo(0, 0)")
     await page.screenshot(path=f"{SHOTS}/ordertrack-{name}.png", full_page=True)
 
 

@@ -61,14 +61,18 @@ function truncate(text, n) {
  * same buckets, so "is this hour busier than the same hour yesterday" reads at a glance.
  *
  * @param {{label: string, current: number, previous: number}[]} buckets oldest first
- * @param {{format: (n: number) => string, title: string, currentLabel: string, previousLabel: string, tickEvery?: number}} options
+ * The drawing is laid out for `width` CSS pixels (the container's width), so its
+ * text stays legible on a phone instead of shrinking with the whole picture.
+ *
+ * @param {{format: (n: number) => string, title: string, currentLabel: string, previousLabel: string, width?: number}} options
  */
-export function timeSeriesChart(buckets, { format, title, currentLabel, previousLabel, tickEvery = 1 }) {
-  const left = 64;
+export function timeSeriesChart(buckets, { format, title, currentLabel, previousLabel, width: available = 984 }) {
+  const left = 92; // room for "US$1,234.00"
   const bottom = 26;
   const top = 10;
-  const plotW = 620;
-  const plotH = 190;
+  const plotW = Math.max(200, Math.min(available, 1100) - left - 12);
+  const tickEvery = Math.max(1, Math.ceil((buckets.length * 56) / plotW)); // labels never overlap
+  const plotH = available < 520 ? 150 : 190;
   const width = left + plotW + 12;
   const height = top + plotH + bottom;
   const max = Math.max(1, ...buckets.flatMap((b) => [b.current, b.previous]));

@@ -20,7 +20,6 @@ import { LiveSocket } from "../live.js";
 const restaurantId = config.restaurant.id;
 const WINDOWS = { "1h": "last hour", "24h": "last 24 hours", "7d": "last 7 days" };
 const BEFORE = { "1h": "the hour before", "24h": "the day before", "7d": "the week before" };
-const TICKS = { "1h": 2, "24h": 3, "7d": 4 };
 const PUSH_SETTLE_MS = 1500; // refresh once per burst of changes
 const SLIDE_MS = 60000; // the windows slide with the clock even when nothing changes
 
@@ -77,7 +76,7 @@ function renderChart() {
     els.chart,
     timeSeriesChart(
       rows.map((b) => ({ label: bucketLabel(Date.parse(b.start)), current: Number(b.sales), previous: Number(b.previous_sales) })),
-      { format: money, title: `Sales over the ${WINDOWS[selectedWindow]}, against ${BEFORE[selectedWindow]}`, currentLabel: `Sales, ${WINDOWS[selectedWindow]}`, previousLabel: BEFORE[selectedWindow].replace(/^the/, "The"), tickEvery: TICKS[selectedWindow] },
+      { format: money, title: `Sales over the ${WINDOWS[selectedWindow]}, against ${BEFORE[selectedWindow]}`, currentLabel: `Sales, ${WINDOWS[selectedWindow]}`, previousLabel: BEFORE[selectedWindow].replace(/^the/, "The"), width: els.chart.clientWidth },
     ),
   );
 }
@@ -186,6 +185,17 @@ function start() {
     replace(els.chart, loadingState());
     await load("series", api(scoped("operations/sales-series/", `&window=${selectedWindow}`)).then((r) => r.results), els.chart);
     if (data.series !== undefined) renderChart();
+  });
+  let resizeTimer = null;
+  let lastWidth = els.chart.clientWidth;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => {
+      if (data.series !== undefined && els.chart.clientWidth !== lastWidth) {
+        lastWidth = els.chart.clientWidth;
+        renderChart(); // laid out for the new width
+      }
+    }, 200);
   });
   refresh();
   socket = new LiveSocket(`restaurants/${restaurantId}/`, {
