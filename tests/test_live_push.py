@@ -147,12 +147,16 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
     bridge.handle_batch(
         [record(1), record(2, lat=12.91), record(3, lat=12.92), record(4, lat=12.93)]
     )
-    # v1 is a status (first seen); positions v2..v4 coalesce to v4; both groups get each.
+    # v1 is a status (first seen); positions v2..v4 coalesce to v4; the order's, customer's
+    # and restaurant's groups get each, the operators' group only the status changes.
     assert sent == [
         ("order.5", 1, "status"),
         ("customer.9", 1, "status"),
+        ("restaurant.1", 1, "status"),
+        ("operations", 1, "status"),
         ("order.5", 4, "position"),
         ("customer.9", 4, "position"),
+        ("restaurant.1", 4, "position"),
     ]
     sent.clear()
     bridge.handle_batch(
@@ -164,7 +168,12 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
         ]
     )
     # The position before a status is superseded by it; repeats and older versions vanish.
-    assert sent == [("order.5", 6, "status"), ("customer.9", 6, "status")]
+    assert sent == [
+        ("order.5", 6, "status"),
+        ("customer.9", 6, "status"),
+        ("restaurant.1", 6, "status"),
+        ("operations", 6, "status"),
+    ]
     assert bridge.coalesced == 3
 
 
