@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import shapely
 import sqlglot
@@ -447,7 +448,7 @@ def _java_double(text: str) -> str:
     return repr(value) if "e" not in repr(value) else str(value)
 
 
-def _default_name(node: exp.Expression) -> str | None:
+def _default_name(node: exp.Expression, table: TableDef | None = None) -> str | None:
     """The result column name Pinot's broker gives an unaliased expression, or None when
     the stand-in cannot reproduce it exactly (the caller then asks for an alias).
 
@@ -459,9 +460,16 @@ def _default_name(node: exp.Expression) -> str | None:
     ``COUNT(col)``, which Pinot counts as rows with null handling off),
     ``sum(total)``, ``distinctcount(status)`` (also for ``COUNT(DISTINCT status)``),
     ``percentile(total, 90.0)`` (the percentile as a Java double) and
-    ``percentile90(total)``. Filtered aggregations are named after Pinot's filter
-    tree, which the stand-in does not rebuild: they need an alias here.
+    ``percentile90(total)``. A filtered aggregation appends ``FILTER(WHERE <filter>)``
+    with the filter as Pinot prints its tree (``FilterContext.toString``); the stand-in
+    rebuilds that for the filters Pinot's optimizers leave as written (see
+    :func:`_filter_name`), and asks for an alias otherwise.
     """
+    if isinstance(node, exp.Filter):
+        inner = _default_name(node.this, table)
+        where = node.expression
+        cond = _filter_name(where.this, table) if isinstance(where, exp.Where) else None
+        return None if inner is None or cond is None else f"{inner} FILTER(WHERE {cond})"
     if isinstance(node, exp.Paren):
         return _default_name(node.this)
     if isinstance(node, exp.Column):
@@ -497,6 +505,67 @@ def _default_name(node: exp.Expression) -> str | None:
                 return None
             return f"{name}({args[0]}, {_java_double(pct.this)})"
         return f"{name}({','.join(args)})"
+    return None
+
+
+_RANGE_OPS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_INTEGRAL = ("INT", "LONG")
+
+
+def _literal_fits(column: Any, literal: exp.Literal) -> bool:
+    """True when Pinot keeps the literal as written for this column (its numerical filter
+    optimizer rewrites a decimal compared with an integer column, and the reverse)."""
+    if literal.is_string:
+        return column.data_type == "STRING"
+    if column.data_type in _INTEGRAL:
+        return re.fullmatch(r"-?\d+", literal.this) is not None
+    if column.data_type in ("FLOAT", "DOUBLE"):
+        return re.fullmatch(r"-?\d+\.\d*[1-9]", literal.this) is not None  # e.g. 2.5, not 2.0
+    return False
+
+
+def _filter_name(node: exp.Expression, table: TableDef | None) -> str | None:
+    """Pinot's ``FilterContext.toString`` for a filter the optimizers leave alone:
+    ``col = 'v'``, ``col != 'v'``, ``col > 'v'`` (the value always quoted),
+    ``col BETWEEN 'a' AND 'b'``, and ``(a AND b)`` / ``(a OR b)`` over predicates on
+    different columns. Pinot merges ranges and ORs on one column, flattens nested
+    ANDs/ORs and may push a NOT into its predicate, so those get None (an alias is
+    then required)."""
+    if table is None:
+        return None
+    if isinstance(node, exp.Paren):
+        return _filter_name(node.this, table)
+    if isinstance(node, (exp.And, exp.Or)):
+        children = [node.this, node.expression]
+        if any(isinstance(c, type(node)) or isinstance(getattr(c, "this", None), type(node))
+               for c in children):  # fmt: skip
+            return None  # nested: Pinot flattens
+        columns = [c.find(exp.Column) for c in children]
+        if None in columns or len({c.name for c in columns}) != len(columns):
+            return None  # same column twice: Pinot merges
+        names = [_filter_name(c, table) for c in children]
+        if None in names:
+            return None
+        op = " AND " if isinstance(node, exp.And) else " OR "
+        return "(" + op.join(names) + ")"
+    if isinstance(node, exp.Between):
+        col, lo, hi = node.this, node.args["low"], node.args["high"]
+        if not isinstance(col, exp.Column) or table.column(col.name) is None:
+            return None
+        if not all(isinstance(v, exp.Literal) and _literal_fits(table.column(col.name), v)
+                   for v in (lo, hi)):  # fmt: skip
+            return None
+        return f"{col.name} BETWEEN '{lo.this}' AND '{hi.this}'"
+    ops = {**_RANGE_OPS, exp.EQ: "=", exp.NEQ: "!="}
+    for cls, op in ops.items():
+        if type(node) is cls:
+            col, value = node.this, node.expression
+            if not (isinstance(col, exp.Column) and isinstance(value, exp.Literal)):
+                return None
+            column = table.column(col.name)
+            if column is None or not _literal_fits(column, value):
+                return None
+            return f"{col.name} {op} '{value.this}'"
     return None
 
 
@@ -541,7 +610,7 @@ def translate(
                 types.append(col.data_type)
             continue
         node, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, None)
-        name = alias or _default_name(node)
+        name = alias or _default_name(node, table)
         if name is None:
             raise unsupported(
                 f"naming the unaliased expression {node.sql()!r} as Pinot's broker does "

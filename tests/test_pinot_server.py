@@ -133,7 +133,9 @@ def test_pinot_functions_and_types_through_pinotdb(local_pinot):
         ("SELEC x FROM", 150),
         ("SELECT order_id FROM orders_enriched OPTION(useMultistageEngine=true)", 700),
         ("SELECT order_id FROM orders_enriched WHERE order_id IN (SELECT 1)", 700),
-        ("SELECT SUM(total) FILTER (WHERE total > 1) FROM orders_enriched", 700),
+        ("SELECT SUM(total) FILTER (WHERE total > 1) FROM orders_enriched", 700),  # 1 -> 1.0
+        ("SELECT COUNT(*) FILTER (WHERE total > 1.5 AND total < 3.5) FROM orders_enriched", 700),
+        ("SELECT MAX(total) FILTER (WHERE NOT status = 'X') FROM orders_enriched", 700),
         ("SELECT now() FROM orders_enriched", 700),
     ],
 )
@@ -263,6 +265,24 @@ BROKER_NAMES = [
     ("PERCENTILETDIGEST(total, 50)", "percentiletdigest(total, 50.0)", "DOUBLE", 3.0),
     ("SUM(total * 2)", "sum(times(total,'2'))", "DOUBLE", 20.0),
     ("MAX((total - 1) / 2)", "max(divide(minus(total,'1'),'2'))", "DOUBLE", 1.5),
+    (
+        "COUNT(*) FILTER (WHERE total > 2.5)",
+        "count(*) FILTER(WHERE total > '2.5')",
+        "LONG",
+        2,
+    ),
+    (
+        "SUM(total) FILTER (WHERE status = 'PLACED_ORDER' AND version >= 1)",
+        "sum(total) FILTER(WHERE (status = 'PLACED_ORDER' AND version >= '1'))",
+        "DOUBLE",
+        10.0,
+    ),
+    (
+        "AVG(total) FILTER (WHERE version BETWEEN 1 AND 3)",
+        "avg(total) FILTER(WHERE version BETWEEN '1' AND '3')",
+        "DOUBLE",
+        2.5,
+    ),
 ]
 
 
