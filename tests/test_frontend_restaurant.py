@@ -356,3 +356,22 @@ async def test_new_pages_fit_a_phone_and_have_no_axe_violations(browser, asgi_se
 TABLES_CUT = """() => [...document.querySelectorAll('.table-wrap')]
   .filter(w => w.offsetParent !== null && w.scrollWidth > w.clientWidth + 1)
   .map(w => `${w.id}: ${w.scrollWidth} > ${w.clientWidth}`)"""
+
+
+async def test_the_operators_page_is_pushed_not_polled(page, pinot):
+    world = await _published(pinot, await _world())
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url) if "/api/v1/operations/" in r.url else None)
+    await sign_in(page, "ops", "pw-ops", "/operations/")
+    await expect(page.locator("#kpi-active .kpi-value")).to_have_text("2")
+    await expect(page.locator("#live-pill")).to_have_text("Live")
+    await page.wait_for_timeout(11_000)  # the old page polled every 10 s: now nothing changes
+    before = len(requests)
+    await page.wait_for_timeout(2_000)
+    assert len(requests) == before
+    # A new order anywhere: the figures follow within seconds, without a reload.
+    fresh = await database_sync_to_async(place)(world["alice"], world["curry"])
+    await pinot.apublish(order_event_of(fresh, 1))
+    await expect(page.locator("#kpi-active .kpi-value")).to_have_text("3", timeout=8_000)
+    assert len(requests) > before
+    assert page.js_errors == []
