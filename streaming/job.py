@@ -98,6 +98,8 @@ class Settings:
         default_factory=lambda: env_bool("STREAMING_FAIL_ON_DATA_LOSS", True)
     )
     spark_master: str = field(default_factory=lambda: env_str("SPARK_MASTER", "local[2]"))
+    #: Extra Spark settings, ``key=value`` pairs separated by ``;`` (tuning without a release).
+    spark_conf: str = field(default_factory=lambda: env_str("STREAMING_SPARK_CONF", ""))
     available_now: bool = False
 
     def __post_init__(self) -> None:
@@ -133,6 +135,10 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.adaptive.enabled", "false")
+        # The validation expressions derived from the contract make whole-stage methods
+        # too large for the JIT (HotSpot leaves methods over 8 KB of bytecode
+        # interpreted); per-operator code runs the plan about 2x faster (measured).
+        .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
@@ -146,6 +152,11 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )
+    for pair in filter(None, (p.strip() for p in settings.spark_conf.split(";"))):
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"STREAMING_SPARK_CONF: expected key=value, got {pair!r}")
+        builder = builder.config(key.strip(), value.strip())
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     # With a 100 ms trigger a 200 ms batch is normal, not news: our own one-line progress
