@@ -8,10 +8,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-.PHONY: run test install system-deps lint format tail bench clean
+# make run-prod: docker-compose.yml's topology as local processes (tracker/system/prod.py).
+.PHONY: run run-prod test install system-deps lint format tail bench clean
 
 run: install
 	$(PY) manage.py runsystem
+
+run-prod: install
+	$(PY) -m tracker.system.prod $(RUN_PROD_ARGS)
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
