@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
 # make run-prod: docker-compose.yml's topology as local processes (tracker/system/prod.py).
-.PHONY: run run-prod test install system-deps lint format tail bench clean
+.PHONY: run run-prod test test-backends install system-deps lint format tail bench clean
 
 run: install
 	$(PY) manage.py runsystem
@@ -17,8 +17,17 @@ run: install
 run-prod: install
 	$(PY) -m tracker.system.prod $(RUN_PROD_ARGS)
 
+# The tests of the production path run a second time on PostgreSQL and Redis (throwaway
+# servers: tracker/system/backends.py); test_production_path.py runs only there.
+BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/test_api_commands.py \
+	tests/test_api_tracking.py tests/test_live_push.py tests/test_pipeline_e2e.py tests/test_production_path.py
+
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+	PUSH_BRIDGE_EMBEDDED=true $(PY) -m tracker.system.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
+
+test-backends: install
+	PUSH_BRIDGE_EMBEDDED=true $(PY) -m tracker.system.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
 
 install: $(STAMP) $(SYSTEM_STAMP)
 	bash frontend/vendor.sh

@@ -29,6 +29,16 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_redis_cache(settings):
+    """On the production backends (REDIS_URL; see tracker/system/backends.py) the cache and
+    throttle counters live in one Redis for the session: each test starts with it empty."""
+    if settings.REDIS_URL:
+        from django.core.cache import cache
+
+        cache.clear()
+
+
 @pytest.fixture(scope="session")
 def kafka_broker():
     """A real Tansu broker on a free loopback port, shared by the session."""

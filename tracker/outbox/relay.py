@@ -15,7 +15,13 @@ Guarantees, and how:
   time so they are published again. The relay does this by itself when the
   broker comes back empty (the embedded broker keeps data in memory only).
 
-One relay process per database: it is the single writer of ``published_at``.
+**Several relays, one at a time.** Order across relays needs one publisher at a
+time: a relay that took rows 101-200 while another still flushes 1-100 could put
+an order's later event first. On PostgreSQL each batch runs in a transaction
+holding an advisory lock (``pg_try_advisory_xact_lock``) from reading the rows to
+stamping them, so extra relays are hot standbys that take over within a poll
+interval; ``SKIP LOCKED`` row claiming was rejected because it gives up exactly
+that per-order order. On SQLite (one machine, embedded mode) run one relay.
 """
 
 from __future__ import annotations
@@ -27,7 +33,13 @@ from datetime import datetime
 
 from confluent_kafka import KafkaException
 from django.conf import settings
-from django.db import DatabaseError, OperationalError, close_old_connections
+from django.db import (
+    DatabaseError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    transaction,
+)
 from django.db.models import F
 from django.utils import timezone
 
@@ -39,6 +51,8 @@ log = logging.getLogger(__name__)
 
 #: A topic only the relay creates; its absence means the broker lost its data.
 MARKER_TOPIC = "_outbox_relay_marker"
+#: The PostgreSQL advisory lock of the publishing relay (any constant; "outbox" in ASCII).
+ADVISORY_LOCK_KEY = 0x6F7574626F78
 
 
 class Relay:
@@ -58,6 +72,7 @@ class Relay:
         self._producer = None
         self._topics_ready = False
         self.published_total = 0
+        self.standby_batches = 0  # batches skipped because another relay was publishing
         self.outages = 0  # times the broker could not be reached or did not acknowledge
 
     @property
@@ -92,8 +107,24 @@ class Relay:
         """Publish the oldest unpublished rows; return how many the broker acknowledged.
 
         Raises KafkaException when any row of the batch was not acknowledged
-        (those rows stay unpublished and are retried by the caller).
+        (those rows stay unpublished and are retried by the caller). On PostgreSQL,
+        returns 0 at once while another relay holds the publishing lock.
         """
+        if connection.vendor != "postgresql":
+            failure = self._publish_rows()
+        else:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+                    if not cursor.fetchone()[0]:
+                        self.standby_batches += 1
+                        return 0
+                failure = self._publish_rows()
+        if isinstance(failure, KafkaException):
+            raise failure
+        return failure
+
+    def _publish_rows(self) -> int | KafkaException:
         rows = list(
             OutboxEvent.objects.filter(published_at__isnull=True)
             .order_by("id")
@@ -139,7 +170,8 @@ class Relay:
                     attempts=F("attempts") + 1,
                     last_error=errors.get(row.id, "not acknowledged in time")[:1000],
                 )
-            raise KafkaException(
+            # returned, not raised: the marks of the delivered rows must still commit
+            return KafkaException(
                 f"{len(failed)} of {len(rows)} outbox events not acknowledged: "
                 f"{next(iter(errors.values()), 'timeout')}"
             )
