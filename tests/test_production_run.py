@@ -93,6 +93,17 @@ def test_environments_are_compose_environments(plan, name):
     assert not [v for v in env.values() if any(h in v for h in hosts)]
 
 
+def test_spark_master_refuses_the_equals_form_that_compose_once_used():
+    """The first fault, measured: Master's parser exits 1 with its usage on `--host=...`."""
+    done = subprocess.run(
+        [str(prod.spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
+         "--host=127.0.0.1", "--port=0"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "SPARK_HOME": str(prod.spark_home())},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Usage: Master" in done.stdout + done.stderr
+
+
 def test_interpolation_follows_compose():
     v = {"A": "a", "EMPTY": ""}
     assert prod.interpolate("${A}-${B:-dflt}-${EMPTY:-x}-$${A}", v) == "a-dflt-x-${A}"
@@ -165,6 +176,17 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         assert cluster["status"] == "ALIVE" and cluster["aliveworkers"] == 1
         assert [a["name"] for a in cluster["activeapps"]] == ["ordertrack-streaming"]
         assert not (prod.spark_home() / "work").exists()
+        # ... as the image runs them: unprivileged, or at least unable to write SPARK_HOME
+        for name in ("spark-master", "spark-worker"):
+            pid = _child(run, name).process.pid
+            uid = int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+            mounts = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+            read_only = any(
+                line.split()[4] == os.path.realpath(prod.spark_home())
+                and line.split()[5].startswith("ro")
+                for line in mounts
+            )
+            assert uid != 0 or read_only, f"{name} runs as root with a writable SPARK_HOME"
         assert list((p.var / "lib" / "spark-work").iterdir()), "the worker used its --work-dir"
 
         web = f"http://127.0.0.1:{p.ports.web}"
@@ -215,7 +237,7 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
 
         # kill -9 every web worker mid-stream: the socket drops, uvicorn starts new workers,
         # and a reconnecting client gets the current state, then the following updates
-        web_master = run.app.children[[c.component.name for c in run.app.children].index("web")]
+        web_master = _child(run, "web")
         assert web_master.process is not None
         workers = _worker_pids(web_master.process.pid)
         assert len(workers) == 2
@@ -233,6 +255,10 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         sock.close()
         # nothing died on its own along the way (the web workers were respawned by uvicorn)
         assert not run.app.failed.is_set() and not run.infra.failed.is_set()
+
+
+def _child(run, name: str):
+    return next(c for c in run.app.children if c.component.name == name)
 
 
 def _try(fn):
