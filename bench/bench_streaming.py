@@ -9,10 +9,15 @@ book's peak (50 orders/min): 1x, 10x, 100x.
 
 Latency is measured per output record as (wall clock when the bench consumer
 receives it) - (its ``event_time``, which is the wall clock at which the source
-event was produced). Micro-batch durations come from the job's own progress
-lines. Prints a table and writes JSON to bench/results/.
+event was produced), and its p99 is also reported per 10-second window so a
+growing lag shows. Micro-batch durations come from the job's own progress lines.
 
-    .venv/bin/python bench/bench_streaming.py [--levels 1,10,100] [--state driver]
+``--baseline COMMIT`` runs that commit's job too (checked out into a temporary
+git worktree), level by level under the same load, so old and new are compared
+side by side in one run on one machine. Prints a table and writes JSON to
+bench/results/.
+
+    .venv/bin/python bench/bench_streaming.py [--levels 10,100] [--baseline 2fc5158]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
+from bench.common import process_tree_rss, write_result  # noqa: E402
 from tracker.core import geo  # noqa: E402
 from tracker.core.broker import EmbeddedBroker  # noqa: E402
 from tracker.core.conf import KafkaConfig  # noqa: E402
@@ -93,12 +99,17 @@ def order_placed(order_id: int) -> OrderPlaced:
 class Load:
     """Schedules every event of every order on a heap and publishes them when due."""
 
-    def __init__(self, rate_per_min: float, transit_s: int, seconds: float) -> None:
+    def __init__(
+        self, rate_per_min: float, transit_s: int, seconds: float, legacy: bool = False
+    ) -> None:
+        #: legacy: events as the contract was before ``placed_at`` (for a baseline commit).
+        self.legacy = legacy
         self.rate = rate_per_min / 60.0
         self.transit = transit_s
         self.seconds = seconds
         self.sent = 0
         self.last_time: dict[int, int] = {}
+        self.placed_at: dict[int, int] = {}
 
     def run(self, first_order_id: int) -> None:
         prod = producer(**{"linger.ms": 5})
@@ -118,7 +129,16 @@ class Load:
                 due, _, kind, oid, step = heapq.heappop(heap)
                 seq += 1
                 for event, follow in self._event(kind, oid, step, due):
-                    publish(prod, event)
+                    if self.legacy:
+                        body = json.loads(event.to_json())
+                        body.pop("placed_at", None)
+                        prod.produce(
+                            f"{os.environ['KAFKA_TOPIC_PREFIX']}{event.TOPIC}",
+                            key=event.key(),
+                            value=json.dumps(body, separators=(",", ":")).encode(),
+                        )
+                    else:
+                        publish(prod, event)
                     self.sent += 1
                     if follow is not None:
                         heapq.heappush(heap, (*follow[:1], seq, *follow[1:]))
@@ -137,12 +157,19 @@ class Load:
         t = max(now_ms(), self.last_time.get(oid, 0) + 1)
         self.last_time[oid] = t
         if kind == "placed":
-            yield order_placed(oid), (due + 2, "status", oid, 1)
+            placed = order_placed(oid)
+            self.placed_at[oid] = placed.event_time
+            yield placed, (due + 2, "status", oid, 1)
         elif kind == "status":
             status = LIFECYCLE[step]
             courier = oid % 50 + 1 if status in (OrderStatus.OUT_FOR_DELIVERY,) else None
             ev = OrderStatusChanged(
-                event_id=eid, event_time=t, order_id=oid, status=status.value, courier_id=courier
+                event_id=eid,
+                event_time=t,
+                order_id=oid,
+                placed_at=self.placed_at[oid],
+                status=status.value,
+                courier_id=courier,
             )
             if status is OrderStatus.OUT_FOR_DELIVERY:
                 yield ev, (due + 1, "gps", oid, 1)
@@ -155,7 +182,13 @@ class Load:
         else:
             lat, lon = geo.interpolate(*SHOP, *HOME, step / (self.transit + 1))
             ev = DeliveryLocation(
-                event_id=eid, event_time=t, order_id=oid, courier_id=oid % 50 + 1, lat=lat, lon=lon
+                event_id=eid,
+                event_time=t,
+                order_id=oid,
+                placed_at=self.placed_at[oid],
+                courier_id=oid % 50 + 1,
+                lat=lat,
+                lon=lon,
             )
             if step < self.transit:
                 yield ev, (due + 1, "gps", oid, step + 1)
@@ -194,17 +227,17 @@ class Latencies:
         return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
 
 
-def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
-    """One load level against a fresh job (fresh topics and checkpoint)."""
+def run_level(
+    args, multiple: int, bench_dir: Path, order_base: int, code: Path, label: str
+) -> dict:
+    """One load level against a fresh job of the code in ``code`` (fresh topics, checkpoint)."""
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     os.environ["KAFKA_TOPIC_PREFIX"] = prefix
     ensure_topics(config=KafkaConfig())
     env = {
         **os.environ,
-        "PYTHONPATH": str(BASE_DIR),
+        "PYTHONPATH": str(code),
         "STREAMING_CHECKPOINT_DIR": str(bench_dir / prefix / "checkpoint"),
-        "STREAMING_STATE": args.state,
-        "STREAMING_PYTHON_READER": args.reader,
         "STREAMING_TRIGGER_MS": str(args.trigger_ms),
         "STREAMING_SHUFFLE_PARTITIONS": str(args.shuffle_partitions),
     }
@@ -212,7 +245,7 @@ def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
     with open(log_path, "w") as log_file:
         job = subprocess.Popen(
             [sys.executable, "-m", "streaming"],
-            cwd=BASE_DIR,
+            cwd=code,
             env=env,
             stdout=subprocess.PIPE,
             stderr=log_file,
@@ -226,6 +259,7 @@ def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
         warm = producer()
         publish(warm, order_placed(order_base))
         warm.flush(10)
+        legacy = code != BASE_DIR
         started = time.monotonic()
         for line in job.stdout:
             if "streaming: ready" in line:
@@ -233,7 +267,7 @@ def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
             if time.monotonic() - started > 180:
                 raise TimeoutError("the job did not become ready")
         ready_after = time.monotonic() - started
-        load = Load(BOOK_PEAK_PER_MIN * multiple, args.transit, args.seconds)
+        load = Load(BOOK_PEAK_PER_MIN * multiple, args.transit, args.seconds, legacy)
         t0 = now_ms() + int(args.warmup * 1000)
         load.run(order_base + 1)
         t1 = now_ms()
@@ -249,6 +283,7 @@ def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
             for k, v in orders.items()
             if v != set(range(1, per_order + 1))
         }
+        rss = round(process_tree_rss(job.pid), 1)
     finally:
         latencies.stop.set()
         job.terminate()
@@ -264,8 +299,20 @@ def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
     steady = [d for b, rows, d in batches if b >= 3]
     rows = [r for b, r, _ in batches if b >= 3]
     all_lat = lat["orders_enriched"] + lat["delivery_statuses"]
+    windows = []
+    samples = [
+        (t, v)
+        for topic in ("orders_enriched", "delivery_statuses")
+        for t, v in latencies.samples[topic]
+        if t0 <= t < t1
+    ]
+    for start in range(t0, t1, 10_000):
+        window = [v for t, v in samples if start <= t < start + 10_000]
+        windows.append(pct(window, 99))
     return {
+        "code": label,
         "multiple": multiple,
+        "e2e_ms_p99_per_10s": windows,
         "orders_per_min": BOOK_PEAK_PER_MIN * multiple,
         "events_sent": load.sent,
         "events_per_s": round(load.sent / args.seconds, 1),
@@ -285,6 +332,7 @@ def run_level(args, multiple: int, bench_dir: Path, order_base: int) -> dict:
         "e2e_ms_max": max(all_lat) if all_lat else None,
         "delivery_status_ms_p50": pct(lat["delivery_statuses"], 50),
         "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
+        "rss_mib_at_end": rss,
     }
 
 
@@ -292,15 +340,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--levels", default="1,10,100", help="multiples of the book's peak")
-    parser.add_argument("--state", default="driver", choices=["driver", "spark"])
-    parser.add_argument("--reader", default="driver", choices=["driver", "partitioned"])
+    parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
+    parser.add_argument("--baseline", default=None, help="also run this commit's job, per level")
     parser.add_argument("--trigger-ms", type=int, default=100)
     parser.add_argument("--shuffle-partitions", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=40, help="load duration per level")
     parser.add_argument("--warmup", type=float, default=10, help="seconds not measured")
     parser.add_argument("--transit", type=int, default=20, help="GPS points per delivery")
-    parser.add_argument("--out", default=None, help="JSON path (default bench/results/...)")
     args = parser.parse_args()
 
     from tests.conftest import free_port
@@ -308,17 +354,39 @@ def main() -> int:
     os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
     broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
     bench_dir = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=BASE_DIR, capture_output=True, text=True
+    ).stdout.strip()
+    codes = [(f"new {head}", BASE_DIR)]
+    if args.baseline:
+        old = bench_dir / "baseline"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(old), args.baseline],
+            cwd=BASE_DIR,
+            check=True,
+            capture_output=True,
+        )
+        codes.insert(0, (f"old {args.baseline}", old))
     results = []
     try:
         for i, level in enumerate(int(x) for x in args.levels.split(",")):
-            result = run_level(args, level, bench_dir, order_base=(i + 1) * 10_000_000)
-            results.append(result)
-            print(json.dumps(result), flush=True)
+            for j, (label, code) in enumerate(codes):
+                base = (i * len(codes) + j + 1) * 10_000_000
+                result = run_level(args, level, bench_dir, base, code, label)
+                results.append(result)
+                print(json.dumps(result), flush=True)
     finally:
         broker.stop()
+        if args.baseline:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(bench_dir / "baseline")],
+                cwd=BASE_DIR,
+                capture_output=True,
+            )
         shutil.rmtree(bench_dir, ignore_errors=True)
 
     cols = [
+        ("code", "code"),
         ("x peak", "multiple"),
         ("ev/s", "events_per_s"),
         ("batches", "batches"),
@@ -327,27 +395,18 @@ def main() -> int:
         ("batch p90", "batch_ms_p90"),
         ("e2e p50", "e2e_ms_p50"),
         ("e2e p99", "e2e_ms_p99"),
-        ("gps p99", "delivery_status_ms_p99"),
+        ("complete", "orders_with_all_versions"),
+        ("orders", "orders_seen"),
+        ("RSS MiB", "rss_mib_at_end"),
     ]
-    print(f"\nreader={args.reader} state={args.state} trigger={args.trigger_ms}ms (times in ms)")
-    print(" | ".join(f"{h:>10}" for h, _ in cols))
+    print(f"\ntrigger={args.trigger_ms}ms, {args.seconds:.0f} s per level (times in ms)")
+    print(" | ".join(f"{h:>12}" for h, _ in cols))
     for r in results:
-        print(" | ".join(f"{str(r[k]):>10}" for _, k in cols))
-    out = (
-        Path(args.out)
-        if args.out
-        else (
-            BASE_DIR
-            / "bench"
-            / "results"
-            / f"streaming-{args.reader}-reader-{args.state}-state-trigger{args.trigger_ms}ms.json"
-        )
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
+        print(" | ".join(f"{str(r[k]):>12}" for _, k in cols))
+        print(f"{'':>12}   e2e p99 per 10 s: {r['e2e_ms_p99_per_10s']}")
+    settings = {
         "machine_cpus": os.cpu_count(),
-        "reader": args.reader,
-        "state": args.state,
+        "baseline": args.baseline,
         "trigger_ms": args.trigger_ms,
         "shuffle_partitions": args.shuffle_partitions,
         "seconds_per_level": args.seconds,
@@ -355,8 +414,8 @@ def main() -> int:
         "transit_points": args.transit,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    out.write_text(json.dumps({"settings": meta, "results": results}, indent=2) + "\n")
-    print(f"wrote {out}")
+    path = write_result("streaming-old-vs-new", {"settings": settings, "results": results})
+    print(f"wrote {path}")
     return 0
 
 

@@ -1,5 +1,5 @@
-"""Spark Structured Streaming job: joins orders, statuses and courier points per order.
+"""The PySpark Structured Streaming job: joins orders, statuses and courier points by order.
 
-``python -m streaming`` runs it (see :mod:`streaming.__main__`); the join rules
-live in :mod:`streaming.join` as a pure function, unit-tested without Spark.
+:mod:`streaming.enrich` is the plan (Spark operators only), :mod:`streaming.job`
+runs it, :mod:`streaming.connector` is the embedded mode's Kafka connector.
 """

@@ -1,37 +1,31 @@
-"""The streaming job: three source topics in, enriched topics out, with durable state.
+"""The streaming job: three source topics in, enriched topics out, state in Spark.
 
-Pipeline (same for both connectors)::
+Pipeline, one path for both connectors::
 
-    orders, order_statuses, delivery_locations   (Kafka source: python data source or native)
-        -> foreachBatch: parse + join (streaming.join, pure) against keyed state
-        -> orders_enriched, delivery_statuses, order_items_enriched, dead_letters (confluent-kafka)
+    orders, order_statuses, delivery_locations        (Kafka source, read by executors)
+      -> streaming.enrich.outputs: parse, validate, join by order (RocksDB state store)
+      -> foreachBatch: batch write of (topic, key, value) rows by executors
+      -> orders_enriched, delivery_statuses, order_items_enriched, dead_letters
 
-Two state strategies share the join function (``STREAMING_STATE``):
-
-* ``driver`` (default, fastest measured): state in the driver, changelog in
-  SQLite in the checkpoint directory (see :mod:`streaming.state`);
-* ``spark``: ``applyInPandasWithState`` grouped by order id, state in Spark's
-  state store (RocksDB with changelog checkpointing). Scales past one driver,
-  but measured 3-4x slower per micro-batch on 2 cores (bench/results/streaming-*).
+The embedded mode and production differ only in the connector
+(``STREAMING_KAFKA_CONNECTOR``: our Python data source here, Spark's native
+``kafka`` format in production) and the master URL (``SPARK_MASTER``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import threading
-import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracker.core.conf import BASE_DIR, env_int, env_str, kafka_config, var_dir
-from tracker.core.events import SOURCE_TOPICS, Topic, now_ms, topic_name
+from tracker.core.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
+from tracker.core.events import SOURCE_TOPICS, Topic, topic_name
 
-from . import join
+from . import enrich
 
 log = logging.getLogger("streaming")
 
@@ -39,7 +33,32 @@ READY_LINE = "streaming: ready"
 
 
 def _default_checkpoint_dir() -> str:
-    return str(var_dir() / "checkpoints" / "streaming")
+    # Not "streaming": the driver-state job that wrote there had another plan and state.
+    return str(var_dir() / "checkpoints" / "stream-join")
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint's offsets and its join state do not belong together."""
+
+
+def check_checkpoint(checkpoint_dir: str | Path) -> None:
+    """Refuse a checkpoint whose committed batches and state store disagree.
+
+    Resuming committed offsets with no state would treat every open order as new
+    (half-empty records, lost status times); state without offsets would be
+    applied to a replay from the start. Either way the fix is a rebuild.
+    """
+    spark_dir = Path(checkpoint_dir) / "spark"
+    committed = any((spark_dir / "commits").glob("[0-9]*"))
+    state = (spark_dir / "state").is_dir() and any((spark_dir / "state").iterdir())
+    if committed == state:
+        return
+    found = "committed batches but no join state" if committed else "join state but no commits"
+    raise CheckpointError(
+        f"streaming: checkpoint {spark_dir} has {found}; it cannot be resumed. "
+        "Rebuild from the topics: stop the job, delete that directory "
+        "(STREAMING_CHECKPOINT_DIR) and start again, or run `python -m streaming --reprocess`."
+    )
 
 
 @dataclass(frozen=True)
@@ -52,9 +71,6 @@ class Settings:
         default_factory=lambda: env_str("STREAMING_OUTPUT_PREFIX", kafka_config().topic_prefix)
     )
     connector: str = field(default_factory=lambda: env_str("STREAMING_KAFKA_CONNECTOR", "python"))
-    #: python connector only: "partitioned" (one Spark task per Kafka partition) or "driver".
-    python_reader: str = field(default_factory=lambda: env_str("STREAMING_PYTHON_READER", "driver"))
-    state: str = field(default_factory=lambda: env_str("STREAMING_STATE", "driver"))
     checkpoint_dir: str = field(
         default_factory=lambda: env_str("STREAMING_CHECKPOINT_DIR", _default_checkpoint_dir())
     )
@@ -62,14 +78,24 @@ class Settings:
     shuffle_partitions: int = field(
         default_factory=lambda: env_int("STREAMING_SHUFFLE_PARTITIONS", 2)
     )
+    #: python connector: input partitions per micro-batch (each is one Python task).
+    source_partitions: int = field(
+        default_factory=lambda: env_int("STREAMING_SOURCE_PARTITIONS", 2)
+    )
     starting_offsets: str = field(
         default_factory=lambda: env_str("STREAMING_STARTING_OFFSETS", "earliest")
     )
-    buffer_ttl_ms: int = field(
-        default_factory=lambda: env_int("STREAMING_BUFFER_TTL_MS", join.DEFAULT_BUFFER_TTL_MS)
+    #: How long after its placement an order's join state is kept (watermark delay).
+    retention: str = field(
+        default_factory=lambda: env_str("STREAMING_ORDER_RETENTION", enrich.DEFAULT_RETENTION)
     )
-    done_ttl_ms: int = field(
-        default_factory=lambda: env_int("STREAMING_DONE_TTL_MS", join.DEFAULT_DONE_TTL_MS)
+    #: Upper bound of records read per micro-batch (0: no bound).
+    max_offsets_per_trigger: int = field(
+        default_factory=lambda: env_int("STREAMING_MAX_OFFSETS_PER_TRIGGER", 100_000)
+    )
+    #: native connector: fail when offsets were lost (deleted, reset) instead of skipping.
+    fail_on_data_loss: bool = field(
+        default_factory=lambda: env_bool("STREAMING_FAIL_ON_DATA_LOSS", True)
     )
     spark_master: str = field(default_factory=lambda: env_str("SPARK_MASTER", "local[2]"))
     available_now: bool = False
@@ -79,22 +105,14 @@ class Settings:
             raise ValueError(
                 f"STREAMING_KAFKA_CONNECTOR must be python or native: {self.connector}"
             )
-        if self.python_reader not in ("partitioned", "driver"):
-            raise ValueError(
-                f"STREAMING_PYTHON_READER must be partitioned or driver: {self.python_reader}"
-            )
-        if self.state not in ("driver", "spark"):
-            raise ValueError(f"STREAMING_STATE must be driver or spark: {self.state}")
 
     @property
     def source_topics(self) -> list[str]:
         return [topic_name(t, self.input_prefix) for t in SOURCE_TOPICS]
 
-    def logical_topic(self, physical: str) -> Topic:
-        return Topic(physical[len(self.input_prefix) :])
-
-    def output_topic(self, topic: Topic) -> str:
-        return topic_name(topic, self.output_prefix)
+    @property
+    def kafka_format(self) -> str:
+        return "ordertrack_kafka" if self.connector == "python" else "kafka"
 
 
 # ------------------------------------------------------------------------------ Spark
@@ -118,6 +136,8 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
+        # Executors (on a cluster: other processes, other machines) import the same code.
+        .config("spark.executorEnv.PYTHONPATH", str(BASE_DIR))
         .config("spark.ui.showConsoleProgress", "false")
         .config(
             "spark.sql.streaming.stateStore.providerClass",
@@ -136,312 +156,70 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         jvm.org.apache.logging.log4j.Level.ERROR,
     )
     if settings.connector == "python":
-        from .kafka_source import KafkaDataSource, KafkaDriverDataSource
+        from .connector import KafkaDataSource
 
         spark.dataSource.register(KafkaDataSource)
-        spark.dataSource.register(KafkaDriverDataSource)
     return spark
 
 
-def source_frame(spark: Any, settings: Settings, starting_offsets: str | None = None) -> Any:
-    """The union of the three source topics with the native Kafka source's columns."""
-    fmt = {
-        ("python", "partitioned"): "ordertrack_kafka",
-        ("python", "driver"): "ordertrack_kafka_driver",
-    }.get((settings.connector, settings.python_reader), "kafka")
+def source_frame(spark: Any, settings: Settings) -> Any:
+    """The three source topics with the native Kafka source's columns."""
     reader = (
-        spark.readStream.format(fmt)
+        spark.readStream.format(settings.kafka_format)
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("subscribe", ",".join(settings.source_topics))
-        .option("startingOffsets", starting_offsets or settings.starting_offsets)
+        .option("startingOffsets", settings.starting_offsets)
     )
-    if settings.connector == "native":
-        # Same latency rules as the python source: short fetch waits, no data loss surprises.
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    if settings.connector == "python":
+        reader = reader.option("numPartitions", str(settings.source_partitions))
+    else:
         reader = (
             reader.option("kafka.fetch.max.wait.ms", "5")
-            .option("failOnDataLoss", "false")
+            .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
             .option("kafka.group.id", "ordertrack-spark-source")
         )
     return reader.load().select("key", "value", "topic", "partition", "offset", "timestamp")
 
 
-# ------------------------------------------------------------------------------ sink
-
-
-class SinkError(RuntimeError):
-    """Some outputs were not acknowledged: the micro-batch must fail and be re-run."""
-
-
-class KafkaSink:
-    """Produce join outputs with confluent-kafka; :meth:`flush` fails on anything undelivered."""
+class BatchWriter:
+    """foreachBatch: one batch write of the micro-batch's outputs, done by the executors."""
 
     def __init__(self, settings: Settings) -> None:
-        from tracker.core.conf import KafkaConfig
-        from tracker.core.kafka import producer
-
         self.settings = settings
-        self._producer = producer(
-            KafkaConfig(bootstrap_servers=settings.bootstrap_servers),
-            **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
-        )
-        self._failures: list[str] = []
-        self._topics = {t: settings.output_topic(t) for t in Topic}
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._failures.append(f"{msg.topic()}: {err}")
-
-    def send(self, outputs: Iterable[join.Output]) -> int:
-        count = 0
-        for out in outputs:
-            while True:
-                try:
-                    self._producer.produce(
-                        self._topics[out.topic],
-                        key=out.key,
-                        value=out.value,
-                        on_delivery=self._on_delivery,
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
-            count += 1
-        return count
-
-    def close(self) -> None:
-        """Deliver what is queued and drop the client (librdkafka threads stop with it)."""
-        if self._producer is not None:
-            self._producer.flush(10)
-            self._producer = None
-
-    def flush(self, timeout: float = 30.0) -> None:
-        remaining = self._producer.flush(timeout)
-        failures, self._failures = self._failures, []
-        if remaining or failures:
-            raise SinkError(
-                f"{remaining} outputs undelivered after {timeout}s, {len(failures)} failed: "
-                + "; ".join(failures[:3])
-            )
-
-
-# ------------------------------------------------------------------------------ batches
-
-
-@dataclass
-class BatchStats:
-    batch_id: int
-    rows: int = 0
-    outputs: int = 0
-    dead_letters: int = 0
-    join_ms: float = 0.0
-    sink_ms: float = 0.0
-    lag_ms: int | None = None
-    skipped: bool = False
-
-
-def _ts_ms(ts: Any) -> int:
-    return int(ts.timestamp() * 1000) if ts is not None else 0
-
-
-class DriverStateBatches:
-    """foreachBatch handler for ``STREAMING_STATE=driver`` (see :mod:`streaming.state`)."""
-
-    def __init__(self, settings: Settings, sink: KafkaSink) -> None:
-        from .state import DriverStateStore
-
-        self.settings = settings
-        self.sink = sink
-        self.store = DriverStateStore(Path(settings.checkpoint_dir) / "driver-state.sqlite")
-        self.stats: dict[int, BatchStats] = {}
-        self._last_expiry_scan = 0.0
-
-    def close(self) -> None:
-        self.sink.close()
-        self.store.close()
-
-    def _expiry_candidates(self, now: int) -> list[int]:
-        if time.monotonic() - self._last_expiry_scan < 1.0:
-            return []
-        self._last_expiry_scan = time.monotonic()
-        ttl = {
-            "buffer_ttl_ms": self.settings.buffer_ttl_ms,
-            "done_ttl_ms": self.settings.done_ttl_ms,
-        }
-        out = []
-        for order_id, st in self.store.states.items():
-            expiry = join.next_expiry(st, **ttl)
-            if expiry is not None and expiry <= now:
-                out.append(order_id)
-        return out
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        stats = BatchStats(batch_id)
-        self.stats[batch_id] = stats
-        if batch_id <= self.store.last_batch_id:
-            stats.skipped = True  # applied and flushed before a crash; Spark is re-running it
-            log.info("batch %d already applied to the state; skipping its re-run", batch_id)
-            return
-        rows = df.collect()
-        started = time.perf_counter()
-        now = now_ms()
-        records = [
-            join.SourceRecord(
-                topic=self.settings.logical_topic(r.topic),
-                partition=r.partition,
-                offset=r.offset,
-                key=bytes(r.key) if r.key is not None else None,
-                value=bytes(r.value) if r.value is not None else None,
-                timestamp=_ts_ms(r.timestamp),
-            )
-            for r in rows
-        ]
-        result = join.process_batch(
-            self.store.states,
-            records,
-            now,
-            buffer_ttl_ms=self.settings.buffer_ttl_ms,
-            done_ttl_ms=self.settings.done_ttl_ms,
-            expiry_candidates=self._expiry_candidates(now),
-        )
-        stats.rows = len(records)
-        stats.join_ms = (time.perf_counter() - started) * 1000
-        started = time.perf_counter()
-        stats.outputs = self.sink.send(result.outputs)
-        self.sink.flush()
-        stats.sink_ms = (time.perf_counter() - started) * 1000
-        stats.dead_letters = sum(1 for o in result.outputs if o.topic is Topic.DEAD_LETTERS)
-        self.store.commit(batch_id, result.states)
-        stamps = [r.timestamp for r in records if r.timestamp]
-        stats.lag_ms = now_ms() - min(stamps) if stamps else None
-
-
-def _spark_state_function(settings: Settings):
-    """The ``applyInPandasWithState`` function: the same pure join, state as one JSON column."""
-    ttl = {"buffer_ttl_ms": settings.buffer_ttl_ms, "done_ttl_ms": settings.done_ttl_ms}
-    input_prefix = settings.input_prefix
-
-    def fn(key: tuple, pdfs: Iterator[Any], gstate: Any) -> Iterator[Any]:
-        import pandas as pd
-
-        now = now_ms()
-        state = json.loads(gstate.get[0]) if gstate.exists else None
-        outputs: list[join.Output] = []
-        if gstate.hasTimedOut:
-            result = join.expire_only(state, now, **ttl)
-        else:
-            parsed: list[join.ParsedEvent] = []
-            for pdf in pdfs:
-                for r in pdf.itertuples(index=False):
-                    rec = join.SourceRecord(
-                        topic=Topic(r.topic[len(input_prefix) :]),
-                        partition=int(r.partition),
-                        offset=int(r.offset),
-                        key=r.key,
-                        value=r.value,
-                    )
-                    p = join.parse_record(rec)
-                    if isinstance(p, join.Output):
-                        outputs.append(p)
-                    elif p.event.order_id != key[0]:
-                        outputs.append(join.dead_letter(rec, "message key is not the order_id"))
-                    else:
-                        parsed.append(p)
-            result = join.apply_events(state, parsed, now, **ttl)
-        outputs.extend(result.outputs)
-        if result.state is None:
-            if gstate.exists:
-                gstate.remove()
-        else:
-            gstate.update((json.dumps(result.state, separators=(",", ":")),))
-            expiry = join.next_expiry(result.state, **ttl)
-            if expiry is not None:
-                gstate.setTimeoutDuration(max(expiry - now, 1))
-        yield pd.DataFrame(
-            {
-                "out_topic": [o.topic.value for o in outputs],
-                "out_key": [o.key for o in outputs],
-                "out_value": [o.value for o in outputs],
-            }
+        (
+            df.write.format(self.settings.kafka_format)
+            .option("kafka.bootstrap.servers", self.settings.bootstrap_servers)
+            .mode("append")
+            .save()
         )
 
-    return fn
 
-
-class SparkStateBatches:
-    """foreachBatch handler for ``STREAMING_STATE=spark``: produce what the state operator emitted."""
-
-    def __init__(self, settings: Settings, sink: KafkaSink) -> None:
-        self.settings = settings
-        self.sink = sink
-        self.stats: dict[int, BatchStats] = {}
-
-    def close(self) -> None:
-        self.sink.close()
-
-    def __call__(self, df: Any, batch_id: int) -> None:
-        stats = BatchStats(batch_id)
-        self.stats[batch_id] = stats
-        started = time.perf_counter()
-        rows = df.collect()
-        stats.join_ms = (time.perf_counter() - started) * 1000
-        outputs = [join.Output(Topic(r.out_topic), r.out_key, bytes(r.out_value)) for r in rows]
-        started = time.perf_counter()
-        stats.outputs = self.sink.send(outputs)
-        self.sink.flush()
-        stats.sink_ms = (time.perf_counter() - started) * 1000
-        stats.dead_letters = sum(1 for o in outputs if o.topic is Topic.DEAD_LETTERS)
-
-
-def start_query(spark: Any, settings: Settings) -> tuple[Any, Any]:
-    """Start the streaming query; returns (query, batch handler)."""
+def start_query(spark: Any, settings: Settings) -> Any:
+    """Ensure the topics, then start the streaming query."""
     from tracker.core.kafka import ensure_topics
 
-    ensure_topics(
-        [Topic(t) for t in Topic],
-        config=replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers),
-    )
-    if settings.output_prefix != settings.input_prefix:
+    for prefix in {settings.input_prefix, settings.output_prefix}:
         ensure_topics(
-            [Topic(t) for t in Topic],
+            list(Topic),
             config=replace(
-                kafka_config(),
-                bootstrap_servers=settings.bootstrap_servers,
-                topic_prefix=settings.output_prefix,
+                kafka_config(), bootstrap_servers=settings.bootstrap_servers, topic_prefix=prefix
             ),
         )
     Path(settings.checkpoint_dir).mkdir(parents=True, exist_ok=True)
-    sink = KafkaSink(settings)
-    frame = source_frame(spark, settings)
-    handler: Any
-    if settings.state == "driver":
-        spark_offsets = Path(settings.checkpoint_dir) / "spark" / "offsets"
-        state_db = Path(settings.checkpoint_dir) / "driver-state.sqlite"
-        if state_db.exists() and not spark_offsets.exists():
-            # The state belongs to a Spark checkpoint that is gone: batch ids restart at 0,
-            # so keeping it would skip new batches as "already applied".
-            log.warning("streaming: Spark checkpoint missing; discarding orphan %s", state_db)
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{state_db}{suffix}").unlink(missing_ok=True)
-        handler = DriverStateBatches(settings, sink)
-        stream = frame
-    else:
-        from pyspark.sql import functions as F
-        from pyspark.sql.streaming.state import GroupStateTimeout
-
-        handler = SparkStateBatches(settings, sink)
-        keyed = frame.withColumn(
-            "order_id", F.coalesce(F.expr("try_cast(cast(key as string) as bigint)"), F.lit(-1))
-        )
-        stream = keyed.groupBy("order_id").applyInPandasWithState(
-            _spark_state_function(settings),
-            outputStructType="out_topic string, out_key binary, out_value binary",
-            stateStructType="state string",
-            outputMode="update",
-            timeoutConf=GroupStateTimeout.ProcessingTimeTimeout,
-        )
+    check_checkpoint(settings.checkpoint_dir)
+    stream = enrich.outputs(
+        source_frame(spark, settings),
+        input_prefix=settings.input_prefix,
+        output_prefix=settings.output_prefix,
+        retention=settings.retention,
+    )
     writer = (
-        stream.writeStream.foreachBatch(handler)
-        .outputMode("append" if settings.state == "driver" else "update")
+        stream.writeStream.foreachBatch(BatchWriter(settings))
+        .outputMode("update")
         .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "spark"))
         .queryName("ordertrack_enrich")
     )
@@ -449,43 +227,45 @@ def start_query(spark: Any, settings: Settings) -> tuple[Any, Any]:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{settings.trigger_ms} milliseconds")
-    return writer.start(), handler
+    return writer.start()
 
 
-def progress_line(progress: dict[str, Any], stats: BatchStats | None) -> str:
-    """One log line per micro-batch: rows, durations, lag."""
-    durations = progress["durationMs"] or {}
+def progress_line(progress: dict[str, Any]) -> str:
+    """One log line per micro-batch: rows, where the time went, state size."""
+    durations = progress.get("durationMs") or {}
     parts = [
         f"batch={progress['batchId']}",
         f"rows={progress['numInputRows']}",
         f"duration_ms={durations.get('triggerExecution', 0)}",
         f"add_batch_ms={durations.get('addBatch', 0)}",
+        f"latest_offset_ms={durations.get('latestOffset', 0)}",
         f"wal_ms={durations.get('walCommit', 0)}",
         f"commit_ms={durations.get('commitOffsets', 0)}",
     ]
-    if stats is not None:
+    for op in progress.get("stateOperators") or []:
         parts += [
-            f"outputs={stats.outputs}",
-            f"dead_letters={stats.dead_letters}",
-            f"join_ms={stats.join_ms:.1f}",
-            f"sink_ms={stats.sink_ms:.1f}",
+            f"state_rows={op.get('numRowsTotal')}",
+            f"state_updated={op.get('numRowsUpdated')}",
+            f"state_dropped_late={op.get('numRowsDroppedByWatermark')}",
+            f"state_commit_ms={op.get('commitTimeMs')}",
         ]
-        if stats.lag_ms is not None:
-            parts.append(f"lag_ms={stats.lag_ms}")
-        if stats.skipped:
-            parts.append("skipped=replayed")
     return "streaming: " + " ".join(parts)
 
 
 def run(settings: Settings, stop: threading.Event | None = None) -> int:
     """Run until stopped (or until caught up, with ``available_now``); return an exit code."""
     stop = stop or threading.Event()
+    try:
+        check_checkpoint(settings.checkpoint_dir)
+    except CheckpointError as exc:
+        log.error("%s", exc)
+        return 2
     spark = spark_session(settings)
-    query, handler = start_query(spark, settings)
+    query = start_query(spark, settings)
     log.info(
-        "streaming: started connector=%s state=%s checkpoint=%s trigger=%s",
+        "streaming: started connector=%s master=%s checkpoint=%s trigger=%s",
         settings.connector,
-        settings.state,
+        settings.spark_master,
         settings.checkpoint_dir,
         "availableNow" if settings.available_now else f"{settings.trigger_ms}ms",
     )
@@ -495,13 +275,11 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     def drain(progresses: list[Any]) -> None:
         nonlocal last_batch, ready
         for progress in progresses:
-            batch_id = progress["batchId"]
-            if batch_id <= last_batch:
+            if progress["batchId"] <= last_batch:
                 continue
-            last_batch = batch_id
-            stats = handler.stats.pop(batch_id, None)
-            if progress["numInputRows"] or stats is not None:
-                log.info("%s", progress_line(progress, stats))
+            last_batch = progress["batchId"]
+            if progress["numInputRows"]:
+                log.info("%s", progress_line(progress))
             if not ready:
                 ready = True
                 print(READY_LINE, flush=True)
@@ -511,8 +289,6 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
             last = query.lastProgress
             if last is not None and last["batchId"] > last_batch:
                 drain(query.recentProgress)
-            if len(handler.stats) > 200:
-                handler.stats = {k: v for k, v in handler.stats.items() if k > last_batch}
             stop.wait(0.05)
         drain(query.recentProgress)
         if query.exception() is not None:
@@ -524,4 +300,3 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     finally:
         if query.isActive:
             query.stop()
-        handler.close()

@@ -30,9 +30,9 @@ def spark(kafka_broker):
 def run_stream(spark, kafka_topics, tmp_path):
     """Run the job once over what is in the test's topics (``availableNow``).
 
-    Returns a callable ``run(checkpoint=None, **settings) -> handler``; the
-    default checkpoint directory is shared by calls within one test so restarts
-    resume from it.
+    Returns a callable ``run(checkpoint=None, **settings)``; the default
+    checkpoint directory is shared by calls within one test so restarts resume
+    from it.
     """
     from streaming.job import Settings, start_query
 
@@ -43,7 +43,7 @@ def run_stream(spark, kafka_topics, tmp_path):
             available_now=True,
             **overrides,
         )
-        query, handler = start_query(spark, settings)
+        query = start_query(spark, settings)
         try:
             query.awaitTermination(120)
             if query.exception() is not None:
@@ -52,7 +52,5 @@ def run_stream(spark, kafka_topics, tmp_path):
         finally:
             if query.isActive:
                 query.stop()
-            handler.close()
-        return handler
 
     return run

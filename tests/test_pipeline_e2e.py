@@ -34,7 +34,7 @@ def live_pipeline(spark, pinot, tmp_path):
     """Relay thread + a continuous Spark query + the Pinot stand-in, on this test's topics."""
     from streaming.job import Settings, start_query
 
-    query, handler = start_query(
+    query = start_query(
         spark, replace(Settings(), checkpoint_dir=str(tmp_path / "checkpoint"), available_now=False)
     )
     stop = threading.Event()
@@ -44,7 +44,6 @@ def live_pipeline(spark, pinot, tmp_path):
     stop.set()
     relay.join(10)
     query.stop()
-    handler.close()
 
 
 def _people() -> dict:

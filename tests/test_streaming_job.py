@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -11,12 +12,12 @@ from collections import Counter
 
 import pytest
 
-from streaming import join
-from streaming.kafka_source import KafkaPartition, KafkaStreamReader
-from tests.test_streaming_join import T0, full_lifecycle, placed, point, status
+from streaming.connector import KafkaRange, KafkaStreamReader, read_ranges
+from streaming.job import CheckpointError
+from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 from tracker.core.conf import BASE_DIR
 from tracker.core.events import OrderStatus, Topic, topic_name
-from tracker.core.kafka import producer, publish, read_topic
+from tracker.core.kafka import consumer, producer, publish, read_topic
 
 
 def send(events, *, raw: list[tuple[Topic, bytes]] = ()) -> None:
@@ -33,45 +34,30 @@ def outputs(topic: Topic) -> list[dict]:
     return [json.loads(r.value) for r in read_topic(topic, idle_timeout=0.5)]
 
 
-def expected(events) -> dict[Topic, list[dict]]:
-    """What the pure join emits for ``events`` fed as one batch (ids/times are deterministic)."""
-    recs = [join.SourceRecord(e.TOPIC, 0, i, e.key(), e.to_json()) for i, e in enumerate(events)]
-    result = join.process_batch({}, recs, 0)
-    out: dict[Topic, list[dict]] = {}
-    for o in result.outputs:
-        out.setdefault(o.topic, []).append(o.decoded())
+def latest(rows: list[dict]) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for r in rows:
+        if r["version"] > out.get(r["order_id"], {"version": 0})["version"]:
+            out[r["order_id"]] = r
     return out
 
 
-def by_key(rows: list[dict], *fields: str) -> dict[tuple, dict]:
-    return {tuple(r[f] for f in fields): r for r in rows}
-
-
 @pytest.mark.spark
-@pytest.mark.parametrize("reader", ["driver", "partitioned"])
-def test_events_in_exact_enriched_records_out_and_restart_loses_nothing(
-    run_stream, kafka_topics, reader
-):
+def test_stream_outputs_equal_the_batch_plan_and_a_restart_loses_nothing(spark, run_stream):
     first = full_lifecycle(order_id=101) + [
         placed(102),
         status(OrderStatus.ORDER_CONFIRMED, T0 + 5, 102),
     ]
     bad = b'{"schema_version": 1, "order_id": "x"}'
     send(first, raw=[(Topic.ORDER_STATUSES, bad)])
-    run_stream(python_reader=reader)
+    run_stream()
 
+    want = run_batch(spark, first)
     enriched = outputs(Topic.ORDERS_ENRICHED)
-    want = expected(first)
-    assert by_key(enriched, "order_id", "version") == by_key(
-        want[Topic.ORDERS_ENRICHED], "order_id", "version"
-    )
-    last_101 = max((e for e in enriched if e["order_id"] == 101), key=lambda e: e["version"])
-    assert last_101["status"] == "DELIVERED" and last_101["delivered_at"] is not None
-    deliveries = outputs(Topic.DELIVERY_STATUSES)
-    assert by_key(deliveries, "order_id", "version") == by_key(
-        want[Topic.DELIVERY_STATUSES], "order_id", "version"
-    )
-    assert len(deliveries) == 3
+    # One micro-batch held everything: exactly the batch plan's records.
+    assert sorted(map(json.dumps, enriched)) == sorted(map(json.dumps, want[Topic.ORDERS_ENRICHED]))
+    assert latest(enriched)[101]["status"] == "DELIVERED"
+    assert outputs(Topic.DELIVERY_STATUSES) == want[Topic.DELIVERY_STATUSES] == []  # delivered
     items = outputs(Topic.ORDER_ITEMS_ENRICHED)
     assert sorted((i["order_id"], i["line"]) for i in items) == [
         (101, 1),
@@ -82,28 +68,26 @@ def test_events_in_exact_enriched_records_out_and_restart_loses_nothing(
     (dead,) = outputs(Topic.DEAD_LETTERS)
     assert dead["source_topic"] == "order_statuses" and "event_id" in dead["reason"]
 
-    # Restart on the same checkpoint with new input: resumes, no loss, no new duplicates.
+    # Restart on the same checkpoint with new input: the state was kept.
     second = [
         status(OrderStatus.BEING_PREPARED, T0 + 10, 102),
         status(OrderStatus.ORDER_CONFIRMED, T0 + 5, 102),  # duplicate of an old event
         placed(103),
     ]
     send(second)
-    run_stream(python_reader=reader)
+    run_stream()
     enriched = outputs(Topic.ORDERS_ENRICHED)
     counts = Counter((e["order_id"], e["version"]) for e in enriched)
     assert max(counts.values()) == 1, "an (order_id, version) was emitted twice"
-    latest = {}
-    for e in enriched:
-        if e["version"] > latest.get(e["order_id"], {"version": 0})["version"]:
-            latest[e["order_id"]] = e
-    assert latest[102]["status"] == "BEING_PREPARED" and latest[102]["version"] == 3
-    assert latest[103]["version"] == 1
+    now = latest(enriched)
+    assert now[102]["status"] == "BEING_PREPARED" and now[102]["version"] == 4
+    assert now[102]["order_confirmed_at"] == T0 + 5
+    assert now[103]["version"] == 1
     assert len(outputs(Topic.ORDER_ITEMS_ENRICHED)) == 6
 
     # A third run with nothing new emits nothing.
     before = len(enriched)
-    run_stream(python_reader=reader)
+    run_stream()
     assert len(outputs(Topic.ORDERS_ENRICHED)) == before
 
 
@@ -116,8 +100,7 @@ def test_batches_split_across_runs_match_one_batch(run_stream, kafka_topics):
     assert outputs(Topic.ORDERS_ENRICHED) == []
     send([evs[0]])  # the order arrives last
     run_stream()
-    enriched = outputs(Topic.ORDERS_ENRICHED)
-    (only,) = enriched
+    (only,) = outputs(Topic.ORDERS_ENRICHED)
     assert only["status"] == "DELIVERED" and only["version"] == len(evs)
     assert only["location_time"] == max(
         e.event_time for e in evs if e.TOPIC is Topic.DELIVERY_LOCATIONS
@@ -126,13 +109,34 @@ def test_batches_split_across_runs_match_one_batch(run_stream, kafka_topics):
 
 def test_source_replays_a_partition_whose_topic_was_reset():
     """A checkpoint offset beyond the true end means the in-memory broker restarted."""
-    reader = KafkaStreamReader.__new__(KafkaStreamReader)
-    parts = reader.partitions({"t": {"0": 50, "1": 5}}, {"t": {"0": 20, "1": 9}})
-    assert [(p.partition, p.start, p.end) for p in parts] == [(0, 0, 20), (1, 5, 9)]
-    assert all(isinstance(p, KafkaPartition) for p in parts)
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": "unused", "subscribe": "t"})
+    ranges = [
+        (r.partition, r.start, r.end)
+        for p in reader.partitions({"t": {"0": 50, "1": 5}}, {"t": {"0": 20, "1": 9}})
+        for r in p.ranges
+    ]
+    assert sorted(ranges) == [(0, 0, 20), (1, 5, 9)]
     # New partitions start at 0; empty ranges are skipped.
-    parts = reader.partitions({"t": {"0": 3}}, {"t": {"0": 3, "1": 2}})
-    assert [(p.partition, p.start, p.end) for p in parts] == [(1, 0, 2)]
+    ranges = [
+        (r.partition, r.start, r.end)
+        for p in reader.partitions({"t": {"0": 3}}, {"t": {"0": 3, "1": 2}})
+        for r in p.ranges
+    ]
+    assert ranges == [(1, 0, 2)]
+
+
+def test_source_packs_partitions_into_few_even_tasks():
+    reader = KafkaStreamReader(
+        {"kafka.bootstrap.servers": "unused", "subscribe": "a,b,c", "numPartitions": "2"}
+    )
+    end = {t: {str(p): 10 * (p + 1) for p in range(3)} for t in "abc"}
+    parts = reader.partitions({}, end)
+    assert len(parts) == 2
+    sizes = [sum(r.end - r.start for r in p.ranges) for p in parts]
+    assert sum(sizes) == 180 and abs(sizes[0] - sizes[1]) <= 10
+    assert sorted((r.topic, r.partition) for p in parts for r in p.ranges) == [
+        (t, p) for t in "abc" for p in range(3)
+    ]
 
 
 @pytest.mark.spark
@@ -153,9 +157,52 @@ def test_python_m_streaming_prints_ready_and_processes(kafka_topics, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "streaming: ready" in proc.stdout
-    assert "streaming: batch=0 rows=2" in proc.stderr
-    placed_v1, located_v2 = sorted(outputs(Topic.ORDERS_ENRICHED), key=lambda e: e["version"])
-    assert (placed_v1["version"], located_v2["version"]) == (1, 2)
-    enriched = located_v2
+    assert "streaming: batch=0 rows=2 " in proc.stderr, proc.stderr[-2000:]
+    assert "state_rows=3 " in proc.stderr  # the order and its two lines
+    (enriched,) = outputs(Topic.ORDERS_ENRICHED)
+    assert enriched["version"] == 2
     assert enriched["order_id"] == 301 and enriched["location_time"] == T0 + 1
     assert str(uuid.UUID(enriched["event_id"])) == enriched["event_id"]
+
+
+def test_source_reads_at_most_max_offsets_per_trigger_in_proportion_to_backlog():
+    reader = KafkaStreamReader(
+        {"kafka.bootstrap.servers": "unused", "subscribe": "a", "maxOffsetsPerTrigger": "100"}
+    )
+    ends = {"a": {"0": 1000, "1": 100, "2": 5}}
+    capped = reader._capped({"a": {"0": 0, "1": 0, "2": 4}}, ends)
+    assert capped == {"a": {"0": 90, "1": 9, "2": 5}}
+    assert reader._capped({"a": {"0": 990, "1": 100, "2": 5}}, ends) == ends  # under the cap
+
+
+def test_source_detects_a_reset_topic_by_its_id_even_once_refilled_past_the_old_offset():
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": "unused", "subscribe": "t"})
+    start = {"t": {"0": 5}, "_topic_ids": {"t": "old-id"}}
+    end = {"t": {"0": 9}, "_topic_ids": {"t": "new-id"}}
+    ranges = [(r.start, r.end) for p in reader.partitions(start, end) for r in p.ranges]
+    assert ranges == [(0, 9)]
+    same = {"t": {"0": 9}, "_topic_ids": {"t": "old-id"}}
+    assert [(r.start, r.end) for p in reader.partitions(start, same) for r in p.ranges] == [(5, 9)]
+
+
+def test_a_range_that_never_reaches_its_end_fails_instead_of_reading_short(kafka_topics):
+    send([placed(401), placed(402)])
+    topic = topic_name(Topic.ORDERS)
+    reader = KafkaStreamReader(
+        {"kafka.bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "subscribe": topic}
+    )
+    ends = reader._true_ends()[topic]
+    exact = [KafkaRange(topic, int(p), 0, end) for p, end in ends.items()]
+    assert len(list(read_ranges(consumer(), exact, 5))) == 2
+    beyond = [KafkaRange(topic, int(p), 0, end + 5) for p, end in ends.items()]
+    with pytest.raises(TimeoutError, match="could not read"):
+        list(read_ranges(consumer(), beyond, 2))
+
+
+@pytest.mark.spark
+def test_a_checkpoint_whose_state_is_gone_is_refused_not_resumed_empty(run_stream, tmp_path):
+    send([placed(601)])
+    run_stream(checkpoint=tmp_path / "cp")
+    shutil.rmtree(tmp_path / "cp" / "spark" / "state")
+    with pytest.raises(CheckpointError, match="committed batches but no join state"):
+        run_stream(checkpoint=tmp_path / "cp")

@@ -323,16 +323,24 @@ class OrderPlaced(Event):
 
 @dataclasses.dataclass(frozen=True)
 class OrderStatusChanged(Event):
-    """Topic ``order_statuses``: the order entered ``status`` at ``event_time``."""
+    """Topic ``order_statuses``: the order entered ``status`` at ``event_time``.
+
+    ``placed_at`` is the order's placement time (its ``OrderPlaced.event_time``): the
+    stream join keys its state by (order, placement time) so a watermark on that time
+    bounds the state.
+    """
 
     TOPIC: ClassVar[Topic] = Topic.ORDER_STATUSES
 
+    placed_at: int
     status: str
     previous_status: str | None = None
     courier_id: int | None = None
 
     def validate(self, prefix: str = "") -> None:
         super().validate(prefix)
+        if self.placed_at <= 0:
+            raise EventValidationError(prefix + "placed_at", "must be positive epoch millis")
         for name in ("status", "previous_status"):
             value = getattr(self, name)
             if value is not None and value not in OrderStatus.__members__:
@@ -341,16 +349,22 @@ class OrderStatusChanged(Event):
 
 @dataclasses.dataclass(frozen=True)
 class DeliveryLocation(Event):
-    """Topic ``delivery_locations``: one GPS point of the courier carrying an order."""
+    """Topic ``delivery_locations``: one GPS point of the courier carrying an order.
+
+    ``placed_at`` is the order's placement time, as in :class:`OrderStatusChanged`.
+    """
 
     TOPIC: ClassVar[Topic] = Topic.DELIVERY_LOCATIONS
 
+    placed_at: int
     courier_id: int
     lat: float
     lon: float
 
     def validate(self, prefix: str = "") -> None:
         super().validate(prefix)
+        if self.placed_at <= 0:
+            raise EventValidationError(prefix + "placed_at", "must be positive epoch millis")
         _check_lat_lon(self, "lat", "lon", prefix)
 
 

@@ -1,24 +1,24 @@
-"""A Kafka source for Spark written as a Python data source (no connector jar needed).
+"""Kafka for Spark as a Python data source: the embedded mode's connector.
 
 The spark-sql-kafka jar cannot be downloaded on the build machines, so this
-``pyspark.sql.datasource`` stream reader plays its part. It exposes the same
-columns as Spark's native Kafka source (key, value, topic, partition, offset,
-timestamp) so the job's transformation code is identical with either.
+``pyspark.sql.datasource`` plays its part here; production uses Spark's native
+``kafka`` format with the same columns and options, so the job is the same code.
 
-Design points, each one a measured problem:
-
-* One input partition per Kafka partition; offsets are ``{topic: {partition: next}}``
-  and Spark checkpoints them in its offset log.
+* **Reading** (``spark.readStream.format("ordertrack_kafka")``): the driver only
+  plans offsets; executors read the ranges. Offsets are ``{topic: {partition:
+  next}}`` in Spark's offset log. Topic partitions are packed into at most
+  ``numPartitions`` input partitions (default 2: one per core here), because
+  every Python task has a fixed cost.
+* **Writing** (``df.write.format("ordertrack_kafka")``): executors produce the
+  rows' ``(topic, key, value)``; a task fails unless the broker acknowledged all.
 * Tansu's high watermark is the base offset of the *last batch* + 1, so the end
-  of each partition comes from :func:`tracker.core.kafka.end_offsets` (read forward to
-  end-of-partition); otherwise the tail of an idle topic would wait for more data.
-* ``fetch.wait.max.ms`` is a few ms (the default 500 ms made p50 latency 6 s).
+  of each partition is read forward to end-of-partition; ``fetch.wait.max.ms``
+  is a few ms (the default 500 ms made p50 latency 6 s).
 * The embedded broker is in memory: after it restarts, topics are empty and
   refilled from offset 0. A checkpointed offset beyond a partition's true end
   therefore means "the topic was reset": the partition restarts from its
-  beginning (logged), and the idempotent join turns the replay into no-ops.
-* Consumers are cached per Python worker process (workers are reused), which
-  saves a client bootstrap per task and micro-batch.
+  beginning (logged), and the join's commutative aggregates make the replay
+  produce the same final records.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
+    DataSourceWriter,
     InputPartition,
-    SimpleDataSourceStreamReader,
+    WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -61,7 +62,9 @@ KAFKA_SCHEMA = StructType(
     ]
 )
 
-Offsets = dict[str, dict[str, int]]  # topic -> partition (as text: JSON keys) -> next offset
+#: topic -> partition (as text: JSON keys) -> next offset, plus ``_topic_ids``: topic -> id.
+Offsets = dict[str, dict[str, Any]]
+TOPIC_IDS = "_topic_ids"
 
 
 def _consumer(bootstrap: str) -> Any:
@@ -89,14 +92,21 @@ def _cached_consumer(bootstrap: str) -> Any:
         return cons
 
 
-class KafkaPartition(InputPartition):
-    """Read ``[start, end)`` of one topic partition."""
+class KafkaRange:
+    """``[start, end)`` of one topic partition."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
         self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
+
+
+class KafkaRanges(InputPartition):
+    """One Spark input partition: several ranges, read by one task with one assignment."""
+
+    def __init__(self, ranges: list[KafkaRange]) -> None:
+        self.ranges = ranges
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -107,7 +117,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
         self.starting = options.get("startingOffsets", "earliest")
         self.timeout = float(options.get("timeoutSeconds", "10"))
+        self.num_partitions = max(1, int(options.get("numPartitions", "2")))
+        self.max_offsets = int(options.get("maxOffsetsPerTrigger", "0"))
         self._consumer: Any = None
+        self._admin: Any = None
         self._target: Offsets | None = None
         self._partitions: dict[str, list[int]] | None = None
         self._partitions_at = 0.0
@@ -166,7 +179,41 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         result: Offsets = {t: {} for t in self.topics}
         for (topic, p), end in sorted(ends.items()):
             result[topic][str(p)] = end
+        result[TOPIC_IDS] = self._topic_ids()
         return result
+
+    def _topic_ids(self) -> dict[str, str]:
+        """Each topic's id: a topic deleted and created again (the embedded broker restarted)
+        gets a new one, even once it has refilled past the checkpointed offsets."""
+        from confluent_kafka import TopicCollection
+
+        from tracker.core.conf import KafkaConfig
+        from tracker.core.kafka import admin
+
+        if self._admin is None:
+            self._admin = admin(KafkaConfig(bootstrap_servers=self.bootstrap))
+        futures = self._admin.describe_topics(TopicCollection(self.topics))
+        return {t: str(f.result(self.timeout).topic_id) for t, f in futures.items()}
+
+    @staticmethod
+    def _begin(start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
+        """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``."""
+        begun = start.get(topic, {}).get(p, 0)
+        old_id = start.get(TOPIC_IDS, {}).get(topic)
+        new_id = end.get(TOPIC_IDS, {}).get(topic)
+        if begun > end[topic][p] or (
+            old_id is not None and new_id is not None and old_id != new_id
+        ):
+            return 0, True
+        return begun, False
+
+    def _ranges(self, start: dict, end: Offsets) -> dict[tuple[str, str], tuple[int, int]]:
+        return {
+            (t, p): (self._begin(start, end, t, p)[0], stop)
+            for t, parts in end.items()
+            if t != TOPIC_IDS
+            for p, stop in parts.items()
+        }
 
     def initialOffset(self) -> dict:
         if self.starting == "latest":
@@ -175,10 +222,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return json.loads(self.starting)
         from tracker.core.kafka import partitions_of
 
-        return {
+        offsets: Offsets = {
             topic: {str(p): 0 for p in partitions_of(self._cons(), topic, self.timeout)}
             for topic in self.topics
         }
+        offsets[TOPIC_IDS] = self._topic_ids()
+        return offsets
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._true_ends()
@@ -186,36 +235,55 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: Any) -> dict:
         ends = self._target if self._target is not None else self._true_ends()
         for topic, parts in ends.items():
-            for p, end in parts.items():
-                begun = start.get(topic, {}).get(p)
-                if begun is not None and begun > end:
+            if topic == TOPIC_IDS:
+                continue
+            for p in parts:
+                if self._begin(start, ends, topic, p)[1]:
                     log.warning(
-                        "kafka source: %s[%s] checkpoint offset %d is beyond the true end %d: "
-                        "the topic was reset; re-reading the partition from its beginning",
+                        "kafka source: %s[%s] was reset since offset %s (new topic id or "
+                        "offset beyond its end): re-reading the partition from its beginning",
                         topic,
                         p,
-                        begun,
-                        end,
+                        start.get(topic, {}).get(p),
                     )
-        return ends
+        return self._capped(start, ends)
+
+    def _capped(self, start: dict, ends: Offsets) -> Offsets:
+        """Ends moved back so one batch reads at most ``maxOffsetsPerTrigger`` records,
+        shared in proportion to each partition's backlog (as the native source does)."""
+        if self.max_offsets <= 0 or self._target is not None:
+            return ends
+        ranges = self._ranges(start, ends)
+        total = sum(stop - begin for begin, stop in ranges.values())
+        if total <= self.max_offsets:
+            return ends
+        capped: Offsets = {t: dict(parts) for t, parts in ends.items()}
+        for (t, p), (begin, stop) in ranges.items():
+            share = (stop - begin) * self.max_offsets // total
+            capped[t][p] = begin + max(share, min(stop - begin, 1))
+        return capped
 
     def reportLatestOffset(self) -> dict | None:
         return None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        parts: list[InputPartition] = []
-        for topic, ends in end.items():
-            for p, stop in ends.items():
-                begin = start.get(topic, {}).get(p, 0)
-                if begin > stop:  # topic reset (see latestOffset): replay from the beginning
-                    begin = 0
-                if stop > begin:
-                    parts.append(KafkaPartition(topic, int(p), begin, stop))
-        return parts
+        ranges = [
+            KafkaRange(t, int(p), begin, stop)
+            for (t, p), (begin, stop) in self._ranges(start, end).items()
+            if stop > begin
+        ]
+        # Biggest ranges first, each to the lightest partition: even tasks.
+        groups: list[list[KafkaRange]] = [[] for _ in range(min(self.num_partitions, len(ranges)))]
+        sizes = [0] * len(groups)
+        for r in sorted(ranges, key=lambda r: r.start - r.end):
+            i = sizes.index(min(sizes))
+            groups[i].append(r)
+            sizes[i] += r.end - r.start
+        return [KafkaRanges(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        assert isinstance(partition, KafkaPartition)
-        return read_partition(self.bootstrap, partition, self.timeout)
+        assert isinstance(partition, KafkaRanges)
+        return read_ranges(_cached_consumer(self.bootstrap), partition.ranges, self.timeout)
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; nothing to commit to the broker."""
@@ -224,18 +292,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        self._admin = None
 
 
-def read_partition(bootstrap: str, part: KafkaPartition, timeout: float) -> Iterator[tuple]:
-    """Yield the rows of one input partition (executor side, cached consumer)."""
-    return read_ranges(_cached_consumer(bootstrap), [part], timeout)
-
-
-def read_ranges(cons: Any, parts: Sequence[KafkaPartition], timeout: float) -> Iterator[tuple]:
+def read_ranges(cons: Any, parts: Sequence[KafkaRange], timeout: float) -> Iterator[tuple]:
     """Yield the rows of ``[start, end)`` of each partition, with one assignment.
 
-    Fails loudly (TimeoutError) rather than return a short range, except when the
-    partition ends early for good (records deleted or topic reset while reading).
+    Fails (TimeoutError, so the micro-batch fails and is retried) rather than
+    return a short range: a range whose end does not arrive within ``timeout`` is
+    never taken as complete.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -245,7 +310,6 @@ def read_ranges(cons: Any, parts: Sequence[KafkaPartition], timeout: float) -> I
     cons.assign([TopicPartition(p.topic, p.partition, p.start) for p in todo.values()])
     next_offset = {tp: p.start for tp, p in todo.items()}
     deadline = time.monotonic() + timeout
-    eof_since: dict[tuple[str, int], float] = {}
     try:
         while todo:
             missing = sum(p.end - next_offset[tp] for tp, p in todo.items())
@@ -257,7 +321,6 @@ def read_ranges(cons: Any, parts: Sequence[KafkaPartition], timeout: float) -> I
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        eof_since.setdefault(tp, time.monotonic())
                         continue
                     raise KafkaException(err)
                 offset = msg.offset()
@@ -278,49 +341,14 @@ def read_ranges(cons: Any, parts: Sequence[KafkaPartition], timeout: float) -> I
                     offset,
                     datetime.fromtimestamp(ts / 1000, UTC) if ts and ts > 0 else None,
                 )
-            now = time.monotonic()
-            for tp, since in list(eof_since.items()):
-                if tp in todo and now - since > timeout:
-                    del todo[tp]  # the partition ends before `end` for good (reset/retention)
-            if todo and now > deadline:
+            if todo and time.monotonic() > deadline:
                 raise TimeoutError(f"kafka source: could not read {sorted(todo)} up to the end")
     finally:
         cons.unassign()
 
 
-class KafkaDriverStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
-    """The same reader run in the driver (``SimpleDataSourceStreamReader``): no Python tasks.
-
-    Each Python task costs 100-200 ms on the 2-core machine (measured), so the
-    partitioned reader spends ~0.4 s per micro-batch on 9 near-empty partitions.
-    Reading in the driver's Python process and handing Spark one in-memory
-    partition removes that. It is meant for the embedded/one-machine setting;
-    production uses Spark's native connector.
-    """
-
-    def __init__(self, options: dict[str, str]) -> None:
-        self._offsets = KafkaStreamReader(options)
-
-    def initialOffset(self) -> dict:
-        return self._offsets.initialOffset()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._offsets.prepareForTriggerAvailableNow()
-
-    def read(self, start: dict) -> tuple[Iterator[tuple], dict]:
-        end = self._offsets.latestOffset(start, None)
-        return iter(list(self.readBetweenOffsets(start, end))), end
-
-    def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[tuple]:
-        parts = self._offsets.partitions(start, end)
-        return read_ranges(self._offsets._cons(), parts, self._offsets.timeout)  # type: ignore[arg-type]
-
-    def commit(self, end: dict) -> None:
-        """Offsets live in Spark's checkpoint."""
-
-
 class KafkaDataSource(DataSource):
-    """``spark.readStream.format("ordertrack_kafka")`` with the native source's options."""
+    """``format("ordertrack_kafka")``: stream reader and batch writer, native options."""
 
     @classmethod
     def name(cls) -> str:
@@ -332,17 +360,55 @@ class KafkaDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(dict(self.options))
 
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return KafkaWriter(dict(self.options))
 
-class KafkaDriverDataSource(KafkaDataSource):
-    """``format("ordertrack_kafka_driver")``: the driver-side reader (see above)."""
 
-    @classmethod
-    def name(cls) -> str:
-        return "ordertrack_kafka_driver"
+class SinkError(RuntimeError):
+    """The broker did not acknowledge every record: the task (and its batch) must fail."""
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        # The base class raises PySparkNotImplementedError: Spark then uses simpleStreamReader().
-        return DataSource.streamReader(self, schema)
 
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return KafkaDriverStreamReader(dict(self.options))
+_PRODUCERS: dict[str, Any] = {}
+
+
+class KafkaWriter(DataSourceWriter):
+    """Executor side: produce each row's ``(topic, key, value)``; fail on anything unacked."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.bootstrap = options["kafka.bootstrap.servers"]
+        self.timeout = float(options.get("timeoutSeconds", "30"))
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        from tracker.core.conf import KafkaConfig
+        from tracker.core.kafka import producer
+
+        with _CACHE_LOCK:
+            prod = _PRODUCERS.get(self.bootstrap)
+            if prod is None:
+                prod = producer(
+                    KafkaConfig(bootstrap_servers=self.bootstrap),
+                    **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
+                )
+                _PRODUCERS[self.bootstrap] = prod
+        failures: list[str] = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                failures.append(f"{msg.topic()}: {err}")
+
+        count = 0
+        for row in iterator:
+            while True:
+                try:
+                    prod.produce(row.topic, key=row.key, value=row.value, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    prod.poll(0.05)  # local queue full: serve delivery reports, then retry
+            count += 1
+        remaining = prod.flush(self.timeout)
+        if remaining or failures:
+            raise SinkError(
+                f"{remaining} of {count} records undelivered after {self.timeout}s, "
+                f"{len(failures)} failed: " + "; ".join(failures[:3])
+            )
+        return WriterCommitMessage()

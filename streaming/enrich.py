@@ -1,0 +1,603 @@
+"""The order join as Spark operators: parse, validate, join by order, route.
+
+:func:`outputs` turns a DataFrame with the Kafka source's columns (key, value,
+topic, partition, offset, timestamp) into ``(topic, key, value)`` rows to produce.
+It is the same on a streaming DataFrame (the job) and a static one (the fast
+tests), and every step is a JVM operator: no Python UDF, no driver-side rows.
+
+* **Parse and validate.** ``try_parse_json`` gives each value a VARIANT, whose
+  per-field JSON types the checks read; the checks, their order and the Spark
+  schemas all come from the dataclasses of :mod:`tracker.core.events`, so a
+  field added there is parsed and validated here. A message that fails goes to
+  ``dead_letters`` with ``invalid <field>: <reason>``, as ``parse_event`` names it.
+* **Join.** One streaming aggregation grouped by ``(order_id, placed_at)``
+  folds the three topics into one row per order: the order (first by event
+  time), the first time of each status, the latest courier point, the number of
+  events (the version). Every aggregate is commutative, so arrival order never
+  matters. ``placed_at`` carries the watermark, so an order's state is dropped
+  once the watermark passes its placement time plus the retention.
+* **Rules, decided by event time.** The current status is the highest-ranked
+  status reached; a cancel counts only if it came before the food left (a
+  later one is ignored), and statuses after a counted cancel are ignored.
+* **Outputs.** ``orders_enriched`` for every updated order, ``delivery_statuses``
+  when the latest point was taken on the road, ``order_items_enriched`` per
+  line of each order event, ``dead_letters`` for what failed validation. Event
+  ids are UUID5s of (topic, order, version or line), computed in SQL exactly as
+  :func:`output_id` does, so a re-run batch writes byte-identical records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+import uuid
+from typing import Any
+
+from tracker.core import geo
+from tracker.core.events import (
+    CANCELLABLE_STATUSES,
+    IN_TRANSIT_STATUSES,
+    LIFECYCLE,
+    MAX_CLOCK_SKEW_MS,
+    SCHEMA_VERSION,
+    DeadLetter,
+    DeliveryLocation,
+    DeliveryStatus,
+    Event,
+    OrderEnriched,
+    OrderItem,
+    OrderItemEnriched,
+    OrderPlaced,
+    OrderStatus,
+    OrderStatusChanged,
+    Topic,
+    status_rank,
+    status_time_field,
+    topic_name,
+)
+
+#: Namespace of the deterministic output event ids (uuid5).
+OUTPUT_NAMESPACE = uuid.UUID("8f4b6a36-5d0c-4d55-9a43-2b7f0c7e8c11")
+
+#: How long after its placement an order's state is kept (watermark delay).
+DEFAULT_RETENTION = "6 hours"
+
+SOURCE_EVENTS: dict[Topic, type[Event]] = {
+    Topic.ORDERS: OrderPlaced,
+    Topic.ORDER_STATUSES: OrderStatusChanged,
+    Topic.DELIVERY_LOCATIONS: DeliveryLocation,
+}
+
+
+def output_id(topic: Topic, order_id: int, seq: int | str) -> str:
+    """The event id of an output record (what :func:`_sql_uuid5` computes in SQL)."""
+    return str(uuid.uuid5(OUTPUT_NAMESPACE, f"{topic.value}:{order_id}:{seq}"))
+
+
+# ----------------------------------------------------------------------------- schemas
+
+
+def _fields(cls: type) -> list[tuple[str, Any, bool]]:
+    """(name, type, optional) of each contract field, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        annotation, optional = hints[f.name], False
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            annotation, optional = args[0], True
+        out.append((f.name, annotation, optional or f.default is not dataclasses.MISSING))
+    return out
+
+
+def spark_type(annotation: Any) -> Any:
+    """The Spark SQL type of a contract annotation."""
+    from pyspark.sql import types as T
+
+    if annotation is int:
+        return T.LongType()
+    if annotation is float:
+        return T.DoubleType()
+    if annotation is str:
+        return T.StringType()
+    if annotation is bool:
+        return T.BooleanType()
+    if typing.get_origin(annotation) is list:
+        return T.ArrayType(spark_type(typing.get_args(annotation)[0]))
+    if dataclasses.is_dataclass(annotation):
+        return struct_type(annotation)
+    raise TypeError(f"no Spark type for {annotation!r}")
+
+
+def struct_type(cls: type) -> Any:
+    """The Spark schema of a contract dataclass (for ``from_json``)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(n, spark_type(a)) for n, a, _ in _fields(cls)])
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_TYPE_CHECKS = {
+    int: ("= 'BIGINT'", "must be an integer"),
+    float: ("IN ('BIGINT', 'DOUBLE', 'FLOAT') OR {t} LIKE 'DECIMAL%'", "must be a number"),
+    str: ("= 'STRING'", "must be a string"),
+    bool: ("= 'BOOLEAN'", "must be a boolean"),
+}
+
+
+def _type_check(annotation: Any, t: str) -> tuple[str, str]:
+    """(SQL condition that the JSON type ``t`` is right, reason when it is not)."""
+    if typing.get_origin(annotation) is list:
+        return f"{t} LIKE 'ARRAY%'", "must be a list"
+    if dataclasses.is_dataclass(annotation):
+        return f"{t} LIKE 'OBJECT%'", "must be an object"
+    cond, reason = _TYPE_CHECKS[annotation]
+    return f"{t} {cond.format(t=t)}", reason
+
+
+def _money_invalid(expr: str) -> str:
+    return f"coalesce(try_cast({expr} AS DECIMAL(38, 10)) < 0, true)"
+
+
+def _semantic_checks(cls: type, v: str) -> list[tuple[str, str, str]]:
+    """(field, SQL condition that it is invalid, reason): the ``validate()`` of each class."""
+
+    def num(name: str) -> str:
+        return f"try_variant_get({v}, '$.{name}', 'double')"
+
+    def long(name: str) -> str:
+        return f"try_variant_get({v}, '$.{name}', 'bigint')"
+
+    def text(name: str) -> str:
+        return f"try_variant_get({v}, '$.{name}', 'string')"
+
+    checks: list[tuple[str, str, str]] = []
+    if issubclass(cls, Event):
+        uid = f"replace(replace({text('event_id')}, 'urn:', ''), 'uuid:', '')"
+        hexed = f"regexp_replace(lower({uid}), '[{{}}-]', '')"
+        future = f"unix_millis(current_timestamp()) + {MAX_CLOCK_SKEW_MS}"
+        checks += [
+            ("event_id", f"NOT regexp_like({hexed}, '^[0-9a-f]{{32}}$')", "must be a UUID"),
+            ("event_time", f"{long('event_time')} <= 0", "must be positive epoch millis"),
+            ("event_time", f"{long('event_time')} > {future}", "is in the future"),
+            ("order_id", f"{long('order_id')} <= 0", "must be a positive integer"),
+        ]
+    if cls in (OrderStatusChanged, DeliveryLocation):
+        checks.append(("placed_at", f"{long('placed_at')} <= 0", "must be positive epoch millis"))
+    for lat, lon in {
+        OrderPlaced: [("restaurant_lat", "restaurant_lon"), ("delivery_lat", "delivery_lon")],
+        DeliveryLocation: [("lat", "lon")],
+    }.get(cls, []):
+        checks.append((lat, f"abs({num(lat)}) > 90", "latitude out of range"))
+        checks.append((lon, f"abs({num(lon)}) > 180", "longitude out of range"))
+    if cls is OrderPlaced:
+        checks.append(("total", _money_invalid(text("total")), "must be a non-negative amount"))
+        items = f"try_variant_get({v}, '$.items', 'array<variant>')"
+        checks.append(("items", f"array_size({items}) = 0", "must not be empty"))
+    if cls is OrderItem:
+        checks.append(("quantity", f"{long('quantity')} < 1", "must be at least 1"))
+        checks.append(
+            ("unit_price", _money_invalid(text("unit_price")), "must be a decimal amount")
+        )
+    if cls is OrderStatusChanged:
+        names = ", ".join(_lit(s.value) for s in OrderStatus)
+        for name in ("status", "previous_status"):
+            checks.append((name, f"{text(name)} NOT IN ({names})", "unknown status"))
+    return checks
+
+
+def _reason(prefix: str, name: str, reason: str) -> str:
+    """SQL text of a dead-letter reason; ``prefix`` is a SQL string expression."""
+    return f"'invalid ' || {prefix} || {_lit(f'{name}: {reason}')}"
+
+
+def _field_reasons(cls: type, v: str, prefix: str = "''") -> list[tuple[str, str]]:
+    """(SQL condition, SQL reason) of every check of ``cls``, in ``parse_event``'s order."""
+    out: list[tuple[str, str]] = []
+    for name, annotation, optional in _fields(cls):
+        t = f"schema_of_variant(variant_get({v}, '$.{name}'))"
+        missing = f"(variant_get({v}, '$.{name}') IS NULL OR {t} = 'VOID')"
+        if not optional:
+            out.append((missing, _reason(prefix, name, "is required")))
+        ok, reason = _type_check(annotation, t)
+        out.append((f"NOT {missing} AND NOT ({ok})", _reason(prefix, name, reason)))
+        element = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else None
+        if element is not None and dataclasses.is_dataclass(element):
+            # The first failing check of the first failing element, named items[i].field.
+            inner = f"'{name}[' || i || '].'"
+            element_reason = (
+                "CASE "
+                + " ".join(
+                    f"WHEN {c} THEN {r}"
+                    for c, r in [
+                        (
+                            "schema_of_variant(x) NOT LIKE 'OBJECT%'",
+                            f"'invalid ' || {prefix} || '{name}[' || i || ']: must be an object'",
+                        ),
+                        *_field_reasons(element, "x", f"{prefix} || {inner}"),
+                    ]
+                )
+                + " END"
+            )
+            first = (
+                f"get(filter(transform(try_variant_get({v}, '$.{name}', 'array<variant>'), "
+                f"(x, i) -> {element_reason}), r -> r IS NOT NULL), 0)"
+            )
+            out.append((f"{first} IS NOT NULL", first))
+    for field, cond, reason in _semantic_checks(cls, v):
+        out.append((f"coalesce({cond}, false)", _reason(prefix, field, reason)))
+    return out
+
+
+def validation_reason(cls: type[Event]) -> str:
+    """SQL: why the message in columns ``value_text``/``v`` is not a valid ``cls``, or NULL."""
+    known = ", ".join(_lit(n) for n, _, _ in _fields(cls))
+    unknown = f"get(array_sort(array_except(json_object_keys(value_text), array('schema_version', {known}))), 0)"
+    version = "variant_get(v, '$.schema_version')"
+    checks = [
+        ("value_text IS NULL", _lit("invalid value: message has no value")),
+        ("v IS NULL", _lit("invalid value: not valid JSON")),
+        ("schema_of_variant(v) NOT LIKE 'OBJECT%'", _lit("invalid value: must be a JSON object")),
+        (f"{version} IS NULL", _lit("invalid schema_version: is required")),
+        (
+            f"NOT coalesce(schema_of_variant({version}) = 'BIGINT' AND "
+            f"try_variant_get(v, '$.schema_version', 'bigint') = {SCHEMA_VERSION}, false)",
+            _lit("invalid schema_version: unsupported version"),
+        ),
+        (f"{unknown} IS NOT NULL", f"'invalid ' || {unknown} || ': is not a field of this event'"),
+        *_field_reasons(cls, "v"),
+    ]
+    return "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, r in checks) + " END"
+
+
+# ----------------------------------------------------------------------------- SQL helpers
+
+
+def _sql_uuid5(name_sql: str) -> str:
+    """SQL computing ``uuid.uuid5(OUTPUT_NAMESPACE, name)`` for a string expression."""
+    h = f"sha1(concat(unhex('{OUTPUT_NAMESPACE.hex}'), encode({name_sql}, 'UTF-8')))"
+    variant = f"lower(conv(cast((cast(conv(substr({h}, 17, 1), 16, 10) AS INT) & 3) | 8 AS STRING), 10, 16))"
+    return (
+        f"concat_ws('-', substr({h}, 1, 8), substr({h}, 9, 4), concat('5', substr({h}, 14, 3)), "
+        f"concat({variant}, substr({h}, 18, 3)), substr({h}, 21, 12))"
+    )
+
+
+def _json_record(cls: type, columns: dict[str, str]) -> str:
+    """SQL: the contract JSON of ``cls`` (``schema_version`` first, fields in order)."""
+    parts = [f"'schema_version', {SCHEMA_VERSION}"]
+    for name, _, _ in _fields(cls):
+        parts.append(f"'{name}', {columns[name]}")
+    return f"to_json(named_struct({', '.join(parts)}), map('ignoreNullFields', 'false'))"
+
+
+def _haversine_km(lat1: str, lon1: str, lat2: str, lon2: str) -> str:
+    """SQL twin of :func:`tracker.core.geo.haversine_km`."""
+    a = (
+        f"pow(sin((radians({lat2}) - radians({lat1})) / 2), 2) + cos(radians({lat1})) * "
+        f"cos(radians({lat2})) * pow(sin(radians({lon2} - {lon1}) / 2), 2)"
+    )
+    return f"(2 * {geo.EARTH_RADIUS_KM} * asin(least(1.0D, sqrt({a}))))"
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def parse(source: Any, input_prefix: str = "") -> Any:
+    """Source rows -> one row per message: its logical topic, a reason (or NULL) and fields."""
+    from pyspark.sql import functions as F
+
+    start = len(input_prefix) + 1
+    df = source.selectExpr(
+        "key",
+        "value",
+        f"substr(topic, {start}) AS source_topic",
+        "partition",
+        "offset",
+        "cast(value AS STRING) AS value_text",
+    ).withColumn("v", F.expr("try_parse_json(value_text)"))
+    reason = "CASE " + " ".join(
+        f"WHEN source_topic = '{topic.value}' THEN {validation_reason(cls)}"
+        for topic, cls in SOURCE_EVENTS.items()
+    )
+    reason += " END"
+    key_check = (
+        "CASE WHEN reason IS NULL AND coalesce(cast(key AS STRING), '') "
+        "!= cast(variant_get(v, '$.order_id', 'bigint') AS STRING) "
+        "THEN 'message key is not the order_id' ELSE reason END"
+    )
+    df = df.withColumn("reason", F.expr(reason)).withColumn("reason", F.expr(key_check))
+    for topic, cls in SOURCE_EVENTS.items():
+        df = df.withColumn(
+            topic.value,
+            F.when(
+                (F.col("source_topic") == topic.value) & F.col("reason").isNull(),
+                F.from_json("value_text", struct_type(cls)),
+            ),
+        )
+    return df.drop("v")
+
+
+OUTPUT_TYPE = "struct<topic: string, key: binary, value: binary>"
+
+
+def _work(parsed: Any, output_prefix: str) -> Any:
+    """Each message as the rows the aggregation groups by ``(order_id, placed_ts, slot)``.
+
+    A valid event is one row of its order's state (slot ``''``); each line of an
+    order event and each dead letter is a row of its own slot, whose ``out`` is the
+    finished record. Routing everything through the one aggregation keeps the plan
+    a single branch, so the source is read and parsed once per micro-batch.
+    """
+    o, s, d = (t.value for t in SOURCE_EVENTS)
+    order_type = struct_type(OrderPlaced).simpleString()
+
+    def row(**cols: str) -> str:
+        fields = {
+            "order_id": "CAST(NULL AS BIGINT)",
+            "placed_ts": "CAST(NULL AS TIMESTAMP)",
+            "slot": "''",
+            "event_time": "CAST(NULL AS BIGINT)",
+            "event_id": "CAST(NULL AS STRING)",
+            "kind": "CAST(NULL AS STRING)",
+            "order_event": f"CAST(NULL AS {order_type})",
+            "status": "CAST(NULL AS STRING)",
+            "courier_id": "CAST(NULL AS BIGINT)",
+            "lat": "CAST(NULL AS DOUBLE)",
+            "lon": "CAST(NULL AS DOUBLE)",
+            "out": f"CAST(NULL AS {OUTPUT_TYPE})",
+            **cols,
+        }
+        return "named_struct(" + ", ".join(f"'{k}', {v}" for k, v in fields.items()) + ")"
+
+    event = row(
+        order_id=f"coalesce({o}.order_id, {s}.order_id, {d}.order_id)",
+        placed_ts=f"timestamp_millis(coalesce({o}.event_time, {s}.placed_at, {d}.placed_at))",
+        event_time=f"coalesce({o}.event_time, {s}.event_time, {d}.event_time)",
+        event_id=f"coalesce({o}.event_id, {s}.event_id, {d}.event_id)",
+        kind=f"CASE WHEN {o} IS NOT NULL THEN 'order' WHEN {s} IS NOT NULL THEN 'status' "
+        "ELSE 'location' END",
+        order_event=o,
+        status=f"{s}.status",
+        courier_id=f"coalesce({s}.courier_id, {d}.courier_id)",
+        lat=f"{d}.lat",
+        lon=f"{d}.lon",
+    )
+    dead = row(
+        order_id="-1L",
+        placed_ts="current_timestamp()",
+        slot="'dead:' || source_topic || ':' || partition || ':' || offset",
+        out=_dead_letter_output(output_prefix),
+    )
+    line = row(
+        order_id=f"{o}.order_id",
+        placed_ts=f"timestamp_millis({o}.event_time)",
+        slot="'line:' || (i + 1)",
+        out=_item_output(output_prefix),
+    )
+    work = (
+        f"CASE WHEN reason IS NOT NULL THEN array({dead}) "
+        f"WHEN {o} IS NOT NULL THEN concat(array({event}), transform({o}.items, (item, i) -> {line})) "
+        f"ELSE array({event}) END"
+    )
+    return parsed.selectExpr(f"explode({work}) AS w").select("w.*")
+
+
+def _state(work: Any, retention: str) -> Any:
+    """The join: one aggregate row per group, kept until the watermark passes ``placed_ts``."""
+    from pyspark.sql import functions as F
+
+    aggs = [
+        F.expr(
+            "min_by(order_event, CASE WHEN kind = 'order' "
+            "THEN named_struct('t', event_time, 'id', event_id) END)"
+        ).alias("o"),
+        F.expr(
+            "max_by(courier_id, CASE WHEN kind = 'status' AND courier_id IS NOT NULL "
+            "THEN named_struct('t', event_time, 'id', event_id) END)"
+        ).alias("status_courier"),
+        F.expr(
+            "max_by(named_struct('lat', lat, 'lon', lon, 'time', event_time, "
+            "'courier_id', courier_id), CASE WHEN kind = 'location' "
+            "THEN named_struct('t', event_time, 'id', event_id) END)"
+        ).alias("loc"),
+        F.count(F.lit(1)).alias("version"),
+        F.max("event_time").alias("change_time"),
+        F.max("out").alias("out"),
+    ]
+    for s in OrderStatus:
+        aggs.append(
+            F.expr(
+                f"min(CASE WHEN kind = 'status' AND status = '{s.value}' THEN event_time END)"
+            ).alias(f"raw_{status_time_field(s)}")
+        )
+    return (
+        work.withWatermark("placed_ts", retention)
+        .groupBy("order_id", "placed_ts", "slot")
+        .agg(*aggs)
+        .where("o IS NOT NULL OR out IS NOT NULL")
+    )
+
+
+def _status_columns(state: Any) -> Any:
+    """Apply the lifecycle rules to the raw status times (all by event time)."""
+    from pyspark.sql import functions as F
+
+    raw = {s: f"raw_{status_time_field(s)}" for s in OrderStatus}
+    placed = f"coalesce({raw[OrderStatus.PLACED_ORDER]}, o.event_time)"
+    left_at = "least(" + ", ".join(raw[s] for s in LIFECYCLE if s not in CANCELLABLE_STATUSES) + ")"
+    cancelled = raw[OrderStatus.CANCELLED]
+    df = state.withColumn(
+        "cancel_counts",
+        F.expr(f"{cancelled} IS NOT NULL AND coalesce({cancelled} < {left_at}, true)"),
+    )
+    for s in OrderStatus:
+        t = placed if s is OrderStatus.PLACED_ORDER else raw[s]
+        if s is OrderStatus.CANCELLED:
+            expr = f"CASE WHEN cancel_counts THEN {t} END"
+        else:
+            expr = f"CASE WHEN cancel_counts AND {t} > {cancelled} THEN NULL ELSE {t} END"
+        df = df.withColumn(status_time_field(s), F.expr(expr))
+    by_rank = sorted(OrderStatus, key=status_rank, reverse=True)
+    current = (
+        "CASE "
+        + " ".join(f"WHEN {status_time_field(s)} IS NOT NULL THEN '{s.value}'" for s in by_rank)
+        + " END"
+    )
+    status_time = (
+        "CASE "
+        + " ".join(f"WHEN status = '{s.value}' THEN {status_time_field(s)}" for s in OrderStatus)
+        + " END"
+    )
+    in_transit = ", ".join(f"'{s.value}'" for s in IN_TRANSIT_STATUSES)
+    out_at = status_time_field(OrderStatus.OUT_FOR_DELIVERY)
+    km = _haversine_km("loc.lat", "loc.lon", "o.delivery_lat", "o.delivery_lon")
+    return (
+        df.withColumn("status", F.expr(current))
+        .withColumn("status_time", F.expr(status_time))
+        .withColumn(
+            "distance_left_km",
+            F.expr(
+                f"CASE WHEN loc IS NULL THEN NULL WHEN status = 'DELIVERED' THEN 0.0D "
+                f"ELSE round({km}, 4) END"
+            ),
+        )
+        .withColumn(
+            "eta_seconds",
+            F.expr(
+                f"CAST(ceil(greatest(distance_left_km, 0.0D) / {geo.COURIER_SPEED_KMH} * 3600) AS BIGINT)"
+            ),
+        )
+        .withColumn(
+            "on_the_road",
+            F.expr(f"status IN ({in_transit}) AND loc IS NOT NULL AND loc.time >= {out_at}"),
+        )
+    )
+
+
+def _outputs_of(state: Any, output_prefix: str) -> Any:
+    """Updated groups -> records: an order's ``orders_enriched`` (+ ``delivery_statuses``
+    when on the road); a line's or a dead letter's finished record."""
+    df = _status_columns(state)
+    enriched = {
+        "event_id": _sql_uuid5(f"'{Topic.ORDERS_ENRICHED.value}:' || order_id || ':' || version"),
+        "event_time": "change_time",
+        "order_id": "order_id",
+        "version": "version",
+        "items": "o.items",
+        "item_count": "aggregate(o.items, 0L, (acc, x) -> acc + x.quantity)",
+        "total": "CAST(o.total AS DOUBLE)",
+        "status": "status",
+        "status_time": "status_time",
+        "created_at": "o.event_time",
+        "courier_id": "coalesce(status_courier, loc.courier_id)",
+        "courier_lat": "loc.lat",
+        "courier_lon": "loc.lon",
+        "location_time": "loc.time",
+        "distance_left_km": "distance_left_km",
+        "eta_seconds": "eta_seconds",
+    }
+    for name in (
+        "customer_id", "customer_name", "restaurant_id", "restaurant_name", "restaurant_lat",
+        "restaurant_lon", "delivery_lat", "delivery_lon",
+    ):  # fmt: skip
+        enriched[name] = f"o.{name}"
+    for s in OrderStatus:
+        enriched[status_time_field(s)] = status_time_field(s)
+    delivery = {
+        "event_id": _sql_uuid5(f"'{Topic.DELIVERY_STATUSES.value}:' || order_id || ':' || version"),
+        "event_time": "loc.time",
+        "order_id": "order_id",
+        "version": "version",
+        "customer_id": "o.customer_id",
+        "restaurant_id": "o.restaurant_id",
+        "courier_id": "loc.courier_id",
+        "status": "status",
+        "lat": "loc.lat",
+        "lon": "loc.lon",
+        "destination_lat": "o.delivery_lat",
+        "destination_lon": "o.delivery_lon",
+        "distance_left_km": "distance_left_km",
+        "eta_seconds": "eta_seconds",
+    }
+    key = "encode(cast(order_id AS STRING), 'UTF-8')"
+    enriched_out = (
+        f"named_struct('topic', {_lit(topic_name(Topic.ORDERS_ENRICHED, output_prefix))}, "
+        f"'key', {key}, 'value', encode({_json_record(OrderEnriched, enriched)}, 'UTF-8'))"
+    )
+    delivery_out = (
+        f"CASE WHEN on_the_road THEN named_struct('topic', "
+        f"{_lit(topic_name(Topic.DELIVERY_STATUSES, output_prefix))}, 'key', {key}, "
+        f"'value', encode({_json_record(DeliveryStatus, delivery)}, 'UTF-8')) END"
+    )
+    return df.selectExpr(
+        f"explode(CASE WHEN slot = '' THEN array_compact(array({enriched_out}, {delivery_out})) "
+        "ELSE array(out) END) AS out"
+    ).selectExpr("out.topic AS topic", "out.key AS key", "out.value AS value")
+
+
+def _item_output(output_prefix: str) -> str:
+    """SQL over ``orders`` and lambda variables ``item``, ``i``: one line's record."""
+    o = Topic.ORDERS.value
+    columns = {
+        "event_id": _sql_uuid5(
+            f"'{Topic.ORDER_ITEMS_ENRICHED.value}:' || {o}.order_id || ':' || (i + 1)"
+        ),
+        "event_time": f"{o}.event_time",
+        "order_id": f"{o}.order_id",
+        "line": "CAST(i + 1 AS BIGINT)",
+        "customer_id": f"{o}.customer_id",
+        "restaurant_id": f"{o}.restaurant_id",
+        "restaurant_name": f"{o}.restaurant_name",
+        "product_id": "item.product_id",
+        "product_name": "item.name",
+        "category": "item.category",
+        "quantity": "item.quantity",
+        "unit_price": "CAST(item.unit_price AS DOUBLE)",
+        "line_total": "round(CAST(item.unit_price AS DOUBLE) * item.quantity, 2)",
+    }
+    return (
+        f"named_struct('topic', {_lit(topic_name(Topic.ORDER_ITEMS_ENRICHED, output_prefix))}, "
+        f"'key', encode(cast({o}.order_id AS STRING), 'UTF-8'), "
+        f"'value', encode({_json_record(OrderItemEnriched, columns)}, 'UTF-8'))"
+    )
+
+
+def _dead_letter_output(output_prefix: str) -> str:
+    """SQL: the ``dead_letters`` record of an invalid message (id: UUID5 of its coordinates)."""
+    columns = {
+        "event_id": _sql_uuid5(
+            f"'{Topic.DEAD_LETTERS.value}:' || source_topic || ':' || partition || ':' || offset"
+        ),
+        "event_time": "unix_millis(current_timestamp())",
+        "source_topic": "source_topic",
+        "source_partition": "CAST(partition AS BIGINT)",
+        "source_offset": "offset",
+        "reason": "reason",
+        # base64() wraps lines MIME-style unless spark.sql.chunkBase64String.enabled is off.
+        "key_b64": "regexp_replace(base64(key), '[\\r\\n]', '')",
+        "value_b64": "coalesce(regexp_replace(base64(value), '[\\r\\n]', ''), '')",
+    }
+    return (
+        f"named_struct('topic', {_lit(topic_name(Topic.DEAD_LETTERS, output_prefix))}, "
+        f"'key', key, 'value', encode({_json_record(DeadLetter, columns)}, 'UTF-8'))"
+    )
+
+
+def outputs(
+    source: Any,
+    *,
+    input_prefix: str = "",
+    output_prefix: str = "",
+    retention: str = DEFAULT_RETENTION,
+) -> Any:
+    """Every record the job produces for ``source``: columns topic, key, value."""
+    work = _work(parse(source, input_prefix), output_prefix)
+    return _outputs_of(_state(work, retention), output_prefix)
