@@ -165,6 +165,7 @@ def run_dir(tmp_path):
 
 
 def test_the_production_run_carries_an_order_through_every_process(tmp_path, run_dir):
+    from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
     p = prod.plan(var=run_dir, ports=prod.Ports(web=prod.free_port()), overrides=COMPOSE_VARS)
@@ -222,18 +223,33 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
             assert snapshot["type"] == "snapshot"
             return sock, snapshot
 
-        def next_status(sock, want: str) -> None:
+        drops: list[str] = []
+
+        def next_status(sock, want: str):
+            """Wait for the push of ``want``; reconnect as a client does if the socket drops.
+
+            Under heavy load (load average 12+ on 2 cores) uvicorn restarted a worker that
+            missed its health check, dropping its sockets; the reconnect's snapshot then
+            carries the state.
+            """
             deadline = time.monotonic() + 90
             while True:
                 assert time.monotonic() < deadline, f"no push of {want}"
-                message = json.loads(sock.recv(timeout=90))
+                try:
+                    message = json.loads(sock.recv(timeout=90))
+                except ConnectionClosed as exc:
+                    drops.append(repr(exc))
+                    sock, snap = _until(lambda: _try(open_socket), 60, "a reconnect")
+                    if snap["order"]["status"] == want:
+                        return sock
+                    continue
                 if message["type"] == "update" and message.get("status") == want:
-                    return
+                    return sock
 
         # the push bridge is its own process: updates reach the socket through Redis
         sock, _ = open_socket()
         call("staff", "POST", f"{detail}advance/")
-        next_status(sock, "ORDER_CONFIRMED")
+        sock = next_status(sock, "ORDER_CONFIRMED")
 
         # kill -9 every web worker mid-stream: the socket drops, uvicorn starts new workers,
         # and a reconnecting client gets the current state, then the following updates
@@ -251,8 +267,9 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         sock, snapshot = _until(lambda: _try(open_socket), 60, "a reconnect")
         assert snapshot["order"]["status"] == "ORDER_CONFIRMED"
         call("staff", "POST", f"{detail}advance/")
-        next_status(sock, _following("ORDER_CONFIRMED"))
+        sock = next_status(sock, _following("ORDER_CONFIRMED"))
         sock.close()
+        print(f"unplanned socket drops: {drops}", file=out, flush=True)
         # nothing died on its own along the way (the web workers were respawned by uvicorn)
         assert not run.app.failed.is_set() and not run.infra.failed.is_set()
 
