@@ -228,9 +228,10 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         def next_status(sock, want: str):
             """Wait for the push of ``want``; reconnect as a client does if the socket drops.
 
-            Under heavy load (load average 12+ on 2 cores) uvicorn restarted a worker that
-            missed its health check, dropping its sockets; the reconnect's snapshot then
-            carries the state.
+            A socket dropped once outside the planned kill, under load average 12+ on 2
+            cores (cause not established: that run's log was not kept; uvicorn restarting a
+            worker that missed its health check is the suspect). The reconnect's snapshot
+            carries the state; the drops are written to the run log.
             """
             deadline = time.monotonic() + 90
             while True:
