@@ -18,9 +18,11 @@ run-prod: install
 	$(PY) -m tracker.system.prod $(RUN_PROD_ARGS)
 
 # The tests of the production path run a second time on PostgreSQL and Redis (throwaway
-# servers: tracker/system/backends.py); test_production_path.py runs only there.
+# servers: tracker/system/backends.py); test_production_path.py runs only there. The
+# end-to-end pipeline on PostgreSQL and Redis is tests/test_production_run.py (separate
+# processes, Spark cluster) in the first run; test_pipeline_e2e.py is not repeated here.
 BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/test_api_commands.py \
-	tests/test_api_tracking.py tests/test_live_push.py tests/test_pipeline_e2e.py tests/test_production_path.py
+	tests/test_api_tracking.py tests/test_live_push.py tests/test_production_path.py
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
