@@ -492,9 +492,17 @@ class ProductionRun:
         self.plan = p
         self.out = out
         infra, app = components(p)
-        os.environ["ORDERTRACK_VAR_DIR"] = str(p.var / "app")  # the supervisor's logs
-        self.infra = Supervisor(infra, out=out, max_restarts=3)
-        self.app = Supervisor(app, out=out, max_restarts=3)
+        # The supervisors keep their logs under var_dir(): the run's own, not the caller's.
+        saved = os.environ.get("ORDERTRACK_VAR_DIR")
+        os.environ["ORDERTRACK_VAR_DIR"] = str(p.var / "app")
+        try:
+            self.infra = Supervisor(infra, out=out, max_restarts=3)
+            self.app = Supervisor(app, out=out, max_restarts=3)
+        finally:
+            if saved is None:
+                del os.environ["ORDERTRACK_VAR_DIR"]
+            else:
+                os.environ["ORDERTRACK_VAR_DIR"] = saved
 
     def start(self) -> None:
         p = self.plan
