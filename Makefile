@@ -24,9 +24,11 @@ run-prod: install
 BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/test_api_commands.py \
 	tests/test_api_tracking.py tests/test_live_push.py tests/test_production_path.py
 
+# Both runs always run (a failure in the first still shows the second's); either fails the target.
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
-	PUSH_BRIDGE_EMBEDDED=true $(PY) -m tracker.system.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
+	@$(PY) -m pytest $(PYTEST_ARGS); first=$$?; \
+	PUSH_BRIDGE_EMBEDDED=true $(PY) -m tracker.system.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS); \
+	second=$$?; test $$first -eq 0 -a $$second -eq 0
 
 test-backends: install
 	PUSH_BRIDGE_EMBEDDED=true $(PY) -m tracker.system.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
