@@ -4,8 +4,8 @@
 #
 # Why one image for the Spark cluster too, rather than the official apache/spark image:
 # PySpark requires the driver and the executors' Python workers to run the same Python
-# minor version with the same packages. With STREAMING_STATE=spark the order join
-# (streaming.join, tracker.core.events) runs inside executors, so they need this
+# minor version with the same packages. The order join (streaming.enrich,
+# tracker.core.events) runs inside executors, so they need this
 # repository's code plus pandas/pyarrow/protobuf at the pinned versions. The official
 # image ships its own Python (not 3.11) and none of our packages, so we would build a
 # second image on top of it anyway. Here the pip-installed pyspark==4.3.0 (pinned in

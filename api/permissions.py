@@ -1,33 +1,52 @@
-"""Role permissions. Object-level visibility of orders is in :func:`api.roles.can_see_order`."""
+"""Role and object permissions, asked of :mod:`tracker.orders.policy`.
+
+Which orders a caller may see at all is a queryset (``policy.visible_orders``),
+so an order they may not see answers 404, exactly like one that does not exist;
+the object permissions here decide what they may do with one they can see.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 
-from api import roles
+from tracker.orders import policy
 
 
 class IsCustomer(BasePermission):
     message = "Only customers can do this."
 
-    def has_permission(self, request, view) -> bool:
-        return roles.customer_of(request.user) is not None
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return policy.customer_of(request.user) is not None
 
 
 class IsCourier(BasePermission):
     message = "Only couriers can do this."
 
-    def has_permission(self, request, view) -> bool:
-        return roles.courier_of(request.user) is not None
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return policy.courier_of(request.user) is not None
 
 
 class IsOperator(BasePermission):
     message = "Only operators can do this."
 
-    def has_permission(self, request, view) -> bool:
-        return roles.is_operator(request.user)
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return policy.is_operator(request.user)
 
 
 class IsOperatorOrRestaurantStaff(BasePermission):
     message = "Only operators and restaurant staff can do this."
 
-    def has_permission(self, request, view) -> bool:
-        return roles.is_operator(request.user) or bool(roles.staff_restaurant_ids(request.user))
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return policy.is_operator(request.user) or bool(policy.staff_restaurant_ids(request.user))
+
+
+class CanCancelOrder(BasePermission):
+    """Of those who see an order, only its courier may not cancel it."""
+
+    message = "Couriers cannot cancel orders."
+
+    def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
+        return policy.can_cancel(request.user, obj)

@@ -143,7 +143,6 @@ def main() -> int:
             ),
             "order_state": lambda: s.order_state(rng.randrange(1, args.orders)),
             "order_status_history": lambda: s.order_status_history(rng.randrange(1, args.orders)),
-            "courier_position": lambda: s.courier_position(5 * rng.randrange(1, args.orders // 5)),
             "courier_path": lambda: s.courier_path(5 * rng.randrange(1, args.orders // 5)),
             "time_in_status_percentiles": lambda: s.time_in_status_percentiles(),
             "stuck_orders": lambda: s.stuck_orders(10 * 60_000, status="BEING_COOKED"),

@@ -24,14 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import (  # noqa: E402
-    embedded_stack,
-    machine,
-    percentile,
-    print_table,
-    process_tree_rss,
-    write_result,
-)
+from bench import common  # noqa: E402
 
 
 def main() -> None:
@@ -41,11 +34,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
 
-    with embedded_stack() as stack:
+    with common.embedded_stack() as stack:
         order_ids, token = _seed(args.sockets)
         port = int(stack.web_url.rsplit(":", 1)[1])
         result = asyncio.run(_drive(args, port, order_ids, token, stack.web_pid))
-    result.update({"machine": machine(), "params": vars(args)})
+    result.update({"machine": common.machine(), "params": vars(args)})
     rows = [
         ("sockets connected", f"{result['connected']}/{args.sockets}"),
         ("connect all (s)", f"{result['connect_seconds']:.1f}"),
@@ -59,10 +52,10 @@ def main() -> None:
         ),
         ("memory per socket (KB)", f"{result['kb_per_socket']:.1f}"),
     ]
-    print_table(
+    common.print_table(
         f"Push fan-out, {args.sockets} sockets, {args.rate:g} updates/s for {args.seconds:g}s", rows
     )
-    print("  written to", write_result("push", result))
+    print("  written to", common.write_result("push", result))
 
 
 def _seed(n: int) -> tuple[list[int], str]:
@@ -87,7 +80,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     sent_at: dict[tuple[int, int], float] = {}
     latencies: list[float] = []
     sockets = []
-    rss_before = process_tree_rss(server_pid)  # all uvicorn workers
+    rss_before = common.process_tree_rss(server_pid)  # all uvicorn workers
     start = time.monotonic()
 
     async def connect(order_id: int):
@@ -138,7 +131,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
     producer.flush(10)
     await asyncio.sleep(3)
-    rss_after = process_tree_rss(server_pid)
+    rss_after = common.process_tree_rss(server_pid)
     for task in readers:
         task.cancel()
     await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
@@ -147,8 +140,8 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
         "connect_seconds": connect_seconds,
         "sent": sent,
         "received": len(latencies),
-        "p50_ms": percentile(latencies, 50) * 1000,
-        "p99_ms": percentile(latencies, 99) * 1000,
+        "p50_ms": common.percentile(latencies, 50) * 1000,
+        "p99_ms": common.percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0) * 1000,
         "server_rss_mb_before": rss_before,
         "server_rss_mb_after": rss_after,

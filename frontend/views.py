@@ -8,6 +8,7 @@ need no inline script).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import views as auth_views
@@ -19,8 +20,8 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from api import roles
 from tracker.core.conf import env_str
+from tracker.orders import policy
 
 #: Optional internet tiles for production (e.g. https://tile.example/{z}/{x}/{y}.png).
 #: Empty (the default): the offline schematic base layer only.
@@ -50,8 +51,8 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         "currency": env_str(CURRENCY_ENV, "USD"),
         "user": {
             "username": user.get_username(),
-            "roles": roles.roles_of(user),
-            "isOperator": roles.is_operator(user),
+            "roles": policy.roles_of(user),
+            "isOperator": policy.is_operator(user),
         },
         "map": map_config(),
         "urls": {
@@ -64,21 +65,24 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
+def page_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A page needs a signed-in user and sets the CSRF cookie its API calls send back."""
+    return ensure_csrf_cookie(login_required(view))
+
+
 def _page(request: HttpRequest, template: str, nav: str, **extra: Any) -> HttpResponse:
     return render(
         request, f"frontend/{template}", {"config": page_config(request, **extra), "nav": nav}
     )
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def my_orders(request: HttpRequest) -> HttpResponse:
     """Active orders with their live status on top, past orders below."""
     return _page(request, "my_orders.html", "orders")
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def order_page(request: HttpRequest, order_id: int) -> HttpResponse:
     """One order: items, the status timeline and the live delivery map.
 
@@ -88,18 +92,16 @@ def order_page(request: HttpRequest, order_id: int) -> HttpResponse:
     return _page(request, "order.html", "orders", orderId=order_id)
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def place_order(request: HttpRequest) -> HttpResponse:
     """Menu by category, cart, saved address, submit (idempotent)."""
     return _page(request, "place_order.html", "new")
 
 
-@ensure_csrf_cookie
-@login_required
+@page_view
 def operations(request: HttpRequest) -> HttpResponse:
     """The operator dashboard: staff users only (others get a 403 page)."""
-    if not roles.is_operator(request.user):
+    if not policy.is_operator(request.user):
         raise PermissionDenied("The operations dashboard is for operators.")
     return _page(request, "operations.html", "operations")
 
@@ -113,7 +115,7 @@ class SignInView(auth_views.LoginView):
     def get_default_redirect_url(self) -> str:
         """Without ``?next=``: operators land on the dashboard, everyone else on their orders."""
         user = self.request.user
-        if roles.is_operator(user) and roles.customer_of(user) is None:
+        if policy.is_operator(user) and policy.customer_of(user) is None:
             return reverse("frontend:operations")
         return reverse("frontend:my-orders")
 

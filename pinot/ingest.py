@@ -66,10 +66,8 @@ class Ingester:
         self.last_error: str | None = None
         self._verify = bool(self.positions)  # a persisted position must match the broker
         self._stop = threading.Event()
-        self._assigned: list[TopicPartition] = []
         self._thread = threading.Thread(target=self._run, name="pinot-ingest", daemon=True)
         self._cond = threading.Condition()
-        self._consumer = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -111,12 +109,10 @@ class Ingester:
             for p in sorted(meta.partitions):
                 parts.append(TopicPartition(name, p, self.positions.get((name, p), (0, None))[0]))
         cons.assign(parts)
-        self._assigned = parts
         return True
 
     def _consume_loop(self) -> None:
         cons = kafka.consumer(self.config, error_cb=self._on_error)
-        self._consumer = cons
         try:
             while not self._stop.is_set() and not self._assign(cons):
                 self._stop.wait(0.5)
@@ -132,7 +128,6 @@ class Ingester:
                     last_purge = time.monotonic()
                     self.store.purge_older_than(int(time.time() * 1000) - self.retention_ms)
         finally:
-            self._consumer = None
             cons.close()
 
     # ------------------------------------------------------------------ records
@@ -206,7 +201,6 @@ class Ingester:
             expected = positions.get((topic, part), (0, None))[0]
             if offset < expected:
                 self._reset(cons, topic, part, seek=False)
-                positions[(topic, part)] = (0, None)
             positions[(topic, part)] = (offset + 1, fingerprint(msg.key(), msg.value()))
             self.stats["consumed"] += 1
             try:

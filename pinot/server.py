@@ -36,6 +36,26 @@ log = logging.getLogger(__name__)
 #: Largest request body accepted (a query, not a bulk upload).
 MAX_BODY = 1 << 20
 
+#: Host names the server answers to (any port) besides the one it listens on. Anything
+#: else is refused, so a web page whose DNS name is rebound to 127.0.0.1 cannot read it.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def allowed_hosts(bind_host: str) -> frozenset[str]:
+    extra = env_str("PINOT_LOCAL_ALLOWED_HOSTS", "")
+    names = {*LOOPBACK_HOSTS, bind_host, *(h.strip() for h in extra.split(",") if h.strip())}
+    return frozenset(n.lower() for n in names if n not in ("", "0.0.0.0", "::"))
+
+
+def host_name(header: str | None) -> str | None:
+    """``Host`` without its port (``[::1]:8099`` -> ``[::1]``); None when absent."""
+    if not header:
+        return None
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header.split("]", 1)[0] + "]"
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
 
 def _json_value(value: Any) -> Any:
     """Pinot (Jackson) writes non-finite doubles as strings."""
@@ -60,6 +80,7 @@ class LocalPinot:
         self.store = Store(self.tables, db_path)
         self.config = config or KafkaConfig()
         self.ingester = Ingester(self.store, self.config, retention_ms=retention_ms)
+        self.allowed_hosts = allowed_hosts(host)
         self.httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self.httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -143,7 +164,17 @@ def _handler_for(server: LocalPinot) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _host_allowed(self) -> bool:
+            """Refuse a Host we do not serve (DNS rebinding: evil.example -> 127.0.0.1)."""
+            if host_name(self.headers.get("Host")) in server.allowed_hosts:
+                return True
+            self.close_connection = True
+            self._send(403, {"code": 403, "error": "host not allowed"})
+            return False
+
         def do_GET(self) -> None:  # noqa: N802 (stdlib API)
+            if not self._host_allowed():
+                return
             path = self.path.split("?", 1)[0]
             if path == "/health":
                 self._send(200, "OK", "text/plain")
@@ -170,12 +201,30 @@ def _handler_for(server: LocalPinot) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": f"no route {path}"})
 
         def do_POST(self) -> None:  # noqa: N802
+            if not self._host_allowed():
+                return
             path = self.path.split("?", 1)[0]
             if path not in ("/query/sql", "/query"):
                 self._send(404, {"error": f"no route {path}"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            raw_length = self.headers.get("Content-Length")
+            # Missing, negative or malformed: refuse without reading (rfile.read(-1) would
+            # wait for the client to close the connection). The connection is then closed,
+            # since whatever body follows was not consumed.
+            if raw_length is None or self.headers.get("Transfer-Encoding"):
+                self.close_connection = True
+                self._send(411, {"code": 411, "error": "Content-Length required"})
+                return
+            try:
+                length = int(raw_length)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self.close_connection = True
+                self._send(400, {"code": 400, "error": "bad Content-Length"})
+                return
             if length > MAX_BODY:
+                self.close_connection = True
                 self._send(413, {"error": "request too large"})
                 return
             try:

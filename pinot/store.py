@@ -50,6 +50,9 @@ _ARROW_TYPES = {
     "BOOLEAN": pa.bool_(),
 }
 
+#: How every connection is opened (see Store.__init__).
+DUCKDB_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+
 PERCENTILE_MACRO = """
 CREATE OR REPLACE MACRO pinot_percentile(l, p) AS
   CASE WHEN l IS NULL OR len(l) = 0 THEN CAST('-inf' AS DOUBLE)
@@ -149,7 +152,10 @@ class Store:
     def __init__(self, tables: dict[str, TableDef], path: str = ":memory:") -> None:
         self.tables = tables
         self.path = path
-        self.conn = duckdb.connect(path)
+        # Read-only and local whatever SQL arrives: no file system or network access
+        # (read_csv, COPY ... TO, ATTACH, INSTALL/LOAD all fail), and the setting itself
+        # cannot be switched back with SET. The database's own file is still used.
+        self.conn = duckdb.connect(path, config=DUCKDB_CONFIG)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._cursors: list[duckdb.DuckDBPyConnection] = []

@@ -30,13 +30,12 @@ def _fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_redis_cache(settings):
-    """On the production backends (REDIS_URL; see tracker/system/backends.py) the cache and
-    throttle counters live in one Redis for the session: each test starts with it empty."""
-    if settings.REDIS_URL:
-        from django.core.cache import cache
+def _fresh_throttle_counters():
+    """Every sign-in path is throttled per client (all tests are 127.0.0.1) and per user
+    name; each test starts with empty counters so earlier tests cannot spend its budget."""
+    from django.core.cache import cache
 
-        cache.clear()
+    cache.clear()
 
 
 @pytest.fixture(scope="session")

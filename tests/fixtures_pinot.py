@@ -15,6 +15,7 @@ to their own ids (``harness.base``) so they can share those tables.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import time
@@ -60,6 +61,11 @@ class PinotHarness:
             kafka.publish(self.producer, event)
             self._published[event.TOPIC.value].append(event)
         assert self.producer.flush(10) == 0
+
+    async def apublish(self, *events: Event) -> None:
+        """From async tests: publish, then wait until queryable, off the event loop."""
+        await asyncio.to_thread(self.publish, *events)
+        await asyncio.to_thread(self.sync)
 
     def sync(self, timeout: float = 30.0) -> None:
         """Return once every published record is queryable."""
@@ -127,6 +133,12 @@ ITEMS = [
 ]
 
 
+def _envelope(order_id: int, at: int | None, **order: int) -> dict[str, Any]:
+    """The fields every enriched record of one order carries (ids default to 1)."""
+    return {"event_id": new_event_id(), "event_time": at if at is not None else now_ms(),
+            "order_id": order_id, "customer_id": 1, **order}  # fmt: skip
+
+
 def order_event(
     order_id: int,
     version: int,
@@ -176,6 +188,14 @@ def order_event(
     )
 
 
+def order_event_of(order: Any, version: int, status: str = "PLACED_ORDER", **extra: Any):
+    """The OrderEnriched record of a database order (its customer and restaurant)."""
+    return order_event(
+        order.pk, version, status, customer_id=order.customer_id,
+        restaurant_id=order.restaurant_id, **extra,
+    )  # fmt: skip
+
+
 def delivery_event(
     order_id: int,
     version: int,
@@ -188,12 +208,8 @@ def delivery_event(
     restaurant_id: int = 1,
 ) -> DeliveryStatus:
     return DeliveryStatus(
-        event_id=new_event_id(),
-        event_time=at if at is not None else now_ms(),
-        order_id=order_id,
+        **_envelope(order_id, at, restaurant_id=restaurant_id),
         version=version,
-        customer_id=1,
-        restaurant_id=restaurant_id,
         courier_id=courier_id,
         status=status,
         lat=lat,
@@ -216,12 +232,8 @@ def item_event(
     at: int | None = None,
 ) -> OrderItemEnriched:
     return OrderItemEnriched(
-        event_id=new_event_id(),
-        event_time=at if at is not None else now_ms(),
-        order_id=order_id,
+        **_envelope(order_id, at, restaurant_id=restaurant_id),
         line=line,
-        customer_id=1,
-        restaurant_id=restaurant_id,
         restaurant_name=f"Restaurant {restaurant_id}",
         product_id=abs(hash(product)) % 1000,
         product_name=product,

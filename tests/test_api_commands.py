@@ -368,7 +368,7 @@ def test_bad_positions_are_refused_and_nothing_is_sent(world, kafka_topics):
         ({"points": [{"lat": 12.9, "lon": 77.6}, {"lat": 12.9, "lon": 190}]}, "points[1].lon"),
         (
             {"points": [{"lat": 12.9, "lon": 77.6, "recorded_at": "2099-01-01T00:00:00Z"}]},
-            "[0].event_time",
+            "points[0].recorded_at",
         ),
         ({}, "points"),
     ]:

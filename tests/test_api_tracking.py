@@ -11,6 +11,8 @@ from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import delivery_event, item_event, order_event
 from tracker.core.events import OrderStatus, now_ms
 from tracker.orders import services
+from tracker.orders.models import Order
+from tracker.tracking import read_model, selectors
 
 pytestmark = pytest.mark.django_db
 
@@ -86,6 +88,27 @@ def test_order_detail_combines_the_record_with_pinots_tracking(world):
     assert body["position"]["lat"] == 12.961
     assert (body["distance_left_km"], body["eta_seconds"]) == (1.25, 225)
     assert body["eta"].endswith("Z")
+
+
+def _without_clock(detail: dict) -> dict:
+    """The detail minus what moves with the clock (the ETA, the current step's duration)."""
+    steps = [
+        {**s, "duration_seconds": None} if s["state"] == "current" else s
+        for s in detail["timeline"]
+    ]
+    return {**detail, "eta": None, "timeline": steps}
+
+
+def test_rest_sends_the_read_models_shapes_unchanged(world):
+    """The WebSocket sends the read model's dicts as they are; REST renders the same dicts
+    through its typed serializers, which must neither drop nor change a field."""
+    order = Order.objects.get(pk=world["order"].pk)
+    client = client_for(world["users"]["owner"])
+    detail = client.get(f"/api/v1/orders/{order.pk}/").json()
+    assert _without_clock(detail) == _without_clock(read_model.order_detail(order))
+    assert detail["path"] and detail["courier"] and detail["items"]  # nested parts compared too
+    listed = client.get("/api/v1/orders/").json()["results"]
+    assert listed == [read_model.order_summary(selectors.order_state(order.pk))]
 
 
 ROLE_EXPECTATIONS = {

@@ -11,32 +11,24 @@ from tracker.core import events
 from tracker.core.events import EventValidationError, OrderStatus, Topic, parse_event
 
 
+def _event(**fields) -> dict:
+    """A valid event body: the fields every event carries (order 7, now), then ``fields``."""
+    header = {"schema_version": events.SCHEMA_VERSION, "event_id": str(uuid.uuid4()),
+              "event_time": events.now_ms(), "order_id": 7}  # fmt: skip
+    return {**header, **fields}
+
+
 def _status_event(**overrides) -> dict:
-    body = {
-        "schema_version": events.SCHEMA_VERSION,
-        "event_id": str(uuid.uuid4()),
-        "event_time": events.now_ms(),
-        "order_id": 7,
-        "status": "ORDER_CONFIRMED",
-        "previous_status": "PLACED_ORDER",
-        "courier_id": None,
-    }
-    body.update(overrides)
-    return body
+    body = _event(
+        placed_at=events.now_ms() - 60_000, status="ORDER_CONFIRMED",
+        previous_status="PLACED_ORDER", courier_id=None,
+    )  # fmt: skip
+    return {**body, **overrides}
 
 
 def _location(**overrides) -> bytes:
-    body = {
-        "schema_version": 1,
-        "event_id": str(uuid.uuid4()),
-        "event_time": events.now_ms(),
-        "order_id": 7,
-        "courier_id": 3,
-        "lat": 12.97,
-        "lon": 77.59,
-    }
-    body.update(overrides)
-    return json.dumps(body).encode()
+    body = _event(placed_at=events.now_ms() - 60_000, courier_id=3, lat=12.97, lon=77.59)
+    return json.dumps({**body, **overrides}).encode()
 
 
 def test_valid_status_event_round_trips():
@@ -92,11 +84,7 @@ def test_impossible_coordinates_are_refused(overrides, field):
 
 
 def test_nested_item_errors_name_the_path():
-    body = {
-        "schema_version": 1,
-        "event_id": str(uuid.uuid4()),
-        "event_time": events.now_ms(),
-        "order_id": 1,
+    body = _event(order_id=1) | {
         "customer_id": 1,
         "customer_name": "A",
         "restaurant_id": 1,

@@ -8,7 +8,6 @@ enriched records published to the real broker, read by the local Pinot server
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 import pytest
@@ -18,7 +17,7 @@ from playwright.async_api import expect
 
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_browser import axe_violations, screenshot, sign_in
-from tests.fixtures_pinot import delivery_event, item_event, order_event
+from tests.fixtures_pinot import delivery_event, item_event, order_event_of
 from tracker.core.events import now_ms
 from tracker.orders.models import Order
 
@@ -48,32 +47,15 @@ def _world():
     }
 
 
-def _enriched(order, version, status="PLACED_ORDER", **extra):
-    return order_event(
-        order.pk,
-        version,
-        status,
-        customer_id=order.customer_id,
-        restaurant_id=order.restaurant_id,
-        **extra,
-    )
-
-
-async def _publish(pinot, *events) -> None:
-    await asyncio.to_thread(pinot.publish, *events)
-    await asyncio.to_thread(pinot.sync)
-
-
 async def _tracked_world(pinot):
     """Alice with one active order (placed a minute ago) and one delivered order."""
     world = await _world()
     t0 = now_ms() - 60_000
     world["t0"] = t0
     old = t0 - 3_600_000
-    await _publish(
-        pinot,
-        _enriched(world["order"], 1, created_at=t0),
-        _enriched(
+    await pinot.apublish(
+        order_event_of(world["order"], 1, created_at=t0),
+        order_event_of(
             world["past"], 7, "DELIVERED", created_at=old, status_time=old + 1_800_000,
             status_times={"ORDER_CONFIRMED": old + 60_000, "OUT_FOR_DELIVERY": old + 900_000},
         ),
@@ -99,17 +81,15 @@ async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot):
     await expect(page.locator("#past-orders")).to_contain_text("Delivered")
     await expect(page.locator("#live-pill")).to_have_text("Live")
 
-    await _publish(
-        pinot,
-        _enriched(order, 2, "ORDER_CONFIRMED", created_at=world["t0"], status_time=now_ms()),
+    await pinot.apublish(
+        order_event_of(order, 2, "ORDER_CONFIRMED", created_at=world["t0"], status_time=now_ms()),
     )
     await expect(card).to_contain_text("Confirmed")  # no reload
     await expect(page.locator("#announcer")).to_contain_text(f"Order #{order.pk}")
 
     # Finishing moves the card from the active list to the past list.
-    await _publish(
-        pinot,
-        _enriched(order, 3, "DELIVERED", created_at=world["t0"], status_time=now_ms()),
+    await pinot.apublish(
+        order_event_of(order, 3, "DELIVERED", created_at=world["t0"], status_time=now_ms()),
     )
     await expect(page.locator(f'#past-orders [data-order-id="{order.pk}"]')).to_contain_text(
         "Delivered"
@@ -147,11 +127,10 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     t_out = now_ms() - 5_000
     times = {"ORDER_CONFIRMED": t0 + 10_000, "BEING_PREPARED": t0 + 20_000,
              "BEING_COOKED": t0 + 30_000}  # fmt: skip
-    await _publish(
-        pinot,
-        _enriched(order, 2, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
-                  status_times=times, courier=(world["courier"].pk, 12.9719, 77.6412, t_out),
-                  distance_left_km=4.2, eta_seconds=900),
+    await pinot.apublish(
+        order_event_of(order, 2, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
+                       status_times=times, courier=(world["courier"].pk, 12.9719, 77.6412, t_out),
+                       distance_left_km=4.2, eta_seconds=900),
     )  # fmt: skip
     current = page.locator('.step[aria-current="step"]')
     await expect(current).to_contain_text("Out for delivery")
@@ -163,11 +142,10 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     before = await page.locator(".pin-courier").evaluate("el => el.style.transform")
 
     # A position-only record: the marker glides to it and the trail grows.
-    await _publish(
-        pinot,
-        _enriched(order, 3, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
-                  status_times=times, courier=(world["courier"].pk, 12.9650, 77.6300, now_ms()),
-                  distance_left_km=2.6, eta_seconds=540),
+    await pinot.apublish(
+        order_event_of(order, 3, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
+                       status_times=times, courier=(world["courier"].pk, 12.9650, 77.6300, now_ms()),
+                       distance_left_km=2.6, eta_seconds=540),
     )  # fmt: skip
     await expect(page.locator("#distance-left")).to_have_text("2.6 km")
     await page.wait_for_timeout(1600)  # the glide
@@ -185,12 +163,11 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     await expect(page.locator("#connection")).to_contain_text("Connection lost")
     await expect(page.locator("#live-pill")).to_have_text("Live", timeout=15_000)
     assert "since=3" in sockets[-1].url
-    await _publish(
-        pinot,
-        _enriched(order, 4, "ARRIVING_AT_DOOR", created_at=t0, status_time=now_ms(),
-                  status_times={**times, "OUT_FOR_DELIVERY": t_out},
-                  courier=(world["courier"].pk, 12.9755, 77.6050, now_ms()),
-                  distance_left_km=0.1, eta_seconds=30),
+    await pinot.apublish(
+        order_event_of(order, 4, "ARRIVING_AT_DOOR", created_at=t0, status_time=now_ms(),
+                       status_times={**times, "OUT_FOR_DELIVERY": t_out},
+                       courier=(world["courier"].pk, 12.9755, 77.6050, now_ms()),
+                       distance_left_km=0.1, eta_seconds=30),
     )  # fmt: skip
     await expect(current).to_contain_text("Arriving at your door")
     await expect(page.locator("#connection")).to_be_hidden()
@@ -229,21 +206,21 @@ async def _operations_data(pinot, world):
     now = now_ms()
     order, past = world["order"], world["past"]
     stuck_since = now - 25 * 60_000
-    await _publish(
-        pinot,
-        _enriched(
+    await pinot.apublish(
+        order_event_of(
             past, 5, "DELIVERED", created_at=now - 50 * 60_000, status_time=now - 20 * 60_000
         ),
-        _enriched(order, 3, "BEING_COOKED", created_at=now - 30 * 60_000, status_time=stuck_since),
+        order_event_of(
+            order, 3, "BEING_COOKED", created_at=now - 30 * 60_000, status_time=stuck_since
+        ),
         item_event(order.pk, 1, "Margherita", 2, 8.5, restaurant_id=order.restaurant_id),
         item_event(order.pk, 2, "Pepsi", 1, 1.5, restaurant_id=order.restaurant_id),
         item_event(past.pk, 1, "Margherita", 1, 8.5, restaurant_id=order.restaurant_id),
     )
     transit = await database_sync_to_async(place)(world["alice"], world["restaurant"])
-    await _publish(
-        pinot,
-        _enriched(transit, 4, "OUT_FOR_DELIVERY", created_at=now - 20 * 60_000,
-                  status_time=now - 60_000, courier=(world["courier"].pk, *CENTRE, now)),
+    await pinot.apublish(
+        order_event_of(transit, 4, "OUT_FOR_DELIVERY", created_at=now - 20 * 60_000,
+                       status_time=now - 60_000, courier=(world["courier"].pk, *CENTRE, now)),
         delivery_event(transit.pk, 4, *CENTRE, courier_id=world["courier"].pk,
                        restaurant_id=transit.restaurant_id),
     )  # fmt: skip

@@ -7,15 +7,13 @@ Spark job turning API writes into these records, is in test_pipeline_e2e.py.)
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tests.fixtures_pinot import order_event
+from tests.fixtures_pinot import order_event_of
 from tracker.asgi import application
 from tracker.core.events import now_ms
 from tracker.live import messages
@@ -51,22 +49,6 @@ async def _connect(path: str, token: str | None) -> tuple[WebsocketCommunicator,
     return socket, await socket.receive_json_from(timeout=20)
 
 
-async def _published(pinot, *events) -> None:
-    await asyncio.to_thread(pinot.publish, *events)
-    await asyncio.to_thread(pinot.sync)
-
-
-def _enriched(order, version, status="PLACED_ORDER", **extra):
-    return order_event(
-        order.pk,
-        version,
-        status,
-        customer_id=order.customer_id,
-        restaurant_id=order.restaurant_id,
-        **extra,
-    )
-
-
 async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(pinot):
     world = await _world()
     socket, message = await _connect(f"/ws/orders/{world['order'].pk}/", None)
@@ -82,7 +64,7 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot)
     world = await _world()
     order = world["order"]
     t0 = now_ms() - 30_000
-    await _published(pinot, _enriched(order, 1, created_at=t0))
+    await pinot.apublish(order_event_of(order, 1, created_at=t0))
 
     mine, snapshot = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
     assert snapshot["type"] == "snapshot" and snapshot["version"] == 1
@@ -93,11 +75,10 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot)
     bobs_list, bobs_snapshot = await _connect("/ws/orders/", world["bob"])
     assert bobs_snapshot == {"type": "snapshot", "orders": []}
 
-    await _published(
-        pinot,
-        _enriched(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 5_000),
-        _enriched(order, 3, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 5_000,
-                  courier=(1, 12.97, 77.6, t0 + 6_000)),
+    await pinot.apublish(
+        order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 5_000),
+        order_event_of(order, 3, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 5_000,
+                       courier=(1, 12.97, 77.6, t0 + 6_000)),
     )  # fmt: skip
     update = await mine.receive_json_from(timeout=10)
     assert (update["type"], update["kind"], update["version"], update["status"]) == (
@@ -124,10 +105,9 @@ async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
     world = await _world()
     order = world["order"]
     t0 = now_ms() - 30_000
-    await _published(
-        pinot,
-        _enriched(order, 1, created_at=t0),
-        _enriched(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 1000),
+    await pinot.apublish(
+        order_event_of(order, 1, created_at=t0),
+        order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 1000),
     )
     socket, message = await _connect(f"/ws/orders/{order.pk}/?since=2", world["alice"])
     assert message == {"type": "resumed", "order_id": order.pk, "version": 2}
@@ -143,7 +123,7 @@ async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
 
 async def test_ping_gets_pong(pinot):
     world = await _world()
-    await _published(pinot, _enriched(world["order"], 1))
+    await pinot.apublish(order_event_of(world["order"], 1))
     socket, _ = await _connect(f"/ws/orders/{world['order'].pk}/", world["alice"])
     await socket.send_json_to({"type": "ping"})
     assert (await socket.receive_json_from(timeout=5))["type"] == "pong"
@@ -160,7 +140,9 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
         pk, customer_id, restaurant_id = 5, 9, 1
 
     def record(version, status="OUT_FOR_DELIVERY", lat=12.9):
-        return _enriched(InTransit, version, status, courier=(1, lat, 77.6, now_ms())).to_json()
+        return order_event_of(
+            InTransit, version, status, courier=(1, lat, 77.6, now_ms())
+        ).to_json()
 
     bridge.handle_batch(
         [record(1), record(2, lat=12.91), record(3, lat=12.92), record(4, lat=12.93)]
@@ -227,7 +209,7 @@ WS_MATRIX = {
 async def test_websocket_routes_against_every_role(pinot):
     world = await _world()
     order = world["order"]
-    await _published(pinot, _enriched(order, 1))
+    await pinot.apublish(order_event_of(order, 1))
     tokens = {"anonymous": None, **(await _role_tokens(order))}
     for role, expected in WS_MATRIX.items():
         for path, want in zip((f"/ws/orders/{order.pk}/", "/ws/orders/"), expected, strict=True):
@@ -239,26 +221,17 @@ async def test_websocket_routes_against_every_role(pinot):
 
 async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot):
     world = await _world()
-    await _published(pinot, _enriched(world["order"], 1))
+    await pinot.apublish(order_event_of(world["order"], 1))
     path = f"/ws/orders/{world['order'].pk}/"
-    evil = WebsocketCommunicator(
-        application,
-        path,
-        headers=[
-            (b"origin", b"https://evil.example"),
-            (b"authorization", f"Token {world['alice']}".encode()),
-        ],
-    )
-    connected, code = await evil.connect(timeout=10)
+    token = f"Token {world['alice']}".encode()
+
+    def from_origin(origin: bytes) -> WebsocketCommunicator:
+        headers = [(b"origin", origin), (b"authorization", token)]
+        return WebsocketCommunicator(application, path, headers=headers)
+
+    connected, code = await from_origin(b"https://evil.example").connect(timeout=10)
     assert not connected and code == 4403
-    ours = WebsocketCommunicator(
-        application,
-        path,
-        headers=[
-            (b"origin", b"http://127.0.0.1:8000"),
-            (b"authorization", f"Token {world['alice']}".encode()),
-        ],
-    )
+    ours = from_origin(b"http://127.0.0.1:8000")
     assert (await ours.connect(timeout=20))[0]
     assert (await ours.receive_json_from(timeout=20))["type"] == "snapshot"
     await ours.disconnect()

@@ -106,12 +106,9 @@ def test_outbox_refuses_writes_outside_a_transaction():
     from tracker.outbox.services import enqueue
 
     event = OrderStatusChanged(
-        event_id=new_event_id(),
-        event_time=now_ms(),
-        order_id=1,
+        event_id=new_event_id(), event_time=now_ms(), order_id=1, placed_at=now_ms(),
         status="PLACED_ORDER",
-        placed_at=now_ms(),
-    )
+    )  # fmt: skip
     with pytest.raises(RuntimeError, match="inside transaction.atomic"):
         enqueue(event)
 

@@ -16,7 +16,7 @@ from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.core import kafka
 from tracker.core.broker import EmbeddedBroker
 from tracker.core.conf import KafkaConfig
-from tracker.core.events import SOURCE_TOPICS, Topic
+from tracker.core.events import SOURCE_TOPICS, Topic, topic_name
 from tracker.orders import services
 from tracker.outbox.models import OutboxEvent
 from tracker.outbox.relay import Relay
@@ -110,7 +110,8 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
         published = _published_events()
         assert len(published) == OutboxEvent.objects.count() == 10 * 2 + 10
         _assert_exactly_once_in_order(published)
-        assert kafka.topics_exist(SOURCE_TOPICS)
+        existing = kafka.admin().list_topics(timeout=3).topics
+        assert {topic_name(t) for t in SOURCE_TOPICS} <= set(existing)
     finally:
         stop.set()
         thread.join(10)
@@ -123,3 +124,107 @@ def _wait_until(predicate, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_cut_short_by_the_producer_settles_what_was_sent_and_duplicates_nothing(
+    kafka_topics,
+):
+    """The producer refuses a record half-way through a batch (here: over Kafka's
+    1 MB message limit). The records it already took were sent in the background;
+    the relay must learn their fate before it gives the producer up, or it sends
+    them again with a new producer and consumers see them twice."""
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    customer, restaurant = make_customer(), make_restaurant()
+    for _ in range(2):
+        place(customer, restaurant)
+    before = list(OutboxEvent.objects.values_list("id", flat=True))
+    oversized = OutboxEvent.objects.create(
+        event_id=uuid4(), topic=Topic.ORDERS.value, key="999",
+        payload=b"x" * 1_100_000, event_time=datetime.now(tz=UTC),
+    )  # fmt: skip
+    place(customer, restaurant)
+    relay = Relay(delivery_timeout=3.0, max_backoff=0.2)
+    relay._prepare_topics()
+    stop = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(stop,), kwargs={"check_topics_every": 0.5})
+    thread.start()
+    try:
+        _wait_until(lambda: relay.outages >= 2)  # it keeps refusing that one record
+        # What went out before the refusal is marked published, once; the rest waits.
+        published = set(
+            OutboxEvent.objects.filter(published_at__isnull=False).values_list("id", flat=True)
+        )
+        assert published == set(before)
+        oversized.refresh_from_db()
+        assert oversized.attempts >= 2 and "too large" in oversized.last_error.lower()
+        oversized.delete()  # an operator removes it; the relay carries on
+        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+    finally:
+        stop.set()
+        thread.join(10)
+    _assert_exactly_once_in_order(_published_events())
+    assert relay.in_doubt == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_records_whose_fate_the_broker_never_told_are_counted_as_in_doubt(
+    kafka_broker, monkeypatch
+):
+    """The broker freezes with the relay's records in flight (SIGSTOP), then resumes and
+    writes them. The relay could not know: it retried them with a new producer, so the topic
+    holds them twice. Every such duplicate is one the relay counted in ``in_doubt`` and
+    marked on its row; nothing is lost and each order's events keep their order."""
+    import os
+    import signal
+
+    from confluent_kafka import KafkaException
+
+    port = free_port()
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
+    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "frozen.")
+    broker = EmbeddedBroker(KafkaConfig()).start(create_topics=False)
+    try:
+        customer, restaurant = make_customer(), make_restaurant()
+        relay = Relay(delivery_timeout=1.0, max_backoff=0.2)
+        relay._prepare_topics()
+        place(customer, restaurant)
+        _wait_until(lambda: _publish_or_retire(relay) > 0)  # the producer is warm
+        warm_doubts = relay.in_doubt
+        for _ in range(3):
+            place(customer, restaurant)
+        os.kill(broker.process.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(KafkaException):
+                relay.publish_batch()
+            relay._retire_producer()
+        finally:
+            os.kill(broker.process.pid, signal.SIGCONT)
+        doubted = relay.in_doubt - warm_doubts
+        assert doubted == 6  # 3 orders x (placed + status)
+        assert OutboxEvent.objects.filter(last_error__startswith="in doubt").count() == 6
+        _wait_until(lambda: _publish_or_retire(relay) == 0 and not OutboxEvent.objects.filter(
+            published_at__isnull=True).exists())  # fmt: skip
+        published = _published_events()
+        ids = [e["event_id"] for e in published]
+        duplicates = len(ids) - len(set(ids))
+        assert 0 <= duplicates <= doubted  # each duplicate was announced
+        assert set(ids) == {str(i) for i in OutboxEvent.objects.values_list("event_id", flat=True)}
+        first_seen = {}
+        for e in sorted(published, key=lambda e: (e["_topic"], e["_partition"], e["_offset"])):
+            first_seen.setdefault(e["event_id"], e)
+        _assert_exactly_once_in_order(list(first_seen.values()))
+    finally:
+        broker.stop()
+
+
+def _publish_or_retire(relay: Relay) -> int:
+    from confluent_kafka import KafkaException
+
+    try:
+        return relay.publish_batch()
+    except KafkaException:
+        relay._retire_producer()
+        return -1

@@ -229,7 +229,7 @@ def test_python_m_pinot_prints_ready_and_serves_health(kafka_topics, tmp_path):
         os.environ["PINOT_BROKER_URL"] = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 10
-            while s.courier_position(42) is None:
+            while not s.courier_path(42):
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
         finally:

@@ -90,24 +90,13 @@ def test_list_orders_newest_first_with_filters_and_pages(pinot):
             order_event(pinot.base + i, 1, customer_id=cust, created_at=t + i * MIN)
             for i in range(1, 13)
         ],
-        order_event(
-            pinot.base + 3,
-            2,
-            "DELIVERED",
-            customer_id=cust,
-            created_at=t + 3 * MIN,
-            status_time=t + 40 * MIN,
-        ),
-        order_event(
-            pinot.base + 4,
-            2,
-            "CANCELLED",
-            customer_id=cust,
-            created_at=t + 4 * MIN,
-            status_time=t + 5 * MIN,
-        ),
+        # Order 3 delivered, order 4 cancelled: the two past ones.
+        order_event(pinot.base + 3, 2, "DELIVERED", customer_id=cust, created_at=t + 3 * MIN,
+                    status_time=t + 40 * MIN),
+        order_event(pinot.base + 4, 2, "CANCELLED", customer_id=cust, created_at=t + 4 * MIN,
+                    status_time=t + 5 * MIN),
         order_event(pinot.base + 50, 1, customer_id=cust + 1, created_at=t),  # someone else
-    )
+    )  # fmt: skip
     pinot.sync()
     ids = lambda orders: [o.order_id - pinot.base for o in orders]  # noqa: E731
     assert ids(s.list_orders(customer_id=cust, limit=100)) == list(range(12, 0, -1))
@@ -172,7 +161,7 @@ def test_stuck_orders_longest_waiting_first(pinot):
     assert [o.order_id - pinot.base for o in anywhere] == [4, 2, 1]
 
 
-def test_courier_position_path_and_polygon(pinot):
+def test_courier_path_and_latest_positions_in_a_polygon(pinot):
     a, b, c = pinot.base + 1, pinot.base + 2, pinot.base + 3
     t = now_ms() - MIN
     # a moves along a line; its version 3 arrives before version 2
@@ -184,12 +173,13 @@ def test_courier_position_path_and_polygon(pinot):
         delivery_event(c, 1, 52.508, 13.415, at=t, status="DELIVERED"),  # inside, not in transit
     )
     pinot.sync()
-    pos = s.courier_position(a)
-    assert (pos.lat, pos.lon, pos.version, pos.at) == (52.510, 13.420, 3, t + 2000)
     assert [p.version for p in s.courier_path(a)] == [1, 2, 3]
-    assert s.courier_position(pinot.base + 77) is None
+    assert s.courier_path(pinot.base + 77) == []
     box = [(13.39, 52.49), (13.43, 52.49), (13.43, 52.52), (13.39, 52.52)]
-    assert [p.order_id for p in s.deliveries_in_area(box)] == [a]
+    [latest] = s.deliveries_in_area(box)  # the highest version, though it arrived first
+    assert (latest.order_id, latest.lat, latest.lon, latest.version, latest.at) == (
+        a, 52.510, 13.420, 3, t + 2000,
+    )  # fmt: skip
     # the same query as Pinot SQL with the book's WKT form, counting
     wkt = s.polygon_wkt(box)
     rows = s.query(

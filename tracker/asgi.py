@@ -10,12 +10,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from tracker.asgi_limits import BodySizeLimit  # noqa: E402
 from tracker.live.auth import websocket_stack  # noqa: E402
 from tracker.live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodySizeLimit(django_asgi_app),
         "websocket": websocket_stack(URLRouter(websocket_urlpatterns)),
     }
 )

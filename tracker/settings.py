@@ -8,11 +8,24 @@ Production sets the variables listed in README.md's configuration table.
 from __future__ import annotations
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from tracker.core.conf import env_bool, env_int, env_list, env_str, var_dir
 
+#: The built-in key: fine on a laptop, never with debug off (see the check below).
+DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
+
 DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "embedded-development-only-not-a-secret")
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    # Sessions, password-reset links and signed values would be forgeable by anyone who
+    # has read this repository: refuse to start rather than run production with it.
+    raise ImproperlyConfigured(
+        "DJANGO_DEBUG=false but DJANGO_SECRET_KEY is not set (the built-in development key "
+        "is public). Set DJANGO_SECRET_KEY to 50+ random characters, e.g. the output of "
+        '`python -c "import secrets; print(secrets.token_urlsafe(50))"`, or set '
+        "DJANGO_DEBUG=true for local development. See docs/operations.md, production checklist."
+    )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list(
     "DJANGO_CSRF_TRUSTED_ORIGINS", ["http://127.0.0.1:8000", "http://localhost:8000"]
@@ -44,11 +57,13 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "tracker.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tracker.middleware.LoginThrottleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -117,17 +132,39 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
+# --- request limits and login throttles (tracker/security.py, tracker/middleware.py) --
+#: Largest request body accepted (413 above it), for every path: DRF's JSON parser
+#: reads the raw stream, so Django's own form limit below does not cover the API.
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES
+#: Reverse proxies in front of the app that append to X-Forwarded-For (Caddy in
+#: docker-compose.yml: 1). 0 = ignore the header: the client is REMOTE_ADDR.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+#: Every sign-in path, throttled per client and per user name.
+LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/login/"})
+LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
+LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "10/min")
+
+#: API tokens (mobile apps) expire this many days after sign-in; 0 = never.
+API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
+
 # --- REST API -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",  # mobile apps
+        "api.authentication.ExpiringTokenAuthentication",  # mobile apps
         "rest_framework.authentication.SessionAuthentication",  # the browser (CSRF enforced)
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.JSONParser",  # DRF's, plus a nesting limit (deep nesting was a 500)
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttles.ScopedRateThrottle"],
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # never key throttles on a client-written header
     "DEFAULT_THROTTLE_RATES": {
         "login": env_str("API_THROTTLE_LOGIN", "10/min"),
         "orders": env_str("API_THROTTLE_ORDERS", "30/min"),
@@ -176,6 +213,10 @@ CHANNEL_LAYERS = {
 #: several ASGI servers, set false and run `manage.py pushbridge` with REDIS_URL.
 PUSH_BRIDGE_EMBEDDED = env_bool("PUSH_BRIDGE_EMBEDDED", not REDIS_URL)
 PUSH_HEARTBEAT_SECONDS = float(env_str("PUSH_HEARTBEAT_SECONDS", "20"))
+#: Safety net behind the revocation messages (tracker/live/signals.py): every open socket
+#: re-checks its credential and its access this often, so a change made where the
+#: channel layer does not reach (another process in embedded mode) still closes it.
+PUSH_RECHECK_SECONDS = float(env_str("PUSH_RECHECK_SECONDS", "30"))
 
 # --- the event pipeline -------------------------------------------------------
 OUTBOX_RELAY_BATCH_SIZE = env_int("OUTBOX_RELAY_BATCH_SIZE", 500)

@@ -10,8 +10,12 @@ each of them.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -22,24 +26,22 @@ def env_str(name: str, default: str) -> str:
     return value if value != "" else default
 
 
-def env_int(name: str, default: int) -> int:
+def _env_number(name: str, default: T, parse: Callable[[str], T], kind: str) -> T:
     raw = os.environ.get(name, "")
     if raw == "":
         return default
     try:
-        return int(raw)
+        return parse(raw)
     except ValueError as exc:
-        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from exc
+        raise ValueError(f"environment variable {name} must be {kind}, got {raw!r}") from exc
+
+
+def env_int(name: str, default: int) -> int:
+    return _env_number(name, default, int, "an integer")
 
 
 def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, "")
-    if raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from exc
+    return _env_number(name, default, float, "a number")
 
 
 def env_bool(name: str, default: bool) -> bool:

@@ -33,6 +33,7 @@ import time
 import types
 import typing
 import uuid
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -120,6 +121,11 @@ def can_transition(current: OrderStatus | str, target: OrderStatus | str) -> boo
     return next_status(current) is target
 
 
+def status_label(status: OrderStatus | str) -> str:
+    """What people read: ``OUT_FOR_DELIVERY`` -> ``Out for delivery``."""
+    return OrderStatus(status).value.replace("_", " ").capitalize()
+
+
 def status_time_field(status: OrderStatus | str) -> str:
     """Name of the enriched column holding when an order entered ``status``."""
     return f"{OrderStatus(status).value.lower()}_at"
@@ -141,11 +147,28 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def epoch_ms(moment: datetime) -> int:
+    """An aware datetime as the contract's time: integer epoch milliseconds."""
+    return int(moment.timestamp() * 1000)
+
+
 def new_event_id() -> str:
     return str(uuid.uuid4())
 
 
 # --------------------------------------------------------------------------- validation
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters: reasons must stay short whatever came in."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past Python's digit limit for str()
+        return f"<an integer of about {value.bit_length() * 0.30103:.0f} digits>"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _check_type(name: str, value: Any, annotation: Any) -> Any:
@@ -161,21 +184,27 @@ def _check_type(name: str, value: Any, annotation: Any) -> Any:
         raise EventValidationError(name, "is required")
     if annotation is bool:
         if not isinstance(value, bool):
-            raise EventValidationError(name, f"must be a boolean, got {value!r}")
+            raise EventValidationError(name, f"must be a boolean, got {_shown(value)}")
         return value
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise EventValidationError(name, f"must be an integer, got {value!r}")
+            raise EventValidationError(name, f"must be an integer, got {_shown(value)}")
+        if not INT64_MIN <= value <= INT64_MAX:  # Spark and Pinot store LONG
+            raise EventValidationError(name, f"must fit in 64 bits, got {_shown(value)}")
         return value
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise EventValidationError(name, f"must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise EventValidationError(name, f"must be finite, got {value!r}")
-        return float(value)
+            raise EventValidationError(name, f"must be a number, got {_shown(value)}")
+        try:
+            number = float(value)  # an integer of hundreds of digits is no float
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise EventValidationError(name, f"must be finite, got {_shown(value)}")
+        return number
     if annotation is str:
         if not isinstance(value, str):
-            raise EventValidationError(name, f"must be a string, got {value!r}")
+            raise EventValidationError(name, f"must be a string, got {_shown(value)}")
         return value
     if origin is list:
         (item_type,) = typing.get_args(annotation)
@@ -205,9 +234,9 @@ def _check_money(name: str, value: str) -> None:
     try:
         amount = Decimal(value)
     except InvalidOperation:
-        raise EventValidationError(name, f"must be a decimal amount, got {value!r}") from None
+        raise EventValidationError(name, f"must be a decimal amount, got {_shown(value)}") from None
     if not amount.is_finite() or amount < 0:
-        raise EventValidationError(name, f"must be a non-negative amount, got {value!r}")
+        raise EventValidationError(name, f"must be a non-negative amount, got {_shown(value)}")
 
 
 @functools.cache
@@ -296,10 +325,9 @@ class OrderItem(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderPlaced(Event):
-    """Topic ``orders``: everything downstream needs to know about a new order."""
-
-    TOPIC: ClassVar[Topic] = Topic.ORDERS
+class _OrderFacts(Event):
+    """Who ordered what, from where, to where: stated once by OrderPlaced and carried
+    unchanged into every OrderEnriched version."""
 
     customer_id: int
     customer_name: str
@@ -310,12 +338,23 @@ class OrderPlaced(Event):
     delivery_lat: float
     delivery_lon: float
     items: list[OrderItem]
-    total: str
 
     def validate(self, prefix: str = "") -> None:
         super().validate(prefix)
         _check_lat_lon(self, "restaurant_lat", "restaurant_lon", prefix)
         _check_lat_lon(self, "delivery_lat", "delivery_lon", prefix)
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderPlaced(_OrderFacts):
+    """Topic ``orders``: everything downstream needs to know about a new order."""
+
+    TOPIC: ClassVar[Topic] = Topic.ORDERS
+
+    total: str
+
+    def validate(self, prefix: str = "") -> None:
+        super().validate(prefix)
         _check_money(prefix + "total", self.total)
         if not self.items:
             raise EventValidationError(prefix + "items", "must not be empty")
@@ -344,7 +383,7 @@ class OrderStatusChanged(Event):
         for name in ("status", "previous_status"):
             value = getattr(self, name)
             if value is not None and value not in OrderStatus.__members__:
-                raise EventValidationError(prefix + name, f"unknown status {value!r}")
+                raise EventValidationError(prefix + name, f"unknown status {_shown(value)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -369,7 +408,7 @@ class DeliveryLocation(Event):
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderEnriched(Event):
+class OrderEnriched(_OrderFacts):
     """Topic ``orders_enriched``: the latest state of one order (Pinot upsert by order_id).
 
     ``version`` increases with every accepted change (it may skip numbers when
@@ -383,15 +422,6 @@ class OrderEnriched(Event):
     TOPIC: ClassVar[Topic] = Topic.ORDERS_ENRICHED
 
     version: int
-    customer_id: int
-    customer_name: str
-    restaurant_id: int
-    restaurant_name: str
-    restaurant_lat: float
-    restaurant_lon: float
-    delivery_lat: float
-    delivery_lon: float
-    items: list[OrderItem]
     item_count: int
     total: float
     status: str
@@ -523,7 +553,9 @@ def parse_event(topic: Topic | str, value: bytes | str | None) -> Event:
         raise EventValidationError("value", "message has no value")
     try:
         data = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError:
+        raise EventValidationError("value", "not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # bad JSON, bad UTF-8, an integer over Python's digit limit
         raise EventValidationError("value", f"not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise EventValidationError("value", "must be a JSON object")
@@ -531,7 +563,7 @@ def parse_event(topic: Topic | str, value: bytes | str | None) -> Event:
     if version is None:
         raise EventValidationError("schema_version", "is required")
     if version != SCHEMA_VERSION:
-        raise EventValidationError("schema_version", f"unsupported version {version!r}")
+        raise EventValidationError("schema_version", f"unsupported version {_shown(version)}")
     unknown = sorted(set(data) - {name for name, _, _ in _field_specs(cls)})
     if unknown:
         raise EventValidationError(unknown[0], "is not a field of this event")

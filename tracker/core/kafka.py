@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
+    Message,
     Producer,
     TopicPartition,
 )
@@ -79,19 +81,87 @@ def admin(config: KafkaConfig | None = None) -> AdminClient:
     return AdminClient({**_COMMON, "bootstrap.servers": config.bootstrap_servers})
 
 
-def publish(prod: Producer, event: Event, on_delivery=None) -> None:
-    """Queue ``event`` on its topic, keyed by order id (see the event contract)."""
+def produce(
+    prod: Producer,
+    topic: str,
+    key: bytes | None,
+    value: bytes,
+    on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+) -> None:
+    """Queue one message; while librdkafka's local queue is full, serve delivery
+    reports (which frees it) and retry, so a burst slows the caller instead of failing."""
     while True:
         try:
-            prod.produce(
-                topic_name(event.TOPIC),
-                key=event.key(),
-                value=event.to_json(),
-                on_delivery=on_delivery,
-            )
+            prod.produce(topic, key=key, value=value, on_delivery=on_delivery)
             return
         except BufferError:
-            prod.poll(0.05)  # local queue full: serve delivery reports, then retry
+            prod.poll(0.05)
+
+
+def publish(prod: Producer, event: Event, on_delivery=None) -> None:
+    """Queue ``event`` on its topic, keyed by order id (see the event contract)."""
+    produce(prod, topic_name(event.TOPIC), event.key(), event.to_json(), on_delivery)
+
+
+#: Delivery errors after which a record may or may not be in the topic.
+IN_DOUBT_ERRORS = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._PURGE_INFLIGHT})
+
+
+class Undelivered(Exception):
+    """The broker did not acknowledge every message of a :class:`Deliveries` batch."""
+
+    def __init__(self, total: int, acked: list[Any], errors: dict[Any, str]) -> None:
+        self.total, self.acked, self.errors = total, acked, errors
+        first = next(iter(errors.values()), "not acknowledged in time")
+        super().__init__(f"{total - len(acked)} of {total} messages not acknowledged: {first}")
+
+
+class Deliveries:
+    """One batch of messages: produce each, flush once, then know which the broker
+    acknowledged (acks=all). Whoever must not lose a message (the outbox relay, the
+    courier telemetry, the stream sink) checks with :meth:`flush`, which raises
+    :class:`Undelivered` unless every message was acknowledged.
+
+    Each message carries a ``tag`` (an outbox row id, an index) so the caller
+    learns which ones to retry: ``acked`` lists their tags, ``errors`` maps a tag
+    to the broker's error.
+    """
+
+    def __init__(self, prod: Producer) -> None:
+        self.producer = prod
+        self.total = 0
+        self.acked: list[Any] = []
+        self.errors: dict[Any, str] = {}
+        #: tags whose fate the broker never told (timed out or purged in flight): they
+        #: may have been written, so a retry can duplicate them (same event id).
+        self.in_doubt: list[Any] = []
+
+    def produce(self, topic: str, key: bytes | None, value: bytes, tag: Any = None) -> None:
+        tag = self.total if tag is None else tag
+        self.total += 1
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                self.acked.append(tag)
+            elif err.code() in IN_DOUBT_ERRORS:
+                self.in_doubt.append(tag)
+                self.errors[tag] = f"in doubt (may have been written): {err}"
+            else:
+                self.errors[tag] = str(err)
+
+        produce(self.producer, topic, key, value, on_delivery)
+
+    def publish(self, event: Event, tag: Any = None) -> None:
+        """Queue ``event`` on its topic, keyed by order id (see the event contract)."""
+        self.produce(topic_name(event.TOPIC), event.key(), event.to_json(), tag)
+
+    def flush(self, timeout: float) -> list[Any]:
+        """Wait up to ``timeout`` seconds for every acknowledgement; the acked tags, or
+        :class:`Undelivered` (whose ``acked`` still says which ones made it)."""
+        self.producer.flush(timeout)
+        if len(self.acked) < self.total:
+            raise Undelivered(self.total, list(self.acked), dict(self.errors))
+        return list(self.acked)
 
 
 def ensure_topics(
@@ -132,16 +202,6 @@ def ensure_topics(
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
     return created
-
-
-def topics_exist(topics: Iterable[Topic | str], config: KafkaConfig | None = None) -> bool:
-    """Whether every topic exists (False also when the broker is unreachable)."""
-    config = config or kafka_config()
-    try:
-        existing = admin(config).list_topics(timeout=3).topics
-    except KafkaException:
-        return False
-    return all(topic_name(t, config.topic_prefix) in existing for t in topics)
 
 
 def partitions_of(cons: Consumer, topic: str, timeout: float = 10.0) -> list[int]:

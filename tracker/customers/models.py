@@ -10,14 +10,16 @@ LATITUDE = [MinValueValidator(-90), MaxValueValidator(90)]
 LONGITUDE = [MinValueValidator(-180), MaxValueValidator(180)]
 
 
-class Customer(models.Model):
-    user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="customer"
-    )
+class UserProfile(models.Model):
+    """A role a Django user holds (``user.customer``, ``user.courier``), with a phone.
+
+    Each subclass declares its own ``user`` one-to-one field, named after the role.
+    """
+
     phone = models.CharField(max_length=32, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        abstract = True
         ordering = ["id"]
 
     def __str__(self) -> str:
@@ -26,6 +28,13 @@ class Customer(models.Model):
     @property
     def display_name(self) -> str:
         return self.user.get_full_name() or self.user.get_username()
+
+
+class Customer(UserProfile):
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="customer"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
 
 
 class Address(models.Model):

@@ -9,20 +9,49 @@ authority, so a missing Origin is fine for them.
 
 from __future__ import annotations
 
+from importlib import import_module
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlparse
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
-from rest_framework.authtoken.models import Token
+
+from tracker.security import user_for_token
 
 
 @database_sync_to_async
 def _user_for_token(key: str):
-    token = Token.objects.select_related("user").filter(key=key).first()
-    return token.user if token is not None and token.user.is_active else AnonymousUser()
+    return user_for_token(key) or AnonymousUser()
+
+
+Credential = tuple[str, str]  # ("token", key) or ("session", session key)
+
+
+def credential_of(scope: dict) -> Credential | None:
+    """What authenticated this socket, so it can be checked again while it is open."""
+    if scope.get("auth_token"):
+        return ("token", scope["auth_token"])
+    session = scope.get("session")
+    key = getattr(session, "session_key", None)
+    return ("session", key) if key else None
+
+
+def current_user(credential: Credential | None):
+    """The user ``credential`` stands for *now*, or None when it no longer stands for one
+    (token revoked or expired, session flushed or its password hash changed, user
+    deactivated). Runs in a database thread."""
+    if credential is None:
+        return None
+    kind, key = credential
+    if kind == "token":
+        return user_for_token(key)
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=key)
+    user = get_user(SimpleNamespace(session=store))  # checks the hash and is_active
+    return user if user.is_authenticated else None
 
 
 class TokenAuthMiddleware:
@@ -38,7 +67,7 @@ class TokenAuthMiddleware:
         else:
             key = (parse_qs(scope.get("query_string", b"").decode()).get("token") or [None])[0]
         if key:
-            scope = {**scope, "user": await _user_for_token(key)}
+            scope = {**scope, "user": await _user_for_token(key), "auth_token": key}
         return await self.app(scope, receive, send)
 
 

@@ -39,6 +39,12 @@ MAX_TRACKED_ORDERS = 200_000
 
 
 class Bridge:
+    """Publishes each new orders_enriched version to its order's and customer's groups.
+
+    Deduplicating and coalescing here, once, means every socket gets the same
+    gap-free, in-order stream without each one keeping per-order state.
+    """
+
     def __init__(self, publish: Publish) -> None:
         self.publish = publish
         self._seen: OrderedDict[int, tuple[int, str]] = OrderedDict()

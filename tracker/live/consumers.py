@@ -1,8 +1,9 @@
 """WebSocket consumers: a snapshot, then every change, with no gap and bounded memory.
 
 ``/ws/orders/<id>/`` follows one order; ``/ws/orders/`` follows all of the
-signed-in customer's orders. Authorisation is the REST API's
-(:func:`api.roles.can_see_order`); a refused socket is accepted and then closed
+signed-in customer's orders. Who may follow what, and what a snapshot shows,
+are the REST API's too: :mod:`tracker.orders.policy` and
+:mod:`tracker.tracking.read_model`. A refused socket is accepted and then closed
 with a documented code (see :mod:`tracker.live.messages`), because a close
 before accepting reaches the client as a bare HTTP 403.
 
@@ -14,6 +15,13 @@ Slow clients: handlers never await the network. Status updates wait in a small
 queue (an order has at most eight statuses, so it is bounded by nature, and a
 client that still falls behind is closed with 4408 so it reconnects with
 ``?since=``); position updates coalesce to the latest per order.
+
+Access holds for the socket's whole life, not only at connect: every socket
+also joins its user's group and re-checks its credential and its access when
+told to (:mod:`tracker.live.signals`: logout, token revoked or expired,
+deactivation, order reassigned) and every ``PUSH_RECHECK_SECONDS``; it closes
+with 4401 or 4404 when the check fails. A reconnect with ``?since=`` goes
+through the same checks as a first connect before it may be ``resumed``.
 """
 
 from __future__ import annotations
@@ -27,13 +35,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from api import roles
-from api.serializers import tracking_summary
-from api.views import order_detail
 from tracker.live import messages as m
+from tracker.live.auth import credential_of, current_user
 from tracker.live.bridge import ensure_embedded_bridge
+from tracker.orders import policy
 from tracker.orders.models import Order
-from tracker.tracking import selectors
+from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 
 MAX_QUEUED_STATUS_UPDATES = 256
@@ -66,7 +73,9 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         except ValueError as exc:
             await self._refuse(m.CLOSE_BAD_REQUEST, str(exc))
             return
-        for group in groups:
+        self._credential = credential_of(self.scope)
+        self._closing = False
+        for group in [*groups, m.user_group(user.pk)]:
             await self.channel_layer.group_add(group, self.channel_name)
             self._joined.append(group)
         try:
@@ -77,11 +86,52 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         held, self._held = self._held, None
         for message in held or []:
             self._enqueue(message)
-        self._tasks = [asyncio.create_task(self._writer()), asyncio.create_task(self._heartbeat())]
+        self._tasks = [
+            asyncio.create_task(self._writer()),
+            asyncio.create_task(self._heartbeat()),
+            asyncio.create_task(self._periodic_recheck()),
+        ]
 
     async def _refuse(self, code: int, reason: str) -> None:
+        self._closing = True
+        current = asyncio.current_task()
+        for task in getattr(self, "_tasks", []):
+            if task is not current:
+                task.cancel()
         await self.send_json({"type": "error", "code": code, "message": reason})
         await self.close(code=code)
+
+    # ------------------------------------------------------------------ access
+
+    async def access_recheck(self, event: dict[str, Any]) -> None:
+        """From :mod:`tracker.live.signals`: this user's or this order's access changed."""
+        await self._recheck()
+
+    async def _periodic_recheck(self) -> None:
+        while True:
+            await asyncio.sleep(settings.PUSH_RECHECK_SECONDS)
+            await self._recheck()
+
+    async def _recheck(self) -> None:
+        if getattr(self, "_closing", True):
+            return  # not connected yet (connect checks everything) or already closing
+        verdict = await database_sync_to_async(self._verdict)()
+        if verdict is not None and not self._closing:
+            await self._refuse(*verdict)
+
+    def _verdict(self) -> tuple[int, str] | None:
+        """None while access still holds, else the close code and reason (database thread)."""
+        user = current_user(self._credential)
+        if user is None:
+            return (
+                m.CLOSE_UNAUTHENTICATED,
+                "Signed out, token expired or revoked, or account deactivated.",
+            )
+        try:
+            self.still_authorised(user)
+        except PermissionError as exc:
+            return m.CLOSE_NOT_FOUND, str(exc)
+        return None
 
     async def disconnect(self, code: int) -> None:
         for task in getattr(self, "_tasks", []):
@@ -138,6 +188,10 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
     async def authorise(self, user: Any) -> list[str]:
         raise NotImplementedError
 
+    def still_authorised(self, user: Any) -> None:
+        """Raise PermissionError when ``user`` may no longer follow this socket's data."""
+        raise NotImplementedError
+
     async def send_snapshot(self) -> None:
         raise NotImplementedError
 
@@ -163,13 +217,17 @@ class OrderSocket(TrackingSocket):
         self.order = await database_sync_to_async(self._load)(user)
         return [m.order_group(self.order_id)]
 
+    def still_authorised(self, user: Any) -> None:
+        self._load(user)
+
     def _load(self, user: Any) -> Order:
         order = (
-            Order.objects.select_related("restaurant", "customer__user", "courier__user")
+            policy.visible_orders(user)
+            .select_related("restaurant", "customer__user", "courier__user")
             .filter(pk=self.order_id)
             .first()
         )
-        if order is None or not roles.can_see_order(user, order):
+        if order is None:
             raise PermissionError("No such order.")
         return order
 
@@ -182,7 +240,7 @@ class OrderSocket(TrackingSocket):
                     {"type": "resumed", "order_id": self.order_id, "version": state.version}
                 )
                 return
-        detail = await database_sync_to_async(order_detail)(self.order)
+        detail = await database_sync_to_async(read_model.order_detail)(self.order)
         version = detail["tracking"]["version"]
         self._versions[self.order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})
@@ -192,11 +250,16 @@ class CustomerOrdersSocket(TrackingSocket):
     """``/ws/orders/``: changes to any of the signed-in customer's orders."""
 
     async def authorise(self, user: Any) -> list[str]:
-        customer = await database_sync_to_async(roles.customer_of)(user)
+        customer = await database_sync_to_async(policy.customer_of)(user)
         if customer is None:
             raise PermissionError("Only customers have an order list to follow.")
         self.customer_id = customer.pk
         return [m.customer_group(customer.pk)]
+
+    def still_authorised(self, user: Any) -> None:
+        customer = policy.customer_of(user)
+        if customer is None or customer.pk != self.customer_id:
+            raise PermissionError("Only customers have an order list to follow.")
 
     async def send_snapshot(self) -> None:
         rows = await database_sync_to_async(selectors.list_orders)(
@@ -204,4 +267,6 @@ class CustomerOrdersSocket(TrackingSocket):
         )
         for row in rows:
             self._versions[row.order_id] = row.version
-        await self.send_json({"type": "snapshot", "orders": [tracking_summary(r) for r in rows]})
+        await self.send_json(
+            {"type": "snapshot", "orders": [read_model.order_summary(r) for r in rows]}
+        )

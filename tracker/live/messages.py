@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.serializers import iso_ms, status_label
-from tracker.core.events import OrderEnriched, OrderStatus, status_time_field
+from tracker.core.events import OrderEnriched, OrderStatus, status_label, status_time_field
+from tracker.tracking.read_model import iso_ms, money
 
 #: Close codes a refused or dropped socket ends with.
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404  # no such order, or not yours (same as REST's 404)
+CLOSE_UNAUTHENTICATED = 4401  # not signed in; or, on an open socket: signed out, token
+#                               revoked or expired, session flushed, user deactivated
+CLOSE_NOT_FOUND = 4404  # no such order, or not yours (same as REST's 404); on an open
+#                         socket: the order was reassigned away from you
 CLOSE_BAD_REQUEST = 4400
 CLOSE_TOO_SLOW = 4408  # the client could not keep up; reconnect with ?since=
 CLOSE_UNAVAILABLE = 4503  # tracking store unreachable; retry with backoff
@@ -26,6 +28,15 @@ def order_group(order_id: int) -> str:
 
 def customer_group(customer_id: int) -> str:
     return f"customer.{customer_id}"
+
+
+def user_group(user_id: int) -> str:
+    """Every socket of one user: told to re-check its access when the user's changes."""
+    return f"user.{user_id}"
+
+
+#: Channel-layer message type asking sockets to re-check credential and access.
+ACCESS_RECHECK = "access.recheck"
 
 
 def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str, Any]:
@@ -55,5 +66,5 @@ def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str
         else round(event.distance_left_km, 3),
         "eta_seconds": eta,
         "eta": iso_ms(event.event_time + eta * 1000) if eta is not None else None,
-        "total": f"{event.total:.2f}",
+        "total": money(event.total),
     }

@@ -70,8 +70,20 @@ class OrderAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     inlines = [OrderItemInline, OrderStatusChangeInline]
     actions = [advance, cancel]
-    # The status changes only through the actions (the lifecycle and the outbox).
+    # Nothing an event describes can be edited here. The status changes only through the
+    # actions (the lifecycle and the outbox). Who owns, cooks and carries an order, and
+    # where it goes, are in the `orders` event the read model (Pinot), the WebSocket
+    # groups and every list are built from: an edit here would write no event, so the old
+    # customer would keep listing the order and receiving its pushes while the database
+    # said otherwise. Couriers change only through the order services, whose status
+    # event carries the new courier.
     readonly_fields = [
+        "customer",
+        "restaurant",
+        "courier",
+        "delivery_address",
+        "delivery_lat",
+        "delivery_lon",
         "status",
         "total",
         "created_at",
@@ -79,7 +91,6 @@ class OrderAdmin(admin.ModelAdmin):
         "status_changed_at",
         "idempotency_key",
     ]
-    raw_id_fields = ["customer", "restaurant", "courier"]
 
     def has_add_permission(self, request) -> bool:
         return False  # orders are placed through the API, which writes the outbox

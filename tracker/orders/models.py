@@ -11,20 +11,17 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from tracker.core.events import LIFECYCLE, TERMINAL_STATUSES, OrderStatus
+from tracker.core.events import TERMINAL_STATUSES, OrderStatus, status_label
 from tracker.couriers.models import Courier
 from tracker.customers.models import LATITUDE, LONGITUDE, Customer
 from tracker.restaurants.models import Product, Restaurant
 
-STATUS_CHOICES = [(s.value, s.value.replace("_", " ").capitalize()) for s in OrderStatus]
+STATUS_CHOICES = [(s.value, status_label(s)) for s in OrderStatus]
 
 
 class OrderQuerySet(models.QuerySet):
     def active(self) -> OrderQuerySet:
         return self.exclude(status__in=[s.value for s in TERMINAL_STATUSES])
-
-    def past(self) -> OrderQuerySet:
-        return self.filter(status__in=[s.value for s in TERMINAL_STATUSES])
 
 
 class Order(models.Model):
@@ -64,16 +61,6 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return f"Order #{self.pk}"
-
-    @property
-    def is_active(self) -> bool:
-        return OrderStatus(self.status) not in TERMINAL_STATUSES
-
-    @property
-    def progress(self) -> int:
-        """Steps completed on the happy path (0 for a just-placed order)."""
-        status = OrderStatus(self.status)
-        return LIFECYCLE.index(status) if status in LIFECYCLE else -1
 
 
 class OrderItem(models.Model):

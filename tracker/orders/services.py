@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from tracker.core import events, kafka
-from tracker.core.events import IN_TRANSIT_STATUSES, OrderStatus
+from tracker.core.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
@@ -30,6 +30,11 @@ from tracker.restaurants.models import Product, Restaurant
 
 MAX_QUANTITY_PER_LINE = 50
 MAX_LINES_PER_ORDER = 30
+#: A GPS fix stamped further ahead of the server's clock than this is refused. A future
+#: point would become the courier's "latest" position and freeze it (and the ETA) until
+#: real time caught up. Phones sync their clocks by NTP/GNSS, so seconds are plenty; the
+#: event contract's own limit (events.MAX_CLOCK_SKEW_MS, 5 min) is for whole pipelines.
+MAX_GPS_CLOCK_SKEW_MS = 30_000
 
 
 class OrderError(Exception):
@@ -52,10 +57,6 @@ class TelemetryError(Exception):
 class ItemRequest:
     product_id: int
     quantity: int
-
-
-def to_millis(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
 
 
 def _now(at: datetime | None) -> datetime:
@@ -143,7 +144,7 @@ def place_order(
             enqueue(
                 events.OrderPlaced(
                     event_id=event_id,
-                    event_time=to_millis(now),
+                    event_time=epoch_ms(now),
                     order_id=order.pk,
                     customer_id=customer.pk,
                     customer_name=customer.display_name,
@@ -188,9 +189,9 @@ def _record_status(
 ) -> None:
     event = events.OrderStatusChanged(
         event_id=str(uuid.uuid4()),
-        event_time=to_millis(at),
+        event_time=epoch_ms(at),
         order_id=order.pk,
-        placed_at=to_millis(order.created_at),
+        placed_at=epoch_ms(order.created_at),
         status=status.value,
         previous_status=previous.value if previous else None,
         courier_id=order.courier_id,
@@ -322,7 +323,13 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
     offline buffer costs one round trip.
     """
     batch = []
+    latest_allowed = epoch_ms(timezone.now()) + MAX_GPS_CLOCK_SKEW_MS
     for index, pos in enumerate(positions):
+        if pos.at is not None and epoch_ms(pos.at) > latest_allowed:
+            raise events.EventValidationError(
+                f"[{index}].recorded_at",
+                f"is more than {MAX_GPS_CLOCK_SKEW_MS // 1000} s in the future",
+            )
         if pos.order.courier_id != pos.courier.pk:
             raise OrderError(
                 f"order {pos.order.pk} is not assigned to this courier", field=f"[{index}].order"
@@ -337,9 +344,9 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
                 events.DeliveryLocation.from_dict(
                     {
                         "event_id": str(uuid.uuid4()),
-                        "event_time": to_millis(pos.at or timezone.now()),
+                        "event_time": epoch_ms(pos.at or timezone.now()),
                         "order_id": pos.order.pk,
-                        "placed_at": to_millis(pos.order.created_at),
+                        "placed_at": epoch_ms(pos.order.created_at),
                         "courier_id": pos.courier.pk,
                         "lat": pos.lat,
                         "lon": pos.lon,
@@ -350,23 +357,13 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
             raise events.EventValidationError(f"[{index}].{exc.field}", exc.reason) from None
     if not batch:
         return 0
-    failures: list[str] = []
-    acked = 0
-
-    def on_delivery(err, msg) -> None:
-        nonlocal acked
-        if err is None:
-            acked += 1
-        else:
-            failures.append(str(err))
-
-    prod = telemetry_producer()
+    deliveries = kafka.Deliveries(telemetry_producer())
     for event in batch:
-        kafka.publish(prod, event, on_delivery=on_delivery)
-    prod.flush(timeout)
-    if failures or acked < len(batch):
+        deliveries.publish(event)
+    try:
+        return len(deliveries.flush(timeout))
+    except kafka.Undelivered as exc:
         raise TelemetryError(
-            f"broker acknowledged {acked} of {len(batch)} points"
-            + (f": {failures[0]}" if failures else "")
-        )
-    return acked
+            f"broker acknowledged {len(exc.acked)} of {exc.total} points"
+            + (f": {next(iter(exc.errors.values()))}" if exc.errors else "")
+        ) from None

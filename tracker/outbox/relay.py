@@ -8,9 +8,17 @@ Guarantees, and how:
 * **In order per order.** Rows are read in primary-key order and produced with
   the idempotent producer keyed by order id, so one order's events land in one
   partition in commit order; librdkafka's idempotence keeps retries gapless.
-* **Once per event id.** The idempotent producer never duplicates on retry; a
-  row is re-sent only if its acknowledgement was lost, and every consumer
-  treats an event id it has seen as a no-op.
+* **Once per event id.** The idempotent producer never duplicates its own
+  retries; a row is re-sent only if its acknowledgement was lost (then with
+  the same event id), and every consumer treats an event id it has seen as a
+  no-op.
+* **Nothing unaccounted in a dropped producer.** Every batch ends with each
+  record acknowledged, refused, or purged (:meth:`Relay._settle`), even when the
+  producer refuses a record half-way through the batch, and the producer is
+  settled again before an outage replaces it. A record that timed out or was
+  purged while in flight may have been written all the same: its row is
+  retried and counted in ``Relay.in_doubt``, the one way a consumer can see an
+  outbox event twice, with the same event id (docs/reliability.md).
 * **Rebuildable topics.** :meth:`Relay.replay` un-marks rows from a point in
   time so they are published again. The relay does this by itself when the
   broker comes back empty (the embedded broker keeps data in memory only).
@@ -54,8 +62,20 @@ MARKER_TOPIC = "_outbox_relay_marker"
 #: The PostgreSQL advisory lock of the publishing relay (any constant; "outbox" in ASCII).
 ADVISORY_LOCK_KEY = 0x6F7574626F78
 
+#: Delivery errors after which the broker may nonetheless have written the record: a
+#: timeout (the request may have reached a broker that answered too late) and a purge of
+#: a record in flight. librdkafka's idempotence cannot dedupe the retry, because the relay
+#: retries with a new producer after an outage.
+
 
 class Relay:
+    """The writer of ``published_at`` (one relay at a time): moves committed outbox rows to Kafka.
+
+    Writes commit to the database only, so a broker outage never fails a request;
+    the relay catches up afterwards, oldest row first, and marks a row published
+    only once the broker has acknowledged it.
+    """
+
     def __init__(
         self,
         batch_size: int | None = None,
@@ -74,6 +94,8 @@ class Relay:
         self.published_total = 0
         self.standby_batches = 0  # batches skipped because another relay was publishing
         self.outages = 0  # times the broker could not be reached or did not acknowledge
+        #: Records given up while in flight: retried, so possibly written twice (same id).
+        self.in_doubt = 0
 
     @property
     def producer(self):
@@ -132,50 +154,68 @@ class Relay:
         )
         if not rows:
             return 0
-        delivered: list[int] = []
-        errors: dict[int, str] = {}
-
-        def callback(row_id: int):
-            def on_delivery(err, msg) -> None:
-                if err is None:
-                    delivered.append(row_id)
-                else:
-                    errors[row_id] = str(err)
-
-            return on_delivery
-
-        prod = self.producer
-        for row in rows:
-            while True:
-                try:
-                    prod.produce(
-                        topic_name(row.topic),
-                        key=row.key.encode(),
-                        value=bytes(row.payload),
-                        on_delivery=callback(row.id),
-                    )
-                    break
-                except BufferError:
-                    prod.poll(0.05)
-        prod.flush(self.delivery_timeout + 5)
-        now = timezone.now()
-        if delivered:
-            self._mark_published(delivered, now)
-        self.published_total += len(delivered)
-        acked = set(delivered)
-        failed = [row for row in rows if row.id not in acked]
-        if failed:
-            for row in failed:
-                OutboxEvent.objects.filter(id=row.id).update(
-                    attempts=F("attempts") + 1,
-                    last_error=errors.get(row.id, "not acknowledged in time")[:1000],
+        batch = kafka.Deliveries(self.producer)
+        refused: KafkaException | None = None
+        try:
+            for row in rows:
+                batch.produce(
+                    topic_name(row.topic), row.key.encode(), bytes(row.payload), tag=row.id
                 )
+        except KafkaException as exc:
+            # Refused on the spot (too large, producer in a fatal state): the rows produced
+            # before it are in the producer; settle them below before giving up the batch.
+            refused = exc
+            batch.errors.setdefault(row.id, str(exc))
+        finally:
+            self._settle(self.producer)
+        if batch.in_doubt:
+            self.in_doubt += len(batch.in_doubt)
+            log.warning(
+                "relay: %d record(s) whose fate the broker never told; their rows are retried "
+                "and may reach consumers twice (same event id)",
+                len(batch.in_doubt),
+            )
+        if batch.acked:
+            self._mark_published(batch.acked, timezone.now())
+        self.published_total += len(batch.acked)
+        acked = set(batch.acked)
+        # Rows after a refused one were never handed to the producer: untouched, retried.
+        failed = [row for row in rows[: batch.total] if row.id not in acked]
+        for row in failed:
+            OutboxEvent.objects.filter(id=row.id).update(
+                attempts=F("attempts") + 1,
+                last_error=batch.errors.get(row.id, "not acknowledged in time")[:1000],
+            )
+        if failed or refused is not None:
             # returned, not raised: the marks of the delivered rows must still commit
             return KafkaException(
                 f"{len(failed)} of {len(rows)} outbox events not acknowledged: "
-                f"{next(iter(errors.values()), 'timeout')}"
+                f"{next(iter(batch.errors.values()), refused or 'timeout')}"
             )
-        return len(delivered)
+        return len(batch.acked)
+
+    def _settle(self, prod) -> None:
+        """Leave nothing in ``prod`` whose fate is unknown to this relay.
+
+        Waits for every record's delivery report. Whatever is still inside after
+        that is purged: a record still queued locally was never sent (its row is
+        simply retried), while one in flight may or may not have been written by
+        the broker, so its delivery report says so (``Deliveries.in_doubt``): its
+        row is retried, the one case in which a consumer can see an event twice.
+        """
+        if prod.flush(self.delivery_timeout + 5) == 0:
+            return
+        prod.purge(in_queue=True, in_flight=True, blocking=False)
+        prod.flush(1.0)  # runs the purged records' delivery reports
+
+    def _retire_producer(self) -> None:
+        """Drop the producer after an outage, but only once it holds nothing unaccounted."""
+        prod, self._producer = self._producer, None
+        if prod is not None:
+            try:
+                self._settle(prod)
+            except KafkaException as exc:  # a producer in a fatal state cannot flush
+                log.warning("relay: could not settle the old producer: %s", exc)
 
     def _mark_published(self, ids: list[int], now, attempts: int = 20) -> None:
         """Stamp delivered rows, retrying a busy database for a few seconds.
@@ -220,7 +260,9 @@ class Relay:
             except KafkaException as exc:
                 self.outages += 1
                 log.warning("relay: broker unavailable (%s); retrying in %.1fs", exc, backoff)
-                self._producer = None  # a fresh producer after an outage: new idempotence epoch
+                # A fresh producer after an outage (new idempotence epoch), once the old one
+                # holds nothing whose fate is unknown.
+                self._retire_producer()
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff)
                 next_topic_check = 0.0

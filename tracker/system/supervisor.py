@@ -36,6 +36,12 @@ class Child:
 
 
 class Supervisor:
+    """Runs the components in stages, restarts one that dies, and stops them all on Ctrl-C.
+
+    One foreground process owning every child means ``make run`` leaves nothing
+    behind, and a crash is reported where the person running it is looking.
+    """
+
     def __init__(
         self,
         comps: list[Component],

@@ -19,9 +19,14 @@ in embedded mode) and ``PINOT_QUERY_TIMEOUT_S`` (default 5).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
+import types
+import typing
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -30,13 +35,20 @@ import pinotdb
 from pinotdb import exceptions as pinot_errors
 
 from tracker.core.conf import env_float, env_str
-from tracker.core.events import IN_TRANSIT_STATUSES, LIFECYCLE, OrderStatus, status_time_field
+from tracker.core.events import (
+    IN_TRANSIT_STATUSES,
+    TERMINAL_STATUSES,
+    OrderEnriched,
+    OrderStatus,
+    status_rank,
+    status_time_field,
+)
 from tracker.tracking.exceptions import TrackingUnavailable
 
 DEFAULT_BROKER_URL = "http://127.0.0.1:8099"
 
-#: Statuses after which an order no longer changes.
-FINISHED = (OrderStatus.DELIVERED.value, OrderStatus.CANCELLED.value)
+#: The terminal statuses as a SQL list: ``status IN (...)`` is "finished".
+_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATUSES))
 
 # ---------------------------------------------------------------------- transport
 
@@ -78,27 +90,19 @@ def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]
         raise TrackingUnavailable(f"Pinot query failed: {exc}") from exc
 
 
-def _opt_int(value: Any, sentinel: int = 0) -> int | None:
-    return None if value is None or int(value) == sentinel else int(value)
-
-
-def _opt_float(value: Any, sentinel: float = -1.0) -> float | None:
-    return None if value is None or float(value) == sentinel else float(value)
-
-
 def _status(value: str | None) -> str:
     return OrderStatus(value).value  # refuses unknown statuses early
 
 
 # ---------------------------------------------------------------------- orders
 
-ORDER_COLUMNS = (
-    "order_id, version, customer_id, customer_name, restaurant_id, restaurant_name, "
-    "restaurant_lat, restaurant_lon, delivery_lat, delivery_lon, items, item_count, total, "
-    "status, status_time, created_at, event_time, courier_id, courier_lat, courier_lon, "
-    "location_time, distance_left_km, eta_seconds, "
-    + ", ".join(status_time_field(s) for s in OrderStatus)
-)
+#: The orders_enriched columns are the contract's OrderEnriched fields, nothing else.
+_ORDER_HINTS = typing.get_type_hints(OrderEnriched)
+_ORDER_FIELDS = [(f.name, _ORDER_HINTS[f.name]) for f in dataclasses.fields(OrderEnriched)]
+ORDER_COLUMNS = ", ".join(name for name, _ in _ORDER_FIELDS)
+#: What Pinot stores for a missing optional field (the schema's ``defaultNullValue``);
+#: 0 for every optional field not named here.
+NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0, "eta_seconds": -1}
 
 
 @dataclass(frozen=True)
@@ -115,77 +119,51 @@ class CourierPosition:
 
 
 @dataclass(frozen=True)
-class OrderState:
-    """The current state of one order (the orders_enriched upsert row)."""
+class OrderState(OrderEnriched):
+    """The current state of one order: its latest orders_enriched record, as the event
+    contract defines it (``items`` stay the JSON objects Pinot returns)."""
 
-    order_id: int
-    version: int
-    customer_id: int
-    customer_name: str
-    restaurant_id: int
-    restaurant_name: str
-    restaurant_lat: float
-    restaurant_lon: float
-    delivery_lat: float
-    delivery_lon: float
-    items: list[dict[str, Any]]
-    item_count: int
-    total: float
-    status: str
-    status_time: int
-    created_at: int
-    updated_at: int
-    #: status -> epoch millis it was entered (only statuses reached)
-    status_times: dict[str, int] = field(default_factory=dict)
-    courier: CourierPosition | None = None
-    distance_left_km: float | None = None
-    eta_seconds: int | None = None
+    @property
+    def updated_at(self) -> int:
+        return self.event_time
 
     @property
     def is_active(self) -> bool:
-        return self.status not in FINISHED
+        return self.status not in TERMINAL_STATUSES
+
+    @property
+    def status_times(self) -> dict[str, int]:
+        """Status -> epoch millis it was entered (only statuses reached)."""
+        times = {s.value: getattr(self, status_time_field(s)) for s in OrderStatus}
+        return {status: at for status, at in times.items() if at is not None}
+
+    @property
+    def courier(self) -> CourierPosition | None:
+        if self.location_time is None:
+            return None
+        return CourierPosition(
+            self.order_id, self.courier_id, self.courier_lat or 0.0, self.courier_lon or 0.0,
+            self.location_time,
+        )  # fmt: skip
 
 
 def _order(row: dict[str, Any]) -> OrderState:
-    location_time = _opt_int(row["location_time"])
-    courier_id = _opt_int(row["courier_id"])
-    courier = None
-    if location_time is not None:
-        courier = CourierPosition(
-            order_id=int(row["order_id"]),
-            courier_id=courier_id,
-            lat=float(row["courier_lat"]),
-            lon=float(row["courier_lon"]),
-            at=location_time,
-        )
-    times = {}
-    for status in OrderStatus:
-        value = _opt_int(row[status_time_field(status)])
-        if value is not None:
-            times[status.value] = value
-    return OrderState(
-        order_id=int(row["order_id"]),
-        version=int(row["version"]),
-        customer_id=int(row["customer_id"]),
-        customer_name=row["customer_name"],
-        restaurant_id=int(row["restaurant_id"]),
-        restaurant_name=row["restaurant_name"],
-        restaurant_lat=float(row["restaurant_lat"]),
-        restaurant_lon=float(row["restaurant_lon"]),
-        delivery_lat=float(row["delivery_lat"]),
-        delivery_lon=float(row["delivery_lon"]),
-        items=row["items"] if isinstance(row["items"], list) else [],
-        item_count=int(row["item_count"]),
-        total=float(row["total"]),
-        status=row["status"],
-        status_time=int(row["status_time"]),
-        created_at=int(row["created_at"]),
-        updated_at=int(row["event_time"]),
-        status_times=times,
-        courier=courier,
-        distance_left_km=_opt_float(row["distance_left_km"]),
-        eta_seconds=_opt_int(row["eta_seconds"], -1),
-    )
+    values: dict[str, Any] = {}
+    for name, annotation in _ORDER_FIELDS:
+        value = row[name]
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            if value is None or value == NULL_VALUES.get(name, 0):
+                values[name] = None
+                continue
+            (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if annotation in (int, float):
+            value = annotation(value)
+        values[name] = value
+    items = values["items"]
+    if isinstance(items, str):  # a Pinot broker may answer a JSON column as text
+        items = json.loads(items)
+    values["items"] = items if isinstance(items, list) else []
+    return OrderState(**values)
 
 
 def list_orders(
@@ -218,9 +196,9 @@ def list_orders(
         where.append("status = %(status)s")
         params["status"] = _status(status)
     if state == "active":
-        where.append("status NOT IN ('DELIVERED', 'CANCELLED')")
+        where.append(f"status NOT IN ({_TERMINAL_SQL})")
     elif state == "past":
-        where.append("status IN ('DELIVERED', 'CANCELLED')")
+        where.append(f"status IN ({_TERMINAL_SQL})")
     elif state is not None:
         raise ValueError(f"state must be 'active', 'past' or None, got {state!r}")
     rows = query(
@@ -265,21 +243,17 @@ def order_status_history(order_id: int) -> list[StatusPeriod]:
         "WHERE order_id = %(order_id)s GROUP BY status ORDER BY MIN(status_time) LIMIT 20",
         {"order_id": int(order_id)},
     )
-    entered = sorted(
-        ((int(r["entered_at"]), _rank(r["status"]), r["status"]) for r in rows),
-    )
-    periods = []
-    for i, (at, _, status) in enumerate(entered):
-        left = entered[i + 1][0] if i + 1 < len(entered) else None
-        periods.append(StatusPeriod(status, at, left, None if left is None else left - at))
-    return periods
+    return status_periods((r["status"], int(r["entered_at"])) for r in rows)
 
 
-def _rank(status: str) -> int:
-    try:
-        return LIFECYCLE.index(OrderStatus(status))
-    except ValueError:
-        return len(LIFECYCLE)
+def status_periods(entered: Iterable[tuple[str, int]]) -> list[StatusPeriod]:
+    """(status, entered at) pairs -> periods in lifecycle order, each ending where the next
+    one starts. Equal times (a replayed or batched change) fall back to the lifecycle rank."""
+    ordered = sorted(entered, key=lambda e: (e[1], status_rank(e[0])))
+    return [
+        StatusPeriod(status, at, nxt[1] if nxt else None, nxt[1] - at if nxt else None)
+        for (status, at), nxt in zip(ordered, [*ordered[1:], None], strict=True)
+    ]
 
 
 # ---------------------------------------------------------------------- couriers
@@ -301,15 +275,6 @@ def _position(row: dict[str, Any]) -> CourierPosition:
         eta_seconds=int(row["eta_seconds"]),
         version=int(row["version"]),
     )
-
-
-def courier_position(order_id: int) -> CourierPosition | None:
-    """The latest courier position of an order (None before it left the restaurant)."""
-    rows = query(
-        f"SELECT {_POSITION_COLUMNS} FROM delivery_statuses WHERE order_id = %(order_id)s LIMIT 1",
-        {"order_id": int(order_id)},
-    )
-    return _position(rows[0]) if rows else None
 
 
 def courier_path(order_id: int, limit: int = 1000) -> list[CourierPosition]:
@@ -385,7 +350,7 @@ def time_in_status_percentiles(
     """
     now = "now()" if as_of_ms is None else str(int(as_of_ms))
     age = f"({now} - status_time) / 1000"
-    where = "status NOT IN ('DELIVERED', 'CANCELLED')"
+    where = f"status NOT IN ({_TERMINAL_SQL})"
     params: dict[str, Any] = {}
     if restaurant_id is not None:
         where += " AND restaurant_id = %(restaurant_id)s"
@@ -411,7 +376,7 @@ def time_in_status_percentiles(
         )
         for r in rows
     ]
-    return sorted(out, key=lambda p: _rank(p.status))
+    return sorted(out, key=lambda p: status_rank(p.status))
 
 
 @dataclass(frozen=True)
@@ -442,7 +407,7 @@ def stuck_orders(
         where.append("status = %(status)s")
         params["status"] = _status(status)
     else:
-        where.append("status NOT IN ('DELIVERED', 'CANCELLED')")
+        where.append(f"status NOT IN ({_TERMINAL_SQL})")
     if restaurant_id is not None:
         where.append("restaurant_id = %(restaurant_id)s")
         params["restaurant_id"] = int(restaurant_id)
@@ -522,7 +487,7 @@ def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDas
         ]
     totals = query(
         f"SELECT restaurant_id, restaurant_name, {', '.join(aggs)} FROM orders_enriched "
-        f"WHERE created_at > ago('P14D') AND status <> 'CANCELLED'{scope} "
+        f"WHERE created_at > ago('P14D') AND status <> '{OrderStatus.CANCELLED.value}'{scope} "
         "GROUP BY restaurant_id, restaurant_name ORDER BY restaurant_id LIMIT 100000",
         params,
     )

@@ -1,0 +1,7 @@
+"""Request, query-parameter and response serializers of the API, by area.
+
+Every response an operation sends is rendered by one of these, so the OpenAPI
+schema (``/api/schema/``) describes each body a client receives. Orders are
+shaped once, in :mod:`tracker.tracking.read_model` (the WebSocket sends the same
+dicts); their serializers here type that shape for the schema.
+"""

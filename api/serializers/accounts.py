@@ -1,0 +1,73 @@
+"""Signing in, who I am, my addresses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from tracker.customers.models import Address
+from tracker.orders import policy
+
+
+class LoginSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(
+        max_length=128, style={"input_type": "password"}, trim_whitespace=False
+    )
+
+
+class AddressSerializer(serializers.ModelSerializer):
+    lat = serializers.FloatField(min_value=-90, max_value=90)
+    lon = serializers.FloatField(min_value=-180, max_value=180)
+
+    class Meta:
+        model = Address
+        fields = ["id", "label", "line1", "city", "lat", "lon", "is_default"]
+
+
+class MeSerializer(serializers.ModelSerializer):
+    """A user with the roles they hold (a user may hold several)."""
+
+    name = serializers.SerializerMethodField()
+    roles = serializers.SerializerMethodField()
+    customer_id = serializers.SerializerMethodField()
+    courier_id = serializers.SerializerMethodField()
+    restaurant_ids = serializers.SerializerMethodField()
+    addresses = serializers.SerializerMethodField()
+
+    class Meta:
+        model = get_user_model()
+        fields = ["id", "username", "name", "email", "roles", "customer_id", "courier_id",
+                  "restaurant_ids", "addresses"]  # fmt: skip
+
+    def get_name(self, user: Any) -> str:
+        return user.get_full_name() or user.get_username()
+
+    def get_roles(self, user: Any) -> list[str]:
+        return policy.roles_of(user)
+
+    def get_customer_id(self, user: Any) -> int | None:
+        customer = policy.customer_of(user)
+        return customer.pk if customer else None
+
+    def get_courier_id(self, user: Any) -> int | None:
+        courier = policy.courier_of(user)
+        return courier.pk if courier else None
+
+    def get_restaurant_ids(self, user: Any) -> list[int]:
+        return sorted(policy.staff_restaurant_ids(user))
+
+    @extend_schema_field(AddressSerializer(many=True))
+    def get_addresses(self, user: Any) -> list[dict[str, Any]]:
+        customer = policy.customer_of(user)
+        if customer is None:
+            return []
+        return AddressSerializer(customer.addresses.all(), many=True).data
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField()
+    user = MeSerializer()

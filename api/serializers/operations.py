@@ -1,0 +1,210 @@
+"""Operations: time in status, stuck orders, deliveries in an area, dashboards, dead letters.
+
+The response serializers render the selectors' dataclasses directly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from api.serializers.fields import EpochMillisField, MoneyField, RoundedFloatField, results_of
+from api.serializers.orders import STATUSES
+from tracker.core.events import DeadLetter
+from tracker.tracking.selectors import WindowStats
+
+# --------------------------------------------------------------------------- requests
+
+
+class RestaurantQuerySerializer(serializers.Serializer):
+    restaurant = serializers.IntegerField(
+        min_value=1, max_value=10**9, required=False,
+        help_text="Operators: any restaurant (default all); staff: one of theirs "
+        "(default: their only one).",
+    )  # fmt: skip
+
+
+class StuckOrdersQuerySerializer(RestaurantQuerySerializer):
+    older_than = serializers.IntegerField(
+        min_value=0, max_value=30 * 24 * 3600, default=600, help_text="Seconds in status."
+    )
+    status = serializers.ChoiceField(choices=STATUSES, required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=50)
+
+
+class DeadLettersQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
+
+
+#: GeoJSON linear rings: [[[lon, lat], ...], ...] (only the outer ring is used).
+RINGS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+}
+
+
+@extend_schema_field(RINGS_SCHEMA)
+class RingsField(serializers.JSONField):
+    """Checked in :meth:`GeoJSONPolygonSerializer.validate`, which names the bad position."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": ["Polygon"]},
+            "coordinates": RINGS_SCHEMA,
+        },
+        "required": ["type", "coordinates"],
+    }
+)
+class PolygonGeometryField(serializers.JSONField):
+    """Checked in :meth:`GeoJSONPolygonSerializer.validate`."""
+
+
+class GeoJSONPolygonSerializer(serializers.Serializer):
+    """A GeoJSON Polygon geometry, or a Feature wrapping one ([lon, lat] positions)."""
+
+    type = serializers.ChoiceField(choices=["Polygon", "Feature"])
+    coordinates = RingsField(required=False)
+    geometry = PolygonGeometryField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        geometry = attrs if attrs["type"] == "Polygon" else attrs.get("geometry")
+        if not isinstance(geometry, dict) or geometry.get("type") != "Polygon":
+            raise serializers.ValidationError({"geometry": ["must be a GeoJSON Polygon"]})
+        rings = geometry.get("coordinates")
+        if not isinstance(rings, list) or not rings or not isinstance(rings[0], list):
+            raise serializers.ValidationError({"coordinates": ["must be a list of linear rings"]})
+        if len(rings[0]) > 1000:
+            raise serializers.ValidationError({"coordinates": ["at most 1000 positions"]})
+        points = []
+        for index, position in enumerate(rings[0]):
+            if (
+                not isinstance(position, list)
+                or len(position) < 2
+                or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in position[:2]
+                )
+            ):
+                raise serializers.ValidationError(
+                    {f"coordinates[0][{index}]": ["must be [lon, lat]"]}
+                )
+            try:  # a 400-digit integer is valid JSON, but no float
+                lon, lat = float(position[0]), float(position[1])
+            except OverflowError:
+                lon = lat = math.inf
+            if not (-180 <= lon <= 180 and -90 <= lat <= 90):
+                raise serializers.ValidationError({f"coordinates[0][{index}]": ["out of range"]})
+            points.append((lon, lat))
+        if len(points) < 4 or points[0] != points[-1]:
+            raise serializers.ValidationError(
+                {"coordinates": ["a linear ring needs at least 4 positions and must be closed"]}
+            )
+        if len(points) > 1000:
+            raise serializers.ValidationError({"coordinates": ["at most 1000 positions"]})
+        return {"points": points}
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class StatusPercentilesSerializer(serializers.Serializer):
+    """Seconds the not-yet-delivered orders have spent in their current status."""
+
+    status = serializers.ChoiceField(choices=STATUSES)
+    orders = serializers.IntegerField()
+    min = RoundedFloatField(3)
+    p50 = RoundedFloatField(3)
+    avg = RoundedFloatField(3)
+    p75 = RoundedFloatField(3)
+    p90 = RoundedFloatField(3)
+    p99 = RoundedFloatField(3)
+    max = RoundedFloatField(3)
+
+
+class StuckOrderSerializer(serializers.Serializer):
+    order_id = serializers.IntegerField()
+    customer_id = serializers.IntegerField()
+    restaurant_id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=STATUSES)
+    status_time = EpochMillisField()
+    seconds_in_status = RoundedFloatField(1)
+    total = MoneyField()
+
+
+class DeliveryInAreaSerializer(serializers.Serializer):
+    order_id = serializers.IntegerField()
+    courier_id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=STATUSES)
+    lat = serializers.FloatField()
+    lon = serializers.FloatField()
+    at = EpochMillisField()
+    distance_left_km = serializers.FloatField()
+    eta_seconds = serializers.IntegerField()
+
+
+class DishSerializer(serializers.Serializer):
+    product_name = serializers.CharField()
+    quantity = serializers.IntegerField()
+    orders = serializers.IntegerField()
+
+
+def _change(current: float, previous: float) -> float | None:
+    """Percent change against the period before; None when there was none."""
+    if previous == 0:
+        return None
+    return round((current - previous) / previous * 100, 1)
+
+
+class WindowStatsSerializer(serializers.Serializer):
+    """One window (e.g. the last hour) against the period before it."""
+
+    orders = serializers.IntegerField()
+    previous_orders = serializers.IntegerField()
+    orders_change_pct = serializers.SerializerMethodField()
+    sales = MoneyField()
+    previous_sales = MoneyField()
+    sales_change_pct = serializers.SerializerMethodField()
+    top_dishes = DishSerializer(many=True)
+
+    def get_orders_change_pct(self, window: WindowStats) -> float | None:
+        return _change(window.orders, window.previous_orders)
+
+    def get_sales_change_pct(self, window: WindowStats) -> float | None:
+        return _change(window.sales, window.previous_sales)
+
+
+class RestaurantDashboardSerializer(serializers.Serializer):
+    restaurant_id = serializers.IntegerField()
+    restaurant_name = serializers.CharField()
+    windows = serializers.DictField(
+        child=WindowStatsSerializer(), help_text="Keyed by window: 1h, 24h, 7d."
+    )
+
+
+class DeadLetterSerializer(serializers.Serializer):
+    source_topic = serializers.CharField()
+    source_partition = serializers.IntegerField()
+    source_offset = serializers.IntegerField()
+    reason = serializers.CharField()
+    received_at = EpochMillisField(source="event_time")
+    key = serializers.SerializerMethodField()
+    original = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_key(self, letter: DeadLetter) -> str | None:
+        return letter.key().decode(errors="replace") if letter.key_b64 else None
+
+    def get_original(self, letter: DeadLetter) -> str:
+        return letter.original_value().decode(errors="replace")
+
+
+StatusPercentilesResults = results_of(StatusPercentilesSerializer, "StatusPercentilesResults")
+StuckOrderResults = results_of(StuckOrderSerializer, "StuckOrderResults")
+DeliveryInAreaResults = results_of(DeliveryInAreaSerializer, "DeliveryInAreaResults")
+RestaurantDashboardResults = results_of(RestaurantDashboardSerializer, "RestaurantDashboardResults")
+DeadLetterResults = results_of(DeadLetterSerializer, "DeadLetterResults")

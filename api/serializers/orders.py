@@ -1,0 +1,236 @@
+"""Placing, moving and following orders.
+
+The response serializers type the dicts of :mod:`tracker.tracking.read_model`
+(the same dicts the WebSocket sends), so the schema and both channels agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rest_framework import serializers
+
+from api.serializers.fields import MoneyField
+from tracker.core.events import OrderStatus
+from tracker.orders.policy import ROLES
+from tracker.orders.services import (
+    MAX_GPS_CLOCK_SKEW_MS,
+    MAX_LINES_PER_ORDER,
+    MAX_QUANTITY_PER_LINE,
+)
+from tracker.restaurants.models import Restaurant
+
+STATUSES = [s.value for s in OrderStatus]
+
+# --------------------------------------------------------------------------- requests
+
+
+class ItemRequestSerializer(serializers.Serializer):
+    product_id = serializers.IntegerField(min_value=1)
+    quantity = serializers.IntegerField(min_value=1, max_value=MAX_QUANTITY_PER_LINE)
+
+
+class DeliverySerializer(serializers.Serializer):
+    address = serializers.CharField(max_length=300)
+    lat = serializers.FloatField(min_value=-90, max_value=90)
+    lon = serializers.FloatField(min_value=-180, max_value=180)
+
+
+class PlaceOrderSerializer(serializers.Serializer):
+    """Either ``address_id`` (one of my saved addresses) or an explicit ``delivery``.
+
+    Validated data: ``restaurant`` (the object), ``items`` and ``delivery`` (address,
+    lat, lon) whichever way it was given. Needs ``context["customer"]``.
+    """
+
+    restaurant_id = serializers.IntegerField(min_value=1)
+    items = ItemRequestSerializer(many=True, allow_empty=False, max_length=MAX_LINES_PER_ORDER)
+    address_id = serializers.IntegerField(min_value=1, required=False)
+    delivery = DeliverySerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("address_id" in attrs) == ("delivery" in attrs):
+            raise serializers.ValidationError(
+                {"address_id": ["give exactly one of address_id or delivery"]}
+            )
+        ids = [item["product_id"] for item in attrs["items"]]
+        if len(ids) != len(set(ids)):
+            raise serializers.ValidationError({"items": ["each product may appear only once"]})
+        attrs["restaurant"] = Restaurant.objects.filter(pk=attrs["restaurant_id"]).first()
+        if attrs["restaurant"] is None:
+            raise serializers.ValidationError(
+                {"restaurant_id": [f"no restaurant {attrs['restaurant_id']}"]}
+            )
+        if "address_id" in attrs:
+            address = self.context["customer"].addresses.filter(pk=attrs["address_id"]).first()
+            if address is None:
+                raise serializers.ValidationError({"address_id": ["not one of your addresses"]})
+            attrs["delivery"] = {"address": f"{address.line1}, {address.city}",
+                                 "lat": address.lat, "lon": address.lon}  # fmt: skip
+        return attrs
+
+
+class TransitionSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=STATUSES, required=False,
+        help_text="The status to move to; defaults to the next one on the lifecycle.",
+    )  # fmt: skip
+
+
+def not_in_the_future(moment: datetime) -> datetime:
+    """A GPS fix may be at most MAX_GPS_CLOCK_SKEW_MS (30 s) ahead of the server's clock."""
+    skew = MAX_GPS_CLOCK_SKEW_MS / 1000
+    if moment.timestamp() > datetime.now(tz=UTC).timestamp() + skew:
+        raise serializers.ValidationError(
+            f"is more than {skew:g} s in the future; check the device clock"
+        )
+    return moment
+
+
+class LocationPointSerializer(serializers.Serializer):
+    lat = serializers.FloatField(min_value=-90, max_value=90)
+    lon = serializers.FloatField(min_value=-180, max_value=180)
+    recorded_at = serializers.DateTimeField(
+        required=False,
+        validators=[not_in_the_future],
+        help_text="When the GPS fix was taken (default: now); at most 30 s ahead of the server",
+    )
+
+
+class LocationBatchSerializer(serializers.Serializer):
+    """One point (``lat``/``lon``) or a batch (``points``) a mobile app buffered offline."""
+
+    lat = serializers.FloatField(min_value=-90, max_value=90, required=False)
+    lon = serializers.FloatField(min_value=-180, max_value=180, required=False)
+    recorded_at = serializers.DateTimeField(required=False, validators=[not_in_the_future])
+    points = LocationPointSerializer(many=True, required=False, allow_empty=False, max_length=500)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        single = "lat" in attrs or "lon" in attrs
+        if single == ("points" in attrs):
+            raise serializers.ValidationError({"points": ["give either lat/lon or points"]})
+        if single:
+            if "lat" not in attrs or "lon" not in attrs:
+                raise serializers.ValidationError({"lat": ["lat and lon are both required"]})
+            attrs["points"] = [{k: attrs[k] for k in ("lat", "lon", "recorded_at") if k in attrs}]
+        return attrs
+
+
+class OrderListQuerySerializer(serializers.Serializer):
+    """Filters of the order list (``limit``/``offset`` belong to the pagination)."""
+
+    status = serializers.ChoiceField(choices=STATUSES, required=False)
+    state = serializers.ChoiceField(choices=["active", "past"], required=False)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # ``as`` is a Python keyword, so it cannot be declared as a class attribute.
+        fields["as"] = serializers.CharField(
+            required=False,
+            help_text=f"The role to list as, when you hold several: one of {', '.join(ROLES)} "
+            "(default: the first you hold).",
+        )
+        return fields
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class LineItemSerializer(serializers.Serializer):
+    product_id = serializers.IntegerField()
+    name = serializers.CharField()
+    category = serializers.CharField()
+    quantity = serializers.IntegerField()
+    unit_price = MoneyField()
+    line_total = MoneyField()
+
+
+class NamedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class LatLonSerializer(serializers.Serializer):
+    lat = serializers.FloatField()
+    lon = serializers.FloatField()
+
+
+class PlaceSerializer(NamedSerializer, LatLonSerializer):
+    """A restaurant: who and where."""
+
+
+class DeliveryPlaceSerializer(LatLonSerializer):
+    address = serializers.CharField()
+
+
+class PointSerializer(LatLonSerializer):
+    """A courier position and when it was taken."""
+
+    at = serializers.DateTimeField()
+
+
+class TimelineStepSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=STATUSES)
+    label = serializers.CharField()
+    state = serializers.ChoiceField(choices=["done", "current", "pending", "skipped"])
+    entered_at = serializers.DateTimeField(allow_null=True)
+    left_at = serializers.DateTimeField(allow_null=True)
+    duration_seconds = serializers.FloatField(allow_null=True)
+
+
+class TrackingSourceSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(
+        choices=["pinot", "database"],
+        help_text="database: the pipeline has not seen the order yet (about a second).",
+    )
+    version = serializers.IntegerField()
+    updated_at = serializers.DateTimeField()
+
+
+class OrderHeadSerializer(serializers.Serializer):
+    """What a list and a detail both show of an order."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=STATUSES)
+    status_label = serializers.CharField()
+    status_time = serializers.DateTimeField()
+    is_active = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    total = MoneyField()
+    customer = NamedSerializer()
+    distance_left_km = serializers.FloatField(allow_null=True)
+    eta_seconds = serializers.IntegerField(allow_null=True)
+
+
+class OrderDetailSerializer(OrderHeadSerializer):
+    """One order: items and total from the database, tracking from Pinot."""
+
+    can_cancel = serializers.BooleanField()
+    items = LineItemSerializer(many=True)
+    restaurant = PlaceSerializer()
+    delivery = DeliveryPlaceSerializer()
+    courier = NamedSerializer(allow_null=True)
+    timeline = TimelineStepSerializer(many=True)
+    position = PointSerializer(allow_null=True)
+    path = PointSerializer(many=True)
+    eta = serializers.DateTimeField(allow_null=True)
+    tracking = TrackingSourceSerializer()
+
+
+class SummaryItemSerializer(serializers.Serializer):
+    name = serializers.CharField(allow_null=True)
+    quantity = serializers.IntegerField(allow_null=True)
+
+
+class OrderSummarySerializer(OrderHeadSerializer):
+    """An order in a list, from its Pinot row."""
+
+    item_count = serializers.IntegerField()
+    items = SummaryItemSerializer(many=True)
+    restaurant = NamedSerializer()
+    version = serializers.IntegerField()
+
+
+class AcceptedSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField(help_text="Points the broker acknowledged.")

@@ -1,0 +1,87 @@
+"""Signing in and out, who I am, my delivery addresses."""
+
+from __future__ import annotations
+
+from django.contrib.auth import authenticate, logout
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, permissions, status
+from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.permissions import IsCustomer
+from api.serializers.accounts import (
+    AddressSerializer,
+    LoginSerializer,
+    MeSerializer,
+    TokenSerializer,
+)
+from tracker.orders import policy
+from tracker.security import issue_token
+
+
+class TokenLoginView(APIView):
+    """Exchange a username and password for an API token (mobile apps)."""
+
+    authentication_classes: list = []
+    permission_classes = [permissions.AllowAny]
+    throttle_scope = "login"
+
+    def get_authenticate_header(self, request: Request) -> str:
+        return 'Token realm="api"'  # so wrong credentials are a 401, not a 403
+
+    @extend_schema(request=LoginSerializer, responses={200: TokenSerializer})
+    def post(self, request: Request) -> Response:
+        body = LoginSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = authenticate(request, **body.validated_data)
+        if user is None or not user.is_active:
+            raise AuthenticationFailed("Wrong username or password.")
+        token = issue_token(user)  # a fresh one when the last has expired
+        return Response(TokenSerializer({"token": token.key, "user": user}).data)
+
+
+class LogoutView(APIView):
+    """Revoke the caller's token (every device using it) and end the browser session."""
+
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request: Request) -> Response:
+        Token.objects.filter(user=request.user).delete()
+        logout(request._request)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MeView(generics.RetrieveAPIView):
+    serializer_class = MeSerializer
+
+    def get_object(self):
+        return self.request.user
+
+
+class AddressListView(generics.ListCreateAPIView):
+    """My delivery addresses."""
+
+    serializer_class = AddressSerializer
+    permission_classes = [IsCustomer]
+    pagination_class = None
+
+    def get_queryset(self):
+        return policy.customer_of(self.request.user).addresses.all()
+
+    @transaction.atomic
+    def perform_create(self, serializer: AddressSerializer) -> None:
+        customer = policy.customer_of(self.request.user)
+        if serializer.validated_data.get("is_default"):
+            customer.addresses.update(is_default=False)
+        serializer.save(customer=customer)
+
+
+class AddressDetailView(generics.RetrieveUpdateDestroyAPIView):
+    serializer_class = AddressSerializer
+    permission_classes = [IsCustomer]
+
+    def get_queryset(self):
+        return policy.customer_of(self.request.user).addresses.all()

@@ -1,0 +1,116 @@
+"""Operations: analytics over Pinot for operators, and for restaurant staff on their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.permissions import IsOperator, IsOperatorOrRestaurantStaff
+from api.serializers.operations import (
+    DeadLetterResults,
+    DeadLettersQuerySerializer,
+    DeliveryInAreaResults,
+    GeoJSONPolygonSerializer,
+    RestaurantDashboardResults,
+    RestaurantQuerySerializer,
+    StatusPercentilesResults,
+    StuckOrderResults,
+    StuckOrdersQuerySerializer,
+)
+from tracker.deadletters import recent_dead_letters
+from tracker.orders import policy
+from tracker.tracking import selectors
+
+
+def query_params(serializer_class: type, request: Request) -> dict[str, Any]:
+    query = serializer_class(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return query.validated_data
+
+
+def restaurant_scope(request: Request, restaurant_id: int | None) -> int | None:
+    """Operators see every restaurant (or the one asked for); staff only their own."""
+    if policy.is_operator(request.user):
+        return restaurant_id
+    mine = policy.staff_restaurant_ids(request.user)
+    if restaurant_id is None:
+        if len(mine) != 1:
+            raise ValidationError({"restaurant": ["choose one of your restaurants"]})
+        return next(iter(mine))
+    if restaurant_id not in mine:
+        raise PermissionDenied("Not your restaurant.")
+    return restaurant_id
+
+
+class TimeInStatusView(APIView):
+    """Seconds the not-yet-delivered orders have spent in their current status."""
+
+    permission_classes = [IsOperatorOrRestaurantStaff]
+
+    @extend_schema(parameters=[RestaurantQuerySerializer], responses=StatusPercentilesResults)
+    def get(self, request: Request) -> Response:
+        query = query_params(RestaurantQuerySerializer, request)
+        rows = selectors.time_in_status_percentiles(
+            restaurant_id=restaurant_scope(request, query.get("restaurant"))
+        )
+        return Response(StatusPercentilesResults({"results": rows}).data)
+
+
+class StuckOrdersView(APIView):
+    """Orders longest in their status, past a threshold: where the kitchen or the road is stuck."""
+
+    permission_classes = [IsOperatorOrRestaurantStaff]
+
+    @extend_schema(parameters=[StuckOrdersQuerySerializer], responses=StuckOrderResults)
+    def get(self, request: Request) -> Response:
+        query = query_params(StuckOrdersQuerySerializer, request)
+        rows = selectors.stuck_orders(
+            query["older_than"] * 1000,
+            status=query.get("status"),
+            restaurant_id=restaurant_scope(request, query.get("restaurant")),
+            limit=query["limit"],
+        )
+        return Response(StuckOrderResults({"results": rows}).data)
+
+
+class DeliveriesInAreaView(APIView):
+    """Deliveries in transit whose courier is inside a GeoJSON polygon."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(request=GeoJSONPolygonSerializer, responses=DeliveryInAreaResults)
+    def post(self, request: Request) -> Response:
+        body = GeoJSONPolygonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        rows = selectors.deliveries_in_area(body.validated_data["points"])
+        return Response(DeliveryInAreaResults({"results": rows}).data)
+
+
+class RestaurantDashboardView(APIView):
+    """Per restaurant, for the last 1 h, 24 h and 7 days: orders, sales and top-3 dishes,
+    with the change against the period before (percent; null when there was none)."""
+
+    permission_classes = [IsOperatorOrRestaurantStaff]
+
+    @extend_schema(parameters=[RestaurantQuerySerializer], responses=RestaurantDashboardResults)
+    def get(self, request: Request) -> Response:
+        query = query_params(RestaurantQuerySerializer, request)
+        boards = selectors.restaurant_dashboard(restaurant_scope(request, query.get("restaurant")))
+        return Response(RestaurantDashboardResults({"results": boards}).data)
+
+
+class DeadLettersView(APIView):
+    """What the stream job refused (malformed, unknown status, impossible coordinates, ...)."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(parameters=[DeadLettersQuerySerializer], responses=DeadLetterResults)
+    def get(self, request: Request) -> Response:
+        query = query_params(DeadLettersQuerySerializer, request)
+        letters = recent_dead_letters(query["limit"])
+        return Response(DeadLetterResults({"results": letters}).data)

@@ -1,0 +1,31 @@
+"""A batch of messages is known delivered only when the broker acknowledged every one."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import free_port
+from tracker.core import kafka
+from tracker.core.conf import KafkaConfig
+from tracker.core.events import Topic, topic_name
+
+
+def test_a_flushed_batch_lists_every_acknowledged_tag_and_the_records_are_readable(kafka_topics):
+    batch = kafka.Deliveries(kafka.producer(**{"queue.buffering.max.messages": 10}))
+    for i in range(50):  # more than the local queue holds: produce waits instead of failing
+        batch.produce(topic_name(Topic.ORDERS), b"42", str(i).encode(), tag=f"row-{i}")
+    assert sorted(batch.flush(10)) == sorted(f"row-{i}" for i in range(50))
+    values = [r.value for r in kafka.read_topic(Topic.ORDERS)]
+    assert values == [str(i).encode() for i in range(50)]  # one key: one partition, in order
+
+
+def test_an_unreachable_broker_is_an_undelivered_batch_naming_what_is_missing():
+    nobody = KafkaConfig(bootstrap_servers=f"127.0.0.1:{free_port()}")
+    batch = kafka.Deliveries(kafka.producer(nobody, **{"message.timeout.ms": 500}))
+    batch.produce("orders", b"1", b"a")
+    batch.produce("orders", b"2", b"b")
+    with pytest.raises(kafka.Undelivered) as caught:
+        batch.flush(5)
+    assert (caught.value.total, caught.value.acked) == (2, [])
+    assert set(caught.value.errors) == {0, 1}  # untagged messages are tagged by position
+    assert str(caught.value).startswith("2 of 2 messages not acknowledged")

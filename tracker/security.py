@@ -1,0 +1,126 @@
+"""Request-level protections shared by the API, the browser pages and the admin.
+
+* :func:`client_ip`: the caller's address, trusting ``X-Forwarded-For`` only as far as
+  ``TRUSTED_PROXY_COUNT`` proxies we run ourselves (0 in embedded mode: the header is
+  then ignored, so a client cannot pick its own throttle key).
+* :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
+  every login path (API token, browser sign-in, admin sign-in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+
+_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+
+
+def client_ip(meta: dict) -> str:
+    """The client's address: ``REMOTE_ADDR``, or the entry our last trusted proxy added.
+
+    Each trusted proxy appends the address it received the request from, so with
+    ``n`` proxies the client is the n-th entry from the right; anything further left
+    was written by the client and is ignored.
+    """
+    remote = meta.get("REMOTE_ADDR") or ""
+    proxies = settings.TRUSTED_PROXY_COUNT
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR")
+    if proxies <= 0 or not forwarded:
+        return remote
+    addresses = [a.strip() for a in forwarded.split(",") if a.strip()]
+    if not addresses:
+        return remote
+    return addresses[-min(proxies, len(addresses))]
+
+
+def parse_rate(rate: str) -> tuple[int, int]:
+    """``"10/min"`` -> (10, 60)."""
+    count, _, period = rate.partition("/")
+    try:
+        return int(count), _PERIODS[period.strip().lower()]
+    except (ValueError, KeyError):
+        raise ValueError(f"rate must look like '10/min', got {rate!r}") from None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    retry_after: int
+    reason: str
+
+
+class LoginRateLimiter:
+    """Fixed-window counters in the cache (Redis in production, shared by every process).
+
+    Every attempt counts, successful or not: a correct guess must not reset the budget.
+    Limiting per user name stops a distributed guess at one account; limiting per
+    client stops one machine from trying many accounts.
+    """
+
+    def __init__(self, per_client: str | None = None, per_username: str | None = None) -> None:
+        self.per_client = parse_rate(per_client or settings.LOGIN_THROTTLE_PER_CLIENT)
+        self.per_username = parse_rate(per_username or settings.LOGIN_THROTTLE_PER_USERNAME)
+
+    def _hit(self, kind: str, ident: str, rate: tuple[int, int]) -> int | None:
+        limit, period = rate
+        now = int(time.time())
+        window = now // period
+        digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
+        key = f"login-throttle:{kind}:{digest}:{window}"
+        cache.add(key, 0, timeout=period + 1)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.set(key, 1, timeout=period + 1)
+            count = 1
+        if count > limit:
+            return period - now % period or 1
+        return None
+
+    def attempt(self, *, client: str, username: str | None) -> Refusal | None:
+        """Count one attempt; a Refusal when either budget is spent."""
+        wait = self._hit("client", client, self.per_client)
+        if wait is not None:
+            return Refusal(wait, "Too many sign-in attempts from this address.")
+        if username:
+            wait = self._hit("user", username.strip().lower(), self.per_username)
+            if wait is not None:
+                return Refusal(wait, "Too many sign-in attempts for this user name.")
+        return None
+
+
+# --------------------------------------------------------------------------- API tokens
+
+
+def token_expired(token) -> bool:
+    """True when ``token`` is older than ``API_TOKEN_TTL_DAYS`` (0 = tokens never expire)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    days = settings.API_TOKEN_TTL_DAYS
+    return days > 0 and token.created < timezone.now() - timedelta(days=days)
+
+
+def user_for_token(key: str):
+    """The active user a token key belongs to, or None (unknown, expired, deactivated)."""
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or token_expired(token) or not token.user.is_active:
+        return None
+    return token.user
+
+
+def issue_token(user):
+    """The user's API token; a fresh one when the current one has expired."""
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.filter(user=user).first()
+    if token is not None and token_expired(token):
+        token.delete()
+        token = None
+    return token or Token.objects.create(user=user)

@@ -1,0 +1,196 @@
+"""What a client is shown of an order: the one read model under REST and WebSocket.
+
+The REST API and the sockets send these JSON-ready dicts as they are, so a
+client sees the same order whichever channel it asks; a new channel (a kitchen
+board, a mobile push) calls these functions instead of rebuilding the shape.
+
+Times are ISO-8601 UTC strings with milliseconds; money is a decimal string
+("18.50"), whether it comes from the database (Decimal) or from Pinot (a float
+column, rounded to cents here, in one place).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from tracker.core.events import (
+    CANCELLABLE_STATUSES,
+    LIFECYCLE,
+    TERMINAL_STATUSES,
+    OrderStatus,
+    epoch_ms,
+    now_ms,
+    status_label,
+)
+from tracker.orders.models import Order
+from tracker.tracking import selectors
+from tracker.tracking.selectors import OrderState, StatusPeriod
+
+CENT = Decimal("0.01")
+
+
+def money(value: Decimal | float | None) -> str | None:
+    if value is None:
+        return None
+    return str(Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP))
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """Epoch millis (Pinot) -> ISO-8601 UTC with milliseconds."""
+    if ms is None:
+        return None
+    return iso(datetime.fromtimestamp(ms / 1000, tz=UTC))
+
+
+def iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def line_items(order: Order) -> list[dict[str, Any]]:
+    return [
+        {
+            "product_id": item.product_id,
+            "name": item.product.name,
+            "category": item.product.category,
+            "quantity": item.quantity,
+            "unit_price": money(item.unit_price),
+            "line_total": money(item.line_total),
+        }
+        for item in order.items.all()
+    ]
+
+
+def timeline(current: str, periods: list[StatusPeriod], now: int) -> list[dict[str, Any]]:
+    """The seven lifecycle steps (plus CANCELLED when cancelled), each done/current/pending."""
+    entered = {p.status: p for p in periods}
+    cancelled = current == OrderStatus.CANCELLED
+    out = []
+    for status in [*LIFECYCLE, *([OrderStatus.CANCELLED] if cancelled else [])]:
+        period = entered.get(status.value)
+        step = {"status": status.value, "label": status_label(status)}
+        if period is None:
+            state = "skipped" if cancelled else "pending"
+            out.append({**step, "state": state, "entered_at": None, "left_at": None,
+                        "duration_seconds": None})  # fmt: skip
+            continue
+        end = period.left_at
+        if end is None and status not in TERMINAL_STATUSES:
+            end = now
+        out.append(
+            {
+                **step,
+                "state": "current" if status.value == current else "done",
+                "entered_at": iso_ms(period.entered_at),
+                "left_at": iso_ms(period.left_at),
+                "duration_seconds": None
+                if end is None
+                else round((end - period.entered_at) / 1000, 1),
+            }
+        )
+    return out
+
+
+def _entered_from_pinot(order_id: int, state: OrderState) -> dict[str, int]:
+    """Entry times: the latest record's per-status columns. Only a record that lacks its
+    own current status time (written by an older job) costs a history query."""
+    entered = dict(state.status_times)
+    if state.status not in entered:
+        entered = {p.status: p.entered_at for p in selectors.order_status_history(order_id)}
+        entered.update(state.status_times)
+    return entered
+
+
+def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
+    """Items, restaurant and total from the system of record; status, timeline,
+    position and ETA from Pinot. Until the pipeline has seen a new order (about a
+    second), its status comes from the database and ``tracking.source`` says so.
+
+    Write responses pass ``tracking=False``: a command that succeeded must not
+    answer 503 because the read side is down.
+    """
+    state = selectors.order_state(order.pk) if tracking else None
+    now = now_ms()
+    if state is not None:
+        current, status_time = state.status, state.status_time
+        periods = selectors.status_periods(_entered_from_pinot(order.pk, state).items())
+        position, distance, eta = state.courier, state.distance_left_km, state.eta_seconds
+        source = {
+            "source": "pinot",
+            "version": state.version,
+            "updated_at": iso_ms(state.updated_at),
+        }
+    else:
+        current, status_time = order.status, epoch_ms(order.status_changed_at)
+        periods, position, distance, eta = [], None, None, None
+        source = {"source": "database", "version": 0, "updated_at": iso(order.updated_at)}
+    if not periods:  # the pipeline has not caught up: the database's own history
+        periods = selectors.status_periods(
+            (c.status, epoch_ms(c.changed_at))
+            for c in order.status_changes.order_by("changed_at", "id")
+        )
+    path = selectors.courier_path(order.pk) if state is not None and position else []
+    return {
+        "id": order.pk,
+        "status": current,
+        "status_label": status_label(current),
+        "status_time": iso_ms(status_time),
+        "is_active": current not in TERMINAL_STATUSES,
+        "can_cancel": current in CANCELLABLE_STATUSES,
+        "created_at": iso(order.created_at),
+        "total": money(order.total),
+        "items": line_items(order),
+        "restaurant": {
+            "id": order.restaurant_id,
+            "name": order.restaurant.name,
+            "lat": order.restaurant.lat,
+            "lon": order.restaurant.lon,
+        },  # fmt: skip
+        "customer": {"id": order.customer_id, "name": order.customer.display_name},
+        "delivery": {
+            "address": order.delivery_address,
+            "lat": order.delivery_lat,
+            "lon": order.delivery_lon,
+        },  # fmt: skip
+        "courier": (
+            {"id": order.courier_id, "name": order.courier.display_name}
+            if order.courier_id
+            else None
+        ),
+        "timeline": timeline(current, periods, now),
+        "position": (
+            {"lat": position.lat, "lon": position.lon, "at": iso_ms(position.at)}
+            if position
+            else None
+        ),
+        "path": [{"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)} for p in path],
+        "distance_left_km": None if distance is None else round(distance, 3),
+        "eta_seconds": eta,
+        "eta": iso_ms(now + eta * 1000)
+        if eta is not None and current != OrderStatus.DELIVERED
+        else None,
+        "tracking": source,
+    }
+
+
+def order_summary(state: OrderState) -> dict[str, Any]:
+    """An order as the lists show it, from its Pinot row."""
+    return {
+        "id": state.order_id,
+        "status": state.status,
+        "status_label": status_label(state.status),
+        "status_time": iso_ms(state.status_time),
+        "is_active": state.is_active,
+        "created_at": iso_ms(state.created_at),
+        "total": money(state.total),
+        "item_count": state.item_count,
+        "items": [{"name": i.get("name"), "quantity": i.get("quantity")} for i in state.items],
+        "restaurant": {"id": state.restaurant_id, "name": state.restaurant_name},
+        "customer": {"id": state.customer_id, "name": state.customer_name},
+        "distance_left_km": state.distance_left_km,
+        "eta_seconds": state.eta_seconds,
+        "version": state.version,
+    }
