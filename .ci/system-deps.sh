@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Debian packages the project needs beyond Python wheels: a Java runtime for
-# PySpark, and Chromium for the browser tests. Installs only what is missing.
+# PySpark, Chromium for the browser tests, and PostgreSQL + Redis for the production
+# path (`make run-prod`, and the PostgreSQL/Redis tests `make test` runs).
+# Installs only what is missing.
 set -euo pipefail
 
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
+# Run as ordinary processes by tracker/system/prod.py (initdb under var/); no service is started.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing system packages: ${need[*]}"
@@ -16,3 +21,9 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 java -version 2>&1 | head -1
+
+# The Spark Master/Worker of the production-like run drop root to this system user, as the
+# compose image runs them as a non-root user (tracker/system/prod.py).
+if [ "$(id -u)" -eq 0 ] && ! id ordertrack >/dev/null 2>&1; then
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ordertrack
+fi

@@ -37,7 +37,7 @@ _DIMENSION_DEFAULTS: dict[str, Any] = {
 _METRIC_DEFAULTS: dict[str, Any] = {"INT": 0, "LONG": 0, "FLOAT": 0.0, "DOUBLE": 0.0, "BYTES": b""}
 
 #: The only ingestion transform the local server evaluates: ``stPoint(x, y, 1)``.
-_ST_POINT = re.compile(r"^\s*stPoint\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*1\s*)?\)\s*$", re.I)
+_ST_POINT = re.compile(r"^\s*stPoint\(\s*(\w+)\s*,\s*(\w+)\s*(,\s*1\s*)?\)\s*$", re.I)
 
 
 class DefinitionError(ValueError):
@@ -68,6 +68,8 @@ class TableDef:
     points: dict[str, tuple[str, str]]
     schema: dict[str, Any] = dataclasses.field(repr=False)
     config: dict[str, Any] = dataclasses.field(repr=False)
+    #: The point columns filled by ``stPoint(x, y, 1)``: geographies (the H3 index needs one).
+    geography_points: frozenset[str] = frozenset()
 
     def column(self, name: str) -> Column | None:
         for col in self.columns:
@@ -131,7 +133,7 @@ def validate(schema: dict[str, Any], config: dict[str, Any]) -> list[str]:
             errors.append(f"transform {t!r}: only stPoint(x, y, 1) is supported")
             continue
         derived.add(t["columnName"])
-        for arg in match.groups():
+        for arg in match.groups()[:2]:
             if arg not in event_fields:
                 errors.append(f"transform of {t['columnName']}: {arg!r} is not an event field")
     for col in cols:
@@ -180,10 +182,13 @@ def load_table(directory: Path) -> TableDef:
     if upsert:
         comparison = (upsert.get("comparisonColumns") or [upsert.get("comparisonColumn")])[0]
     points = {}
+    geography = set()
     for t in config.get("ingestionConfig", {}).get("transformConfigs", []):
         match = _ST_POINT.match(t["transformFunction"])
         assert match is not None  # validated above
         points[t["columnName"]] = (match.group(1), match.group(2))
+        if match.group(3):
+            geography.add(t["columnName"])
     return TableDef(
         name=config["tableName"],
         topic=Topic(config["tableIndexConfig"]["streamConfigs"]["stream.kafka.topic.name"]),
@@ -194,6 +199,7 @@ def load_table(directory: Path) -> TableDef:
         comparison_column=comparison,
         dedup=bool(config.get("dedupConfig", {}).get("dedupEnabled", False)),
         points=points,
+        geography_points=frozenset(geography),
         schema=schema,
         config=config,
     )

@@ -14,8 +14,11 @@ Pinot (single-stage engine, null handling off) would return:
   DOUBLE) and Pinot's empty-input values (SUM 0, MIN +inf, MAX/AVG/PERCENTILE
   -inf); ``percentile(x, p)`` is the sorted value at index floor(n*p/100);
 * arithmetic is DOUBLE, as in Pinot's transform functions (``FLOOR``/``CEIL`` too);
-* ``ST_Contains(ST_GeomFromText('<wkt>'), toGeometry(<point column>))`` is a
-  planar point-in-polygon test (shapely).
+* ``ST_Contains(ST_GeogFromText('<wkt>'), <point column>)`` and
+  ``ST_Within(<point column>, ST_GeogFromText('<wkt>'))`` (the forms Pinot's H3 index
+  serves), and ``ST_Contains(ST_GeomFromText('<wkt>'), toGeometry(<point column>))``
+  (no index), are a planar point-in-polygon test (shapely), as Pinot's ``stContains``
+  is on geography too; mixing geography and geometry is an error, as in Pinot.
 """
 
 from __future__ import annotations
@@ -294,7 +297,9 @@ class _Translator:
                 QUERY_VALIDATION_ERROR, f"Unknown columnName '{name}' found in the query"
             )
         if col.data_type == "BYTES":
-            raise unsupported(f"reading the BYTES column {name!r} directly (use toGeometry)")
+            raise unsupported(
+                f"reading the BYTES column {name!r} directly (use it in ST_Contains/ST_Within)"
+            )
         return _q(name), col.data_type
 
     def _aggregate(
@@ -403,39 +408,67 @@ class _Translator:
                 f"strftime(make_timestamp(CAST({value} AS BIGINT) * 1000), {_string(fmt)})",
                 "STRING",
             )
-        if name == "st_contains":
-            if len(args) != 2:
-                raise QueryError(QUERY_VALIDATION_ERROR, "ST_Contains takes two arguments")
-            shape, point = args
-            if not (
-                isinstance(shape, exp.Anonymous)
-                and shape.name.lower() == "st_geomfromtext"
-                and len(shape.expressions) == 1
-                and isinstance(shape.expressions[0], exp.Literal)
-                and shape.expressions[0].is_string
-            ):
-                raise unsupported("ST_Contains whose first argument is not ST_GeomFromText('wkt')")
-            if not (
-                isinstance(point, exp.Anonymous)
-                and point.name.lower() == "togeometry"
-                and len(point.expressions) == 1
-                and isinstance(point.expressions[0], exp.Column)
-                and point.expressions[0].name in self.table.points
-            ):
-                raise unsupported("ST_Contains whose second argument is not toGeometry(<point>)")
-            wkt = shape.expressions[0].this
-            try:
-                geom = shapely.from_wkt(wkt)
-            except shapely.errors.GEOSException as exc:
-                raise QueryError(QUERY_EXECUTION_ERROR, f"invalid WKT {wkt!r}: {exc}") from None
-            if geom.geom_type not in ("Polygon", "MultiPolygon"):
-                raise unsupported(f"ST_Contains on a {geom.geom_type}")
-            col = point.expressions[0].name
-            return (
-                f"pinot_st_contains({_string(wkt)}, {_q(col + '__x')}, {_q(col + '__y')})",
-                "INT",
-            )
+        if name in ("st_contains", "st_within"):
+            return self._point_in_shape(name, args)
         raise unsupported(f"function {node.name}()")
+
+    def _point_in_shape(self, name: str, args: list[exp.Expression]) -> tuple[str, str]:
+        """``ST_Contains(<shape>, <point>)`` / ``ST_Within(<point>, <shape>)`` as Pinot runs them.
+
+        The shape is a ``ST_GeogFromText``/``ST_GeomFromText`` literal. The point is the
+        column itself (what Pinot's H3 index serves: ``FilterPlanNode`` applies the index
+        only when an argument is the indexed identifier) or ``toGeometry(<column>)``
+        (evaluated row by row: no index). Like Pinot's ``stContains``, geography and
+        geometry cannot be mixed: a ``stPoint(x, y, 1)`` column is a geography.
+        """
+        label = "ST_Contains" if name == "st_contains" else "ST_Within"
+        if len(args) != 2:
+            raise QueryError(QUERY_VALIDATION_ERROR, f"{label} takes two arguments")
+        shape, point = args if name == "st_contains" else (args[1], args[0])
+        shape_fn = shape.name.lower() if isinstance(shape, exp.Anonymous) else ""
+        if not (
+            shape_fn in ("st_geogfromtext", "st_geomfromtext")
+            and len(shape.expressions) == 1
+            and isinstance(shape.expressions[0], exp.Literal)
+            and shape.expressions[0].is_string
+        ):
+            raise unsupported(
+                f"{label} whose shape is not ST_GeogFromText('wkt') or ST_GeomFromText('wkt')"
+            )
+        shape_geography = shape_fn == "st_geogfromtext"
+        if isinstance(point, exp.Column) and point.name in self.table.points:
+            col = point.name
+            point_geography = col in self.table.geography_points
+        elif (
+            isinstance(point, exp.Anonymous)
+            and point.name.lower() == "togeometry"
+            and len(point.expressions) == 1
+            and isinstance(point.expressions[0], exp.Column)
+            and point.expressions[0].name in self.table.points
+        ):
+            col = point.expressions[0].name
+            point_geography = False
+        else:
+            raise unsupported(
+                f"{label} whose point is not a point column or toGeometry(<point column>)"
+            )
+        if shape_geography != point_geography:
+            raise QueryError(
+                QUERY_EXECUTION_ERROR,
+                f"{label}: the first and second arguments should either both be geometry "
+                "or both be geography",
+            )
+        wkt = shape.expressions[0].this
+        try:
+            geom = shapely.from_wkt(wkt)
+        except shapely.errors.GEOSException as exc:
+            raise QueryError(QUERY_EXECUTION_ERROR, f"invalid WKT {wkt!r}: {exc}") from None
+        if geom.geom_type not in ("Polygon", "MultiPolygon"):
+            raise unsupported(f"{label} on a {geom.geom_type}")
+        return (
+            f"pinot_st_contains({_string(wkt)}, {_q(col + '__x')}, {_q(col + '__y')})",
+            "INT",
+        )
 
 
 #: Pinot's transform function names for SQL's arithmetic operators.

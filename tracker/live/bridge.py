@@ -157,11 +157,19 @@ def ensure_embedded_bridge(loop: asyncio.AbstractEventLoop, channel_layer: Any) 
             stop.set()
 
         def publish(group: str, message: dict[str, Any]) -> None:
-            if not loop.is_closed():
-                asyncio.run_coroutine_threadsafe(
-                    channel_layer.group_send(group, {"type": "order.update", "payload": message}),
-                    loop,
-                )
+            if loop.is_closed():
+                return
+            sent = asyncio.run_coroutine_threadsafe(
+                channel_layer.group_send(group, {"type": "order.update", "payload": message}),
+                loop,
+            )
+            # One send at a time, in order: with channels-redis a group_send awaits the
+            # network, and sends left running side by side reach Redis out of order (a
+            # socket then drops the older version as stale: a lost status).
+            try:
+                sent.result(timeout=5)
+            except Exception:  # noqa: BLE001 - a slow or closed loop must not stop the bridge
+                log.warning("push bridge: a push to %s was not sent in time", group)
 
         stop, ready = threading.Event(), threading.Event()
         thread = threading.Thread(

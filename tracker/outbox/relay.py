@@ -23,7 +23,13 @@ Guarantees, and how:
   time so they are published again. The relay does this by itself when the
   broker comes back empty (the embedded broker keeps data in memory only).
 
-One relay process per database: it is the single writer of ``published_at``.
+**Several relays, one at a time.** Order across relays needs one publisher at a
+time: a relay that took rows 101-200 while another still flushes 1-100 could put
+an order's later event first. On PostgreSQL each batch runs in a transaction
+holding an advisory lock (``pg_try_advisory_xact_lock``) from reading the rows to
+stamping them, so extra relays are hot standbys that take over within a poll
+interval; ``SKIP LOCKED`` row claiming was rejected because it gives up exactly
+that per-order order. On SQLite (one machine, embedded mode) run one relay.
 """
 
 from __future__ import annotations
@@ -35,7 +41,13 @@ from datetime import datetime
 
 from confluent_kafka import KafkaException
 from django.conf import settings
-from django.db import DatabaseError, OperationalError, close_old_connections
+from django.db import (
+    DatabaseError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    transaction,
+)
 from django.db.models import F
 from django.utils import timezone
 
@@ -47,6 +59,8 @@ log = logging.getLogger(__name__)
 
 #: A topic only the relay creates; its absence means the broker lost its data.
 MARKER_TOPIC = "_outbox_relay_marker"
+#: The PostgreSQL advisory lock of the publishing relay (any constant; "outbox" in ASCII).
+ADVISORY_LOCK_KEY = 0x6F7574626F78
 
 #: Delivery errors after which the broker may nonetheless have written the record: a
 #: timeout (the request may have reached a broker that answered too late) and a purge of
@@ -55,7 +69,7 @@ MARKER_TOPIC = "_outbox_relay_marker"
 
 
 class Relay:
-    """The single writer of ``published_at``: moves committed outbox rows to Kafka.
+    """The writer of ``published_at`` (one relay at a time): moves committed outbox rows to Kafka.
 
     Writes commit to the database only, so a broker outage never fails a request;
     the relay catches up afterwards, oldest row first, and marks a row published
@@ -78,6 +92,7 @@ class Relay:
         self._producer = None
         self._topics_ready = False
         self.published_total = 0
+        self.standby_batches = 0  # batches skipped because another relay was publishing
         self.outages = 0  # times the broker could not be reached or did not acknowledge
         #: Records given up while in flight: retried, so possibly written twice (same id).
         self.in_doubt = 0
@@ -114,8 +129,24 @@ class Relay:
         """Publish the oldest unpublished rows; return how many the broker acknowledged.
 
         Raises KafkaException when any row of the batch was not acknowledged
-        (those rows stay unpublished and are retried by the caller).
+        (those rows stay unpublished and are retried by the caller). On PostgreSQL,
+        returns 0 at once while another relay holds the publishing lock.
         """
+        if connection.vendor != "postgresql":
+            failure = self._publish_rows()
+        else:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+                    if not cursor.fetchone()[0]:
+                        self.standby_batches += 1
+                        return 0
+                failure = self._publish_rows()
+        if isinstance(failure, KafkaException):
+            raise failure
+        return failure
+
+    def _publish_rows(self) -> int | KafkaException:
         rows = list(
             OutboxEvent.objects.filter(published_at__isnull=True)
             .order_by("id")
@@ -156,7 +187,8 @@ class Relay:
                 last_error=batch.errors.get(row.id, "not acknowledged in time")[:1000],
             )
         if failed or refused is not None:
-            raise KafkaException(
+            # returned, not raised: the marks of the delivered rows must still commit
+            return KafkaException(
                 f"{len(failed)} of {len(rows)} outbox events not acknowledged: "
                 f"{next(iter(batch.errors.values()), refused or 'timeout')}"
             )

@@ -27,6 +27,8 @@ class Component:
     waiting_note: str = ""
     enabled: Callable[[], bool] = field(default=lambda: True)
     ready_timeout: float = 120.0
+    #: The child's whole environment (default: the supervisor's own, inherited).
+    env: dict[str, str] | None = None
 
 
 def web_address() -> tuple[str, int]:

@@ -89,7 +89,8 @@ class Supervisor:
     # ----------------------------------------------------------------- lifecycle
 
     def _spawn(self, child: Child) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        base = os.environ if child.component.env is None else child.component.env
+        env = {**base, "PYTHONUNBUFFERED": "1"}
         child.ready.clear()
         child.started_at = time.monotonic()
         proc = subprocess.Popen(

@@ -313,7 +313,10 @@ def deliveries_in_area(
     statuses = ", ".join(f"'{s.value}'" for s in sorted(IN_TRANSIT_STATUSES))
     rows = query(
         f"SELECT {_POSITION_COLUMNS} FROM delivery_statuses "
-        "WHERE ST_Contains(ST_GeomFromText(%(wkt)s), toGeometry(location)) = 1 "
+        # The column itself as the argument, so Pinot's H3 index on `location` serves the
+        # filter (toGeometry(location) would be evaluated row by row); a geography literal,
+        # as the column is one (stPoint(lon, lat, 1)).
+        "WHERE ST_Contains(ST_GeogFromText(%(wkt)s), location) = 1 "
         f"AND status IN ({statuses}) "
         f"ORDER BY event_time DESC, order_id LIMIT {max(1, min(int(limit), 10_000))}",
         {"wkt": wkt},
