@@ -284,6 +284,7 @@ def run_level(
         complete = sum(1 for v in orders.values() if max(v) == per_order)
         missing = {k: max(v) for k, v in orders.items() if max(v) != per_order}
         rss = round(process_tree_rss(job.pid), 1)
+        exit_code = job.poll()  # not None: the job died during the run
     finally:
         latencies.stop.set()
         job.terminate()
@@ -338,6 +339,8 @@ def run_level(
         "delivery_status_ms_p50": pct(lat["delivery_statuses"], 50),
         "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
         "rss_mib_at_end": rss,
+        "job_exit_code_during_run": exit_code,
+        "job_log_tail": log_path.read_text().splitlines()[-15:] if exit_code is not None else [],
     }
 
 
