@@ -256,6 +256,17 @@ def run_level(
     latencies = Latencies()
     for t in latencies.threads:
         t.start()
+    rss_samples: list[tuple[float, float]] = []  # (seconds since start, MiB), every 30 s
+
+    def sample_rss() -> None:
+        began = time.monotonic()
+        while not latencies.stop.is_set() and job.poll() is None:
+            rss_samples.append(
+                (round(time.monotonic() - began), round(process_tree_rss(job.pid), 1))
+            )
+            latencies.stop.wait(30)
+
+    threading.Thread(target=sample_rss, daemon=True).start()
     try:
         # Warm up: one order so the first (slow) micro-batch completes, then wait for ready.
         warm = producer()
@@ -339,6 +350,7 @@ def run_level(
         "delivery_status_ms_p50": pct(lat["delivery_statuses"], 50),
         "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
         "rss_mib_at_end": rss,
+        "rss_mib_every_30s": rss_samples,
         "job_exit_code_during_run": exit_code,
         "job_log_tail": log_path.read_text().splitlines()[-15:] if exit_code is not None else [],
     }
