@@ -352,7 +352,13 @@ def run_level(
         "rss_mib_at_end": rss,
         "rss_mib_every_30s": rss_samples,
         "job_exit_code_during_run": exit_code,
-        "job_log_tail": log_path.read_text().splitlines()[-15:] if exit_code is not None else [],
+        "job_errors": [
+            line[:600]
+            for line in log_path.read_text().splitlines()
+            if re.search(r"Error|Exception|Caused by|query failed", line)
+        ][:20]
+        if exit_code is not None
+        else [],
     }
 
 
