@@ -385,7 +385,7 @@ class KafkaWriter(DataSourceWriter):
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         from tracker.core.conf import KafkaConfig
-        from tracker.core.kafka import producer
+        from tracker.core.kafka import Deliveries, Undelivered, producer
 
         with _CACHE_LOCK:
             prod = _PRODUCERS.get(self.bootstrap)
@@ -395,25 +395,11 @@ class KafkaWriter(DataSourceWriter):
                     **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
                 )
                 _PRODUCERS[self.bootstrap] = prod
-        failures: list[str] = []
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is not None:
-                failures.append(f"{msg.topic()}: {err}")
-
-        count = 0
+        batch = Deliveries(prod)
         for row in iterator:
-            while True:
-                try:
-                    prod.produce(row.topic, key=row.key, value=row.value, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    prod.poll(0.05)  # local queue full: serve delivery reports, then retry
-            count += 1
-        remaining = prod.flush(self.timeout)
-        if remaining or failures:
-            raise SinkError(
-                f"{remaining} of {count} records undelivered after {self.timeout}s, "
-                f"{len(failures)} failed: " + "; ".join(failures[:3])
-            )
+            batch.produce(row.topic, row.key, row.value)
+        try:
+            batch.flush(self.timeout)
+        except Undelivered as exc:
+            raise SinkError(str(exc)) from exc
         return WriterCommitMessage()
