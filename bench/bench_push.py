@@ -4,11 +4,15 @@ Starts the parts involved on loopback: the embedded broker, the Pinot stand-in
 (snapshots), and the Django ASGI server (uvicorn, with the embedded push bridge)
 in a subprocess on its own SQLite database. Opens N sockets (one order each,
 ``/ws/orders/<id>/``, token auth), then publishes status updates for random
-orders at a fixed rate and measures produce -> onmessage latency.
+orders at a fixed rate (open loop) and measures latency from each update's
+scheduled send time to the client's receipt, so a backlog counts. The load
+generator is one asyncio process (uvloop, the ``websockets`` client without its own
+pings); its CPU share and the server's are measured over the window, as is the
+server's RSS per socket. ``--profile`` runs one server process under cProfile.
 
 Benchmarks are not tests: this prints a table and writes bench/results/push-*.json.
 
-    .venv/bin/python bench/bench_push.py --sockets 1000 --rate 200 --seconds 20
+    .venv/bin/python bench/bench_push.py --sockets 5000 --rate 200 --seconds 30
 """
 
 from __future__ import annotations
@@ -32,13 +36,19 @@ def main() -> None:
     parser.add_argument("--sockets", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0, help="updates per second")
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
+    parser.add_argument("--profile", type=Path, help="cProfile one server process to this file")
     args = parser.parse_args()
 
-    with common.embedded_stack() as stack:
+    with common.embedded_stack(args.workers, profile=args.profile) as stack:
         order_ids, token = _seed(args.sockets)
         port = int(stack.web_url.rsplit(":", 1)[1])
-        result = asyncio.run(_drive(args, port, order_ids, token, stack.web_pid))
-    result.update({"machine": common.machine(), "params": vars(args)})
+        import uvloop
+
+        result = uvloop.run(_drive(args, port, order_ids, token, stack.web_pid))
+    if args.profile:
+        print(f"  profile of the server written to {args.profile}")
+    result.update({"machine": common.machine(), "params": {**vars(args), "profile": None}})
     rows = [
         ("sockets connected", f"{result['connected']}/{args.sockets}"),
         ("connect all (s)", f"{result['connect_seconds']:.1f}"),
@@ -46,6 +56,8 @@ def main() -> None:
         ("push latency p50 (ms)", f"{result['p50_ms']:.1f}"),
         ("push latency p99 (ms)", f"{result['p99_ms']:.1f}"),
         ("push latency max (ms)", f"{result['max_ms']:.1f}"),
+        ("server CPU in the window (cores)", f"{result['server_cpu_cores']:.2f}"),
+        ("load generator CPU in the window (cores)", f"{result['client_cpu_cores']:.2f}"),
         (
             "ASGI server RSS idle -> loaded (MB)",
             f"{result['server_rss_mb_before']:.0f} -> {result['server_rss_mb_after']:.0f}",
@@ -53,7 +65,9 @@ def main() -> None:
         ("memory per socket (KB)", f"{result['kb_per_socket']:.1f}"),
     ]
     common.print_table(
-        f"Push fan-out, {args.sockets} sockets, {args.rate:g} updates/s for {args.seconds:g}s", rows
+        f"Push fan-out, {args.sockets} sockets, {args.rate:g} updates/s for {args.seconds:g}s, "
+        f"{1 if args.profile else args.workers} server process(es)",
+        rows,
     )
     print("  written to", common.write_result("push", result))
 
@@ -71,40 +85,45 @@ def _seed(n: int) -> tuple[list[int], str]:
 
 
 async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: int) -> dict:
-    import websockets
+    from websockets.asyncio.client import connect as ws_connect
 
     from tests.fixtures_pinot import order_event
     from tracker.core import kafka
     from tracker.core.events import now_ms
 
-    sent_at: dict[tuple[int, int], float] = {}
+    scheduled: dict[tuple[int, int], float] = {}
     latencies: list[float] = []
     sockets = []
     rss_before = common.process_tree_rss(server_pid)  # all uvicorn workers
     start = time.monotonic()
 
     async def connect(order_id: int):
-        ws = await websockets.connect(
+        ws = await ws_connect(
             f"ws://127.0.0.1:{port}/ws/orders/{order_id}/",
             additional_headers={"Authorization": f"Token {token}"},
             max_queue=None,
-            open_timeout=60,
+            open_timeout=120,
+            ping_interval=None,  # the server pings; answering is enough
         )
         first = json.loads(await ws.recv())
         assert first["type"] == "snapshot", first
         return ws
 
     for chunk in range(0, len(order_ids), 100):
-        sockets += await asyncio.gather(*(connect(o) for o in order_ids[chunk : chunk + 100]))
+        opened = await asyncio.gather(
+            *(connect(o) for o in order_ids[chunk : chunk + 100]), return_exceptions=True
+        )
+        sockets += [ws for ws in opened if not isinstance(ws, BaseException)]
     connect_seconds = time.monotonic() - start
 
     async def reader(ws):
         async for raw in ws:
+            if '"update"' not in raw:
+                continue  # heartbeats
             message = json.loads(raw)
-            if message.get("type") == "update":
-                key = (message["order_id"], message["version"])
-                if key in sent_at:
-                    latencies.append(time.perf_counter() - sent_at[key])
+            key = (message["order_id"], message["version"])
+            if key in scheduled:
+                latencies.append(time.perf_counter() - scheduled[key])
 
     readers = [asyncio.create_task(reader(ws)) for ws in sockets]
     producer = kafka.producer(**{"linger.ms": 0})
@@ -113,24 +132,32 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     statuses = ["ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED", "OUT_FOR_DELIVERY"]
     rng = random.Random(1)
     interval = 1.0 / args.rate
-    deadline = time.monotonic() + args.seconds
+    cpu_client, cpu_server = time.process_time(), common.process_tree_cpu(server_pid)
+    window_start = time.perf_counter()
+    deadline = window_start + args.seconds
     sent = 0
-    next_at = time.monotonic()
-    while time.monotonic() < deadline:
-        order_id = rng.choice(order_ids)
-        versions[order_id] += 1
-        version = versions[order_id]
-        event = order_event(
-            order_id, version, statuses[version % len(statuses)], created_at=now_ms() - 1000
-        )
-        sent_at[(order_id, version)] = time.perf_counter()
-        kafka.publish(producer, event)
+    next_at = window_start
+    while next_at < deadline:
+        while next_at <= time.perf_counter():  # open loop: catch up on every due send
+            order_id = rng.choice(order_ids)
+            versions[order_id] += 1
+            version = versions[order_id]
+            event = order_event(
+                order_id, version, statuses[version % len(statuses)], created_at=now_ms() - 1000
+            )
+            scheduled[(order_id, version)] = next_at
+            kafka.publish(producer, event)
+            sent += 1
+            next_at += interval
         producer.poll(0)
-        sent += 1
-        next_at += interval
-        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
     producer.flush(10)
-    await asyncio.sleep(3)
+    drain_until = time.perf_counter() + 10
+    while len(latencies) < sent and time.perf_counter() < drain_until:
+        await asyncio.sleep(0.1)
+    window = time.perf_counter() - window_start
+    cpu_client = time.process_time() - cpu_client
+    cpu_server = common.process_tree_cpu(server_pid) - cpu_server
     rss_after = common.process_tree_rss(server_pid)
     for task in readers:
         task.cancel()
@@ -143,6 +170,9 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
         "p50_ms": common.percentile(latencies, 50) * 1000,
         "p99_ms": common.percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0) * 1000,
+        "window_seconds": window,
+        "server_cpu_cores": cpu_server / window,
+        "client_cpu_cores": cpu_client / window,
         "server_rss_mb_before": rss_before,
         "server_rss_mb_after": rss_after,
         "kb_per_socket": (rss_after - rss_before) * 1024 / max(len(sockets), 1),

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -72,6 +73,20 @@ def process_tree_rss(pid: int) -> float:
     return total + sum(process_tree_rss(int(c)) for c in children)
 
 
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process and its live descendants have used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        return total
+    return total + sum(process_tree_cpu(int(c)) for c in children)
+
+
 def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -121,12 +136,13 @@ class Stack:
 
 
 @contextlib.contextmanager
-def embedded_stack(web_workers: int = 2) -> Iterator[Stack]:
+def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterator[Stack]:
     """Broker (this process) + Pinot stand-in and uvicorn as their own processes, as
     ``make run`` runs them, on a fresh migrated SQLite database.
 
     Django is set up in this process on the same database, so a benchmark can seed
-    rows and produce events before it starts measuring.
+    rows and produce events before it starts measuring. With ``profile``, one uvicorn
+    process runs under cProfile and writes its profile there when the stack stops.
     """
     root = RESULTS.parent.parent
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
@@ -159,10 +175,11 @@ def embedded_stack(web_workers: int = 2) -> Iterator[Stack]:
     pinot = subprocess.Popen(
         [sys.executable, "-m", "pinot"], cwd=root, env=env, stdout=subprocess.DEVNULL
     )
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "tracker.asgi:application", "--host", "127.0.0.1",
-         "--port", str(web_port), "--no-access-log", "--log-level", "warning",
-         "--workers", str(web_workers)],
+        [sys.executable, *profiler, "-m", "uvicorn", "tracker.asgi:application",
+         "--host", "127.0.0.1", "--port", str(web_port), "--no-access-log",
+         "--log-level", "warning", "--workers", str(1 if profile else web_workers)],
         cwd=root, env=env,
     )  # fmt: skip
     try:
@@ -173,9 +190,12 @@ def embedded_stack(web_workers: int = 2) -> Iterator[Stack]:
             f"http://127.0.0.1:{pinot_port}", pinot.pid, env,
         )  # fmt: skip
     finally:
+        # cProfile writes its file only when the server exits by itself: SIGINT (uvicorn
+        # re-raises a SIGTERM after shutting down, which kills the process first).
+        server.send_signal(signal.SIGINT if profile else signal.SIGTERM)
+        pinot.terminate()
         for proc in (server, pinot):
-            proc.terminate()
-            proc.wait(15)
+            proc.wait(60 if profile else 15)
         broker.stop()
 
 

@@ -133,7 +133,7 @@ async def test_ping_gets_pong(pinot):
 def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards():
     sent = []
     bridge = Bridge(
-        lambda group, message: sent.append((group, message["version"], message["kind"]))
+        lambda sends: sent.extend((group, m["version"], m["kind"]) for group, m in sends)
     )
 
     class InTransit:

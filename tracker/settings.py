@@ -206,7 +206,8 @@ CHANNEL_LAYERS = {
         {"BACKEND": "channels_redis.core.RedisChannelLayer",
          "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30}}
         if REDIS_URL
-        else {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
+        else {"BACKEND": "tracker.live.layers.SweepingInMemoryChannelLayer",
+              "CONFIG": {"capacity": 1000}}
     )
 }  # fmt: skip
 #: Run the Kafka -> WebSocket bridge inside the ASGI process (embedded mode). With

@@ -38,7 +38,8 @@ from tracker.live.messages import (
 
 log = logging.getLogger(__name__)
 
-Publish = Callable[[str, dict[str, Any]], None]
+#: Sends (group, message) pairs to the channel layer, in order, before returning.
+Publish = Callable[[list[tuple[str, dict[str, Any]]]], None]
 
 #: Orders whose last version/status the bridge remembers (bounded memory).
 MAX_TRACKED_ORDERS = 200_000
@@ -59,7 +60,9 @@ class Bridge:
         self.coalesced = 0
 
     def handle_batch(self, values: list[bytes]) -> None:
-        """Publish one poll's worth of orders_enriched records."""
+        """Publish one poll's worth of orders_enriched records, in one call to ``publish``
+        (one hop to the event loop or one Redis round of sends per poll, not per group)."""
+        sends: list[tuple[str, dict[str, Any]]] = []
         pending_positions: dict[int, dict[str, Any]] = {}
         for value in values:
             try:
@@ -80,20 +83,22 @@ class Bridge:
                 # The status message carries the full state, newer than any pending position.
                 if pending_positions.pop(event.order_id, None) is not None:
                     self.coalesced += 1
-                self._send(message)
+                self._add(sends, message)
             else:
                 if event.order_id in pending_positions:
                     self.coalesced += 1
                 pending_positions[event.order_id] = message
         for message in pending_positions.values():
-            self._send(message)
+            self._add(sends, message)
+        if sends:
+            self.publish(sends)
 
-    def _send(self, message: dict[str, Any]) -> None:
-        self.publish(order_group(message["order_id"]), message)
-        self.publish(customer_group(message["customer_id"]), message)
-        self.publish(restaurant_group(message["restaurant_id"]), message)
+    def _add(self, sends: list[tuple[str, dict[str, Any]]], message: dict[str, Any]) -> None:
+        sends.append((order_group(message["order_id"]), message))
+        sends.append((customer_group(message["customer_id"]), message))
+        sends.append((restaurant_group(message["restaurant_id"]), message))
         if message["kind"] == "status":  # the operators' figures move with statuses
-            self.publish(OPERATIONS_GROUP, message)
+            sends.append((OPERATIONS_GROUP, message))
         self.published += 1
 
     def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:
@@ -137,6 +142,17 @@ class Bridge:
                 cons.close()
 
 
+async def send_in_order(channel_layer: Any, sends: list[tuple[str, dict[str, Any]]]) -> None:
+    """Send each update to its group, one after the other.
+
+    One at a time: with channels-redis a group_send awaits the network, and sends left
+    running side by side reach Redis out of order (a socket then drops the older version
+    as stale: a lost status).
+    """
+    for group, message in sends:
+        await channel_layer.group_send(group, {"type": "order.update", "payload": message})
+
+
 _embedded_lock = threading.Lock()
 _embedded: tuple[tuple[Any, str], threading.Thread, threading.Event, threading.Event] | None = None
 
@@ -156,20 +172,14 @@ def ensure_embedded_bridge(loop: asyncio.AbstractEventLoop, channel_layer: Any) 
                 return ready
             stop.set()
 
-        def publish(group: str, message: dict[str, Any]) -> None:
+        def publish(sends: list[tuple[str, dict[str, Any]]]) -> None:
             if loop.is_closed():
                 return
-            sent = asyncio.run_coroutine_threadsafe(
-                channel_layer.group_send(group, {"type": "order.update", "payload": message}),
-                loop,
-            )
-            # One send at a time, in order: with channels-redis a group_send awaits the
-            # network, and sends left running side by side reach Redis out of order (a
-            # socket then drops the older version as stale: a lost status).
+            sent = asyncio.run_coroutine_threadsafe(send_in_order(channel_layer, sends), loop)
             try:
                 sent.result(timeout=5)
             except Exception:  # noqa: BLE001 - a slow or closed loop must not stop the bridge
-                log.warning("push bridge: a push to %s was not sent in time", group)
+                log.warning("push bridge: %d pushes were not sent in time", len(sends))
 
         stop, ready = threading.Event(), threading.Event()
         thread = threading.Thread(

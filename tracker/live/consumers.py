@@ -28,6 +28,7 @@ through the same checks as a first connect before it may be ``resumed``.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import deque
 from typing import Any
@@ -110,9 +111,14 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         await self._recheck()
 
     async def _periodic_recheck(self) -> None:
+        # The first check at a random point of the period: sockets opened together (a
+        # server restart, a reconnect storm) then spread their checks instead of
+        # queueing thousands of them on the database thread at once.
+        period = settings.PUSH_RECHECK_SECONDS
+        await asyncio.sleep(random.uniform(0, period))
         while True:
-            await asyncio.sleep(settings.PUSH_RECHECK_SECONDS)
             await self._recheck()
+            await asyncio.sleep(period)
 
     async def _recheck(self) -> None:
         if getattr(self, "_closing", True):

@@ -6,7 +6,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.management.base import BaseCommand
 
-from tracker.live.bridge import Bridge
+from tracker.live.bridge import Bridge, send_in_order
 
 
 class Command(BaseCommand):
@@ -15,10 +15,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s pushbridge %(message)s")
         layer = get_channel_layer()
-        group_send = async_to_sync(layer.group_send)
-        bridge = Bridge(
-            lambda group, msg: group_send(group, {"type": "order.update", "payload": msg})
-        )
+        send = async_to_sync(send_in_order)
+        bridge = Bridge(lambda sends: send(layer, sends))
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())
