@@ -115,6 +115,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
         )
         sockets += [ws for ws in opened if not isinstance(ws, BaseException)]
     connect_seconds = time.monotonic() - start
+    print(f"  {len(sockets)} sockets open after {connect_seconds:.0f}s; sending", flush=True)
 
     async def reader(ws):
         async for raw in ws:

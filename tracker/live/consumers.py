@@ -33,6 +33,7 @@ import time
 from collections import deque
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -94,6 +95,20 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             asyncio.create_task(self._heartbeat()),
             asyncio.create_task(self._periodic_recheck()),
         ]
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, without its hop to the database thread before each message.
+
+        Channels closes stale database connections before every handler, on the one
+        database thread; with thousands of sockets, every pushed update then queues
+        behind the access re-checks there. These handlers reach the database only
+        through ``database_sync_to_async``, which closes stale connections around each
+        call itself.
+        """
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def _refuse(self, code: int, reason: str) -> None:
         self._closing = True
@@ -226,7 +241,8 @@ class OrderSocket(TrackingSocket):
         return [m.order_group(self.order_id)]
 
     def still_authorised(self, user: Any) -> None:
-        self._load(user)
+        if not policy.visible_orders(user).filter(pk=self.order_id).exists():
+            raise PermissionError("No such order.")
 
     def _load(self, user: Any) -> Order:
         order = (
