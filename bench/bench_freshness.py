@@ -5,9 +5,24 @@ a naive baseline (a Django view reading the database, polled every second).
 The whole embedded system runs (supervisor, every component) with the simulator at a
 multiple of the book's peak (50 orders/min, a GPS point per second per delivery) as
 background load. Probe orders are placed, advanced and tracked through the public API
-by the benchmark itself. Not a test: prints a table, writes bench/results/freshness-*.json.
+by the benchmark itself. Each change is also timed by two 1-second pollers: the naive
+database view and the book's design, the Pinot-backed REST order detail.
 
-    .venv/bin/python bench/bench_freshness.py --multiples 1,10,100 --probes 20
+Watchers (``--watchers 100,1000``): what each delivery design costs the server. For N
+watched orders, four phases of ``--watch-seconds`` each on the same system, each on N
+fresh orders that the benchmark advances at ``--changes`` status changes per second:
+no watchers (the idle baseline), N WebSockets (push), N clients polling the REST
+detail every second, N clients polling the database view every second. Each phase
+records freshness (change committed -> the watcher sees it, or a later status) and
+the CPU seconds of the web (Django + push bridge), Pinot stand-in and naive-view
+processes; CPU per watcher-minute is the phase's CPU minus the idle phase's, divided
+by N x minutes. Pollers are one asyncio process with a keep-alive raw-HTTP client
+(one connection per watcher), so the load generator stays cheap; its CPU is recorded.
+
+Not a test: prints tables, writes bench/results/freshness-*.json.
+
+    .venv/bin/python bench/bench_freshness.py --multiples 1,10,100 --probes 20 \
+        --watchers 100,1000 --watch-seconds 60
 """
 
 from __future__ import annotations
@@ -15,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import subprocess
 import sys
@@ -30,6 +46,7 @@ from bench.common import (  # noqa: E402
     machine,
     percentile,
     print_table,
+    process_tree_cpu,
     process_tree_rss,
     start_full_system,
     wait_port,
@@ -76,12 +93,22 @@ async def naive_poll(client, url: str, want: str, accepted: float, phase: float)
         await asyncio.sleep(1.0)
 
 
+async def rest_poll(client, url: str, headers: dict, want: str, accepted: float, phase: float):
+    """The book's design: GET the Pinot-backed REST detail every second until it shows ``want``."""
+    await asyncio.sleep(phase)
+    while True:
+        reply = await client.get(url, headers=headers)
+        if reply.status_code == 200 and reply.json()["status"] == want:
+            return time.perf_counter() - accepted
+        await asyncio.sleep(1.0)
+
+
 async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
     """Place probe orders, then time each change from API accept to REST and WebSocket."""
     import httpx
     import websockets
 
-    rest, push, naive, errors = [], [], [], 0
+    rest, push, naive, rest_polled, errors = [], [], [], [], 0
     auth = lambda key: {"Authorization": f"Token {key}"}  # noqa: E731
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         menu = (
@@ -141,8 +168,8 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                 if response.status_code >= 300:
                     errors += 1
                     continue
-                naive_task = None
-                if step < 4:
+                naive_task = poll_task = None
+                if step < 4:  # a poller's phase relative to the change is random
                     naive_task = asyncio.create_task(
                         naive_poll(
                             client,
@@ -151,7 +178,17 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                             accepted,
                             random.random(),
                         )
-                    )  # a poller's phase relative to the change is random
+                    )
+                    poll_task = asyncio.create_task(
+                        rest_poll(
+                            client,
+                            f"/api/v1/orders/{order_id}/",
+                            auth(keys["operator"]),
+                            body["status"],
+                            accepted,
+                            random.random(),
+                        )
+                    )
 
                 async def wait_push(min_version=version, accepted=accepted, ws=ws, want=want):
                     while True:
@@ -184,8 +221,15 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                     errors += 1
                 if naive_task is not None:
                     naive.append(await asyncio.wait_for(naive_task, timeout=30))
+                    rest_polled.append(await asyncio.wait_for(poll_task, timeout=30))
             await ws.close()
-    return {"rest": rest, "push": push, "naive": naive, "errors": errors}
+    return {
+        "rest": rest,
+        "push": push,
+        "naive": naive,
+        "rest_polling": rest_polled,
+        "errors": errors,
+    }
 
 
 def summary(values: list[float]) -> dict:
@@ -218,9 +262,311 @@ def one_level(multiple: float, probes: int, warmup: float) -> dict:
         "rest": summary(measured["rest"]),
         "websocket": summary(measured["push"]),
         "naive_polling": summary(measured["naive"]),
+        "rest_polling": summary(measured["rest_polling"]),
         "errors": measured["errors"],
         "rss_mb": rss,
     }
+
+
+# ---------------------------------------------------------------------------- watchers
+
+
+class KeepAliveGet:
+    """One watcher's HTTP/1.1 keep-alive connection, GETs only.
+
+    A general client (httpx) spends about a millisecond of CPU per request; at 1,000
+    polls a second the load generator would take a core from the server it measures.
+    """
+
+    def __init__(self, port: int, headers: dict[str, str]) -> None:
+        self.port = port
+        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self._headers = f"Host: 127.0.0.1:{port}\r\n{lines}\r\n"
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def get(self, path: str) -> tuple[int, bytes]:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self._writer.write(f"GET {path} HTTP/1.1\r\n{self._headers}".encode())
+        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+        status = int(head[9:12])
+        if "content-length:" in head:
+            length = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
+            body = await self._reader.readexactly(length)
+        else:  # chunked
+            parts = []
+            while size := int((await self._reader.readuntil(b"\r\n")).strip(), 16):
+                parts.append(await self._reader.readexactly(size + 2))
+            await self._reader.readuntil(b"\r\n")
+            body = b"".join(p[:-2] for p in parts)
+        if "connection: close" in head:
+            await self.close()
+        return status, body
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def seed_watched(count: int) -> list[int]:
+    """``count`` fresh orders of the benchmark's customer (the one ``tokens()`` signs in)."""
+    from tracker.customers.models import Customer
+    from tracker.orders import services
+    from tracker.restaurants.models import Restaurant
+
+    customer = Customer.objects.order_by("id").first()
+    restaurant = Restaurant.objects.order_by("id").first()
+    product = restaurant.products.order_by("id").first()
+    return [
+        services.place_order(
+            customer=customer,
+            restaurant=restaurant,
+            items=[services.ItemRequest(product.pk, 1)],
+            delivery_address="watched",
+            delivery_lat=12.975,
+            delivery_lon=77.605,
+        )[0].pk
+        for _ in range(count)
+    ]
+
+
+def advance(order_id: int) -> tuple[str, float]:
+    """Advance one order (database + outbox, as the API does); its new status, commit time."""
+    from django.db import close_old_connections
+
+    from tracker.orders import services
+
+    order = services.advance_order(order_id, actor="bench")
+    committed = time.perf_counter()
+    close_old_connections()
+    return order.status, committed
+
+
+async def watch_phase(
+    mode: str, orders: list[int], keys: dict, ports: dict, pids: dict, args
+) -> dict:
+    """One phase: N watchers of ``mode`` while the benchmark changes their orders."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from websockets.asyncio.client import connect as ws_connect
+
+    from tracker.core.events import status_rank
+
+    seen: list[
+        tuple[int, str, float]
+    ] = []  # (order, status, when) each time a watcher's view moves
+    stop = asyncio.Event()
+    polls = {"done": 0, "failed": 0}
+    headers = {"Authorization": f"Token {keys['customer']}"}
+
+    async def push_watcher(ws, order_id: int) -> None:
+        async for raw in ws:
+            message = json.loads(raw)
+            if message.get("type") == "update" and message["kind"] == "status":
+                seen.append((order_id, message["status"], time.perf_counter()))
+
+    async def poll_watcher(port: int, path: str, order_id: int) -> None:
+        client = KeepAliveGet(port, headers)
+        last = None
+        next_at = time.perf_counter() + random.random()  # watchers' phases are random
+        try:
+            while not stop.is_set():
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+                try:
+                    status, body = await client.get(path)
+                except (OSError, asyncio.IncompleteReadError, ValueError):
+                    polls["failed"] += 1
+                    await client.close()
+                    status = 0
+                if status == 200:
+                    polls["done"] += 1
+                    now = json.loads(body)["status"]
+                    if now != last:
+                        seen.append((order_id, now, time.perf_counter()))
+                        last = now
+                elif status:
+                    polls["failed"] += 1
+                # Every second on the clock; a reply later than that skips the missed ticks.
+                next_at += max(1.0, math.ceil(time.perf_counter() - next_at))
+        finally:
+            await client.close()
+
+    sockets, tasks = [], []
+    if mode == "push":
+        for chunk in range(0, len(orders), 100):
+            opened = await asyncio.gather(
+                *(
+                    ws_connect(
+                        f"ws://127.0.0.1:{ports['web']}/ws/orders/{o}/",
+                        additional_headers=headers,
+                        max_queue=None,
+                        open_timeout=120,
+                        ping_interval=None,
+                    )
+                    for o in orders[chunk : chunk + 100]
+                )
+            )
+            for ws in opened:
+                await ws.recv()  # the snapshot
+            sockets += opened
+        tasks = [
+            asyncio.create_task(push_watcher(ws, o)) for ws, o in zip(sockets, orders, strict=True)
+        ]
+    elif mode in ("rest_polling", "db_polling"):
+        port, path = (
+            (ports["web"], "/api/v1/orders/{}/")
+            if mode == "rest_polling"
+            else (ports["naive"], "/naive/orders/{}/")
+        )
+        tasks = [asyncio.create_task(poll_watcher(port, path.format(o), o)) for o in orders]
+    await asyncio.sleep(2)  # every watcher has its first view
+
+    loop = asyncio.get_running_loop()
+    executor = ThreadPoolExecutor(1)
+    changed: list[tuple[int, str, float]] = []
+    steps_left = dict.fromkeys(orders, 5)  # PLACED -> ... -> ARRIVING_AT_DOOR
+    rng = random.Random(7)
+    cpu_before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
+    client_before, start = time.process_time(), time.perf_counter()
+    next_at = start
+    while next_at < start + args.watch_seconds:
+        await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+        next_at += 1.0 / args.changes
+        candidates = [o for o, left in steps_left.items() if left]
+        if not candidates:
+            break
+        order_id = rng.choice(candidates)
+        steps_left[order_id] -= 1
+        status, committed = await loop.run_in_executor(executor, advance, order_id)
+        changed.append((order_id, status, committed))
+    elapsed = time.perf_counter() - start
+    cpu = {name: process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
+    client_cpu = time.process_time() - client_before
+    await asyncio.sleep(args.grace)  # the last changes reach the watchers
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    executor.shutdown()
+
+    # A change is fresh for a watcher once it shows that status or a later one.
+    views: dict[int, list[tuple[float, int]]] = {}
+    for order_id, status, when in seen:
+        views.setdefault(order_id, []).append((when, status_rank(status)))
+    latencies, missed = [], 0
+    for order_id, status, committed in changed:
+        rank = status_rank(status)
+        shown = [when for when, r in views.get(order_id, []) if r >= rank]
+        if shown:
+            latencies.append(max(0.0, min(shown) - committed))
+        else:
+            missed += 1
+    return {
+        "mode": mode,
+        "watchers": len(orders) if mode != "idle" else 0,
+        "seconds": elapsed,
+        "changes": len(changed),
+        "freshness": summary(latencies),
+        "missed": missed,
+        "polls_per_second": polls["done"] / elapsed,
+        "failed_polls": polls["failed"],
+        "server_cpu_seconds": cpu,
+        "load_generator_cpu_seconds": client_cpu,
+    }
+
+
+def one_watchers(count: int, args) -> dict:
+    """Every phase for ``count`` watchers, on one system."""
+    import httpx
+
+    supervisor, naive, base, naive_base = start_system(args.watch_multiple)
+    try:
+        time.sleep(args.warmup)
+        keys = tokens()
+        modes = ["idle", "push", "rest_polling", "db_polling"]
+        sets = {mode: seed_watched(count) for mode in modes}
+        last = [ids[-1] for ids in sets.values()]
+        deadline = time.monotonic() + 300
+        for order_id in last:  # Pinot has every phase's orders before anything is measured
+            while time.monotonic() < deadline:
+                reply = httpx.get(
+                    f"{base}/api/v1/orders/{order_id}/",
+                    headers={"Authorization": f"Token {keys['customer']}"},
+                    timeout=30,
+                )
+                if reply.status_code == 200 and reply.json()["tracking"]["source"] == "pinot":
+                    break
+                time.sleep(0.5)
+        by_name = {c.component.name: c.process.pid for c in supervisor.children if c.process}
+        pids = {"web": by_name["web"], "pinot": by_name["pinot"], "naive": naive.pid}
+        ports = {"web": int(base.rsplit(":", 1)[1]), "naive": int(naive_base.rsplit(":", 1)[1])}
+        import uvloop
+
+        phases = [
+            uvloop.run(watch_phase(mode, sets[mode], keys, ports, pids, args)) for mode in modes
+        ]
+    finally:
+        naive.terminate()
+        supervisor.stop()
+    idle = phases[0]
+    for phase in phases:
+        spent = sum(phase["server_cpu_seconds"].values())
+        idle_spent = sum(idle["server_cpu_seconds"].values()) * phase["seconds"] / idle["seconds"]
+        minutes = phase["seconds"] / 60
+        phase["server_cpu_seconds_total"] = spent
+        phase["cpu_seconds_per_watcher_minute"] = (
+            (spent - idle_spent) / (count * minutes) if phase["watchers"] else None
+        )
+        phase["cpu_seconds_per_watcher_minute_raw"] = (
+            spent / (count * minutes) if phase["watchers"] else None
+        )
+        # A saturated server answers fewer polls than asked for: the cost of one poll,
+        # times 60, is what a watcher polling every second really costs.
+        polls = phase["polls_per_second"] * phase["seconds"]
+        phase["cpu_ms_per_poll"] = (spent - idle_spent) * 1000 / polls if polls else None
+    return {"watchers": count, "multiple": args.watch_multiple, "phases": phases}
+
+
+def print_watchers(level: dict) -> None:
+    rows = []
+    for phase in level["phases"]:
+        fresh = phase["freshness"]
+        per = phase["cpu_seconds_per_watcher_minute"]
+        watched = phase["watchers"] > 0
+        per_poll = phase["cpu_ms_per_poll"]
+        rows.append(
+            (
+                phase["mode"],
+                f"{fresh['n']}/{phase['changes']}" if watched else "-",
+                f"{fresh['p50_ms']:.0f}" if watched else "-",
+                f"{fresh['p99_ms']:.0f}" if watched else "-",
+                f"{phase['server_cpu_seconds_total'] / phase['seconds']:.2f}",
+                "-" if per is None else f"{per:.3f}",
+                f"{phase['polls_per_second']:.0f}",
+                "-" if per_poll is None else f"{per_poll:.1f}",
+                f"{phase['load_generator_cpu_seconds'] / phase['seconds']:.2f}",
+            )
+        )
+    print_table(
+        f"{level['watchers']} watchers, {level['multiple']:g}x background load",
+        rows,
+        header=(
+            "design", "seen/changes", "p50 ms", "p99 ms", "server cores",
+            "CPU s/watcher-min", "polls/s", "CPU ms/poll", "load gen cores",
+        ),
+    )  # fmt: skip
+    by = {p["mode"]: p for p in level["phases"]}
+    push = by["push"]
+    for name in ("rest_polling", "db_polling"):
+        other = by[name]
+        fresher = other["freshness"]["p50_ms"] / max(push["freshness"]["p50_ms"], 1e-9)
+        cheaper = (other["cpu_seconds_per_watcher_minute"] or 0) / max(
+            push["cpu_seconds_per_watcher_minute"] or 0, 1e-9
+        )
+        print(f"  push vs {name}: {fresher:.1f}x fresher at p50, {cheaper:.1f}x less CPU/watcher")
 
 
 def main() -> None:
@@ -228,13 +574,35 @@ def main() -> None:
     parser.add_argument("--multiples", default="1,10,100")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")
+    parser.add_argument("--watchers", default="100,1000", help="watched orders per run")
+    parser.add_argument("--watch-seconds", type=float, default=60, help="seconds per phase")
+    parser.add_argument("--changes", type=float, default=2, help="status changes per second")
+    parser.add_argument("--watch-multiple", type=float, default=1, help="background load")
+    parser.add_argument("--grace", type=float, default=15, help="wait for the last changes")
     parser.add_argument("--one-level", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--one-watchers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_level is not None:  # a child run: one fresh system per load level
         print("RESULT " + json.dumps(one_level(args.one_level, args.probes, args.warmup)))
         return
-    levels = []
-    for multiple in [float(m) for m in args.multiples.split(",")]:
+    if args.one_watchers is not None:
+        print("RESULT " + json.dumps(one_watchers(args.one_watchers, args)))
+        return
+    levels, watchers = [], []
+    for count in [int(n) for n in args.watchers.split(",") if n]:
+        child = subprocess.run(
+            [sys.executable, __file__, "--one-watchers", str(count), "--warmup", str(args.warmup),
+             "--watch-seconds", str(args.watch_seconds), "--changes", str(args.changes),
+             "--watch-multiple", str(args.watch_multiple), "--grace", str(args.grace)],
+            cwd=ROOT, capture_output=True, text=True,
+        )  # fmt: skip
+        lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
+        if not lines:
+            print(child.stdout[-3000:], child.stderr[-3000:])
+            raise SystemExit(f"{count} watchers failed")
+        watchers.append(json.loads(lines[-1][len("RESULT ") :]))
+        print_watchers(watchers[-1])
+    for multiple in [float(m) for m in args.multiples.split(",") if m]:
         child = subprocess.run(
             [sys.executable, __file__, "--one-level", str(multiple), "--probes", str(args.probes),
              "--warmup", str(args.warmup)],
@@ -259,17 +627,21 @@ def main() -> None:
                 ("accepted -> REST (Pinot)", level["rest"]),
                 ("accepted -> WebSocket push", level["websocket"]),
                 ("baseline: poll DB view every 1 s", level["naive_polling"]),
+                ("baseline: poll REST (Pinot) every 1 s", level["rest_polling"]),
             )
         ]
         print_table(
             f"Freshness at {multiple:g}x the book's peak ({BOOK_PEAK_PER_MIN * multiple:g} orders/min)",
             rows, header=("path", "n", "p50 ms", "p95 ms", "p99 ms", "max ms"),
         )  # fmt: skip
-        push, naive = level["websocket"], level["naive_polling"]
-        if push["p50_ms"]:
-            print(
-                f"  baseline / push ratio: p50 {naive['p50_ms'] / push['p50_ms']:.1f}x, p99 {naive['p99_ms'] / max(push['p99_ms'], 1):.1f}x"
-            )
+        push = level["websocket"]
+        for name in ("naive_polling", "rest_polling"):
+            base = level[name]
+            if push["p50_ms"]:
+                print(
+                    f"  {name} / push: p50 {base['p50_ms'] / push['p50_ms']:.1f}x, "
+                    f"p99 {base['p99_ms'] / max(push['p99_ms'], 1):.1f}x"
+                )
         print(
             "  RSS MiB: "
             + ", ".join(f"{k}={v:.0f}" for k, v in level["rss_mb"].items())
@@ -277,7 +649,10 @@ def main() -> None:
         )
     print(
         "  written to",
-        write_result("freshness", {"machine": machine(), "params": vars(args), "levels": levels}),
+        write_result(
+            "freshness",
+            {"machine": machine(), "params": vars(args), "levels": levels, "watchers": watchers},
+        ),
     )
 
 

@@ -38,6 +38,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
     parser.add_argument("--profile", type=Path, help="cProfile one server process to this file")
+    parser.add_argument(
+        "--no-deflate",
+        action="store_true",
+        help="clients do not offer permessage-deflate (browsers do): its memory and CPU cost",
+    )
     args = parser.parse_args()
 
     with common.embedded_stack(args.workers, profile=args.profile) as stack:
@@ -92,6 +97,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     from tracker.core.events import now_ms
 
     scheduled: dict[tuple[int, int], float] = {}
+    worst: dict[int, float] = {}  # second of the window -> worst latency of its sends
     latencies: list[float] = []
     sockets = []
     rss_before = common.process_tree_rss(server_pid)  # all uvicorn workers
@@ -104,6 +110,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
             max_queue=None,
             open_timeout=120,
             ping_interval=None,  # the server pings; answering is enough
+            compression=None if args.no_deflate else "deflate",
         )
         first = json.loads(await ws.recv())
         assert first["type"] == "snapshot", first
@@ -124,8 +131,12 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
             message = json.loads(raw)
             key = (message["order_id"], message["version"])
             if key in scheduled:
-                latencies.append(time.perf_counter() - scheduled[key])
+                latency = time.perf_counter() - scheduled[key]
+                latencies.append(latency)
+                second = int(scheduled[key] - window_start)
+                worst[second] = max(worst.get(second, 0.0), latency)
 
+    window_start = time.perf_counter()
     readers = [asyncio.create_task(reader(ws)) for ws in sockets]
     producer = kafka.producer(**{"linger.ms": 0})
     producer.list_topics(timeout=10)  # warm: the first produce would wait for metadata
@@ -134,7 +145,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     rng = random.Random(1)
     interval = 1.0 / args.rate
     cpu_client, cpu_server = time.process_time(), common.process_tree_cpu(server_pid)
-    window_start = time.perf_counter()
+    window_start = time.perf_counter()  # read by reader() from here on
     deadline = window_start + args.seconds
     sent = 0
     next_at = window_start
@@ -171,6 +182,7 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
         "p50_ms": common.percentile(latencies, 50) * 1000,
         "p99_ms": common.percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0) * 1000,
+        "max_ms_by_second": [round(worst.get(s, 0.0) * 1000) for s in range(int(args.seconds))],
         "window_seconds": window,
         "server_cpu_cores": cpu_server / window,
         "client_cpu_cores": cpu_client / window,
