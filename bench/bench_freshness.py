@@ -344,6 +344,37 @@ def advance(order_id: int) -> tuple[str, float]:
     return order.status, committed
 
 
+def topic_offsets() -> dict:
+    """Where order_statuses and orders_enriched end now (a phase's records come after)."""
+    from tracker.core import kafka
+    from tracker.core.events import Topic, topic_name
+
+    cons = kafka.consumer()
+    try:
+        return {
+            topic: kafka.end_offsets(cons, topic_name(topic))
+            for topic in (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
+        }
+    finally:
+        cons.close()
+
+
+def stage_times(start: dict, orders: set[int]) -> dict:
+    """(topic, order, status) -> when the first such record was produced (wall clock, s):
+    the relay produces order_statuses, the stream job orders_enriched."""
+    from tracker.core import kafka
+    from tracker.core.events import parse_event
+
+    first: dict = {}
+    for topic, offsets in start.items():
+        for record in kafka.iter_topic(topic, start=offsets, idle_timeout=1.0, max_wait=60):
+            event = parse_event(topic, record.value)
+            key = (topic, event.order_id, event.status)
+            if event.order_id in orders and key not in first:
+                first[key] = record.timestamp / 1000
+    return first
+
+
 async def watch_phase(
     mode: str, orders: list[int], keys: dict, ports: dict, pids: dict, args
 ) -> dict:
@@ -352,7 +383,7 @@ async def watch_phase(
 
     from websockets.asyncio.client import connect as ws_connect
 
-    from tracker.core.events import status_rank
+    from tracker.core.events import Topic, status_rank
 
     seen: list[
         tuple[int, str, float]
@@ -428,6 +459,8 @@ async def watch_phase(
     changed: list[tuple[int, str, float]] = []
     steps_left = dict.fromkeys(orders, 5)  # PLACED -> ... -> ARRIVING_AT_DOOR
     rng = random.Random(7)
+    offsets = await asyncio.to_thread(topic_offsets)
+    wall_minus_perf = time.time() - time.perf_counter()
     cpu_before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
     client_before, start = time.process_time(), time.perf_counter()
     next_at = start
@@ -456,7 +489,9 @@ async def watch_phase(
     views: dict[int, list[tuple[float, int]]] = {}
     for order_id, status, when in seen:
         views.setdefault(order_id, []).append((when, status_rank(status)))
+    produced = await asyncio.to_thread(stage_times, offsets, set(orders))
     latencies, missed = [], 0
+    stages: dict[str, list[float]] = {"relay": [], "stream": [], "to_watcher": []}
     for order_id, status, committed in changed:
         rank = status_rank(status)
         shown = [when for when, r in views.get(order_id, []) if r >= rank]
@@ -464,12 +499,22 @@ async def watch_phase(
             latencies.append(max(0.0, min(shown) - committed))
         else:
             missed += 1
+        # Where the time goes: commit -> order_statuses (outbox relay) -> orders_enriched
+        # (stream job) -> the watcher sees it (push bridge, or Pinot ingest + the poll).
+        relayed = produced.get((Topic.ORDER_STATUSES, order_id, status))
+        enriched = produced.get((Topic.ORDERS_ENRICHED, order_id, status))
+        if relayed is not None and enriched is not None:
+            stages["relay"].append(relayed - (committed + wall_minus_perf))
+            stages["stream"].append(enriched - relayed)
+            if shown:
+                stages["to_watcher"].append(min(shown) + wall_minus_perf - enriched)
     return {
         "mode": mode,
         "watchers": len(orders) if mode != "idle" else 0,
         "seconds": elapsed,
         "changes": len(changed),
         "freshness": summary(latencies),
+        "stages_p50_ms": {k: percentile(v, 50) * 1000 for k, v in stages.items()},
         "missed": missed,
         "polls_per_second": polls["done"] / elapsed,
         "failed_polls": polls["failed"],
@@ -567,6 +612,9 @@ def print_watchers(level: dict) -> None:
             push["cpu_seconds_per_watcher_minute"] or 0, 1e-9
         )
         print(f"  push vs {name}: {fresher:.1f}x fresher at p50, {cheaper:.1f}x less CPU/watcher")
+    for phase in level["phases"][1:]:
+        stages = ", ".join(f"{k} {v:.0f}" for k, v in phase["stages_p50_ms"].items())
+        print(f"  {phase['mode']}: p50 ms per stage: {stages}")
 
 
 def main() -> None:

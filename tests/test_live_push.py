@@ -18,6 +18,7 @@ from tracker.asgi import application
 from tracker.core.events import now_ms
 from tracker.live import messages
 from tracker.live.bridge import Bridge
+from tracker.live.layers import SweepingInMemoryChannelLayer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -244,3 +245,17 @@ async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot):
     assert (await ours.connect(timeout=20))[0]
     assert (await ours.receive_json_from(timeout=20))["type"] == "snapshot"
     await ours.disconnect()
+
+
+async def test_channel_layer_expires_undelivered_messages_with_at_most_one_sweep_a_second():
+    layer = SweepingInMemoryChannelLayer(expiry=-1)  # every message is expired at once
+    gone, kept = await layer.new_channel(), await layer.new_channel()
+    await layer.group_add("order.1", gone)
+    await layer.group_add("order.2", kept)
+    await layer.send(gone, {"type": "order.update"})
+    await layer.group_send("order.3", {"type": "order.update"})  # sweeps
+    # A channel whose message expired undelivered leaves its groups, as in Channels.
+    assert gone not in layer.groups["order.1"]
+    await layer.send(kept, {"type": "order.update"})
+    await layer.group_send("order.3", {"type": "order.update"})  # within the second: no sweep
+    assert kept in layer.groups["order.2"]

@@ -18,6 +18,7 @@ Two ways to run it (``PUSH_BRIDGE_EMBEDDED``):
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from collections import OrderedDict
@@ -176,10 +177,19 @@ def ensure_embedded_bridge(loop: asyncio.AbstractEventLoop, channel_layer: Any) 
             if loop.is_closed():
                 return
             sent = asyncio.run_coroutine_threadsafe(send_in_order(channel_layer, sends), loop)
-            try:
-                sent.result(timeout=5)
-            except Exception:  # noqa: BLE001 - a slow or closed loop must not stop the bridge
-                log.warning("push bridge: %d pushes were not sent in time", len(sends))
+            # Wait for the whole batch, however long a busy loop takes: a next batch sent
+            # beside it could overtake it (a socket then drops the older version as stale).
+            while True:
+                try:
+                    sent.result(timeout=5)
+                    return
+                except concurrent.futures.TimeoutError:
+                    if loop.is_closed():
+                        return
+                    log.warning("push bridge: %d pushes waiting on a busy loop", len(sends))
+                except Exception:  # noqa: BLE001 - a failed push must not stop the bridge
+                    log.exception("push bridge: %d pushes failed", len(sends))
+                    return
 
         stop, ready = threading.Event(), threading.Event()
         thread = threading.Thread(
