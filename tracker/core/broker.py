@@ -115,7 +115,7 @@ class EmbeddedBroker:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s broker %(message)s")
-    max_mb = env_int("KAFKA_EMBEDDED_MAX_MB", 1024)
+    max_mb = env_int("KAFKA_EMBEDDED_MAX_MB", 512)
     broker = EmbeddedBroker().start()
     log.info("Tansu listening on %s; topics ready (rollover above %d MiB)", broker.url, max_mb)
     stop = threading.Event()
