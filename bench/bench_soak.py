@@ -260,6 +260,11 @@ def main() -> None:
     result = {
         "machine": machine(),
         "params": vars(args),
+        "env": {
+            k: os.environ[k]
+            for k in ("KAFKA_EMBEDDED_MAX_MB", "KAFKA_RETENTION_MS", "PINOT_LOCAL_MEMORY_LIMIT")
+            if k in os.environ
+        },
         "system": "production-like (make run-prod)" if args.production else "embedded (make run)",
         "events_in": events_in,
         "rows_in_pinot": rows,
