@@ -617,6 +617,18 @@ def print_watchers(level: dict) -> None:
         print(f"  {phase['mode']}: p50 ms per stage: {stages}")
 
 
+def in_child(arguments: list[str]) -> dict:
+    """Run one measurement in a fresh process (Django and the system start once per process)."""
+    child = subprocess.run(
+        [sys.executable, __file__, *arguments], cwd=ROOT, capture_output=True, text=True
+    )
+    lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
+    if not lines:
+        print(child.stdout[-3000:], child.stderr[-3000:])
+        raise SystemExit(f"{' '.join(arguments)} failed")
+    return json.loads(lines[-1][len("RESULT ") :])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--multiples", default="1,10,100")
@@ -638,29 +650,36 @@ def main() -> None:
         return
     levels, watchers = [], []
     for count in [int(n) for n in args.watchers.split(",") if n]:
-        child = subprocess.run(
-            [sys.executable, __file__, "--one-watchers", str(count), "--warmup", str(args.warmup),
-             "--watch-seconds", str(args.watch_seconds), "--changes", str(args.changes),
-             "--watch-multiple", str(args.watch_multiple), "--grace", str(args.grace)],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
-        lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
-        if not lines:
-            print(child.stdout[-3000:], child.stderr[-3000:])
-            raise SystemExit(f"{count} watchers failed")
-        watchers.append(json.loads(lines[-1][len("RESULT ") :]))
+        watchers.append(
+            in_child(
+                [
+                    "--one-watchers",
+                    str(count),
+                    "--warmup",
+                    str(args.warmup),
+                    "--watch-seconds",
+                    str(args.watch_seconds),
+                    "--changes",
+                    str(args.changes),
+                    "--watch-multiple",
+                    str(args.watch_multiple),
+                    "--grace",
+                    str(args.grace),
+                ],
+            )  # fmt: skip
+        )
         print_watchers(watchers[-1])
     for multiple in [float(m) for m in args.multiples.split(",") if m]:
-        child = subprocess.run(
-            [sys.executable, __file__, "--one-level", str(multiple), "--probes", str(args.probes),
-             "--warmup", str(args.warmup)],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
-        lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
-        if not lines:
-            print(child.stdout[-3000:], child.stderr[-3000:])
-            raise SystemExit(f"level {multiple:g}x failed")
-        level = json.loads(lines[-1][len("RESULT ") :])
+        level = in_child(
+            [
+                "--one-level",
+                str(multiple),
+                "--probes",
+                str(args.probes),
+                "--warmup",
+                str(args.warmup),
+            ]
+        )
         levels.append(level)
         rows = [
             (
