@@ -463,6 +463,7 @@ async def watch_phase(
     wall_minus_perf = time.time() - time.perf_counter()
     cpu_before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
     client_before, start = time.process_time(), time.perf_counter()
+    polls_before = dict(polls)
     next_at = start
     while next_at < start + args.watch_seconds:
         await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
@@ -477,6 +478,7 @@ async def watch_phase(
     elapsed = time.perf_counter() - start
     cpu = {name: process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
     client_cpu = time.process_time() - client_before
+    polls_in_window = {k: v - polls_before[k] for k, v in polls.items()}
     await asyncio.sleep(args.grace)  # the last changes reach the watchers
     stop.set()
     for task in tasks:
@@ -516,8 +518,8 @@ async def watch_phase(
         "freshness": summary(latencies),
         "stages_p50_ms": {k: percentile(v, 50) * 1000 for k, v in stages.items()},
         "missed": missed,
-        "polls_per_second": polls["done"] / elapsed,
-        "failed_polls": polls["failed"],
+        "polls_per_second": polls_in_window["done"] / elapsed,
+        "failed_polls": polls_in_window["failed"],
         "server_cpu_seconds": cpu,
         "load_generator_cpu_seconds": client_cpu,
     }
