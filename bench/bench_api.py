@@ -237,7 +237,7 @@ async def open_loop(
             opened += 1
         try:
             return await Connection.open(host, port)
-        except OSError:
+        except BaseException:  # refused, or cancelled by the timeout: the slot is free again
             opened -= 1
             raise
 
