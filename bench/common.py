@@ -272,6 +272,7 @@ def start_full_system(multiple: float):
     supervisor = Supervisor(components(), out=log)
     if not supervisor.start():
         print(log.getvalue()[-5000:])
+        supervisor.stop()  # the components that did start would outlive the benchmark
         raise SystemExit("the system did not start")
     return supervisor, f"http://127.0.0.1:{web_port}", workdir
 
