@@ -66,6 +66,7 @@ def broker_url() -> str:
 
 
 def _connection() -> Any:
+    """The shared connection, opened anew when the broker URL or timeout setting changed."""
     global _shared
     key = (broker_url(), env_float("PINOT_QUERY_TIMEOUT_S", 5.0))
     shared = _shared
