@@ -1,21 +1,51 @@
-"""API latency under concurrency: order detail, my orders, time-in-status percentiles,
-restaurant dashboard; p50/p99 and requests/s with N concurrent clients.
+"""API latency and cost: closed-loop concurrency per endpoint, or an open-loop order-detail
+load at a fixed rate with the server CPU each request costs.
 
-The system runs embedded on loopback (broker, Pinot stand-in, uvicorn); the
-tracking tables are filled through the real broker with enriched records for
-``--orders`` orders, as the stream job would write them.
+The system runs embedded on loopback (broker, Pinot stand-in, uvicorn). By default the
+tracking tables are filled through the real broker with enriched records for ``--orders``
+orders (and a courier trail for those on the road), as the stream job would write them.
+
+Closed loop (the old mode): N clients, each sending its next request when the last one
+answered, for four endpoints:
 
     .venv/bin/python bench/bench_api.py --orders 5000 --clients 50 --seconds 10
+
+Open loop (``--rate``): order details, each asked by the order's own customer, sent at a
+fixed rate whatever the server does; each latency counts from the request's scheduled
+send time, so time spent queueing (in the generator or the server) is counted. Reports
+p50/p90/p99/max, errors, and CPU milliseconds per request of the web server and the Pinot
+stand-in (their CPU over the run, less what they used at idle over as long, divided by
+the requests answered), and the load generator's own CPU share:
+
+    .venv/bin/python bench/bench_api.py --rate 200 --seconds 30
+
+``--multiple 10`` runs the open loop against the full system (``make run``'s processes)
+while the simulator places orders at 10x the book's peak and the stream job runs; the
+requests then ask for the simulator's newest orders:
+
+    .venv/bin/python bench/bench_api.py --rate 200 --seconds 60 --multiple 10
+
+``--baseline REV`` (seeded mode) also starts REV's Pinot stand-in and web server from a
+temporary git worktree, on the same broker and database, and runs the open loop against
+old and new in alternating rounds, so both see the same data and the same machine:
+
+    .venv/bin/python bench/bench_api.py --rate 100 --seconds 40 --baseline main
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
+import shutil
+import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -25,13 +55,18 @@ from bench.common import (  # noqa: E402
     machine,
     percentile,
     print_table,
+    process_tree_cpu,
     process_tree_rss,
     rss_mb,
+    start_full_system,
     write_result,
 )
-from tracker.core.events import LIFECYCLE  # noqa: E402
+from tracker.core.events import LIFECYCLE, OrderStatus  # noqa: E402
 
 STATUSES = [s.value for s in LIFECYCLE]
+ON_THE_ROAD = STATUSES.index(OrderStatus.OUT_FOR_DELIVERY.value) + 1
+#: GPS points of a seeded order on the road (one every 4 s, as the simulator sends them).
+TRAIL_POINTS = 40
 
 
 def seed(orders: int) -> dict:
@@ -40,48 +75,62 @@ def seed(orders: int) -> dict:
     from rest_framework.authtoken.models import Token
 
     from tests.factories import make_customer, make_restaurant, place
-    from tests.fixtures_pinot import item_event, order_event
+    from tests.fixtures_pinot import delivery_event, item_event, order_event
     from tracker.core import kafka
     from tracker.core.events import now_ms, status_time_field
 
     rng = random.Random(7)
     customers = [make_customer(f"c{i}") for i in range(50)]
+    tokens = {c.pk: Token.objects.create(user=c.user).key for c in customers}
     restaurants = [make_restaurant(f"R{i}") for i in range(8)]
     ids, owners = [], {}
     for _ in range(orders):
         customer = rng.choice(customers)
         order = place(customer, rng.choice(restaurants))
         ids.append(order.pk)
-        owners[order.pk] = customer
+        owners[order.pk] = (customer, order.restaurant_id)
     producer = kafka.producer(**{"linger.ms": 20})
     now = now_ms()
     for order_id in ids:
-        order = owners[order_id]
+        customer, restaurant_id = owners[order_id]
         created = now - rng.randrange(1, 7 * 24 * 3600) * 1000
         reached = rng.randrange(1, len(STATUSES) + 1)
         times = {}
         for version, status in enumerate(STATUSES[:reached], start=1):
-            at = created + version * 60_000
-            times[status] = at
-            kafka.publish(
-                producer,
-                order_event(order_id, version, status, customer_id=order.pk, restaurant_id=1,
-                            created_at=created, status_time=at,
-                            status_times={s: t for s, t in times.items()}),
-            )  # fmt: skip
+            times[status] = created + version * 60_000
+        version, courier = reached, None
+        if reached >= ON_THE_ROAD:  # on the road or delivered: a courier trail
+            left = times[STATUSES[ON_THE_ROAD - 1]]
+            for point in range(TRAIL_POINTS):
+                version += 1
+                lat, lon, at = 12.97 - point * 0.0004, 77.60 + point * 0.0003, left + point * 4000
+                kafka.publish(
+                    producer,
+                    delivery_event(order_id, version, lat, lon, at=at, restaurant_id=restaurant_id),
+                )
+            courier = (7, lat, lon, at)
+        status = STATUSES[reached - 1]
+        kafka.publish(
+            producer,
+            order_event(order_id, version, status, customer_id=customer.pk,
+                        restaurant_id=restaurant_id, created_at=created,
+                        status_time=times[status], status_times=times, courier=courier),
+        )  # fmt: skip
         kafka.publish(
             producer,
             item_event(
-                order_id, 1, rng.choice(["Margherita", "Pepsi", "Tiramisu"]), 2, 8.5, at=created
+                order_id, 1, rng.choice(["Margherita", "Pepsi", "Tiramisu"]), 2, 8.5,
+                restaurant_id=restaurant_id, at=created,
             ),
-        )
+        )  # fmt: skip
         producer.poll(0)
     producer.flush(60)
     operator = get_user_model().objects.create_user("bench-ops", is_staff=True)
     return {
         "ids": ids,
         "operator": Token.objects.create(user=operator).key,
-        "customers": [Token.objects.create(user=c.user).key for c in customers],
+        "customers": list(tokens.values()),
+        "details": [(i, tokens[owners[i][0].pk]) for i in ids],
         "status_time_field": status_time_field,
     }
 
@@ -120,15 +169,326 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--orders", type=int, default=5000)
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument(
-        "--workers", type=int, default=2, help="uvicorn worker processes (make run: 2)"
-    )
-    args = parser.parse_args()
+# ---------------------------------------------------------------------- open loop
+
+
+class Connection:
+    """One HTTP/1.1 keep-alive connection, spoken by hand: the generator must cost far
+    less than the server it measures (an httpx request costs about as much as the
+    handler it calls)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> Connection:
+        return cls(*await asyncio.open_connection(host, port))
+
+    async def get(self, host: str, path: str, token: str) -> tuple[int, bool]:
+        """Status and whether the server keeps the connection open."""
+        self.writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n\r\n".encode()
+        )
+        status = int((await self.reader.readline()).split(b" ", 2)[1])
+        length, chunked, keep = 0, False, True
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value
+            elif name == b"connection":
+                keep = value != b"close"
+        if chunked:
+            while size := int((await self.reader.readline()).split(b";")[0], 16):
+                await self.reader.readexactly(size + 2)
+            await self.reader.readline()
+        else:
+            await self.reader.readexactly(length)
+        return status, keep
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def open_loop(
+    url: str, requests: list[tuple[str, str]], rate: float, max_connections: int = 256,
+    timeout: float = 30.0,
+) -> dict:  # fmt: skip
+    """Send ``requests`` (path, token) at ``rate`` per second from now; each latency is
+    from the request's scheduled time to its last response byte."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    loop = asyncio.get_running_loop()
+    idle: list[Connection] = []
+    opened = 0
+    free = asyncio.Condition()
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+
+    async def connection() -> Connection:
+        nonlocal opened
+        async with free:
+            while not idle and opened >= max_connections:
+                await free.wait()
+            if idle:
+                return idle.pop()
+            opened += 1
+        try:
+            return await Connection.open(host, port)
+        except BaseException:  # refused, or cancelled by the timeout: the slot is free again
+            opened -= 1
+            raise
+
+    async def release(conn: Connection | None) -> None:
+        nonlocal opened
+        async with free:
+            if conn is None:
+                opened -= 1
+            else:
+                idle.append(conn)
+            free.notify()
+
+    async def one(path: str, token: str, at: float) -> None:
+        conn = None
+        try:
+            conn = await asyncio.wait_for(connection(), timeout)
+            status, keep = await asyncio.wait_for(conn.get(host, path, token), timeout)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+            errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+            if conn is not None:
+                conn.close()
+                await release(None)
+            return
+        latencies.append(loop.time() - at)
+        if status != 200:
+            errors[f"HTTP {status}"] = errors.get(f"HTTP {status}", 0) + 1
+        if not keep:
+            conn.close()
+            conn = None
+        await release(conn)
+
+    cpu_before = time.thread_time()
+    start = loop.time() + 0.05
+    tasks = []
+    for i, (path, token) in enumerate(requests):
+        at = start + i / rate
+        if (delay := at - loop.time()) > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(path, token, at)))
+    await asyncio.gather(*tasks)
+    elapsed = loop.time() - start
+    generator_cpu = time.thread_time() - cpu_before
+    for conn in idle:
+        conn.close()
+    return {
+        "requests": len(requests),
+        "answered": len(latencies),
+        "errors": errors,
+        "seconds": elapsed,
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p90_ms": percentile(latencies, 90) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "max_ms": max(latencies, default=0.0) * 1000,
+        "connections": opened,
+        "generator_cpu_s": generator_cpu,
+    }
+
+
+def run_open_loop(url: str, requests: list[tuple[str, str]], rate: float) -> dict:
+    """:func:`open_loop` on uvloop when it is there (a cheaper generator)."""
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(open_loop(url, requests, rate))
+
+
+def measured(pids: dict[str, int], url: str, requests: list, rate: float, idle_cpu: dict) -> dict:
+    """One open-loop run with each process's CPU per answered request (less idle CPU)."""
+    before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
+    result = run_open_loop(url, requests, rate)
+    used = {name: process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
+    answered = max(1, result["answered"])
+    result["cpu_s"] = used
+    result["cpu_ms_per_request"] = {
+        name: max(0.0, used[name] - idle_cpu.get(name, 0.0) * result["seconds"]) / answered * 1000
+        for name in pids
+    }
+    result["generator_cpu_share"] = result["generator_cpu_s"] / result["seconds"]
+    return result
+
+
+def idle_cpu_rates(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    """CPU seconds per second each process uses with no requests (ingestion, push)."""
+    before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
+    time.sleep(seconds)
+    return {name: (process_tree_cpu(pid) - before[name]) / seconds for name, pid in pids.items()}
+
+
+def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    return [(f"/api/v1/orders/{order_id}/", token) for order_id, token in rng.choices(details, k=n)]
+
+
+def warm_up(url: str, details: list[tuple[int, str]], n: int = 300) -> None:
+    """Every worker imported, connected and cached before anything is measured."""
+    result = run_open_loop(url, detail_requests(details, n, 0), 100.0)
+    if result["errors"]:
+        raise SystemExit(f"warm-up failed against {url}: {result['errors']}")
+
+
+@contextlib.contextmanager
+def baseline_checkout(rev: str):
+    """``rev`` checked out in a temporary git worktree (with this checkout's venv)."""
+    path = Path(tempfile.mkdtemp(prefix="bench-api-baseline-")) / "code"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def open_loop_seeded(args: argparse.Namespace) -> dict:
+    with contextlib.ExitStack() as exits:
+        stack = exits.enter_context(embedded_stack(web_workers=args.workers))
+        data = seed(args.orders)
+        servers = {"new": stack}
+        if args.baseline:
+            code = exits.enter_context(baseline_checkout(args.baseline))
+            servers = {f"old ({args.baseline})": stack.serve(code, "old"), "new": stack}
+        for serving in servers.values():
+            stack.wait_caught_up(pinot_url=serving.pinot_url)
+            warm_up(serving.web_url, data["details"])
+        pids = {
+            label: {"web": s.web_pid, "pinot": s.pinot_pid} for label, s in servers.items()
+        }  # fmt: skip
+        idle = {label: idle_cpu_rates(p, 2.0) for label, p in pids.items()}
+        rounds = args.rounds if args.baseline else 1
+        per_round = max(1, int(args.rate * args.seconds / rounds))
+        runs: dict[str, list[dict]] = {label: [] for label in servers}
+        for r in range(rounds):
+            order = list(servers) if r % 2 == 0 else list(reversed(servers))
+            for label in order:
+                requests = detail_requests(data["details"], per_round, seed=r)
+                runs[label].append(
+                    measured(pids[label], servers[label].web_url, requests, args.rate, idle[label])
+                )
+        rss = {
+            label: {"web": process_tree_rss(s.web_pid), "pinot": rss_mb(s.pinot_pid)}
+            for label, s in servers.items()
+        }
+    return {
+        "load": f"seeded, {args.orders} orders, pipeline idle",
+        "results": {label: combine(r) for label, r in runs.items()},
+        "rss_mb": rss,
+    }
+
+
+def open_loop_system(args: argparse.Namespace) -> dict:
+    supervisor, web_url, workdir = start_full_system(args.multiple)
+    try:
+        pids = {
+            c.component.name: c.process.pid
+            for c in supervisor.children
+            if c.component.name in ("web", "pinot", "streaming", "broker")
+        }
+        details = simulator_orders(workdir / "ordertrack.sqlite3", args.warmup)
+        warm_up(web_url, details)
+        idle = idle_cpu_rates(pids, args.idle_seconds)
+        requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
+        result = measured(pids, web_url, requests, args.rate, idle)
+        result["idle_cpu_s_per_s"] = idle
+        rss = {name: process_tree_rss(pid) for name, pid in pids.items()}
+    finally:
+        supervisor.stop()
+    return {
+        "load": f"full system, simulator at {args.multiple:g}x the book's peak",
+        "results": {"new": result},
+        "rss_mb": rss,
+    }
+
+
+def simulator_orders(db: Path, warmup: float, newest: int = 500) -> list[tuple[int, str]]:
+    """(order id, its customer's token) for the simulator's newest orders, after ``warmup``
+    seconds of simulation (tokens are made for their customers)."""
+    from rest_framework.authtoken.models import Token
+
+    time.sleep(warmup)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT o.id, c.user_id FROM orders_order o JOIN customers_customer c "
+            "ON c.id = o.customer_id ORDER BY o.id DESC LIMIT ?",
+            (newest,),
+        ).fetchall()
+    if not rows:
+        raise SystemExit("the simulator placed no orders")
+    tokens = {u: Token.objects.get_or_create(user_id=u)[0].key for u in {u for _, u in rows}}
+    return [(order_id, tokens[user_id]) for order_id, user_id in rows]
+
+
+def combine(runs: list[dict]) -> dict:
+    """Rounds of one server summed: latencies are per round, so percentiles are the worst
+    round's (conservative); CPU and counts add up."""
+    answered = sum(r["answered"] for r in runs)
+    errors: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["errors"].items():
+            errors[k] = errors.get(k, 0) + v
+    names = runs[0]["cpu_ms_per_request"]
+    return {
+        "rounds": len(runs),
+        "requests": sum(r["requests"] for r in runs),
+        "answered": answered,
+        "errors": errors,
+        **{k: max(r[k] for r in runs) for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms")},
+        "cpu_ms_per_request": {
+            n: sum(r["cpu_ms_per_request"][n] * r["answered"] for r in runs) / max(1, answered)
+            for n in names
+        },
+        "generator_cpu_share": sum(r["generator_cpu_s"] for r in runs)
+        / sum(r["seconds"] for r in runs),
+        "runs": runs,
+    }
+
+
+def print_open_loop(args: argparse.Namespace, result: dict) -> None:
+    rows = []
+    for label, r in result["results"].items():
+        cpu = r["cpu_ms_per_request"]
+        rows.append(
+            (
+                label,
+                f"{r['answered']}/{r['requests']}",
+                str(sum(r["errors"].values())),
+                f"{r['p50_ms']:.1f}",
+                f"{r['p90_ms']:.1f}",
+                f"{r['p99_ms']:.1f}",
+                f"{r['max_ms']:.1f}",
+                f"{cpu['web']:.2f}",
+                f"{cpu['pinot']:.2f}",
+                f"{cpu['web'] + cpu['pinot']:.2f}",
+                f"{r['generator_cpu_share'] * 100:.0f}%",
+            )
+        )
+    print_table(
+        f"Open loop: order detail as its customer at {args.rate:g}/s, {result['load']}, "
+        f"{args.workers if not args.multiple else 'WEB_WORKERS'} web worker(s)",
+        rows,
+        header=("server", "answered", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms",
+                "web CPU ms/req", "Pinot CPU ms/req", "total", "generator CPU"),
+    )  # fmt: skip
+
+
+def closed_loop(args: argparse.Namespace) -> None:
     with embedded_stack(web_workers=args.workers) as stack:
         data = seed(args.orders)
         stack.wait_caught_up()
@@ -177,6 +537,39 @@ def main() -> None:
             "pinot_rss_mb": pinot_rss,
         },
     )
+    print("  written to", path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=5000)
+    parser.add_argument("--clients", type=int, default=50, help="closed loop: concurrent clients")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--workers", type=int, default=2, help="uvicorn worker processes (make run: 2)"
+    )
+    parser.add_argument("--rate", type=float, help="open loop: order details per second")
+    parser.add_argument(
+        "--multiple", type=float, help="open loop against the full system, simulator at N x peak"
+    )
+    parser.add_argument("--baseline", help="open loop, seeded: also serve this commit, alternating")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds with --baseline")
+    parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
+    parser.add_argument(
+        "--idle-seconds", type=float, default=10.0, help="full system: idle CPU window"
+    )
+    args = parser.parse_args()
+    if args.rate is None:
+        if args.multiple or args.baseline:
+            parser.error("--multiple and --baseline go with --rate")
+        closed_loop(args)
+        return
+    if args.multiple and args.baseline:
+        parser.error("--baseline runs on the seeded stack; leave out --multiple")
+    result = open_loop_system(args) if args.multiple else open_loop_seeded(args)
+    print_open_loop(args, result)
+    name = f"api-open-{args.rate:g}rps" + (f"-{args.multiple:g}x" if args.multiple else "")
+    path = write_result(name, {"machine": machine(), "params": vars(args), **result})
     print("  written to", path)
 
 

@@ -127,9 +127,9 @@ async def readers_and_subscribers(
 class MemorySampler(threading.Thread):
     """Every process's RSS (with children) and the orders not yet in Pinot, every 30 s."""
 
-    def __init__(self, pids: dict[str, int], every: float = 30.0) -> None:
+    def __init__(self, children: list, every: float = 30.0) -> None:
         super().__init__(daemon=True)
-        self.pids, self.every = pids, every
+        self.children, self.every = children, every
         self.samples: list[dict] = []
         self.stopped = threading.Event()
         self.t0 = time.monotonic()
@@ -141,7 +141,11 @@ class MemorySampler(threading.Thread):
         from tracker.tracking.selectors import query
 
         row: dict = {"t_s": round(time.monotonic() - self.t0)}
-        row["rss_mb"] = {name: round(process_tree_rss(pid)) for name, pid in self.pids.items()}
+        # The current process of each component: a restarted one has a new pid.
+        row["rss_mb"] = {
+            c.component.name: round(process_tree_rss(c.process.pid)) if c.process else 0
+            for c in self.children
+        }
         try:
             in_pinot = query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"]
             row["orders_not_in_pinot"] = Order.objects.count() - int(in_pinot)
@@ -241,8 +245,7 @@ def main() -> None:
     try:
         operator = wait_for_operator()
         token = Token.objects.get_or_create(user=operator)[0].key
-        pids = {c.component.name: c.process.pid for c in children if c.process}
-        sampler = MemorySampler(pids)
+        sampler = MemorySampler(children)
         sampler.start()
         soak = asyncio.run(
             readers_and_subscribers(
@@ -299,7 +302,7 @@ def main() -> None:
          ("WebSocket messages / errors", f"{soak['ws_messages']} / {soak['ws_errors']}"),
          ("component restarts", ", ".join(f"{k}={v}" for k, v in restarts.items()))],
     )  # fmt: skip
-    names = list(pids)
+    names = [c.component.name for c in children]
     print_table(
         "Memory (RSS MiB, with children) every 30 s; orders not yet in Pinot",
         [

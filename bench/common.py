@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -77,14 +77,11 @@ def process_tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) a process and its live descendants have used so far."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except FileNotFoundError:
-        return total
-    return total + sum(process_tree_cpu(int(c)) for c in children)
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(process_tree_cpu(int(c)) for c in children)
 
 
 def write_result(name: str, result: dict) -> Path:
@@ -112,6 +109,17 @@ def wait_port(port: int, timeout: float = 60) -> None:
 
 
 @dataclass
+class Serving:
+    """A Pinot stand-in and an ASGI server, both started from one checkout."""
+
+    label: str
+    web_url: str
+    web_pid: int
+    pinot_url: str
+    pinot_pid: int
+
+
+@dataclass
 class Stack:
     """The embedded system's parts a benchmark started (all on loopback)."""
 
@@ -121,18 +129,62 @@ class Stack:
     pinot_url: str
     pinot_pid: int
     env: dict
+    web_workers: int = 2
+    processes: list[subprocess.Popen] = field(default_factory=list)
 
-    def wait_caught_up(self, timeout: float = 300) -> None:
+    def wait_caught_up(self, timeout: float = 300, pinot_url: str | None = None) -> None:
         """Until the Pinot stand-in has consumed everything now in the topics."""
         import httpx
 
+        url = pinot_url or self.pinot_url
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            lag = httpx.get(f"{self.pinot_url}/debug/ingestion", timeout=30).json()["lag"]
+            lag = httpx.get(f"{url}/debug/ingestion", timeout=30).json()["lag"]
             if isinstance(lag, dict) and not any(lag.values()):
                 return
             time.sleep(0.5)
         raise TimeoutError("Pinot did not catch up")
+
+    def serve(self, code_dir: Path, label: str) -> Serving:
+        """Another Pinot stand-in + ASGI server from ``code_dir`` (another commit's checkout)
+        on the same broker and database, so old and new serve the same data side by side."""
+        serving, procs = _serve(code_dir, self.env, self.workdir, self.web_workers, label)
+        self.processes += procs
+        return serving
+
+
+def _serve(
+    code_dir: Path,
+    env: dict,
+    workdir: Path,
+    web_workers: int,
+    label: str,
+    profile: Path | None = None,
+) -> tuple[Serving, list[subprocess.Popen]]:
+    web_port, pinot_port = free_port(), free_port()
+    env = {
+        **env,
+        "PINOT_LOCAL_PORT": str(pinot_port),
+        "PINOT_LOCAL_DB": str(workdir / f"pinot-{label}.duckdb"),
+        "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
+    }
+    pinot = subprocess.Popen(
+        [sys.executable, "-m", "pinot"], cwd=code_dir, env=env, stdout=subprocess.DEVNULL
+    )
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    server = subprocess.Popen(
+        [sys.executable, *profiler, "-m", "uvicorn", "tracker.asgi:application",
+         "--host", "127.0.0.1", "--port", str(web_port), "--no-access-log",
+         "--log-level", "warning", "--workers", str(1 if profile else web_workers)],
+        cwd=code_dir, env=env,
+    )  # fmt: skip
+    wait_port(pinot_port)
+    wait_port(web_port)
+    serving = Serving(
+        label, f"http://127.0.0.1:{web_port}", server.pid,
+        f"http://127.0.0.1:{pinot_port}", pinot.pid,
+    )  # fmt: skip
+    return serving, [server, pinot]
 
 
 @contextlib.contextmanager
@@ -146,15 +198,11 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
     """
     root = RESULTS.parent.parent
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
-    kafka_port, web_port, pinot_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "ORDERTRACK_VAR_DIR": str(workdir),
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{kafka_port}",
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
-        "PINOT_LOCAL_PORT": str(pinot_port),
-        "PINOT_LOCAL_DB": str(workdir / "pinot.duckdb"),
-        "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
         "PINOT_LOCAL_LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "tracker.settings",
         "LOG_LEVEL": "WARNING",
@@ -172,29 +220,21 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
 
     broker = EmbeddedBroker().start()
     call_command("migrate", verbosity=0)
-    pinot = subprocess.Popen(
-        [sys.executable, "-m", "pinot"], cwd=root, env=env, stdout=subprocess.DEVNULL
-    )
-    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    server = subprocess.Popen(
-        [sys.executable, *profiler, "-m", "uvicorn", "tracker.asgi:application",
-         "--host", "127.0.0.1", "--port", str(web_port), "--no-access-log",
-         "--log-level", "warning", "--workers", str(1 if profile else web_workers)],
-        cwd=root, env=env,
-    )  # fmt: skip
+    processes: list[subprocess.Popen] = []
     try:
-        wait_port(pinot_port)
-        wait_port(web_port)
-        yield Stack(
-            workdir, f"http://127.0.0.1:{web_port}", server.pid,
-            f"http://127.0.0.1:{pinot_port}", pinot.pid, env,
+        serving, processes = _serve(root, env, workdir, web_workers, "new", profile)
+        os.environ["PINOT_BROKER_URL"] = serving.pinot_url  # this process's selectors
+        stack = Stack(
+            workdir, serving.web_url, serving.web_pid, serving.pinot_url, serving.pinot_pid,
+            env, web_workers, processes,
         )  # fmt: skip
+        yield stack
     finally:
-        # cProfile writes its file only when the server exits by itself: SIGINT (uvicorn
-        # re-raises a SIGTERM after shutting down, which kills the process first).
-        server.send_signal(signal.SIGINT if profile else signal.SIGTERM)
-        pinot.terminate()
-        for proc in (server, pinot):
+        for proc in processes:
+            # cProfile writes its file only when the server exits by itself: SIGINT
+            # (uvicorn re-raises a SIGTERM after shutting down, which kills it first).
+            proc.send_signal(signal.SIGINT if profile and proc is processes[0] else signal.SIGTERM)
+        for proc in processes:
             proc.wait(60 if profile else 15)
         broker.stop()
 
@@ -242,6 +282,7 @@ def start_full_system(multiple: float):
     supervisor = Supervisor(components(), out=log)
     if not supervisor.start():
         print(log.getvalue()[-5000:])
+        supervisor.stop()  # the components that did start would outlive the benchmark
         raise SystemExit("the system did not start")
     return supervisor, f"http://127.0.0.1:{web_port}", workdir
 

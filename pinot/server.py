@@ -27,7 +27,7 @@ import duckdb
 
 from pinot.definitions import TABLES_DIR, load_tables
 from pinot.ingest import Ingester
-from pinot.sql import QUERY_EXECUTION_ERROR, QueryError, translate
+from pinot.sql import QUERY_EXECUTION_ERROR, QueryError, Translator
 from pinot.store import Store
 from tracker.core.conf import KafkaConfig, env_int, env_str, var_dir
 
@@ -79,6 +79,7 @@ class LocalPinot:
     ) -> None:
         self.tables = load_tables(tables_dir)
         self.store = Store(self.tables, db_path, memory_limit=memory_limit)
+        self.translator = Translator(self.tables)
         self.config = config or KafkaConfig()
         self.ingester = Ingester(self.store, self.config, retention_ms=retention_ms)
         self.allowed_hosts = allowed_hosts(host)
@@ -123,9 +124,9 @@ class LocalPinot:
             "brokerId": "local-pinot",
         }
         try:
-            plan = translate(sql, query_options, self.tables, now_ms)
+            plan = self.translator.translate(sql, query_options, now_ms)
             try:
-                rows = self.store.cursor().execute(plan.sql).fetchall()
+                rows = self.store.read(plan.sql)
             except duckdb.Error as exc:
                 raise QueryError(QUERY_EXECUTION_ERROR, str(exc).splitlines()[0]) from None
             body["resultTable"] = {

@@ -164,6 +164,7 @@ class Store:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._idle: list[duckdb.DuckDBPyConnection] = []  # read cursors not in use
         self._setup(self.conn)
         for table in tables.values():
             cols = physical_columns(table)
@@ -208,11 +209,29 @@ class Store:
                 self._cursors.append(cur)
         return cur
 
+    def read(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run one query on a cursor from the pool: as many cursors as queries run at once,
+        not one per HTTP connection thread (a new cursor costs milliseconds to set up)."""
+        with self._lock:
+            cur = self._idle.pop() if self._idle else None
+        if cur is None:
+            cur = self.conn.cursor()
+            with contextlib.suppress(duckdb.Error):  # see cursor()
+                self._setup(cur)
+            with self._lock:
+                self._cursors.append(cur)
+        try:
+            return cur.execute(sql).fetchall()
+        finally:
+            with self._lock:
+                self._idle.append(cur)
+
     def close(self) -> None:
         with self._lock:
             for cur in self._cursors:
                 cur.close()
             self._cursors.clear()
+            self._idle.clear()
         self.conn.close()
 
     # ------------------------------------------------------------------ offsets

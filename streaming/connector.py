@@ -27,7 +27,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -95,13 +95,16 @@ def _cached_consumer(bootstrap: str) -> Any:
 
 
 class KafkaRange:
-    """``[start, end)`` of one topic partition."""
+    """``[start, end)`` of one topic partition, in the topic incarnation ``topic_id``."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+    def __init__(
+        self, topic: str, partition: int, start: int, end: int, topic_id: str | None = None
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
+        self.topic_id = topic_id
 
 
 class KafkaRanges(InputPartition):
@@ -272,8 +275,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        ids = end.get(TOPIC_IDS, {})
         ranges = [
-            KafkaRange(t, int(p), begin, stop)
+            KafkaRange(t, int(p), begin, stop, ids.get(t))
             for (t, p), (begin, stop) in self._ranges(start, end).items()
             if stop > begin
         ]
@@ -288,7 +292,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, KafkaRanges)
-        return read_ranges(_cached_consumer(self.bootstrap), partition.ranges, self.timeout)
+        return read_ranges(
+            _cached_consumer(self.bootstrap),
+            partition.ranges,
+            self.timeout,
+            topic_ids=lambda topics: _describe_topic_ids(self.bootstrap, topics, self.timeout),
+        )
 
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; nothing to commit to the broker."""
@@ -300,12 +309,29 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._admin = None
 
 
-def read_ranges(cons: Any, parts: Sequence[KafkaRange], timeout: float) -> Iterator[tuple]:
+def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.describe_topics(TopicCollection(topics))
+    return {t: str(f.result(timeout).topic_id) for t, f in futures.items()}
+
+
+def read_ranges(
+    cons: Any,
+    parts: Sequence[KafkaRange],
+    timeout: float,
+    topic_ids: Callable[[list[str]], dict[str, str]] | None = None,
+) -> Iterator[tuple]:
     """Yield the rows of ``[start, end)`` of each partition, with one assignment.
 
-    Fails (TimeoutError, so the micro-batch fails and is retried) rather than
-    return a short range: a range whose end does not arrive within ``timeout`` is
-    never taken as complete.
+    A slow broker only slows the read: the task fails (TimeoutError, so the
+    micro-batch fails and is retried) when no record has arrived for ``timeout``
+    seconds, never returning a short range. One exception: a range planned in a
+    topic that has since been recreated (the embedded broker restarted empty) can
+    never complete; it is dropped with a warning, and the next batch reads the new
+    topic from its start.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -321,6 +347,7 @@ def read_ranges(cons: Any, parts: Sequence[KafkaRange], timeout: float) -> Itera
             # Ask for exactly what is missing: consume() returns as soon as it has that
             # many messages, whereas a larger count always waits out the timeout.
             for msg in cons.consume(min(missing, 5000), timeout=0.1):
+                deadline = time.monotonic() + timeout
                 tp = (msg.topic(), msg.partition())
                 part = todo.get(tp)
                 err = msg.error()
@@ -347,7 +374,27 @@ def read_ranges(cons: Any, parts: Sequence[KafkaRange], timeout: float) -> Itera
                     datetime.fromtimestamp(ts / 1000, UTC) if ts and ts > 0 else None,
                 )
             if todo and time.monotonic() > deadline:
-                raise TimeoutError(f"kafka source: could not read {sorted(todo)} up to the end")
+                current = topic_ids(sorted({t for t, _ in todo})) if topic_ids else {}
+                gone = [
+                    tp
+                    for tp, part in todo.items()
+                    if part.topic_id is not None
+                    and current.get(tp[0], part.topic_id) != part.topic_id
+                ]
+                for tp in gone:
+                    log.warning(
+                        "kafka source: %s was recreated after this batch was planned; "
+                        "its records up to offset %d no longer exist",
+                        tp,
+                        todo[tp].end,
+                    )
+                    del todo[tp]
+                if todo:
+                    raise TimeoutError(
+                        f"kafka source: no record of {sorted(todo)} for {timeout:g} s "
+                        "before the end of the planned range"
+                    )
+                deadline = time.monotonic() + timeout
     finally:
         cons.unassign()
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from pinot.definitions import TABLES_DIR, load_tables, validate
-from pinot.sql import duration_ms, joda_to_strftime
+from pinot.sql import Translator, duration_ms, joda_to_strftime, translate
 from tests.fixtures_pinot import REAL_PINOT_URL, delivery_event, order_event
 from tracker.core import kafka
 from tracker.core.conf import KafkaConfig
@@ -81,6 +81,40 @@ def test_duration_and_date_format_translation():
     assert duration_ms("P7D") == 7 * 86_400_000
     assert duration_ms("PT1M30.5S") == 90_500
     assert joda_to_strftime("yyyy-MM-dd'T'HH:mm:ss.SSS") == "%Y-%m-%dT%H:%M:%S.%g"
+
+
+#: Queries of one shape whose literals differ in value (and in how the translator uses
+#: them: copied, named, or deciding the plan): (template, values of {a}, values of {b}).
+SAME_SHAPE = [
+    ("SELECT {cols} FROM orders_enriched WHERE order_id = {a} LIMIT 1", ("7", "123456")),
+    ("SET skipUpsert = true; SELECT order_id, lat FROM delivery_statuses "
+     "WHERE order_id = {a} ORDER BY version LIMIT 1000", ("2", "99")),
+    ("SELECT order_id FROM orders_enriched WHERE customer_name = {a} AND total > 2.5 "
+     "LIMIT 20 OFFSET {b}", ("'O''Brien'", "'x'"), ("0", "40")),
+    ("SELECT SUM(total) FILTER (WHERE total > {a}) FROM orders_enriched", ("2.5", "2.75")),
+    ("SELECT MAX(total) FILTER (WHERE status = {a}) FROM orders_enriched", ("'DELIVERED'", "'X'")),
+    ("SELECT \"order_id\", total + {a} AS t FROM orders_enriched WHERE order_id IN ({b}, 2) "
+     "LIMIT 5", ("1", "-3"), ("10", "11")),
+    ("SELECT status, PERCENTILE((now() - status_time) / 1000, {a}) AS p FROM orders_enriched "
+     "GROUP BY status LIMIT 10", ("50", "99")),
+    ("SELECT COUNT(*) FILTER (WHERE created_at > ago({a})) AS n FROM orders_enriched "
+     "WHERE created_at > ago('P14D')", ("'PT1H'", "'P7D'")),
+    ("SELECT order_id FROM delivery_statuses WHERE ST_Contains(ST_GeogFromText({a}), "
+     "location) = 1 LIMIT 5", ("'POLYGON((0 0, 1 0, 1 1, 0 0))'", "'POLYGON((0 0, 2 0, 2 2, 0 0))'")),
+    ("SELECT ToDateTime(created_at, {a}) AS at FROM orders_enriched LIMIT 1",
+     ("'yyyy-MM-dd'", "'HH:mm'")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SAME_SHAPE, ids=lambda c: c[0][:40])
+def test_a_query_shape_translated_once_answers_each_query_as_a_fresh_translation(case):
+    template, a, b = (*case, ("1", "1"))[:3]
+    tables = load_tables()
+    translator = Translator(tables)
+    for i in range(2):
+        sql = template.format(cols=s.ORDER_COLUMNS, a=a[i], b=b[i])
+        for now in (1_700_000_000_000, 1_800_000_000_123):
+            assert translator.translate(sql, None, now) == translate(sql, None, tables, now)
 
 
 def test_pinot_functions_and_types_through_pinotdb(local_pinot):

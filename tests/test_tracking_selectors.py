@@ -272,6 +272,19 @@ def test_unreachable_pinot_raises_tracking_unavailable(monkeypatch):
         s.order_state(1)
 
 
+def test_reads_from_many_threads_at_once_each_get_their_own_order(pinot):
+    """Django serves every request on a thread of its own; they share one connection."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    statuses = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED"]
+    orders = {pinot.base + i: statuses[i % 3] for i in range(1, 25)}
+    pinot.publish(*[order_event(oid, 1, status) for oid, status in orders.items()])
+    pinot.sync()
+    with ThreadPoolExecutor(8) as pool:
+        states = list(pool.map(s.order_state, [*orders, *orders]))
+    assert [(st.order_id, st.status) for st in states] == [*orders.items(), *orders.items()]
+
+
 def test_pinot_error_raises_tracking_unavailable(pinot):
     with pytest.raises(TrackingUnavailable, match="Unknown"):
         s.query("SELECT no_such_column FROM orders_enriched LIMIT 1")

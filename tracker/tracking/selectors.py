@@ -53,7 +53,12 @@ _TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATUSES))
 
 # ---------------------------------------------------------------------- transport
 
-_local = threading.local()
+#: The process's pinotdb connection and what it was opened for: one for every thread, since
+#: Django serves each ASGI request on a thread of its own (a per-thread connection was a new
+#: TCP connection, and a new broker thread, per request). pinotdb locks cursor creation
+#: and its httpx client pools keep-alive connections for concurrent queries.
+_shared: tuple[tuple[str, float], Any] | None = None
+_shared_lock = threading.Lock()
 
 
 def broker_url() -> str:
@@ -61,33 +66,39 @@ def broker_url() -> str:
 
 
 def _connection() -> Any:
-    """A pinotdb connection per thread and broker URL (keeps HTTP keep-alive)."""
-    url = broker_url()
-    timeout = env_float("PINOT_QUERY_TIMEOUT_S", 5.0)
-    cached = getattr(_local, "conn", None)
-    if cached is not None and cached[0] == (url, timeout):
-        return cached[1]
-    parts = urlsplit(url)
-    conn = pinotdb.connect(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or (443 if parts.scheme == "https" else 8099),
-        path=parts.path if parts.path not in ("", "/") else "/query/sql",
-        scheme=parts.scheme or "http",
-        timeout=timeout,
-    )
-    _local.conn = ((url, timeout), conn)
-    return conn
+    """The shared connection, opened anew when the broker URL or timeout setting changed."""
+    global _shared
+    key = (broker_url(), env_float("PINOT_QUERY_TIMEOUT_S", 5.0))
+    shared = _shared
+    if shared is not None and shared[0] == key:
+        return shared[1]
+    with _shared_lock:
+        if _shared is None or _shared[0] != key:
+            url, timeout = key
+            parts = urlsplit(url)
+            _shared = (key, pinotdb.connect(
+                host=parts.hostname or "127.0.0.1",
+                port=parts.port or (443 if parts.scheme == "https" else 8099),
+                path=parts.path if parts.path not in ("", "/") else "/query/sql",
+                scheme=parts.scheme or "http",
+                timeout=timeout,
+            ))  # fmt: skip
+        return _shared[1]
 
 
 def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Run one Pinot query; rows as dicts keyed by result column name."""
+    global _shared
+    conn = _connection()
     try:
-        cur = _connection().cursor()
+        cur = conn.cursor()
         cur.execute(sql, params or {})
         names = [d[0] for d in cur.description or []]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     except (pinot_errors.Error, httpx.HTTPError, OSError) as exc:
-        _local.conn = None  # reconnect next time
+        with _shared_lock:  # reconnect next time (queries in flight keep the old one)
+            if _shared is not None and _shared[1] is conn:
+                _shared = None
         raise TrackingUnavailable(f"Pinot query failed: {exc}") from exc
 
 
