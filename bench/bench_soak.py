@@ -1,21 +1,28 @@
-"""Load and soak: the whole embedded system with the simulator at a multiple of the book's
-peak, REST readers and WebSocket subscribers attached, for a fixed time.
+"""Load and soak: the whole system with the simulator at a multiple of the book's peak,
+REST readers and WebSocket subscribers attached, for a fixed time.
+
+Two systems: the embedded one (``make run``: SQLite, Tansu, Spark local) by default, or
+with ``--production`` the production-like run (``make run-prod``: PostgreSQL, Redis, the
+push bridge as its own process, Spark on a standalone Master + Worker).
 
 Reports events in vs rows in Pinot (they must be equal once the pipeline drains),
-errors seen by the readers and subscribers (must be zero), and the memory (RSS) of
-every process at the start and the end. Not a test: prints a table and writes
-bench/results/soak-*.json.
+errors seen by the readers and subscribers (must be zero), and every process's memory
+(RSS, with its children) sampled every 30 s, with the orders not yet in Pinot at each
+sample. Not a test: prints a table and writes bench/results/soak-*.json.
 
-    .venv/bin/python bench/bench_soak.py --multiple 100 --minutes 10
+    .venv/bin/python bench/bench_soak.py --multiple 10 --minutes 30
+    .venv/bin/python bench/bench_soak.py --production --multiple 100 --minutes 10
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
 import random
-import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,8 +39,20 @@ from bench.common import (  # noqa: E402
 )
 
 
+def recent_order_ids() -> list[int]:
+    from tracker.orders.models import Order
+
+    return list(Order.objects.order_by("-id").values_list("id", flat=True)[:500])
+
+
 async def readers_and_subscribers(
-    base: str, seconds: float, readers: int, sockets: int, token: str, db: Path
+    base: str,
+    seconds: float,
+    readers: int,
+    sockets: int,
+    token: str,
+    headers: dict,
+    origin: str | None,
 ) -> dict:
     import httpx
     import websockets
@@ -47,17 +66,14 @@ async def readers_and_subscribers(
     }
     deadline = time.monotonic() + seconds
 
-    def order_ids() -> list[int]:
-        with sqlite3.connect(db) as conn:
-            return [
-                r[0] for r in conn.execute("SELECT id FROM orders_order ORDER BY id DESC LIMIT 500")
-            ]
+    async def order_ids() -> list[int]:
+        return await asyncio.to_thread(recent_order_ids)
 
     async def reader(client: httpx.AsyncClient, rng: random.Random):
-        ids = order_ids()
+        ids = await order_ids()
         while time.monotonic() < deadline:
             if not ids or rng.random() < 0.05:
-                ids = order_ids() or ids
+                ids = await order_ids() or ids
                 if not ids:
                     await asyncio.sleep(0.5)
                     continue
@@ -66,7 +82,7 @@ async def readers_and_subscribers(
             try:
                 response = await client.get(
                     f"/api/v1/orders/{rng.choice(ids)}/",
-                    headers={"Authorization": f"Token {token}"},
+                    headers={**headers, "Authorization": f"Token {token}"},
                 )
             except httpx.HTTPError:  # a timeout under overload is an error, not the end
                 stats["rest_errors"] += 1
@@ -80,7 +96,9 @@ async def readers_and_subscribers(
         url = base.replace("http", "ws") + f"/ws/orders/{order_id}/"
         try:
             async with websockets.connect(
-                url, additional_headers={"Authorization": f"Token {token}"}
+                url,
+                additional_headers={**headers, "Authorization": f"Token {token}"},
+                origin=origin,
             ) as ws:
                 while time.monotonic() < deadline:
                     try:
@@ -95,15 +113,101 @@ async def readers_and_subscribers(
         except Exception:  # noqa: BLE001 - counted, the soak goes on
             stats["ws_errors"] += 1
 
-    while not order_ids():
+    while not await order_ids():
         await asyncio.sleep(0.5)
     rng = random.Random(5)
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-        ids = order_ids()
+        ids = await order_ids()
         tasks = [asyncio.create_task(reader(client, random.Random(i))) for i in range(readers)]
         tasks += [asyncio.create_task(subscriber(rng.choice(ids))) for _ in range(sockets)]
         await asyncio.gather(*tasks)
     return stats
+
+
+class MemorySampler(threading.Thread):
+    """Every process's RSS (with children) and the orders not yet in Pinot, every 30 s."""
+
+    def __init__(self, pids: dict[str, int], every: float = 30.0) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.every = pids, every
+        self.samples: list[dict] = []
+        self.stopped = threading.Event()
+        self.t0 = time.monotonic()
+
+    def sample(self) -> None:
+        from django.db import connection
+
+        from tracker.orders.models import Order
+        from tracker.tracking.selectors import query
+
+        row: dict = {"t_s": round(time.monotonic() - self.t0)}
+        row["rss_mb"] = {name: round(process_tree_rss(pid)) for name, pid in self.pids.items()}
+        try:
+            in_pinot = query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"]
+            row["orders_not_in_pinot"] = Order.objects.count() - int(in_pinot)
+        except Exception as exc:  # noqa: BLE001 - a sample, not the run
+            row["orders_not_in_pinot"] = f"error: {exc}"[:200]
+        connection.close()
+        self.samples.append(row)
+
+    def run(self) -> None:
+        while True:
+            self.sample()
+            if self.stopped.wait(self.every):
+                return
+
+
+def start_production_run(multiple: float):
+    """``make run-prod``'s processes (compose's command lines and environment) with the
+    simulator; Django in this process points at its PostgreSQL."""
+    from bench.common import BOOK_PEAK_PER_MIN, free_port
+    from tracker.core.conf import BASE_DIR
+    from tracker.system import prod
+
+    # Under var/: the unprivileged user the image's processes run as must reach it.
+    var = BASE_DIR / "var" / f"bench-prod-{time.strftime('%Y%m%d-%H%M%S')}" / "prod"
+    var.parent.mkdir(parents=True)
+    overrides = {
+        "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
+        "SIMULATOR_PACE": "4",
+        "LOG_LEVEL": "WARNING",
+    }
+    p = prod.plan(var=var, ports=prod.Ports(web=free_port()), overrides=overrides, demo=True)
+    run = prod.ProductionRun(p, out=open(var.parent / "run.log", "w"))  # noqa: SIM115
+    run.start()
+    env = p.one_shots["migrate"][1]
+    os.environ.update(
+        {
+            "DATABASE_URL": env["DATABASE_URL"],
+            "PINOT_BROKER_URL": f"http://127.0.0.1:{p.ports.pinot}",
+            "DJANGO_SETTINGS_MODULE": "tracker.settings",
+            "DJANGO_SECRET_KEY": env["DJANGO_SECRET_KEY"],
+            "DJANGO_DEBUG": "true",  # this process only reads; it serves nothing
+        }
+    )
+    import django
+
+    django.setup()
+    children = [*run.infra.children, *run.app.children]
+    return run, children, f"http://localhost:{p.ports.web}", var.parent
+
+
+def wait_for_operator(timeout: float = 300):
+    """The production run's simulator seeds the demo users when it starts."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from tracker.simulator.seed import OPERATOR_USERNAME
+
+    deadline = time.monotonic() + timeout
+    while True:
+        user = get_user_model().objects.filter(username=OPERATOR_USERNAME).first()
+        if user is not None:
+            return user
+        if time.monotonic() > deadline:
+            raise SystemExit("the simulator did not seed the demo data")
+        connection.close()
+        time.sleep(1)
 
 
 def main() -> None:
@@ -114,32 +218,54 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--sockets", type=int, default=200)
+    parser.add_argument(
+        "--production", action="store_true",
+        help="the production-like run (PostgreSQL, Redis, Spark cluster) instead of make run's",
+    )  # fmt: skip
     args = parser.parse_args()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
 
-    supervisor, web_url, workdir = start_full_system(args.multiple)
-    from django.contrib.auth import get_user_model
+    if args.production:
+        run, children, web_url, workdir = start_production_run(args.multiple)
+        headers, origin = {"X-Forwarded-Proto": "https"}, "https://localhost"
+        stop_simulator = lambda: run.app.stop_component("simulator")  # noqa: E731
+        stop_all = run.stop
+    else:
+        supervisor, web_url, workdir = start_full_system(args.multiple)
+        children = supervisor.children
+        headers, origin = {}, None
+        stop_simulator = lambda: supervisor.stop_component("simulator")  # noqa: E731
+        stop_all = supervisor.stop
     from rest_framework.authtoken.models import Token
 
-    operator = get_user_model().objects.get(username="operator")
-    token = Token.objects.get_or_create(user=operator)[0].key
-    pids = {c.component.name: c.process.pid for c in supervisor.children}
-    rss_start = {name: process_tree_rss(pid) for name, pid in pids.items()}
     try:
+        operator = wait_for_operator()
+        token = Token.objects.get_or_create(user=operator)[0].key
+        pids = {c.component.name: c.process.pid for c in children if c.process}
+        sampler = MemorySampler(pids)
+        sampler.start()
         soak = asyncio.run(
             readers_and_subscribers(
-                web_url, args.minutes * 60, args.readers, args.sockets, token,
-                workdir / "ordertrack.sqlite3",
+                web_url, args.minutes * 60, args.readers, args.sockets, token, headers, origin
             )
-        )  # fmt: skip
-        rss_end = {name: process_tree_rss(pid) for name, pid in pids.items()}
-        supervisor.stop_component("simulator")  # stop the load; let the pipeline drain
-        events_in, rows = drain_and_count(workdir / "ordertrack.sqlite3")
+        )
+        sampler.stopped.set()
+        sampler.join()
+        stop_simulator()  # stop the load; let the pipeline drain
+        events_in, rows = drain_and_count()
     finally:
-        supervisor.stop()
-    restarts = {c.component.name: c.restarts for c in supervisor.children}
+        stop_all()
+    restarts = {c.component.name: c.restarts for c in children}
+    series = sampler.samples
     result = {
         "machine": machine(),
         "params": vars(args),
+        "env": {
+            k: os.environ[k]
+            for k in ("KAFKA_EMBEDDED_MAX_MB", "KAFKA_RETENTION_MS", "PINOT_LOCAL_MEMORY_LIMIT")
+            if k in os.environ
+        },
+        "system": "production-like (make run-prod)" if args.production else "embedded (make run)",
         "events_in": events_in,
         "rows_in_pinot": rows,
         "equal": events_in == rows,
@@ -150,12 +276,16 @@ def main() -> None:
             "p99_ms": percentile(soak["rest_latency"], 99) * 1000,
         },  # fmt: skip
         "websocket": {"messages": soak["ws_messages"], "errors": soak["ws_errors"]},
-        "rss_mb_start": rss_start,
-        "rss_mb_end": rss_end,
+        "rss_mb_series": series,
+        "rss_mb_start": series[0]["rss_mb"],
+        "rss_mb_end": series[-1]["rss_mb"],
         "restarts": restarts,
+        "workdir": str(workdir),
     }
+    system = "production-like run" if args.production else "embedded system"
     print_table(
-        f"Soak: {args.multiple:g}x the book's peak for {args.minutes:g} min, {args.readers} REST readers, {args.sockets} sockets",
+        f"Soak ({system}): {args.multiple:g}x the book's peak for {args.minutes:g} min, "
+        f"{args.readers} REST readers, {args.sockets} sockets",
         [
             (k, str(events_in[k]), str(rows[k]), "yes" if events_in[k] == rows[k] else "NO")
             for k in events_in
@@ -169,31 +299,39 @@ def main() -> None:
          ("WebSocket messages / errors", f"{soak['ws_messages']} / {soak['ws_errors']}"),
          ("component restarts", ", ".join(f"{k}={v}" for k, v in restarts.items()))],
     )  # fmt: skip
+    names = list(pids)
     print_table(
-        "Memory (RSS MiB, with children)",
-        [(name, f"{rss_start[name]:.0f}", f"{rss_end[name]:.0f}") for name in pids],
-        header=("process", "start", "end"),
+        "Memory (RSS MiB, with children) every 30 s; orders not yet in Pinot",
+        [
+            (f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names),
+             str(row["orders_not_in_pinot"]))
+            for row in series
+        ],
+        header=("t", *names, "behind"),
+    )  # fmt: skip
+    print(
+        "  written to",
+        write_result(f"soak-{'prod-' if args.production else ''}{args.multiple:g}x", result),
     )
-    print("  written to", write_result(f"soak-{args.multiple:g}x", result))
 
 
-def drain_and_count(db: Path, timeout: float = 300) -> tuple[dict, dict]:
+def drain_and_count(timeout: float = 300) -> tuple[dict, dict]:
     """Wait until Pinot holds what the system of record holds (or time out); return both."""
+    from django.db import connection
+
     from tracker.core.events import OrderStatus, status_time_field
+    from tracker.orders.models import Order, OrderItem, OrderStatusChange
     from tracker.tracking.selectors import query
 
     def truth() -> dict:
-        with sqlite3.connect(db) as conn:
-            return {
-                "orders": conn.execute("SELECT COUNT(*) FROM orders_order").fetchone()[0],
-                "status changes": conn.execute(
-                    "SELECT COUNT(*) FROM orders_orderstatuschange"
-                ).fetchone()[0],
-                "order items": conn.execute("SELECT COUNT(*) FROM orders_orderitem").fetchone()[0],
-                "delivered orders": conn.execute(
-                    "SELECT COUNT(*) FROM orders_order WHERE status='DELIVERED'"
-                ).fetchone()[0],
-            }
+        counts = {
+            "orders": Order.objects.count(),
+            "status changes": OrderStatusChange.objects.count(),
+            "order items": OrderItem.objects.count(),
+            "delivered orders": Order.objects.filter(status=OrderStatus.DELIVERED).count(),
+        }
+        connection.close()
+        return counts
 
     def pinot() -> dict:
         columns = [status_time_field(status) for status in OrderStatus]

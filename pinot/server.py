@@ -75,9 +75,10 @@ class LocalPinot:
         config: KafkaConfig | None = None,
         tables_dir: Path = TABLES_DIR,
         retention_ms: int | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         self.tables = load_tables(tables_dir)
-        self.store = Store(self.tables, db_path)
+        self.store = Store(self.tables, db_path, memory_limit=memory_limit)
         self.config = config or KafkaConfig()
         self.ingester = Ingester(self.store, self.config, retention_ms=retention_ms)
         self.allowed_hosts = allowed_hosts(host)
@@ -255,6 +256,7 @@ def main() -> int:
         port=env_int("PINOT_LOCAL_PORT", 8099),
         db_path=db,
         retention_ms=retention_days * 86_400_000 if retention_days > 0 else None,
+        memory_limit=env_str("PINOT_LOCAL_MEMORY_LIMIT", "512MB"),
     ).start()
     print(
         f"pinot: ready on {server.url} (topics prefix {server.config.topic_prefix!r})", flush=True

@@ -149,13 +149,18 @@ class Batch:
 class Store:
     """The DuckDB database: one writer (the ingester), many reader cursors."""
 
-    def __init__(self, tables: dict[str, TableDef], path: str = ":memory:") -> None:
+    def __init__(
+        self, tables: dict[str, TableDef], path: str = ":memory:", memory_limit: str | None = None
+    ) -> None:
         self.tables = tables
         self.path = path
         # Read-only and local whatever SQL arrives: no file system or network access
         # (read_csv, COPY ... TO, ATTACH, INSTALL/LOAD all fail), and the setting itself
         # cannot be switched back with SET. The database's own file is still used.
-        self.conn = duckdb.connect(path, config=DUCKDB_CONFIG)
+        # DuckDB's default memory limit is 80% of the machine; a file database spills
+        # past ``memory_limit`` to disk instead of growing the process.
+        config = {**DUCKDB_CONFIG, **({"memory_limit": memory_limit} if memory_limit else {})}
+        self.conn = duckdb.connect(path, config=config)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._cursors: list[duckdb.DuckDBPyConnection] = []

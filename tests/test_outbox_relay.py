@@ -118,6 +118,71 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
         broker.stop()  # whichever broker is running, even when an assertion failed
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_broker_rolls_over_past_its_memory_limit_and_the_relay_replays_the_retention_window(
+    monkeypatch,
+):
+    """Tansu's memory log ignores retention.ms, so the broker process restarts itself empty
+    above KAFKA_EMBEDDED_MAX_MB; the relay then replays what a Kafka with our retention
+    would still hold: recent events, not the ones older than KAFKA_RETENTION_MS."""
+    import os
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    port = free_port()
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
+    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "rollover.")
+    monkeypatch.setenv("KAFKA_RETENTION_MS", str(3600 * 1000))
+    env = {**os.environ, "KAFKA_EMBEDDED_MAX_MB": "64", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker.core.broker"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    customer, restaurant = make_customer(), make_restaurant()
+    relay = Relay(delivery_timeout=1.5, max_backoff=0.5)
+    stop = threading.Event()
+    thread = threading.Thread(target=relay.run, args=(stop,), kwargs={"check_topics_every": 0.3})
+    try:
+        _wait_until(lambda: any("topics ready" in line for line in lines))
+        old = [place(customer, restaurant) for _ in range(3)]
+        recent = [place(customer, restaurant) for _ in range(4)]
+        two_hours_ago = timezone.now() - timedelta(hours=2)
+        OutboxEvent.objects.filter(key__in=[str(o.pk) for o in old]).update(
+            event_time=two_hours_ago
+        )
+        thread.start()
+        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+        assert {e["order_id"] for e in _published_events()} == {o.pk for o in old + recent}
+
+        # Fill the broker past its limit (random bytes: compression cannot shrink them).
+        producer = kafka.producer()
+        for _ in range(1200):
+            producer.produce(topic_name(Topic.DEAD_LETTERS), os.urandom(64 * 1024))
+            producer.poll(0)
+        producer.flush(30)
+        _wait_until(lambda: any("rollover done" in line for line in lines))
+        _wait_until(lambda: {e["order_id"] for e in _published_events()} == {o.pk for o in recent})
+        recent_ids = {str(o.pk) for o in recent}
+        assert len(_published_events()) == OutboxEvent.objects.filter(key__in=recent_ids).count()
+        assert proc.poll() is None  # the broker process lives on; only Tansu restarted
+        assert OutboxEvent.objects.filter(published_at__isnull=True).count() == 0
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(10)
+        proc.terminate()
+        proc.wait(10)
+
+
 def _wait_until(predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -5,6 +5,13 @@ Used only on one machine (``make run`` and tests); production points
 to false. Tansu keeps data in memory: when it restarts, topics are empty and
 the outbox relay replays the system of record into them.
 
+Tansu's memory storage ignores ``retention.ms`` and does not implement
+DeleteRecords, so nothing ever leaves its log. :func:`main` bounds it another
+way: when the broker's memory passes ``KAFKA_EMBEDDED_MAX_MB`` it is restarted
+empty (a rollover), which is the recovery path of a broker crash: the relay
+replays the outbox events a Kafka with our ``retention.ms`` would still hold,
+and the stream job and the Pinot stand-in re-read the reset topics.
+
 Run in the foreground with ``python -m tracker.core.broker``.
 """
 
@@ -19,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from tracker.core.conf import KafkaConfig, kafka_config
+from tracker.core.conf import KafkaConfig, env_int, kafka_config
 from tracker.core.kafka import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -76,6 +83,19 @@ class EmbeddedBroker:
             ensure_topics(config=self.config)
         return self
 
+    def rss_mb(self) -> int:
+        """The broker process's resident memory (0 when it is not running)."""
+        if self.process is None or self.process.poll() is not None:
+            return 0
+        try:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+        except OSError:
+            return 0
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+        return 0
+
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
             self.process.terminate()
@@ -95,8 +115,9 @@ class EmbeddedBroker:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s broker %(message)s")
+    max_mb = env_int("KAFKA_EMBEDDED_MAX_MB", 512)
     broker = EmbeddedBroker().start()
-    log.info("Tansu listening on %s; topics ready", broker.url)
+    log.info("Tansu listening on %s; topics ready (rollover above %d MiB)", broker.url, max_mb)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     signal.signal(signal.SIGINT, lambda *a: stop.set())
@@ -105,6 +126,12 @@ def main() -> int:
         if broker.process.poll() is not None:
             log.error("Tansu exited with code %s", broker.process.returncode)
             return broker.process.returncode or 1
+        rss = broker.rss_mb()
+        if max_mb > 0 and rss > max_mb:
+            log.warning("rollover: Tansu holds %d MiB (limit %d); restarting it empty", rss, max_mb)
+            broker.stop()
+            broker.start()
+            log.info("rollover done: topics ready")
     broker.stop()
     return 0
 

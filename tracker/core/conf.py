@@ -73,8 +73,13 @@ class KafkaConfig:
     embedded: bool = field(default_factory=lambda: env_bool("KAFKA_EMBEDDED", True))
     partitions: int = field(default_factory=lambda: env_int("KAFKA_PARTITIONS", 3))
     replication_factor: int = field(default_factory=lambda: env_int("KAFKA_REPLICATION_FACTOR", 1))
+    #: Production keeps a week. The embedded broker holds its log in memory and is rolled
+    #: over empty (tracker/core/broker.py), so it keeps one hour: longer than an order lives.
     retention_ms: int = field(
-        default_factory=lambda: env_int("KAFKA_RETENTION_MS", 7 * 24 * 3600 * 1000)
+        default_factory=lambda: env_int(
+            "KAFKA_RETENTION_MS",
+            (1 if env_bool("KAFKA_EMBEDDED", True) else 7 * 24) * 3600 * 1000,
+        )
     )
     topic_prefix: str = field(default_factory=lambda: env_str("KAFKA_TOPIC_PREFIX", ""))
 

@@ -50,6 +50,8 @@ def producer(config: KafkaConfig | None = None, **overrides: object) -> Producer
         "acks": "all",
         "linger.ms": 5,
         "message.timeout.ms": 30_000,
+        # JSON events shrink 2x with lz4 for little CPU: less broker memory and network.
+        "compression.type": "lz4",
     }
     settings.update(overrides)
     return Producer(settings)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from confluent_kafka import KafkaException
 from django.conf import settings
@@ -52,6 +52,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from tracker.core import kafka
+from tracker.core.conf import kafka_config
 from tracker.core.events import Topic, topic_name
 from tracker.outbox.models import OutboxEvent
 
@@ -121,8 +122,14 @@ class Relay:
                 self._topics_ready
                 or OutboxEvent.objects.filter(published_at__isnull=False).exists()
             ):
-                replayed = self.replay(since=None)
-                log.warning("broker has lost its data: replaying %d outbox events", replayed)
+                since = timezone.now() - timedelta(milliseconds=kafka_config().retention_ms)
+                replayed = self.replay(since=since)
+                log.warning(
+                    "broker has lost its data: replaying %d outbox events since %s "
+                    "(KAFKA_RETENTION_MS)",
+                    replayed,
+                    since.isoformat(timespec="seconds"),
+                )
         self._topics_ready = True
 
     def publish_batch(self) -> int:
