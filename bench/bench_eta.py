@@ -24,7 +24,7 @@ shows no range; the table gives its share within +-5 minutes for comparison.
 Not a test. Usage::
 
     .venv/bin/python bench/bench_eta.py [--seed 7] [--hours 24] [--history-hours 24]
-        [--rate 3] [--pace 0.25] [--gps-interval 10] [--refresh 300]
+        [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300]
 
 Prints a table and writes JSON to bench/results/eta-<timestamp>.json.
 """
@@ -261,7 +261,7 @@ def main() -> int:
     parser.add_argument("--history-hours", type=float, default=24, help="simulated before them")
     parser.add_argument("--rate", type=float, default=3.0, help="orders per minute")
     parser.add_argument("--pace", type=float, default=0.25, help="kitchen waits / this")
-    parser.add_argument("--gps-interval", type=float, default=10.0, help="seconds between points")
+    parser.add_argument("--gps-interval", type=float, default=30.0, help="seconds between points")
     parser.add_argument("--refresh", type=float, default=300.0, help="statistics refresh, s")
     args = parser.parse_args()
 
