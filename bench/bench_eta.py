@@ -4,7 +4,9 @@
    ``--history-hours`` and then the evaluated ``--hours`` (a day from local midnight,
    Asia/Kolkata), through the real services: kitchens as slow as each restaurant is and as
    busy as the hour makes them, couriers as fast as the hour's traffic lets them, on streets
-   (two legs, not the diagonal). Status changes land in the database; GPS points in Kafka.
+   (two legs, not the diagonal). Status changes land in the database, GPS points in Kafka
+   and in the simulation's log (where the bench takes them from: reading a day of points
+   back from the embedded broker's memory log is slower than simulating them).
 2. The orders' final states and every GPS point are written to the enriched topics as the
    stream job would write them (the Spark job itself is skipped: a day of events through it
    would take longer than the day's evaluation), and the Pinot stand-in ingests them.
@@ -79,6 +81,7 @@ def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
     from django.utils import timezone
 
     from tracker.core.events import epoch_ms
+    from tracker.orders.models import Order
     from tracker.simulator.engine import SimConfig, Simulation, VirtualClock
 
     call_command("migrate", verbosity=0)
@@ -92,28 +95,31 @@ def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
     t0 = time.perf_counter()
     stats = sim.run(duration=(day_end - start).total_seconds() + 3600)  # + an hour to finish
     print(f"simulated {stats} in {time.perf_counter() - t0:.0f} s", flush=True)
-    return epoch_ms(day_start), epoch_ms(day_end), stats
+    # The GPS points, from the simulation's log (reading a day of them back from the
+    # embedded broker's in-memory log takes longer than the simulation).
+    numbered = list(Order.objects.order_by("id").values_list("id", flat=True))
+    trails: dict[int, list[tuple[int, float, float]]] = defaultdict(list)
+    for offset, kind, _, *detail in sim.log:
+        if kind == "gps":
+            at = epoch_ms(start) + round(offset * 1000)
+            for number, lat, lon in detail[0]:
+                trails[numbered[number - 1]].append((at, lat, lon))
+    return epoch_ms(day_start), epoch_ms(day_end), stats, trails
 
 
-def publish_enriched() -> tuple[dict, dict]:
+def publish_enriched(trails: dict) -> dict:
     """Write the orders' final states and the GPS points to the enriched topics, as the
     stream job would; returns (orders by id with their status times, GPS trails by order)."""
     from tracker.core import geo, kafka
     from tracker.core.events import (
         DeliveryStatus,
         OrderEnriched,
-        Topic,
         epoch_ms,
         new_event_id,
-        parse_event,
         status_time_field,
     )
     from tracker.orders.models import Order
 
-    trails: dict[int, list] = defaultdict(list)
-    for record in kafka.read_topic(Topic.DELIVERY_LOCATIONS, idle_timeout=2, max_wait=1800):
-        point = parse_event(Topic.DELIVERY_LOCATIONS, record.value)
-        trails[point.order_id].append(point)
     orders = {}
     producer = kafka.producer(**{"linger.ms": 20})
     query = Order.objects.select_related("restaurant", "customer__user").prefetch_related(
@@ -147,19 +153,18 @@ def publish_enriched() -> tuple[dict, dict]:
                 **{status_time_field(s): t for s, t in times.items()},
             ),
         )  # fmt: skip
-        trail = sorted(trails.get(order.pk, []), key=lambda p: p.event_time)
         arriving = times.get("ARRIVING_AT_DOOR")
-        for version, point in enumerate(trail, start=1):
-            left = geo.haversine_km(point.lat, point.lon, *facts["destination"])
+        for version, (at, lat, lon) in enumerate(trails.get(order.pk, []), start=1):
+            left = geo.haversine_km(lat, lon, *facts["destination"])
             kafka.publish(
                 producer,
                 DeliveryStatus(
-                    event_id=new_event_id(), event_time=point.event_time, order_id=order.pk,
+                    event_id=new_event_id(), event_time=at, order_id=order.pk,
                     version=version, customer_id=order.customer_id,
-                    restaurant_id=order.restaurant_id, courier_id=point.courier_id,
-                    status="ARRIVING_AT_DOOR" if arriving and point.event_time >= arriving
+                    restaurant_id=order.restaurant_id, courier_id=order.courier_id,
+                    status="ARRIVING_AT_DOOR" if arriving and at >= arriving
                     else "OUT_FOR_DELIVERY",
-                    lat=point.lat, lon=point.lon, destination_lat=order.delivery_lat,
+                    lat=lat, lon=lon, destination_lat=order.delivery_lat,
                     destination_lon=order.delivery_lon, distance_left_km=left,
                     eta_seconds=geo.eta_seconds(left),
                 ),
@@ -167,7 +172,7 @@ def publish_enriched() -> tuple[dict, dict]:
         if count % 200 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0
-    return orders, {oid: sorted(t, key=lambda p: p.event_time) for oid, t in trails.items()}
+    return orders
 
 
 def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) -> dict:
@@ -185,8 +190,8 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
     def km_left_at(oid: int, t: int, facts: dict) -> float:
         """Straight line from the courier's last GPS point at ``t`` (the restaurant before)."""
         trail = trails.get(oid, [])
-        i = bisect.bisect_right([p.event_time for p in trail], t) - 1
-        lat, lon = (trail[i].lat, trail[i].lon) if i >= 0 else facts["restaurant"]
+        i = bisect.bisect_right([at for at, _, _ in trail], t) - 1
+        lat, lon = trail[i][1:] if i >= 0 else facts["restaurant"]
         return geo.haversine_km(lat, lon, *facts["destination"])
 
     errors = {name: defaultdict(list) for name in ("new", "baseline")}
@@ -275,9 +280,9 @@ def main() -> int:
     server = None
     try:
         ensure_topics()
-        day_start, day_end, sim_stats = simulate(args)
+        day_start, day_end, sim_stats, trails = simulate(args)
         t0 = time.perf_counter()
-        orders, trails = publish_enriched()
+        orders = publish_enriched(trails)
         server = LocalPinot(port=0, db_path=str(workdir / "pinot.duckdb")).start()
         os.environ["PINOT_BROKER_URL"] = server.url
         server.ingester.wait_caught_up(timeout=1800)

@@ -205,6 +205,7 @@ class Simulation:
             at=self.clock.now(),
         )
         self.stats["placed"] += 1
+        self._order_number[order.pk] = self.stats["placed"]
         self._record(
             "place", address.pk, restaurant.pk, [(i.product_id, i.quantity) for i in items]
         )
