@@ -214,7 +214,7 @@ class EtaBasisSerializer(serializers.Serializer):
 
 
 class EtaSerializer(serializers.Serializer):
-    """The predicted arrival and its range (10th to 90th percentile)."""
+    """The predicted arrival and its range (5th to 95th percentile)."""
 
     arrives_at = serializers.DateTimeField()
     earliest = serializers.DateTimeField()

@@ -21,7 +21,7 @@ The prediction adds the parts still ahead: the kitchen span from the current ste
 the time already spent in it, never less than the next step's span), the ride (distance
 left over the speed of the hour the courier is expected to leave) and the door time. The
 centre is the sum of the medians; the range is the centre minus and plus the root sum of
-squares of each part's spread to its 10th and 90th percentile (the parts are independent:
+squares of each part's spread to its 5th and 95th percentile (the parts are independent:
 the kitchen, the road and the door), so it narrows as parts are done.
 
 One process-wide cache holds the statistics: the first read loads them (three queries and
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The range shown is LOW-HIGH around the median MID.
-LOW, MID, HIGH = PERCENTILES = (10, 50, 90)
+LOW, MID, HIGH = PERCENTILES = (5, 50, 95)
 MINUTE_MS, HOUR_MS, DAY_MS = 60_000, 3_600_000, 86_400_000
 #: Trail points are kept only this far apart (m) when measuring travelled distance.
 TRAIL_STEP_KM = 0.1
@@ -75,7 +75,7 @@ def _spread(mid: float, low: float, high: float) -> Spread:
 def _defaults() -> tuple[dict[str, Spread], Spread, Spread]:
     """For a city with no history yet: a common kitchen (2, 3, 5, 8 minutes in the four
     steps), a minute at the door, 20 km/h on roads 1.3x the straight line (a street grid
-    is 4/pi = 1.27x); the 10th/90th percentiles at 0.6x/1.6x the median (0.7x/1.3x speed)."""
+    is 4/pi = 1.27x); the 5th/95th percentiles at 0.6x/1.6x the median (0.7x/1.3x speed)."""
     per_step = dict(zip([s.value for s in KITCHEN_STEPS], (120, 180, 300, 480), strict=True))
     to_pickup, left = {}, 0.0
     for status in reversed(KITCHEN_STEPS):
