@@ -13,7 +13,9 @@ Pinot (single-stage engine, null handling off) would return:
 * aggregations return Pinot's types (COUNT LONG, DISTINCTCOUNT INT, the rest
   DOUBLE) and Pinot's empty-input values (SUM 0, MIN +inf, MAX/AVG/PERCENTILE
   -inf); ``percentile(x, p)`` is the sorted value at index floor(n*p/100);
-* arithmetic is DOUBLE, as in Pinot's transform functions (``FLOOR``/``CEIL`` too);
+* arithmetic is DOUBLE, as in Pinot's transform functions (``FLOOR``/``CEIL``/``MOD`` too);
+* ``ST_Distance(ST_Point(x1, y1, 1), ST_Point(x2, y2, 1))`` is metres on the sphere, as
+  Pinot measures two geographies;
 * ``ST_Contains(ST_GeogFromText('<wkt>'), <point column>)`` and
   ``ST_Within(<point column>, ST_GeogFromText('<wkt>'))`` (the forms Pinot's H3 index
   serves), and ``ST_Contains(ST_GeomFromText('<wkt>'), toGeometry(<point column>))``
@@ -195,7 +197,9 @@ _COMPARISONS = {
     exp.LT: "<",
     exp.LTE: "<=",
 }
-_ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
+_ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+#: Mean earth radius (m) of Pinot's spherical ST_Distance on geographies.
+_EARTH_RADIUS_M = 6371008.8
 
 
 def _q(name: str) -> str:
@@ -278,6 +282,8 @@ class _Translator:
             value, _ = self.emit(node.this, ctx, in_agg)
             fn = "FLOOR" if isinstance(node, exp.Floor) else "CEIL"
             return f"CAST({fn}(CAST({value} AS DOUBLE)) AS DOUBLE)", "DOUBLE"
+        if isinstance(node, exp.StDistance):
+            return self._distance(node, ctx, in_agg)
         if isinstance(node, exp.CurrentTimestamp):  # sqlglot may normalise now()
             return str(self.now_ms), "LONG"
         raise unsupported(f"SQL construct {node.key.upper()} ({node.sql()!r})")
@@ -412,6 +418,21 @@ class _Translator:
         if name in ("st_contains", "st_within"):
             return self._point_in_shape(name, args)
         raise unsupported(f"function {node.name}()")
+
+    def _distance(self, node: exp.StDistance, ctx: str, in_agg: bool) -> tuple[str, str]:
+        """``ST_Distance(ST_Point(x1, y1, 1), ST_Point(x2, y2, 1))``: metres on the sphere,
+        as Pinot measures two geographies (only that form: points built in the query)."""
+        points = []
+        for point in (node.this, node.expression):
+            z = point.args.get("z") if isinstance(point, exp.StPoint) else None
+            if not (isinstance(z, exp.Literal) and z.this == "1"):
+                raise unsupported("ST_Distance other than of two ST_Point(x, y, 1) geographies")
+            x, _ = self.emit(point.this, ctx, in_agg)
+            y, _ = self.emit(point.expression, ctx, in_agg)
+            points.append((f"radians(CAST({x} AS DOUBLE))", f"radians(CAST({y} AS DOUBLE))"))
+        (l1, p1), (l2, p2) = points
+        haversine = f"pow(sin(({p2} - {p1}) / 2), 2) + cos({p1}) * cos({p2}) * pow(sin(({l2} - {l1}) / 2), 2)"
+        return f"(2 * {_EARTH_RADIUS_M} * asin(least(1.0, sqrt({haversine}))))", "DOUBLE"
 
     def _point_in_shape(self, name: str, args: list[exp.Expression]) -> tuple[str, str]:
         """``ST_Contains(<shape>, <point>)`` / ``ST_Within(<point>, <shape>)`` as Pinot runs them.

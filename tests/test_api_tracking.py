@@ -86,8 +86,12 @@ def test_order_detail_combines_the_record_with_pinots_tracking(world):
     assert [s["duration_seconds"] for s in body["timeline"][:4]] == [60.0, 120.0, 180.0, 240.0]
     assert body["timeline"][4]["duration_seconds"] >= 600  # still in it: counts up to now
     assert body["position"]["lat"] == 12.961
-    assert (body["distance_left_km"], body["eta_seconds"]) == (1.25, 225)
-    assert body["eta"].endswith("Z")
+    assert body["distance_left_km"] == 1.25
+    eta = body["eta"]  # on the road: the 1.25 km left, at the default speed (no history)
+    assert eta["earliest"] < eta["arrives_at"] < eta["latest"]
+    assert eta["computed_at"] < eta["arrives_at"] and eta["arrives_at"].endswith("Z")
+    assert eta["basis"]["kitchen"] is None and eta["basis"]["speed"] == "default"
+    assert eta["basis"]["route_km_left"] == round(1.25 * 1.3, 2)
 
 
 def _without_clock(detail: dict) -> dict:
@@ -108,7 +112,9 @@ def test_rest_sends_the_read_models_shapes_unchanged(world):
     assert _without_clock(detail) == _without_clock(read_model.order_detail(order))
     assert detail["path"] and detail["courier"] and detail["items"]  # nested parts compared too
     listed = client.get("/api/v1/orders/").json()["results"]
-    assert listed == [read_model.order_summary(selectors.order_state(order.pk))]
+    assert listed[0]["eta"]["arrives_at"] and set(listed[0]["eta"]) == set(detail["eta"])
+    summary = read_model.order_summary(selectors.order_state(order.pk))
+    assert [{**o, "eta": None} for o in listed] == [{**summary, "eta": None}]
 
 
 ROLE_EXPECTATIONS = {

@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(tr
 
 PHONE = {"width": 390, "height": 844}
 CENTRE = (12.9716, 77.5946)  # the operations map opens centred here
+TIME = r"\d\d?:\d\d(?: ?[AP]M)?"  # a clock time as the browser's locale writes it
 
 
 @database_sync_to_async
@@ -78,6 +79,8 @@ async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot):
     card = active.locator(f'[data-order-id="{order.pk}"]')
     await expect(card).to_contain_text("Order placed")
     await expect(card).to_contain_text("2× Margherita")
+    arrives = re.compile(rf"Arrives around {TIME} \({TIME}–{TIME}\)")
+    await expect(card.locator(".fact-eta")).to_have_text(arrives)
     await expect(page.locator("#past-orders")).to_contain_text("Delivered")
     await expect(page.locator("#live-pill")).to_have_text("Live")
 
@@ -85,6 +88,7 @@ async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot):
         order_event_of(order, 2, "ORDER_CONFIRMED", created_at=world["t0"], status_time=now_ms()),
     )
     await expect(card).to_contain_text("Confirmed")  # no reload
+    await expect(card.locator(".fact-eta")).to_have_text(arrives)  # a step fewer ahead
     await expect(page.locator("#announcer")).to_contain_text(f"Order #{order.pk}")
 
     # Finishing moves the card from the active list to the past list.
@@ -122,6 +126,9 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     await expect(page.locator("#live-pill")).to_have_text("Live")
     await expect(page.locator(".pin-restaurant")).to_have_count(1)
     await expect(page.locator(".pin-courier")).to_have_count(0)
+    arrives = re.compile(rf"^arrives around {TIME} \({TIME}–{TIME}\)$")
+    await expect(page.locator("#eta .eta-range")).to_have_text(arrives)  # from placement on
+    await expect(page.locator("#eta-shift")).to_have_count(0)
 
     # Out for delivery, with the first GPS fix.
     t_out = now_ms() - 5_000
@@ -138,7 +145,9 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     await expect(page.locator("#announcer")).to_contain_text("Out for delivery")
     await expect(page.locator(".pin-courier")).to_have_count(1)
     await expect(page.locator("#distance-left")).to_have_text("4.2 km")
-    await expect(page.locator("#eta")).to_contain_text("15 min")
+    # The kitchen is done early: the arrival moves forward by minutes, and the page says so.
+    await expect(page.locator("#eta .eta-range")).to_have_text(arrives)
+    await expect(page.locator("#eta-shift")).to_have_text(re.compile(r"now earlier by \d+ min"))
     before = await page.locator(".pin-courier").evaluate("el => el.style.transform")
 
     # A position-only record: the marker glides to it and the trail grows.

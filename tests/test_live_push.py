@@ -71,8 +71,10 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot)
     assert snapshot["type"] == "snapshot" and snapshot["version"] == 1
     assert snapshot["order"]["status"] == "PLACED_ORDER"
     assert snapshot["order"]["tracking"]["source"] == "pinot"
+    assert snapshot["order"]["eta"]["basis"]["kitchen"] == "default"  # no history yet
     my_list, list_snapshot = await _connect("/ws/orders/", world["alice"])
     assert [o["id"] for o in list_snapshot["orders"]] == [order.pk]
+    assert list_snapshot["orders"][0]["eta"]["arrives_at"]
     bobs_list, bobs_snapshot = await _connect("/ws/orders/", world["bob"])
     assert bobs_snapshot == {"type": "snapshot", "orders": []}
 
@@ -89,6 +91,10 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot)
         "ORDER_CONFIRMED",
     )
     assert set(update["status_times"]) == {"PLACED_ORDER", "ORDER_CONFIRMED"}
+    # the arrival moves with the order: one kitchen step fewer ahead than at the snapshot
+    arrival, placed = update["eta"], snapshot["order"]["eta"]
+    assert arrival["computed_at"] > placed["computed_at"]
+    assert arrival["latest"] < placed["latest"] and arrival["earliest"] < arrival["arrives_at"]
     position = await mine.receive_json_from(timeout=10)
     assert (position["kind"], position["version"], position["position"]["lat"]) == (
         "position",

@@ -188,6 +188,41 @@ class TrackingSourceSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
+class EtaBasisSerializer(serializers.Serializer):
+    """What the prediction rests on (see tracker/tracking/eta.py)."""
+
+    kitchen = serializers.ChoiceField(
+        choices=["restaurant", "all_restaurants", "default"],
+        allow_null=True,
+        help_text="Whose kitchen times: this restaurant's recent orders, every restaurant's "
+        "(too few of its own), or the built-in default (no history); null once cooked.",
+    )
+    kitchen_samples = serializers.IntegerField(allow_null=True)
+    speed = serializers.ChoiceField(
+        choices=["hour_of_day", "all_hours", "default"],
+        allow_null=True,
+        help_text="Courier speed of the hour of day, of all hours, or the default.",
+    )
+    speed_kmh = serializers.FloatField(allow_null=True, help_text="Median road speed.")
+    route_factor = serializers.FloatField(
+        allow_null=True, help_text="Travelled distance over the straight line, learned."
+    )
+    route_km_left = serializers.FloatField(allow_null=True)
+    stats_as_of = serializers.DateTimeField(
+        allow_null=True, help_text="When the statistics were read from Pinot (null: defaults)."
+    )
+
+
+class EtaSerializer(serializers.Serializer):
+    """The predicted arrival and its range (5th to 95th percentile)."""
+
+    arrives_at = serializers.DateTimeField()
+    earliest = serializers.DateTimeField()
+    latest = serializers.DateTimeField()
+    computed_at = serializers.DateTimeField()
+    basis = EtaBasisSerializer()
+
+
 class OrderHeadSerializer(serializers.Serializer):
     """What a list and a detail both show of an order."""
 
@@ -200,7 +235,9 @@ class OrderHeadSerializer(serializers.Serializer):
     total = MoneyField()
     customer = NamedSerializer()
     distance_left_km = serializers.FloatField(allow_null=True)
-    eta_seconds = serializers.IntegerField(allow_null=True)
+    eta = EtaSerializer(
+        allow_null=True, help_text="From placement until delivered; null when finished."
+    )
 
 
 class OrderDetailSerializer(OrderHeadSerializer):
@@ -214,7 +251,6 @@ class OrderDetailSerializer(OrderHeadSerializer):
     timeline = TimelineStepSerializer(many=True)
     position = PointSerializer(allow_null=True)
     path = PointSerializer(many=True)
-    eta = serializers.DateTimeField(allow_null=True)
     tracking = TrackingSourceSerializer()
 
 

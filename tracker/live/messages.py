@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.core.events import OrderEnriched, OrderStatus, status_label, status_time_field
-from tracker.tracking.read_model import iso_ms, money
+from tracker.core.events import (
+    OrderEnriched,
+    OrderStatus,
+    now_ms,
+    status_label,
+    status_time_field,
+)
+from tracker.tracking.eta import Trip
+from tracker.tracking.read_model import arrival, iso_ms, money
 
 #: Close codes a refused or dropped socket ends with.
 CLOSE_UNAUTHENTICATED = 4401  # not signed in; or, on an open socket: signed out, token
@@ -50,7 +57,6 @@ ACCESS_RECHECK = "access.recheck"
 
 def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str, Any]:
     """An ``update`` message from one orders_enriched record (the order's full state)."""
-    eta = event.eta_seconds
     return {
         "type": "update",
         "kind": "status" if status_changed else "position",
@@ -74,7 +80,6 @@ def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str
         "distance_left_km": None
         if event.distance_left_km is None
         else round(event.distance_left_km, 3),
-        "eta_seconds": eta,
-        "eta": iso_ms(event.event_time + eta * 1000) if eta is not None else None,
+        "eta": arrival(Trip.of_enriched(event), now_ms()),
         "total": money(event.total),
     }

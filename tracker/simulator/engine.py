@@ -43,6 +43,22 @@ KITCHEN_WAITS: dict[OrderStatus, tuple[float, float]] = {
     OrderStatus.BEING_COOKED: (60, 180),
     OrderStatus.ARRIVING_AT_DOOR: (20, 60),
 }
+#: Kitchen load by local hour of day (multiplies kitchen waits): lunch and dinner rushes.
+KITCHEN_LOAD_BY_HOUR = (
+    0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.9, 1.0, 1.0, 1.0, 1.1, 1.3,  # 00-11
+    1.6, 1.5, 1.2, 1.0, 1.0, 1.1, 1.3, 1.6, 1.7, 1.4, 1.1, 0.9,  # 12-23
+)  # fmt: skip
+#: Traffic by local hour of day (multiplies courier speed): morning and evening rush.
+TRAFFIC_BY_HOUR = (
+    1.25, 1.3, 1.3, 1.3, 1.25, 1.2, 1.0, 0.8, 0.65, 0.7, 0.85, 0.95,  # 00-11
+    0.9, 0.9, 0.95, 0.95, 0.85, 0.7, 0.6, 0.65, 0.8, 0.95, 1.1, 1.2,  # 12-23
+)  # fmt: skip
+
+
+def kitchen_pace(restaurant_id: int) -> float:
+    """How slow one restaurant's kitchen is (0.6-1.6 x the waits above): a fixed draw per
+    restaurant, the same in every run, so a kitchen keeps its character."""
+    return random.Random(f"kitchen-{restaurant_id}").uniform(0.6, 1.6)
 
 
 class Clock(Protocol):
@@ -77,7 +93,7 @@ class VirtualClock:
 @dataclass(frozen=True)
 class SimConfig:
     orders_per_minute: float = 50.0
-    #: Divides kitchen waits; travel is always at courier speed so ETAs stay honest.
+    #: Divides kitchen waits; travel is at courier speed in the hour's traffic, never paced.
     pace: float = 1.0
     cancel_rate: float = 0.03
     gps_interval: float = 1.0
@@ -132,9 +148,17 @@ class Simulation:
         when = self.clock.now() + timedelta(seconds=delay)
         heapq.heappush(self._queue, _Action(when, self._seq, kind, order_id))
 
-    def _wait(self, status: OrderStatus) -> float:
+    def _hour(self) -> int:
+        return timezone.localtime(self.clock.now()).hour
+
+    def _wait(self, status: OrderStatus, restaurant_id: int | None = None) -> float:
+        """Seconds in ``status``: in a kitchen (``restaurant_id``), as slow as that kitchen
+        is and as busy as the hour makes it."""
         low, high = KITCHEN_WAITS[status]
-        return self.rng.uniform(low, high) / self.config.pace
+        wait = self.rng.uniform(low, high) / self.config.pace
+        if restaurant_id is not None:
+            wait *= kitchen_pace(restaurant_id) * KITCHEN_LOAD_BY_HOUR[self._hour()]
+        return wait
 
     def _record(self, kind: str, order_id: int | None = None, *detail: object) -> None:
         number = self._order_number.get(order_id) if order_id is not None else None
@@ -181,10 +205,11 @@ class Simulation:
             at=self.clock.now(),
         )
         self.stats["placed"] += 1
+        self._order_number[order.pk] = self.stats["placed"]
         self._record(
             "place", address.pk, restaurant.pk, [(i.product_id, i.quantity) for i in items]
         )
-        self._schedule(self._wait(OrderStatus.PLACED_ORDER), "advance", order.pk)
+        self._schedule(self._wait(OrderStatus.PLACED_ORDER, restaurant.pk), "advance", order.pk)
         return order
 
     def _advance(self, order_id: int) -> None:
@@ -204,7 +229,7 @@ class Simulation:
             self.stats["delivered"] += 1
             self.transits.pop(order_id, None)
         elif new_status is not OrderStatus.ARRIVING_AT_DOOR:
-            self._schedule(self._wait(new_status), "advance", order_id)
+            self._schedule(self._wait(new_status, order.restaurant_id), "advance", order_id)
 
     def _start_transit(self, order: Order) -> None:
         order = Order.objects.select_related("restaurant", "courier").get(pk=order.pk)
@@ -219,9 +244,13 @@ class Simulation:
             courier=order.courier,
             waypoints=waypoints,
             started=self.clock.now(),
-            seconds=max(km / geo.COURIER_SPEED_KMH * 3600, 30.0),
+            # the hour's traffic, and each ride a little faster or slower than the next
+            seconds=max(km / self._speed_kmh() * 3600, 30.0),
             arriving=OrderStatus(order.status) is OrderStatus.ARRIVING_AT_DOOR,
         )
+
+    def _speed_kmh(self) -> float:
+        return geo.COURIER_SPEED_KMH * TRAFFIC_BY_HOUR[self._hour()] * self.rng.uniform(0.85, 1.15)
 
     def _position(self, transit: Transit, now: datetime) -> tuple[float, float]:
         fraction = min((now - transit.started).total_seconds() / transit.seconds, 1.0)

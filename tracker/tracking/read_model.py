@@ -25,7 +25,7 @@ from tracker.core.events import (
     status_label,
 )
 from tracker.orders.models import Order
-from tracker.tracking import selectors
+from tracker.tracking import eta, selectors
 from tracker.tracking.selectors import OrderState, StatusPeriod
 
 CENT = Decimal("0.01")
@@ -48,6 +48,30 @@ def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def arrival(trip: eta.Trip, now: int) -> dict[str, Any] | None:
+    """The predicted arrival with its range and what it rests on (None once delivered or
+    cancelled), from the process's cached statistics: no query of its own."""
+    prediction = eta.predict(trip, eta.current_statistics(), now)
+    if prediction is None:
+        return None
+    basis = prediction.basis
+    return {
+        "arrives_at": iso_ms(prediction.arrives_at),
+        "earliest": iso_ms(prediction.earliest),
+        "latest": iso_ms(prediction.latest),
+        "computed_at": iso_ms(prediction.computed_at),
+        "basis": {
+            "kitchen": basis.get("kitchen"),
+            "kitchen_samples": basis.get("kitchen_samples"),
+            "speed": basis.get("speed"),
+            "speed_kmh": basis.get("speed_kmh"),
+            "route_factor": basis.get("route_factor"),
+            "route_km_left": basis.get("route_km_left"),
+            "stats_as_of": iso_ms(basis.get("stats_as_of")),
+        },
+    }
 
 
 def line_items(order: Order) -> list[dict[str, Any]]:
@@ -117,7 +141,8 @@ def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
     if state is not None:
         current, status_time = state.status, state.status_time
         periods = selectors.status_periods(_entered_from_pinot(order.pk, state).items())
-        position, distance, eta = state.courier, state.distance_left_km, state.eta_seconds
+        position, distance = state.courier, state.distance_left_km
+        trip = eta.Trip.of_enriched(state)
         source = {
             "source": "pinot",
             "version": state.version,
@@ -125,7 +150,8 @@ def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
         }
     else:
         current, status_time = order.status, epoch_ms(order.status_changed_at)
-        periods, position, distance, eta = [], None, None, None
+        periods, position, distance = [], None, None
+        trip = eta.Trip.of_order(order, current, status_time)
         source = {"source": "database", "version": 0, "updated_at": iso(order.updated_at)}
     if not periods:  # the pipeline has not caught up: the database's own history
         periods = selectors.status_periods(
@@ -168,10 +194,7 @@ def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
         ),
         "path": [{"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)} for p in path],
         "distance_left_km": None if distance is None else round(distance, 3),
-        "eta_seconds": eta,
-        "eta": iso_ms(now + eta * 1000)
-        if eta is not None and current != OrderStatus.DELIVERED
-        else None,
+        "eta": arrival(trip, now),
         "tracking": source,
     }
 
@@ -191,6 +214,6 @@ def order_summary(state: OrderState) -> dict[str, Any]:
         "restaurant": {"id": state.restaurant_id, "name": state.restaurant_name},
         "customer": {"id": state.customer_id, "name": state.customer_name},
         "distance_left_km": state.distance_left_km,
-        "eta_seconds": state.eta_seconds,
+        "eta": arrival(eta.Trip.of_enriched(state), now_ms()),
         "version": state.version,
     }

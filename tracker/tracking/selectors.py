@@ -38,6 +38,7 @@ from pinotdb import exceptions as pinot_errors
 from tracker.core.conf import env_float, env_str
 from tracker.core.events import (
     IN_TRANSIT_STATUSES,
+    LIFECYCLE,
     TERMINAL_STATUSES,
     OrderEnriched,
     OrderStatus,
@@ -291,18 +292,27 @@ def _position(row: dict[str, Any]) -> CourierPosition:
 
 def courier_path(order_id: int, limit: int = 1000) -> list[CourierPosition]:
     """Every courier position of an order, oldest first (the trail on the map)."""
+    return courier_paths([order_id], limit).get(int(order_id), [])
+
+
+def courier_paths(order_ids: Iterable[int], limit: int = 1000) -> dict[int, list[CourierPosition]]:
+    """The trails of several orders in one query: order id -> positions, oldest first
+    (at most ``limit`` positions in all)."""
+    ids = sorted({int(o) for o in order_ids})
+    if not ids:
+        return {}
     rows = query(
         f"SET skipUpsert = true; SELECT {_POSITION_COLUMNS} FROM delivery_statuses "
-        f"WHERE order_id = %(order_id)s ORDER BY version, event_time "
-        f"LIMIT {max(1, min(int(limit), 10_000))}",
-        {"order_id": int(order_id)},
+        f"WHERE order_id IN ({', '.join(map(str, ids))}) ORDER BY order_id, version, event_time "
+        f"LIMIT {max(1, min(int(limit), 100_000))}"
     )
-    seen, out = set(), []
+    seen, out = set(), defaultdict(list)
     for row in rows:  # at-least-once: the same version may be stored twice
-        if row["version"] not in seen:
-            seen.add(row["version"])
-            out.append(_position(row))
-    return out
+        key = (row["order_id"], row["version"])
+        if key not in seen:
+            seen.add(key)
+            out[int(row["order_id"])].append(_position(row))
+    return dict(out)
 
 
 def polygon_wkt(points: list[tuple[float, float]]) -> str:
@@ -389,6 +399,122 @@ def time_in_status_percentiles(
         for r in rows
     ]
     return sorted(out, key=lambda p: status_rank(p.status))
+
+
+#: The kitchen steps, each measured to the moment the food leaves (OUT_FOR_DELIVERY).
+KITCHEN_STEPS = LIFECYCLE[: LIFECYCLE.index(OrderStatus.OUT_FOR_DELIVERY)]
+_DELIVERED_BETWEEN = (
+    f"status = '{OrderStatus.DELIVERED.value}' AND delivered_at > %(since)s "
+    "AND delivered_at <= %(until)s"
+)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Percentiles of one measure, keyed by percentile (e.g. {10: .., 50: .., 90: ..})."""
+
+    samples: int
+    values: dict[int, float]
+
+
+@dataclass(frozen=True)
+class KitchenTimes:
+    """Delivered orders' kitchen and door times, per restaurant (``restaurant_id`` None:
+    every restaurant together). ``to_pickup[status]``: seconds from entering a kitchen
+    step to the food leaving, measured end to end (so a kitchen that is slow at every
+    step shows it in one span); ``door``: seconds from arriving at the door to delivered."""
+
+    restaurant_id: int | None
+    to_pickup: dict[str, Spread]
+    door: Spread
+
+
+def kitchen_times(
+    since_ms: int, until_ms: int, percentiles: tuple[int, ...], *, by_restaurant: bool
+) -> list[KitchenTimes]:
+    """Percentiles of the kitchen spans of the orders delivered in (since, until]."""
+    spans = {
+        s.value: f"(out_for_delivery_at - {status_time_field(s)}) / 1000" for s in KITCHEN_STEPS
+    }
+    spans["door"] = "(delivered_at - arriving_at_door_at) / 1000"
+    aggs = [
+        f"PERCENTILE({expr}, {int(p)}) AS {name.lower()}_p{int(p)}"
+        for name, expr in spans.items()
+        for p in percentiles
+    ]
+    present = " AND ".join(f"{status_time_field(s)} > 0" for s in LIFECYCLE)
+    group = "restaurant_id, " if by_restaurant else ""
+    rows = query(
+        f"SELECT {group}COUNT(*) AS orders, {', '.join(aggs)} FROM orders_enriched "
+        f"WHERE {_DELIVERED_BETWEEN} AND {present} "
+        + ("GROUP BY restaurant_id LIMIT 100000" if by_restaurant else ""),
+        {"since": int(since_ms), "until": int(until_ms)},
+    )
+    out = []
+    for row in rows:
+        n = int(row["orders"])
+        if n == 0:
+            continue
+        spread = {
+            name: Spread(n, {int(p): float(row[f"{name.lower()}_p{int(p)}"]) for p in percentiles})
+            for name in spans
+        }
+        door = spread.pop("door")
+        rid = int(row["restaurant_id"]) if by_restaurant else None
+        out.append(KitchenTimes(rid, spread, door))
+    return out
+
+
+def ride_speeds(
+    since_ms: int,
+    until_ms: int,
+    percentiles: tuple[int, ...],
+    *,
+    hour_offset_ms: int | None = None,
+    min_km: float = 0.5,
+) -> dict[int | None, Spread]:
+    """Percentiles of courier speed (km/h over the straight line from restaurant to door,
+    from leaving to arriving at the door) of the rides delivered in (since, until] longer
+    than ``min_km``: by local hour of day when ``hour_offset_ms`` (the zone's UTC offset)
+    is given, else one entry keyed None."""
+    metres = (
+        "ST_Distance(ST_Point(restaurant_lon, restaurant_lat, 1), "
+        "ST_Point(delivery_lon, delivery_lat, 1))"
+    )
+    speed = f"{metres} * 3600 / (arriving_at_door_at - out_for_delivery_at)"  # m/ms -> km/h
+    aggs = ", ".join(f"PERCENTILE({speed}, {int(p)}) AS p{int(p)}" for p in percentiles)
+    where = (
+        f"{_DELIVERED_BETWEEN} AND out_for_delivery_at > 0 "
+        f"AND arriving_at_door_at > out_for_delivery_at AND {metres} > {float(min_km) * 1000}"
+    )
+    params = {"since": int(since_ms), "until": int(until_ms)}
+    if hour_offset_ms is None:
+        rows = query(f"SELECT COUNT(*) AS rides, {aggs} FROM orders_enriched WHERE {where}", params)
+        keys = [None for _ in rows]
+    else:
+        hour = f"FLOOR(MOD(out_for_delivery_at + {int(hour_offset_ms)}, 86400000) / 3600000)"
+        rows = query(
+            f"SELECT {hour} AS hour, COUNT(*) AS rides, {aggs} FROM orders_enriched "
+            f"WHERE {where} GROUP BY {hour} LIMIT 24",
+            params,
+        )
+        keys = [int(float(r["hour"])) for r in rows]
+    return {
+        key: Spread(int(r["rides"]), {int(p): float(r[f"p{int(p)}"]) for p in percentiles})
+        for key, r in zip(keys, rows, strict=True)
+        if int(r["rides"]) > 0
+    }
+
+
+def recently_delivered(until_ms: int, limit: int) -> list[int]:
+    """Ids of the last ``limit`` orders delivered at or before ``until_ms``, newest first."""
+    rows = query(
+        "SELECT order_id FROM orders_enriched WHERE status = %(status)s "
+        "AND delivered_at > 0 AND delivered_at <= %(until)s "
+        f"ORDER BY delivered_at DESC LIMIT {max(1, min(int(limit), 1000))}",
+        {"status": OrderStatus.DELIVERED.value, "until": int(until_ms)},
+    )
+    return [int(r["order_id"]) for r in rows]
 
 
 @dataclass(frozen=True)

@@ -70,3 +70,27 @@ export function ago(iso, now = Date.now()) {
   if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
   return when(iso);
 }
+
+/** The predicted arrival -> "arrives around 13:42 (13:38–13:49)", in local time. */
+export function arrival(eta) {
+  if (!eta) return "–";
+  return `arrives around ${clock(eta.arrives_at)} (${clock(eta.earliest)}–${clock(eta.latest)})`;
+}
+
+/** Minutes a prediction must move before the page says so. */
+export const ETA_SHIFT_MINUTES = 3;
+
+/**
+ * Follow a prediction as it moves: `tracker` is {reference, note} (or undefined at first),
+ * `eta` the new prediction. The reference is the arrival the customer was last told; when
+ * the new one is ETA_SHIFT_MINUTES or more away from it, the note says "now later by 6 min"
+ * (or earlier) and the new arrival becomes the reference. Returns the next tracker.
+ */
+export function trackArrival(tracker, eta) {
+  if (!eta) return { reference: null, note: tracker ? tracker.note : null };
+  const at = Date.parse(eta.arrives_at);
+  if (!tracker || tracker.reference === null) return { reference: at, note: null };
+  const minutes = Math.round((at - tracker.reference) / 60000);
+  if (Math.abs(minutes) < ETA_SHIFT_MINUTES) return tracker;
+  return { reference: at, note: `now ${minutes > 0 ? "later" : "earlier"} by ${Math.abs(minutes)} min` };
+}

@@ -12,7 +12,7 @@ import { connectionIndicator } from "../connection.js";
 import { notificationControl, notifyStatus } from "../notify.js";
 import { announce, emptyState, errorState, h, loadingState, replace } from "../dom.js";
 import { statusBadge, progressBar } from "../components.js";
-import { ago, distance, etaText, money, when } from "../format.js";
+import { ago, arrival, distance, money, trackArrival, when } from "../format.js";
 import { IN_TRANSIT, isActive, label } from "../status.js";
 import { LiveSocket } from "../live.js";
 
@@ -31,7 +31,8 @@ let socket = null;
 function upsert(summary) {
   const known = orders.get(summary.id);
   if (known && known.version > summary.version) return false;
-  orders.set(summary.id, { ...known, ...summary });
+  const arrivalTracker = "eta" in summary ? trackArrival(known && known.arrivalTracker, summary.eta) : known && known.arrivalTracker;
+  orders.set(summary.id, { ...known, ...summary, arrivalTracker });
   return true;
 }
 
@@ -46,8 +47,9 @@ function itemsText(order) {
 function card(order) {
   const active = isActive(order.status);
   const facts = [];
-  if (active && IN_TRANSIT.has(order.status) && order.eta_seconds !== null && order.eta_seconds !== undefined) {
-    facts.push(h("span", { class: "fact" }, `Arrives in ${etaText(order.eta_seconds)}`));
+  if (active && order.eta) {
+    const shift = order.arrivalTracker && order.arrivalTracker.note;
+    facts.push(h("span", { class: "fact fact-eta" }, arrival(order.eta).replace(/^a/, "A"), shift ? h("span", { class: "eta-shift" }, ` · ${shift}`) : null));
   }
   if (active && order.distance_left_km !== null && order.distance_left_km !== undefined && IN_TRANSIT.has(order.status)) {
     facts.push(h("span", { class: "fact" }, `${distance(order.distance_left_km)} away`));
@@ -134,7 +136,7 @@ async function applyUpdate(message) {
     status_label: message.status_label,
     status_time: message.status_time,
     distance_left_km: message.distance_left_km,
-    eta_seconds: message.eta_seconds,
+    eta: message.eta,
     total: message.total,
   });
   if (!changed) return;

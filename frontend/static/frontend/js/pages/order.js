@@ -12,7 +12,7 @@ import { config } from "../config.js";
 import { connectionIndicator } from "../connection.js";
 import { announce, errorState, h, loadingState, replace, toast } from "../dom.js";
 import { statusBadge } from "../components.js";
-import { clock, distance, duration, etaText, money, when } from "../format.js";
+import { arrival, clock, distance, duration, etaText, money, trackArrival, when } from "../format.js";
 import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
 import { IN_TRANSIT, buildTimeline, isActive, label, timesFromTimeline } from "../status.js";
 import { LiveSocket } from "../live.js";
@@ -30,7 +30,8 @@ const state = {
   statusTimes: {},
   position: null, // {lat, lon, at}
   distanceKm: null,
-  etaAt: null, // epoch ms
+  eta: null, // the predicted arrival {arrives_at, earliest, latest, computed_at, basis}
+  arrivalTracker: undefined, // what the customer was last told, and whether it moved
 };
 
 let socket = null;
@@ -46,7 +47,16 @@ function fromDetail(detail, version) {
   state.statusTimes = timesFromTimeline(detail.timeline);
   state.position = detail.position;
   state.distanceKm = detail.distance_left_km;
-  state.etaAt = detail.eta ? Date.parse(detail.eta) : null;
+  setEta(detail.eta);
+}
+
+function setEta(eta) {
+  const before = state.arrivalTracker;
+  state.eta = eta || null;
+  state.arrivalTracker = trackArrival(before, state.eta);
+  if (state.arrivalTracker.note && (!before || before.note !== state.arrivalTracker.note)) {
+    announce(`Your order ${arrival(state.eta)}, ${state.arrivalTracker.note}.`);
+  }
 }
 
 function applyUpdate(message) {
@@ -56,7 +66,7 @@ function applyUpdate(message) {
   state.status = message.status;
   state.statusTimes = { ...state.statusTimes, ...(message.status_times || {}) };
   state.distanceKm = message.distance_left_km;
-  state.etaAt = message.eta ? Date.parse(message.eta) : message.eta_seconds !== null && message.eta_seconds !== undefined ? Date.now() + message.eta_seconds * 1000 : null;
+  setEta(message.eta);
   if (message.position) moveCourier(message.position);
   if (previous !== state.status) {
     renderHeader();
@@ -196,11 +206,23 @@ function renderItems() {
 
 function renderDelivery() {
   const inTransit = IN_TRANSIT.has(state.status);
-  const etaSeconds = state.etaAt !== null ? Math.max(0, (state.etaAt - Date.now()) / 1000) : null;
+  const etaSeconds = state.eta ? Math.max(0, (Date.parse(state.eta.arrives_at) - Date.now()) / 1000) : null;
+  const shift = state.eta && state.arrivalTracker && state.arrivalTracker.note;
   const courier = state.order.courier ? state.order.courier.name : null;
   const rows = [
     ["Distance left", inTransit && state.distanceKm !== null && state.distanceKm !== undefined ? distance(state.distanceKm) : "–", "distance-left"],
-    ["Arrives", inTransit && etaSeconds !== null ? `${etaText(etaSeconds)} (${clock(new Date(state.etaAt).toISOString())})` : state.status === "DELIVERED" ? "Delivered" : "–", "eta"],
+    [
+      "Arrives",
+      state.eta
+        ? [
+            h("span", { class: "eta-range", title: `${etaText(etaSeconds)} from now` }, arrival(state.eta)),
+            shift ? h("span", { class: "eta-shift", id: "eta-shift" }, ` · ${shift}`) : null,
+          ]
+        : state.status === "DELIVERED"
+          ? "Delivered"
+          : "–",
+      "eta",
+    ],
     ["Courier", courier || (inTransit ? "On the way" : "Not assigned yet"), "courier"],
     ["Last GPS fix", state.position ? clock(state.position.at) : "–", "last-fix"],
   ];
@@ -275,6 +297,7 @@ async function cancelOrder(event) {
     state.order = { ...state.order, ...detail, can_cancel: false };
     state.status = detail.status;
     state.statusTimes = { ...state.statusTimes, ...timesFromTimeline(detail.timeline) };
+    setEta(detail.eta);
     renderHeader();
     renderTimeline();
     renderDelivery();

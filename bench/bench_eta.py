@@ -1,0 +1,332 @@
+"""Accuracy of the arrival prediction over a simulated day, beside today's fixed-speed rule.
+
+1. The simulator (``tracker/simulator``, seeded, on a virtual clock) runs the demo city for
+   ``--history-hours`` and then the evaluated ``--hours`` (a day from local midnight,
+   Asia/Kolkata), through the real services: kitchens as slow as each restaurant is and as
+   busy as the hour makes them, couriers as fast as the hour's traffic lets them, on streets
+   (two legs, not the diagonal). Status changes land in the database, GPS points in Kafka
+   and in the simulation's log (where the bench takes them from: reading a day of points
+   back from the embedded broker's memory log is slower than simulating them).
+2. The orders' final states and every GPS point are written to the enriched topics as the
+   stream job would write them (the Spark job itself is skipped: a day of events through it
+   would take longer than the day's evaluation), and the Pinot stand-in ingests them.
+3. For every order delivered in the evaluated day, at each step (placed, confirmed,
+   preparing, cooking, picked up, halfway on the road, at the door), the production
+   predictor (``tracker.tracking.eta``) predicts from statistics loaded from Pinot through
+   the selectors **as of** the last refresh before that moment (every ``--refresh``
+   virtual seconds, as a server refreshes its cache), so a prediction uses only orders
+   delivered before it was made.
+
+Baseline, today's rule: after pickup, straight-line distance left at 20 km/h (what the
+stream job's ``eta_seconds`` is); before pickup today shows nothing, so the baseline adds
+a fixed kitchen time for the steps still ahead (the predictor's own documented defaults
+for a city it knows nothing about: 2, 3, 5 and 8 minutes) to the fixed-speed ride. Today
+shows no range; the table gives its share within +-5 minutes for comparison.
+
+Not a test. Usage::
+
+    .venv/bin/python bench/bench_eta.py [--seed 7] [--hours 24] [--history-hours 24]
+        [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300]
+
+Prints a table and writes JSON to bench/results/eta-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import free_port, machine, percentile, print_table, write_result  # noqa: E402
+
+ZONE = "Asia/Kolkata"  # the demo city's
+STEPS = ("PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",
+         "OUT_FOR_DELIVERY", "HALFWAY", "ARRIVING_AT_DOOR")  # fmt: skip
+SHOWN = {"PLACED_ORDER": "at placement", "ORDER_CONFIRMED": "confirmed",
+         "BEING_PREPARED": "preparing", "BEING_COOKED": "cooking",
+         "OUT_FOR_DELIVERY": "picked up", "HALFWAY": "halfway on the road",
+         "ARRIVING_AT_DOOR": "at the door"}  # fmt: skip
+BASELINE_BAND_S = 300
+
+
+def setup(workdir: Path) -> None:
+    os.environ.update(
+        {
+            "ORDERTRACK_VAR_DIR": str(workdir),
+            "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+            "KAFKA_TOPIC_PREFIX": "bench.",
+            "DJANGO_SETTINGS_MODULE": "tracker.settings",
+            "DJANGO_TIME_ZONE": ZONE,
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    import django
+
+    django.setup()
+
+
+def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
+    """Run the simulator; returns the evaluated day's (start, end) in epoch ms and stats."""
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from tracker.core.events import epoch_ms
+    from tracker.orders.models import Order
+    from tracker.simulator.engine import SimConfig, Simulation, VirtualClock
+
+    call_command("migrate", verbosity=0)
+    call_command("simulate", seed_only=True, seed=42)
+    today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    day_start = today - timedelta(days=2)  # local midnight, the day and its end in the past
+    day_end = day_start + timedelta(hours=args.hours)
+    start = day_start - timedelta(hours=args.history_hours)
+    config = SimConfig(orders_per_minute=args.rate, pace=args.pace, gps_interval=args.gps_interval)
+    sim = Simulation(random.Random(args.seed), config, VirtualClock(start))
+    t0 = time.perf_counter()
+    stats = sim.run(duration=(day_end - start).total_seconds() + 3600)  # + an hour to finish
+    print(f"simulated {stats} in {time.perf_counter() - t0:.0f} s", flush=True)
+    # The GPS points, from the simulation's log (reading a day of them back from the
+    # embedded broker's in-memory log takes longer than the simulation).
+    numbered = list(Order.objects.order_by("id").values_list("id", flat=True))
+    trails: dict[int, list[tuple[int, float, float]]] = defaultdict(list)
+    for offset, kind, _, *detail in sim.log:
+        if kind == "gps":
+            at = epoch_ms(start) + round(offset * 1000)
+            for number, lat, lon in detail[0]:
+                trails[numbered[number - 1]].append((at, lat, lon))
+    return epoch_ms(day_start), epoch_ms(day_end), stats, trails
+
+
+def publish_enriched(trails: dict) -> dict:
+    """Write the orders' final states and the GPS points to the enriched topics, as the
+    stream job would; returns (orders by id with their status times, GPS trails by order)."""
+    from tracker.core import geo, kafka
+    from tracker.core.events import (
+        DeliveryStatus,
+        OrderEnriched,
+        epoch_ms,
+        new_event_id,
+        status_time_field,
+    )
+    from tracker.orders.models import Order
+
+    orders = {}
+    producer = kafka.producer(**{"linger.ms": 20})
+    query = Order.objects.select_related("restaurant", "customer__user").prefetch_related(
+        "status_changes"
+    )
+    for count, order in enumerate(query.order_by("id").iterator(chunk_size=500)):
+        changes = sorted(order.status_changes.all(), key=lambda c: (c.changed_at, c.id))
+        times = {}
+        for change in changes:
+            times.setdefault(change.status, epoch_ms(change.changed_at))
+        last = changes[-1]
+        facts = dict(
+            restaurant=(order.restaurant.lat, order.restaurant.lon),
+            destination=(order.delivery_lat, order.delivery_lon),
+            restaurant_id=order.restaurant_id,
+            times=times,
+        )
+        orders[order.pk] = facts
+        kafka.publish(
+            producer,
+            OrderEnriched(
+                event_id=new_event_id(), event_time=epoch_ms(last.changed_at),
+                order_id=order.pk, version=len(changes), customer_id=order.customer_id,
+                customer_name=order.customer.display_name, restaurant_id=order.restaurant_id,
+                restaurant_name=order.restaurant.name, restaurant_lat=order.restaurant.lat,
+                restaurant_lon=order.restaurant.lon, delivery_lat=order.delivery_lat,
+                delivery_lon=order.delivery_lon, items=[], item_count=0,
+                total=float(order.total), status=last.status,
+                status_time=times[last.status], created_at=epoch_ms(order.created_at),
+                courier_id=order.courier_id,
+                **{status_time_field(s): t for s, t in times.items()},
+            ),
+        )  # fmt: skip
+        arriving = times.get("ARRIVING_AT_DOOR")
+        for version, (at, lat, lon) in enumerate(trails.get(order.pk, []), start=1):
+            left = geo.haversine_km(lat, lon, *facts["destination"])
+            kafka.publish(
+                producer,
+                DeliveryStatus(
+                    event_id=new_event_id(), event_time=at, order_id=order.pk,
+                    version=version, customer_id=order.customer_id,
+                    restaurant_id=order.restaurant_id, courier_id=order.courier_id,
+                    status="ARRIVING_AT_DOOR" if arriving and at >= arriving
+                    else "OUT_FOR_DELIVERY",
+                    lat=lat, lon=lon, destination_lat=order.delivery_lat,
+                    destination_lon=order.delivery_lon, distance_left_km=left,
+                    eta_seconds=geo.eta_seconds(left),
+                ),
+            )  # fmt: skip
+        if count % 200 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0
+    return orders
+
+
+def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) -> dict:
+    from tracker.core import geo
+    from tracker.tracking import eta
+
+    loaded: dict[int, eta.Statistics] = {}
+
+    def stats_at(t: int) -> eta.Statistics:
+        as_of = t - t % refresh_ms
+        if as_of not in loaded:
+            loaded[as_of] = eta.load_statistics(as_of)
+        return loaded[as_of]
+
+    def km_left_at(oid: int, t: int, facts: dict) -> float:
+        """Straight line from the courier's last GPS point at ``t`` (the restaurant before)."""
+        trail = trails.get(oid, [])
+        i = bisect.bisect_right([at for at, _, _ in trail], t) - 1
+        lat, lon = trail[i][1:] if i >= 0 else facts["restaurant"]
+        return geo.haversine_km(lat, lon, *facts["destination"])
+
+    errors = {name: defaultdict(list) for name in ("new", "baseline")}
+    inside, widths, bases = (
+        defaultdict(list),
+        defaultdict(list),
+        defaultdict(lambda: defaultdict(int)),
+    )
+    evaluated = 0
+    t0 = time.perf_counter()
+    for oid, facts in sorted(orders.items()):
+        times = facts["times"]
+        if "DELIVERED" not in times or not day[0] <= times["PLACED_ORDER"] < day[1]:
+            continue
+        evaluated += 1
+        actual = times["DELIVERED"]
+        moments = {s: times[s] for s in STEPS if s in times}
+        moments["HALFWAY"] = (times["OUT_FOR_DELIVERY"] + times["ARRIVING_AT_DOOR"]) // 2
+        for step, t in moments.items():
+            status = "OUT_FOR_DELIVERY" if step == "HALFWAY" else step
+            km = km_left_at(oid, t, facts)
+            entered = times[status]
+            trip = eta.Trip(facts["restaurant_id"], status, entered, facts["restaurant"],
+                            facts["destination"], km if status == "OUT_FOR_DELIVERY" else None)  # fmt: skip
+            p = eta.predict(trip, stats_at(t), t)
+            errors["new"][step].append((p.arrives_at - actual) / 1000)
+            inside[step].append(p.earliest <= actual <= p.latest)
+            widths[step].append((p.latest - p.earliest) / 1000)
+            bases[step][f"kitchen={p.basis.get('kitchen')}, speed={p.basis.get('speed')}"] += 1
+            kitchen = (
+                eta.DEFAULT_TO_PICKUP[status].values[eta.MID]
+                if status in eta.DEFAULT_TO_PICKUP
+                else 0
+            )
+            baseline = t + (kitchen + geo.eta_seconds(km)) * 1000
+            errors["baseline"][step].append((baseline - actual) / 1000)
+    print(f"evaluated {evaluated} orders in {time.perf_counter() - t0:.0f} s "
+          f"({len(loaded)} statistics loads)", flush=True)  # fmt: skip
+
+    def summary(signed: list[float]) -> dict:
+        absolute = [abs(e) for e in signed]
+        return {
+            "mae_s": round(sum(absolute) / len(absolute), 1),
+            "p90_abs_s": round(percentile(absolute, 90), 1),
+            "bias_s": round(sum(signed) / len(signed), 1),
+            "within_5min": round(sum(a <= BASELINE_BAND_S for a in absolute) / len(absolute), 3),
+        }
+
+    steps = {}
+    for step in STEPS:
+        if not errors["new"][step]:
+            continue
+        new, base = summary(errors["new"][step]), summary(errors["baseline"][step])
+        steps[step] = {
+            "predictions": len(errors["new"][step]),
+            "new": {
+                **new,
+                "inside_range": round(sum(inside[step]) / len(inside[step]), 3),
+                "mean_range_s": round(sum(widths[step]) / len(widths[step]), 1),
+                "basis": dict(bases[step]),
+            },
+            "baseline": base,
+            "mae_reduction": round(1 - new["mae_s"] / base["mae_s"], 3) if base["mae_s"] else None,
+        }
+    return {"orders": evaluated, "statistics_loads": len(loaded), "steps": steps}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--hours", type=float, default=24, help="evaluated hours from midnight")
+    parser.add_argument("--history-hours", type=float, default=24, help="simulated before them")
+    parser.add_argument("--rate", type=float, default=3.0, help="orders per minute")
+    parser.add_argument("--pace", type=float, default=0.25, help="kitchen waits / this")
+    parser.add_argument("--gps-interval", type=float, default=30.0, help="seconds between points")
+    parser.add_argument("--refresh", type=float, default=300.0, help="statistics refresh, s")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-eta-"))
+    setup(workdir)
+    from pinot.server import LocalPinot
+    from tracker.core.broker import EmbeddedBroker
+    from tracker.core.kafka import ensure_topics
+
+    broker = EmbeddedBroker(log_path=None).start()
+    server = None
+    try:
+        ensure_topics()
+        day_start, day_end, sim_stats, trails = simulate(args)
+        t0 = time.perf_counter()
+        orders = publish_enriched(trails)
+        server = LocalPinot(port=0, db_path=str(workdir / "pinot.duckdb")).start()
+        os.environ["PINOT_BROKER_URL"] = server.url
+        server.ingester.wait_caught_up(timeout=1800)
+        print(f"loaded {len(orders)} orders and {sum(map(len, trails.values()))} GPS points "
+              f"into Pinot in {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+        result = evaluate(orders, trails, (day_start, day_end), int(args.refresh * 1000))
+    finally:
+        if server is not None:
+            server.stop()
+        broker.stop()
+
+    rows = []
+    for step, r in result["steps"].items():
+        new, base = r["new"], r["baseline"]
+        rows.append((
+            SHOWN[step], str(r["predictions"]),
+            f"{new['mae_s'] / 60:.1f}", f"{base['mae_s'] / 60:.1f}",
+            f"{r['mae_reduction']:.0%}", f"{new['inside_range']:.0%}",
+            f"{new['mean_range_s'] / 60:.1f}", f"{new['within_5min']:.0%}", f"{base['within_5min']:.0%}",
+            f"{new['bias_s'] / 60:+.1f} / {base['bias_s'] / 60:+.1f}",
+        ))  # fmt: skip
+    print_table(
+        f"ETA accuracy, {result['orders']} deliveries of a simulated day (seed {args.seed})",
+        rows,
+        ("step", "n", "MAE min", "baseline MAE", "lower by", "inside range", "range min",
+         "within 5 min", "baseline 5 min", "bias new / base"),
+    )  # fmt: skip
+    path = write_result(
+        "eta",
+        {
+            "args": vars(args),
+            "simulated": sim_stats,
+            "day": [
+                datetime.fromtimestamp(day_start / 1000).isoformat(),
+                datetime.fromtimestamp(day_end / 1000).isoformat(),
+            ],  # fmt: skip
+            "zone": ZONE,
+            "machine": machine(),
+            **result,
+        },
+    )
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""The arrival prediction learns from Pinot: per-restaurant kitchen times (with fallbacks),
+courier speed by hour of day and the route factor from GPS trails; its range narrows as
+the order moves."""
+
+from __future__ import annotations
+
+from tests.fixtures_pinot import delivery_event, order_event
+from tracker.core import geo
+from tracker.core.events import LIFECYCLE, now_ms
+from tracker.tracking import eta
+
+SEC, MIN, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
+# order_event's restaurant and door (Berlin), 1.75 km apart in a straight line
+RESTAURANT, DOOR = (52.52, 13.40), (52.53, 13.42)
+STRAIGHT_KM = geo.haversine_km(*RESTAURANT, *DOOR)
+
+
+def delivered(oid, restaurant_id, placed, steps_s, ride_s=300, door_s=60):
+    """A delivered order: ``steps_s`` seconds in each kitchen step, then the ride and door."""
+    times, at = {}, placed
+    for status, seconds in zip(LIFECYCLE, [*steps_s, ride_s, door_s, 0], strict=True):
+        times[status.value] = at
+        at += seconds * SEC
+    return order_event(
+        oid, 7, "DELIVERED", restaurant_id=restaurant_id, created_at=placed,
+        status_time=times["DELIVERED"], status_times=times,
+    )  # fmt: skip
+
+
+def trip(restaurant_id, status="PLACED_ORDER", at=None, km_left=None):
+    at = now_ms() if at is None else at
+    return eta.Trip(restaurant_id, status, at, RESTAURANT, DOOR, km_left)
+
+
+def test_each_restaurant_gets_its_own_kitchen_times_and_a_new_one_falls_back(pinot):
+    fast, slow, new = pinot.base + 1, pinot.base + 2, pinot.base + 3
+    empty = eta.load_statistics()
+    now = now_ms()
+    first = eta.predict(trip(fast, at=now), empty, now)
+    assert first.basis["kitchen"] == "default" and first.basis["speed"] == "default"
+
+    start = now - 90 * MIN
+    pinot.publish(
+        *[delivered(pinot.base + 100 + i, fast, start + i * MIN, [30, 30, 30, 30]) for i in range(12)],
+        *[delivered(pinot.base + 200 + i, slow, start + i * MIN, [300, 300, 300, 300]) for i in range(12)],
+    )  # fmt: skip
+    pinot.sync()
+    stats = eta.load_statistics()
+    fast_eta, slow_eta, new_eta = (
+        eta.predict(trip(r, at=now), stats, now) for r in (fast, slow, new)
+    )
+    assert (fast_eta.basis["kitchen"], fast_eta.basis["kitchen_samples"]) == ("restaurant", 12)
+    assert slow_eta.basis["kitchen"] == "restaurant"
+    assert new_eta.basis["kitchen"] == "all_restaurants"
+    # the kitchens differ by 4 x 270 s; the ride and the door are the same
+    assert slow_eta.arrives_at - fast_eta.arrives_at == 4 * 270 * SEC
+    assert fast_eta.arrives_at <= new_eta.arrives_at <= slow_eta.arrives_at
+    # the ride: 1.75 km learned at 1.75 km / 300 s, the door 60 s, the kitchen 120 s
+    assert fast_eta.arrives_at - now == (120 + 300 + 60) * SEC
+    assert fast_eta.basis["speed"] == "all_hours"  # fewer than 10 rides in any one hour
+
+
+def test_the_range_holds_the_centre_and_narrows_as_the_order_moves(pinot):
+    r = pinot.base + 1
+    start = now_ms() - 100 * MIN
+    pinot.publish(
+        *[
+            delivered(pinot.base + 100 + i, r, start + i * 3 * MIN,
+                      [20 + 5 * i, 40 + 10 * i, 60 + 15 * i, 120 + 30 * i], ride_s=240 + 20 * i,
+                      door_s=30 + 5 * i)
+            for i in range(20)
+        ]
+    )  # fmt: skip
+    pinot.sync()
+    stats = eta.load_statistics()
+    now = now_ms()
+    steps = [trip(r, s.value, now) for s in LIFECYCLE[:4]]
+    steps += [trip(r, "OUT_FOR_DELIVERY", now, km_left=STRAIGHT_KM)]
+    steps += [trip(r, "OUT_FOR_DELIVERY", now, km_left=STRAIGHT_KM / 2)]
+    steps += [trip(r, "ARRIVING_AT_DOOR", now)]
+    predictions = [eta.predict(t, stats, now) for t in steps]
+    widths = []
+    for p in predictions:
+        assert now <= p.earliest < p.arrives_at < p.latest
+        widths.append(p.latest - p.earliest)
+    assert widths == sorted(widths, reverse=True) and widths[0] > 2 * widths[-2]
+    assert eta.predict(trip(r, "DELIVERED", now), stats, now) is None
+    assert eta.predict(trip(r, "CANCELLED", now), stats, now) is None
+
+    # A kitchen far behind its usual pace: still the ride and the door ahead, never the past.
+    late = eta.predict(trip(r, "BEING_COOKED", now - HOUR), stats, now)
+    on_road = predictions[4]
+    assert late.arrives_at == on_road.arrives_at and late.earliest >= now
+
+
+def test_courier_speed_by_hour_of_day_and_the_route_factor_come_from_past_rides(pinot):
+    r = pinot.base + 1
+    now = now_ms()
+    quiet = now - 2 * DAY - now % HOUR  # an hour two days ago, and the hour after it
+    busy = quiet + HOUR
+    orders = [
+        delivered(pinot.base + 100 + i, r, quiet + i * MIN, [1, 1, 1, 1], ride_s=300)
+        for i in range(10)
+    ]
+    orders += [
+        delivered(pinot.base + 200 + i, r, busy + i * MIN, [1, 1, 1, 1], ride_s=600)
+        for i in range(10)
+    ]
+    # One ride's GPS trail along the streets: east, then north (an L, not the diagonal).
+    corner = (RESTAURANT[0], DOOR[1])
+    trail = [geo.interpolate(*RESTAURANT, *corner, f / 20) for f in range(21)]
+    trail += [geo.interpolate(*corner, *DOOR, f / 20) for f in range(1, 21)]
+    last = orders[-1]
+    points = [
+        delivery_event(last.order_id, v, lat, lon, at=last.out_for_delivery_at + v * 10 * SEC, restaurant_id=r)
+        for v, (lat, lon) in enumerate(trail, start=1)
+    ]  # fmt: skip
+    pinot.publish(*orders, *points)
+    pinot.sync()
+    stats = eta.load_statistics()
+    travelled = geo.haversine_km(*RESTAURANT, *corner) + geo.haversine_km(*corner, *DOOR)
+    assert abs(stats.route_factor - travelled / STRAIGHT_KM) < 0.01 and stats.route_samples == 1
+
+    def ride_seconds(leaving: int) -> float:
+        p = eta.predict(trip(r, "OUT_FOR_DELIVERY", leaving, km_left=STRAIGHT_KM), stats, leaving)
+        assert p.basis["speed"] == "hour_of_day"
+        assert p.basis["route_km_left"] == round(STRAIGHT_KM * stats.route_factor, 2)
+        return (p.arrives_at - leaving) / SEC - 60  # less the door
+
+    assert round(ride_seconds(quiet + DAY + 30 * MIN)) == 300  # the same hour, a day later
+    assert round(ride_seconds(busy + DAY + 30 * MIN)) == 600
+
+
+def test_the_process_cache_serves_reads_without_querying(pinot):
+    r = pinot.base + 1
+    pinot.publish(
+        *[
+            delivered(pinot.base + 100 + i, r, now_ms() - HOUR + i * MIN, [60] * 4)
+            for i in range(10)
+        ]
+    )
+    pinot.sync()
+    loaded = eta.refresh()
+    assert loaded.kitchen[r].door.samples == 10
+    pinot.server.stop()  # Pinot gone: the cached statistics still answer
+    assert eta.current_statistics() is loaded

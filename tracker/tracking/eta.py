@@ -1,0 +1,325 @@
+"""When an order will arrive: a prediction with a range, from placement to the door.
+
+The statistics come from Pinot through the selectors, over orders already delivered:
+
+* **kitchen**: per restaurant, percentiles of the time from entering each kitchen step
+  to the food leaving, over the last ``ETA_KITCHEN_WINDOW_MINUTES`` (a kitchen's pace
+  changes with its load, so recent orders say most). Each span is measured end to end,
+  so a kitchen that is slow at every step at once is not understated by adding steps. A
+  restaurant with fewer than ``ETA_MIN_SAMPLES`` orders in the window uses every
+  restaurant's figures; with no data at all, :data:`DEFAULT_TO_PICKUP`.
+* **door**: the time from arriving at the door to delivered, every restaurant together.
+* **ride**: courier speed by local hour of day (``DJANGO_TIME_ZONE``) over the last
+  ``ETA_TRAVEL_WINDOW_DAYS``, measured as straight-line distance from restaurant to door
+  over the ride's time, so traffic and the streets' detours are both in it.
+* **route factor**: the observed travelled distance (GPS trail, thinned to points 100 m
+  apart so a few metres of GPS noise do not add up) over the straight line, from the last
+  ``ROUTE_SAMPLE_ORDERS`` deliveries. It turns the straight line left into the route
+  distance left and the straight-line speed into road speed, both shown in ``basis``.
+
+The prediction adds the parts still ahead: the kitchen span from the current step (less
+the time already spent in it, never less than the next step's span), the ride (distance
+left over the speed of the hour the courier is expected to leave) and the door time. The
+centre is the sum of the medians; the range is the centre minus and plus the root sum of
+squares of each part's spread to its 5th and 95th percentile (the parts are independent:
+the kitchen, the road and the door), so it narrows as parts are done.
+
+One process-wide cache holds the statistics: the first read loads them (three queries and
+one for the trails), later reads never wait; a read after ``ETA_REFRESH_SECONDS`` starts
+a refresh in the background. When Pinot cannot answer, the defaults stand in (the basis
+says so) and the load is retried later.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from tracker.core import geo
+from tracker.core.conf import env_float, env_int
+from tracker.core.events import (
+    LIFECYCLE,
+    OrderEnriched,
+    OrderStatus,
+    now_ms,
+)
+from tracker.tracking import selectors
+from tracker.tracking.exceptions import TrackingUnavailable
+from tracker.tracking.selectors import KITCHEN_STEPS, KitchenTimes, Spread
+
+if TYPE_CHECKING:
+    from tracker.orders.models import Order
+
+log = logging.getLogger(__name__)
+
+#: The range shown is LOW-HIGH around the median MID.
+LOW, MID, HIGH = PERCENTILES = (5, 50, 95)
+MINUTE_MS, HOUR_MS, DAY_MS = 60_000, 3_600_000, 86_400_000
+#: Trail points are kept only this far apart (m) when measuring travelled distance.
+TRAIL_STEP_KM = 0.1
+ROUTE_SAMPLE_ORDERS = 30
+
+
+def _spread(mid: float, low: float, high: float) -> Spread:
+    return Spread(0, {LOW: low, MID: mid, HIGH: high})
+
+
+def _defaults() -> tuple[dict[str, Spread], Spread, Spread]:
+    """For a city with no history yet: a common kitchen (2, 3, 5, 8 minutes in the four
+    steps), a minute at the door, 20 km/h on roads 1.3x the straight line (a street grid
+    is 4/pi = 1.27x); the 5th/95th percentiles at 0.6x/1.6x the median (0.7x/1.3x speed)."""
+    per_step = dict(zip([s.value for s in KITCHEN_STEPS], (120, 180, 300, 480), strict=True))
+    to_pickup, left = {}, 0.0
+    for status in reversed(KITCHEN_STEPS):
+        left += per_step[status.value]
+        to_pickup[status.value] = _spread(left, 0.6 * left, 1.6 * left)
+    speed = geo.COURIER_SPEED_KMH / DEFAULT_ROUTE_FACTOR
+    return to_pickup, _spread(60, 30, 120), _spread(speed, 0.7 * speed, 1.3 * speed)
+
+
+DEFAULT_ROUTE_FACTOR = 1.3
+DEFAULT_TO_PICKUP, DEFAULT_DOOR, DEFAULT_SPEED = _defaults()
+
+
+def refresh_seconds() -> float:
+    return env_float("ETA_REFRESH_SECONDS", 60.0)
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """What the predictor knows of the city at ``as_of`` (epoch ms; 0: nothing yet)."""
+
+    as_of: int = 0
+    kitchen: dict[int, KitchenTimes] = field(default_factory=dict)
+    kitchen_all: KitchenTimes | None = None
+    #: Straight-line km/h by local hour of day, and over all hours.
+    speeds: dict[int, Spread] = field(default_factory=dict)
+    speed_all: Spread | None = None
+    route_factor: float = DEFAULT_ROUTE_FACTOR
+    route_samples: int = 0
+    #: The zone's offset from UTC when loaded, for the hour of day.
+    utc_offset_ms: int = 0
+
+
+def _utc_offset_ms(at_ms: int) -> int:
+    moment = datetime.fromtimestamp(at_ms / 1000, tz=UTC)
+    offset = moment.astimezone(timezone.get_default_timezone()).utcoffset()
+    return int(offset.total_seconds() * 1000) if offset else 0
+
+
+def _travelled_km(trail: list[selectors.CourierPosition]) -> tuple[float, float]:
+    """(travelled km along the thinned trail, straight km from its first to last point)."""
+    if len(trail) < 2:
+        return 0.0, 0.0
+    kept = [trail[0]]
+    for point in trail[1:]:
+        if geo.haversine_km(kept[-1].lat, kept[-1].lon, point.lat, point.lon) >= TRAIL_STEP_KM:
+            kept.append(point)
+    if kept[-1] is not trail[-1]:
+        kept.append(trail[-1])
+    path = sum(geo.haversine_km(a.lat, a.lon, b.lat, b.lon) for a, b in pairwise(kept))
+    first, last = trail[0], trail[-1]
+    return path, geo.haversine_km(first.lat, first.lon, last.lat, last.lon)
+
+
+def load_statistics(as_of_ms: int | None = None) -> Statistics:
+    """The statistics from Pinot, over orders delivered at or before ``as_of_ms`` (now)."""
+    as_of = now_ms() if as_of_ms is None else int(as_of_ms)
+    kitchen_since = as_of - env_float("ETA_KITCHEN_WINDOW_MINUTES", 120.0) * MINUTE_MS
+    travel_since = as_of - env_float("ETA_TRAVEL_WINDOW_DAYS", 7.0) * DAY_MS
+    minimum = env_int("ETA_MIN_SAMPLES", 10)
+    kitchen = {
+        k.restaurant_id: k
+        for k in selectors.kitchen_times(kitchen_since, as_of, PERCENTILES, by_restaurant=True)
+        if k.door.samples >= minimum and k.restaurant_id is not None
+    }
+    every = selectors.kitchen_times(kitchen_since, as_of, PERCENTILES, by_restaurant=False)
+    offset = _utc_offset_ms(as_of)
+    speeds = selectors.ride_speeds(travel_since, as_of, PERCENTILES, hour_offset_ms=offset)
+    speed_all = selectors.ride_speeds(travel_since, as_of, PERCENTILES).get(None)
+    trails = selectors.courier_paths(
+        selectors.recently_delivered(as_of, ROUTE_SAMPLE_ORDERS), limit=100_000
+    )
+    travelled = [_travelled_km(t) for t in trails.values()]
+    travelled = [(path, line) for path, line in travelled if line >= 0.5]
+    straight = sum(line for _, line in travelled)
+    return Statistics(
+        as_of=as_of,
+        kitchen=kitchen,
+        kitchen_all=every[0] if every and every[0].door.samples >= minimum else None,
+        speeds={h: s for h, s in speeds.items() if s.samples >= minimum},
+        speed_all=speed_all if speed_all and speed_all.samples >= minimum else None,
+        route_factor=(
+            max(1.0, sum(path for path, _ in travelled) / straight)
+            if straight
+            else DEFAULT_ROUTE_FACTOR
+        ),
+        route_samples=len(travelled),
+        utc_offset_ms=offset,
+    )
+
+
+# ---------------------------------------------------------------------- prediction
+
+
+@dataclass(frozen=True)
+class Trip:
+    """What the prediction needs of an order: where it is in its life and where it goes."""
+
+    restaurant_id: int
+    status: str
+    #: When the order entered ``status`` (epoch ms).
+    status_time: int
+    restaurant: tuple[float, float]
+    destination: tuple[float, float]
+    #: Straight-line km from the courier to the door, once on the road.
+    distance_left_km: float | None = None
+
+    @classmethod
+    def of_enriched(cls, event: OrderEnriched) -> Trip:
+        return cls(
+            event.restaurant_id, event.status, event.status_time,
+            (event.restaurant_lat, event.restaurant_lon),
+            (event.delivery_lat, event.delivery_lon), event.distance_left_km,
+        )  # fmt: skip
+
+    @classmethod
+    def of_order(cls, order: Order, status: str, status_time: int) -> Trip:
+        """From the system of record (before the pipeline has seen the order)."""
+        return cls(
+            order.restaurant_id, status, status_time,
+            (order.restaurant.lat, order.restaurant.lon),
+            (order.delivery_lat, order.delivery_lon),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Epoch ms: the likely arrival and its range; ``basis`` says what it rests on."""
+
+    arrives_at: int
+    earliest: int
+    latest: int
+    computed_at: int
+    basis: dict[str, Any]
+
+
+_ACTIVE = {s.value for s in LIFECYCLE if s is not OrderStatus.DELIVERED}
+
+
+def predict(trip: Trip, stats: Statistics, now: int) -> Prediction | None:
+    """The arrival of an order on its way; None once it is delivered or cancelled."""
+    status = trip.status
+    if status not in _ACTIVE:
+        return None
+    elapsed = max(0.0, (now - trip.status_time) / 1000)
+    parts: list[dict[int, float]] = []
+    basis: dict[str, Any] = {"stats_as_of": stats.as_of or None}
+    kitchen_steps = [s.value for s in KITCHEN_STEPS]
+    if status in kitchen_steps:
+        times, basis["kitchen"] = _kitchen(trip.restaurant_id, stats)
+        basis["kitchen_samples"] = times.door.samples
+        following = kitchen_steps[kitchen_steps.index(status) + 1 :]
+        floor = times.to_pickup[following[0]].values if following else dict.fromkeys(PERCENTILES, 0)
+        spans = times.to_pickup[status].values
+        parts.append({p: max(spans[p] - elapsed, floor[p]) for p in PERCENTILES})
+    if status in kitchen_steps or status == OrderStatus.OUT_FOR_DELIVERY:
+        km = trip.distance_left_km if status == OrderStatus.OUT_FOR_DELIVERY else None
+        if km is None:
+            km = geo.haversine_km(*trip.restaurant, *trip.destination)
+        leaves = now + (parts[0][MID] * 1000 if parts else 0)
+        speed, basis["speed"] = _speed(stats, leaves)
+        # The slow percentile of speed is the late one of time.
+        parts.append({p: km / speed.values[100 - p] * 3600 for p in PERCENTILES})
+        basis["route_km_left"] = round(km * stats.route_factor, 2)
+        basis["speed_kmh"] = round(speed.values[MID] * stats.route_factor, 1)
+        basis["route_factor"] = round(stats.route_factor, 2)
+        door = (stats.kitchen_all.door if stats.kitchen_all else DEFAULT_DOOR).values
+        parts.append(door)
+    else:  # at the door
+        door = (stats.kitchen_all.door if stats.kitchen_all else DEFAULT_DOOR).values
+        parts.append({p: max(door[p] - elapsed, 0.0) for p in PERCENTILES})
+    mid = sum(part[MID] for part in parts)
+    below = math.sqrt(sum((part[MID] - part[LOW]) ** 2 for part in parts))
+    above = math.sqrt(sum((part[HIGH] - part[MID]) ** 2 for part in parts))
+    return Prediction(
+        arrives_at=now + round(mid * 1000),
+        earliest=now + round(max(mid - below, 0.0) * 1000),
+        latest=now + round((mid + above) * 1000),
+        computed_at=now,
+        basis=basis,
+    )
+
+
+def _kitchen(restaurant_id: int, stats: Statistics) -> tuple[KitchenTimes, str]:
+    if restaurant_id in stats.kitchen:
+        return stats.kitchen[restaurant_id], "restaurant"
+    if stats.kitchen_all is not None:
+        return stats.kitchen_all, "all_restaurants"
+    return KitchenTimes(None, DEFAULT_TO_PICKUP, DEFAULT_DOOR), "default"
+
+
+def _speed(stats: Statistics, at_ms: int) -> tuple[Spread, str]:
+    hour = int((at_ms + stats.utc_offset_ms) % DAY_MS // HOUR_MS)
+    if hour in stats.speeds:
+        return stats.speeds[hour], "hour_of_day"
+    if stats.speed_all is not None:
+        return stats.speed_all, "all_hours"
+    return DEFAULT_SPEED, "default"
+
+
+# ---------------------------------------------------------------------- the process cache
+
+_lock = threading.Lock()
+#: Broker URL -> (statistics, monotonic time loaded); the URLs whose refresh is running.
+_cache: dict[str, tuple[Statistics, float]] = {}
+_refreshing: set[str] = set()
+#: A failed load is retried after this many seconds (the defaults stand in meanwhile).
+RETRY_SECONDS = 15.0
+
+
+def _load(key: str) -> Statistics:
+    try:
+        stats = load_statistics()
+        loaded = time.monotonic()
+    except TrackingUnavailable as exc:
+        log.warning("ETA statistics not loaded (defaults meanwhile): %s", exc)
+        stats = _cache.get(key, (Statistics(), 0.0))[0]
+        loaded = time.monotonic() - refresh_seconds() + RETRY_SECONDS
+    with _lock:
+        _cache[key] = (stats, loaded)
+        _refreshing.discard(key)
+    return stats
+
+
+def current_statistics() -> Statistics:
+    """The cached statistics of this process's Pinot; loads them on first use, and starts
+    a background refresh when they are older than ``ETA_REFRESH_SECONDS``."""
+    key = selectors.broker_url()
+    with _lock:
+        cached = _cache.get(key)
+        stale = cached is None or time.monotonic() - cached[1] > refresh_seconds()
+        start = stale and key not in _refreshing
+        if start:
+            _refreshing.add(key)
+    if cached is None:
+        return _load(key) if start else Statistics()
+    if start:
+        threading.Thread(target=_load, args=(key,), name="eta-refresh", daemon=True).start()
+    return cached[0]
+
+
+def refresh() -> Statistics:
+    """Load the statistics now (tests, and a process that wants them warm at start)."""
+    key = selectors.broker_url()
+    with _lock:
+        _refreshing.add(key)
+    return _load(key)
