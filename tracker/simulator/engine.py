@@ -207,7 +207,11 @@ class Simulation:
         self.stats["placed"] += 1
         self._order_number[order.pk] = self.stats["placed"]
         self._record(
-            "place", address.pk, restaurant.pk, [(i.product_id, i.quantity) for i in items]
+            "place",
+            order.pk,
+            address.pk,
+            restaurant.pk,
+            [(i.product_id, i.quantity) for i in items],
         )
         self._schedule(self._wait(OrderStatus.PLACED_ORDER, restaurant.pk), "advance", order.pk)
         return order
