@@ -240,8 +240,24 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._true_ends()
 
+    def _ends_when_reachable(self) -> Offsets:
+        """:meth:`_true_ends`, waiting out a broker that is briefly unreachable (the
+        embedded one restarts empty in a few seconds) instead of failing the query."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + 6 * self.timeout
+        while True:
+            try:
+                return self._true_ends()
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("kafka source: broker unreachable (%s); retrying", exc)
+                self._partitions = None
+                time.sleep(1)
+
     def latestOffset(self, start: dict, limit: Any) -> dict:
-        ends = self._target if self._target is not None else self._true_ends()
+        ends = self._target if self._target is not None else self._ends_when_reachable()
         for topic, parts in ends.items():
             if topic == TOPIC_IDS:
                 continue

@@ -18,6 +18,7 @@ import logging
 import math
 import random
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -99,6 +100,9 @@ class SimConfig:
     gps_interval: float = 1.0
     arrive_radius_km: float = 0.15
     max_lines: int = 4
+    #: Most recent actions kept in :attr:`Simulation.log` (None: all, for replays and tests;
+    #: a simulator running for days keeps a window, or its memory grows with every action).
+    log_limit: int | None = None
 
 
 @dataclass
@@ -128,7 +132,7 @@ class Simulation:
         self._t0 = clock.now()
         self._seq = 0
         self.transits: dict[int, Transit] = {}
-        self.log: list[tuple] = []
+        self.log: deque[tuple] = deque(maxlen=config.log_limit)
         #: Order ids differ between databases; the log names orders by placement number.
         self._order_number: dict[int, int] = {}
         self.stats = {"placed": 0, "advanced": 0, "cancelled": 0, "delivered": 0, "points": 0}

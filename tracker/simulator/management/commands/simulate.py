@@ -64,7 +64,8 @@ class Command(BaseCommand):
             clock = VirtualClock(timezone.now() - timedelta(seconds=duration))
         else:
             clock = RealClock()
-        sim = Simulation(rng, SimConfig(orders_per_minute=rate, pace=pace), clock)
+        config = SimConfig(orders_per_minute=rate, pace=pace, log_limit=10_000)
+        sim = Simulation(rng, config, clock)
         resumed = sim.resume_open_orders()
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
