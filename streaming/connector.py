@@ -9,8 +9,9 @@ The spark-sql-kafka jar cannot be downloaded on the build machines, so this
   next}}`` in Spark's offset log. Topic partitions are packed into at most
   ``numPartitions`` input partitions (default 2: one per core here), because
   every Python task has a fixed cost.
-* **Writing** (``df.write.format("ordertrack_kafka")``): executors produce the
-  rows' ``(topic, key, value)``; a task fails unless the broker acknowledged all.
+* **Writing** (``writeStream.foreach(KafkaRowWriter(...))``): the micro-batch's
+  own executor tasks produce the rows' ``(topic, key, value)``; a task fails unless
+  the broker acknowledged all.
 * Tansu's high watermark is the base offset of the *last batch* + 1, so the end
   of each partition is read forward to end-of-partition; ``fetch.wait.max.ms``
   is a few ms (the default 500 ms made p50 latency 6 s).
@@ -34,9 +35,7 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
-    DataSourceWriter,
     InputPartition,
-    WriterCommitMessage,
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -65,8 +64,9 @@ KAFKA_SCHEMA = StructType(
 #: topic -> partition (as text: JSON keys) -> next offset, plus ``_topic_ids``: topic -> id.
 Offsets = dict[str, dict[str, Any]]
 TOPIC_IDS = "_topic_ids"
-#: How long one micro-batch's end-of-partition scan may take.
-END_SCAN_SECONDS = 0.5
+#: How long one micro-batch's end-of-partition scan may take: the scan runs on the driver
+#: before every batch, and records it leaves behind only wait for the next batch.
+END_SCAN_SECONDS = 0.1
 
 
 def _consumer(bootstrap: str) -> Any:
@@ -416,7 +416,7 @@ def read_ranges(
 
 
 class KafkaDataSource(DataSource):
-    """``format("ordertrack_kafka")``: stream reader and batch writer, native options."""
+    """``readStream.format("ordertrack_kafka")``: the stream reader, native options."""
 
     @classmethod
     def name(cls) -> str:
@@ -428,9 +428,6 @@ class KafkaDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(dict(self.options))
 
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return KafkaWriter(dict(self.options))
-
 
 class SinkError(RuntimeError):
     """The broker did not acknowledge every record: the task (and its batch) must fail."""
@@ -439,30 +436,53 @@ class SinkError(RuntimeError):
 _PRODUCERS: dict[str, Any] = {}
 
 
-class KafkaWriter(DataSourceWriter):
-    """Executor side: produce each row's ``(topic, key, value)``; fail on anything unacked."""
+def _cached_producer(bootstrap: str) -> Any:
+    """One producer per worker process: creating one per task costs a broker handshake."""
+    from tracker.core.conf import KafkaConfig
+    from tracker.core.kafka import producer
 
-    def __init__(self, options: dict[str, str]) -> None:
-        self.bootstrap = options["kafka.bootstrap.servers"]
-        self.timeout = float(options.get("timeoutSeconds", "30"))
+    with _CACHE_LOCK:
+        prod = _PRODUCERS.get(bootstrap)
+        if prod is None:
+            prod = producer(
+                KafkaConfig(bootstrap_servers=bootstrap),
+                **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
+            )
+            _PRODUCERS[bootstrap] = prod
+        return prod
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        from tracker.core.conf import KafkaConfig
-        from tracker.core.kafka import Deliveries, Undelivered, producer
 
-        with _CACHE_LOCK:
-            prod = _PRODUCERS.get(self.bootstrap)
-            if prod is None:
-                prod = producer(
-                    KafkaConfig(bootstrap_servers=self.bootstrap),
-                    **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
-                )
-                _PRODUCERS[self.bootstrap] = prod
-        batch = Deliveries(prod)
-        for row in iterator:
-            batch.produce(row.topic, row.key, row.value)
+class KafkaRowWriter:
+    """``writeStream.foreach``: each executor task produces its rows' ``(topic, key,
+    value)`` and fails unless the broker acknowledged every one, so Spark re-runs the
+    micro-batch instead of committing it.
+
+    A streaming ``foreach`` sink runs inside the micro-batch's own tasks (no second
+    job per batch, as ``foreachBatch`` plus a batch write needs) and, unlike a Python
+    stream writer, accepts the update mode of the join's aggregation.
+    """
+
+    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self._batch: Any = None
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        from tracker.core.kafka import Deliveries
+
+        self._batch = Deliveries(_cached_producer(self.bootstrap))
+        return True
+
+    def process(self, row: Any) -> None:
+        self._batch.produce(row.topic, row.key, row.value)
+
+    def close(self, error: BaseException | None) -> None:
+        from tracker.core.kafka import Undelivered
+
+        batch, self._batch = self._batch, None
+        if error is not None or batch is None:
+            return
         try:
             batch.flush(self.timeout)
         except Undelivered as exc:
             raise SinkError(str(exc)) from exc
-        return WriterCommitMessage()

@@ -4,7 +4,7 @@ Pipeline, one path for both connectors::
 
     orders, order_statuses, delivery_locations        (Kafka source, read by executors)
       -> streaming.enrich.outputs: parse, validate, join by order (RocksDB state store)
-      -> foreachBatch: batch write of (topic, key, value) rows by executors
+      -> sink: the micro-batch's executor tasks produce (topic, key, value) rows
       -> orders_enriched, delivery_statuses, order_items_enriched, dead_letters
 
 The embedded mode and production differ only in the connector
@@ -139,6 +139,11 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         # too large for the JIT (HotSpot leaves methods over 8 KB of bytecode
         # interpreted); per-operator code runs the plan about 2x faster (measured).
         .config("spark.sql.codegen.wholeStage", "false")
+        # Nor per-operator code: every task regenerates the Java source of each projection
+        # to look it up in the compiled-class cache, which for these expressions costs more
+        # than evaluating a micro-batch's rows interpreted (bench_streaming: batches about
+        # a third shorter at 10x and 100x the book's peak).
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
@@ -194,19 +199,14 @@ def source_frame(spark: Any, settings: Settings) -> Any:
     return reader.load().select("key", "value", "topic", "partition", "offset", "timestamp")
 
 
-class BatchWriter:
-    """foreachBatch: one batch write of the micro-batch's outputs, done by the executors."""
+def sink(stream: Any, settings: Settings) -> Any:
+    """The stream's writer: executor tasks of each micro-batch produce its rows."""
+    writer = stream.writeStream.outputMode("update")
+    if settings.connector == "python":
+        from .connector import KafkaRowWriter
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    def __call__(self, df: Any, batch_id: int) -> None:
-        (
-            df.write.format(self.settings.kafka_format)
-            .option("kafka.bootstrap.servers", self.settings.bootstrap_servers)
-            .mode("append")
-            .save()
-        )
+        return writer.foreach(KafkaRowWriter(settings.bootstrap_servers))
+    return writer.format("kafka").option("kafka.bootstrap.servers", settings.bootstrap_servers)
 
 
 def start_query(spark: Any, settings: Settings) -> Any:
@@ -229,8 +229,7 @@ def start_query(spark: Any, settings: Settings) -> Any:
         retention=settings.retention,
     )
     writer = (
-        stream.writeStream.foreachBatch(BatchWriter(settings))
-        .outputMode("update")
+        sink(stream, settings)
         .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "spark"))
         .queryName("ordertrack_enrich")
     )
@@ -250,6 +249,7 @@ def progress_line(progress: dict[str, Any]) -> str:
         f"duration_ms={durations.get('triggerExecution', 0)}",
         f"add_batch_ms={durations.get('addBatch', 0)}",
         f"latest_offset_ms={durations.get('latestOffset', 0)}",
+        f"planning_ms={durations.get('queryPlanning', 0)}",
         f"wal_ms={durations.get('walCommit', 0)}",
         f"commit_ms={durations.get('commitOffsets', 0)}",
     ]
