@@ -33,6 +33,7 @@ from bench.common import (  # noqa: E402
     machine,
     percentile,
     print_table,
+    process_tree_cpu,
     process_tree_rss,
     start_full_system,
     write_result,
@@ -63,7 +64,14 @@ async def readers_and_subscribers(
         "ws_messages": 0,
         "ws_errors": 0,
         "rest_latency": [],
+        "error_examples": [],  # the first few, so a count can be explained
     }
+
+    def error(kind: str, what: object) -> None:
+        stats[f"{kind}_errors"] += 1
+        if len(stats["error_examples"]) < 20:
+            stats["error_examples"].append(f"{kind}: {what}"[:300])
+
     deadline = time.monotonic() + seconds
 
     async def order_ids() -> list[int]:
@@ -84,12 +92,12 @@ async def readers_and_subscribers(
                     f"/api/v1/orders/{rng.choice(ids)}/",
                     headers={**headers, "Authorization": f"Token {token}"},
                 )
-            except httpx.HTTPError:  # a timeout under overload is an error, not the end
-                stats["rest_errors"] += 1
+            except httpx.HTTPError as exc:  # a timeout under overload is an error, not the end
+                error("rest", repr(exc))
                 continue
             stats["rest_latency"].append(time.perf_counter() - start)
             if response.status_code != 200:
-                stats["rest_errors"] += 1
+                error("rest", f"{response.status_code} {response.text[:200]}")
             await asyncio.sleep(0.2)
 
     async def subscriber(order_id: int):
@@ -109,9 +117,9 @@ async def readers_and_subscribers(
                         break
                     stats["ws_messages"] += 1
                     if '"type":"error"' in raw.replace(" ", ""):
-                        stats["ws_errors"] += 1
-        except Exception:  # noqa: BLE001 - counted, the soak goes on
-            stats["ws_errors"] += 1
+                        error("ws", raw)
+        except Exception as exc:  # noqa: BLE001 - counted, the soak goes on
+            error("ws", repr(exc))
 
     while not await order_ids():
         await asyncio.sleep(0.5)
@@ -125,7 +133,9 @@ async def readers_and_subscribers(
 
 
 class MemorySampler(threading.Thread):
-    """Every process's RSS (with children) and the orders not yet in Pinot, every 30 s."""
+    """Every 30 s: each process's RSS and CPU seconds so far (with children), the orders
+    placed so far and those not yet in Pinot (so the load reached and the process that
+    saturates show beside the memory)."""
 
     def __init__(self, children: list, every: float = 30.0) -> None:
         super().__init__(daemon=True)
@@ -146,9 +156,14 @@ class MemorySampler(threading.Thread):
             c.component.name: round(process_tree_rss(c.process.pid)) if c.process else 0
             for c in self.children
         }
+        row["cpu_s"] = {
+            c.component.name: round(process_tree_cpu(c.process.pid), 1) if c.process else 0
+            for c in self.children
+        }
         try:
+            row["orders"] = Order.objects.count()
             in_pinot = query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"]
-            row["orders_not_in_pinot"] = Order.objects.count() - int(in_pinot)
+            row["orders_not_in_pinot"] = row["orders"] - int(in_pinot)
         except Exception as exc:  # noqa: BLE001 - a sample, not the run
             row["orders_not_in_pinot"] = f"error: {exc}"[:200]
         connection.close()
@@ -260,6 +275,7 @@ def main() -> None:
         stop_all()
     restarts = {c.component.name: c.restarts for c in children}
     series = sampler.samples
+    span = max(1, series[-1]["t_s"] - series[0]["t_s"])
     result = {
         "machine": machine(),
         "params": vars(args),
@@ -279,6 +295,15 @@ def main() -> None:
             "p99_ms": percentile(soak["rest_latency"], 99) * 1000,
         },  # fmt: skip
         "websocket": {"messages": soak["ws_messages"], "errors": soak["ws_errors"]},
+        "error_examples": soak["error_examples"],
+        # Over the sampled window: which process used the cores, and the load reached.
+        "cpu_cores_used": {
+            name: round((series[-1]["cpu_s"][name] - series[0]["cpu_s"][name]) / span, 2)
+            for name in series[-1]["cpu_s"]
+        },
+        "orders_per_min_reached": round(
+            (series[-1].get("orders", 0) - series[0].get("orders", 0)) * 60 / span, 1
+        ),
         "rss_mb_series": series,
         "rss_mb_start": series[0]["rss_mb"],
         "rss_mb_end": series[-1]["rss_mb"],
@@ -300,7 +325,10 @@ def main() -> None:
         [("REST requests / errors", f"{soak['rest_requests']} / {soak['rest_errors']}"),
          ("REST order detail p50 / p99 (ms)", f"{result['rest']['p50_ms']:.1f} / {result['rest']['p99_ms']:.1f}"),
          ("WebSocket messages / errors", f"{soak['ws_messages']} / {soak['ws_errors']}"),
-         ("component restarts", ", ".join(f"{k}={v}" for k, v in restarts.items()))],
+         ("component restarts", ", ".join(f"{k}={v}" for k, v in restarts.items())),
+         ("orders placed per minute", str(result["orders_per_min_reached"])),
+         ("cores used", ", ".join(f"{k}={v}" for k, v in result["cpu_cores_used"].items())),
+         *(("error", e) for e in soak["error_examples"][:5])],
     )  # fmt: skip
     names = [c.component.name for c in children]
     print_table(
