@@ -2,30 +2,37 @@
 
 The statistics come from Pinot through the selectors, over orders already delivered:
 
-* **kitchen**: per restaurant, percentiles of the time from entering each kitchen step
-  to the food leaving, over the last ``ETA_KITCHEN_WINDOW_MINUTES`` (a kitchen's pace
-  changes with its load, so recent orders say most). Each span is measured end to end,
-  so a kitchen that is slow at every step at once is not understated by adding steps. A
-  restaurant with fewer than ``ETA_MIN_SAMPLES`` orders in the window uses every
-  restaurant's figures; with no data at all, :data:`DEFAULT_TO_PICKUP`.
+* **kitchen**: percentiles of the time from entering each kitchen step to the food
+  leaving. Kitchens fill up and empty with the hour of day, and some kitchens are slower
+  than others: the level is every restaurant's spans by local hour of placement
+  (``DJANGO_TIME_ZONE``) over the last ``ETA_TRAVEL_WINDOW_DAYS``, and a restaurant's pace
+  is the ratio of its median spans to every restaurant's over the same orders of the last
+  ``ETA_KITCHEN_WINDOW_MINUTES`` (the hour's load is in both and cancels out). Each span is
+  measured end to end, so a kitchen that is slow at every step at once is not understated
+  by adding steps. Fallbacks: a restaurant with fewer than ``ETA_MIN_SAMPLES`` orders in the
+  window gets the hour's level, or every restaurant's recent spans; an hour without data
+  the restaurant's own recent spans; with no data at all, :data:`DEFAULT_TO_PICKUP`.
 * **door**: the time from arriving at the door to delivered, every restaurant together.
-* **ride**: courier speed by local hour of day (``DJANGO_TIME_ZONE``) over the last
-  ``ETA_TRAVEL_WINDOW_DAYS``, measured as straight-line distance from restaurant to door
-  over the ride's time, so traffic and the streets' detours are both in it.
+* **ride**: courier speed by local hour of day over the last ``ETA_TRAVEL_WINDOW_DAYS``,
+  measured as straight-line distance from restaurant to door over the ride's time, so
+  traffic and the streets' detours are both in it.
 * **route factor**: the observed travelled distance (GPS trail, thinned to points 100 m
   apart so a few metres of GPS noise do not add up) over the straight line, from the last
-  ``ROUTE_SAMPLE_ORDERS`` deliveries. It turns the straight line left into the route
-  distance left and the straight-line speed into road speed, both shown in ``basis``.
+  ``ROUTE_SAMPLE_ORDERS`` deliveries, overall and by direction of travel: streets make a
+  ride along them shorter than one across their grain. The straight line left, from the
+  courier once on the road, times this direction's factor over the overall one scales the
+  ride; so after a street corner, with the rest straight along a street, it is not
+  overestimated.
 
 The prediction adds the parts still ahead: the kitchen span from the current step (less
 the time already spent in it, never less than the next step's span), the ride (distance
 left over the speed of the hour the courier is expected to leave) and the door time. The
 centre is the sum of the medians; the range is the centre minus and plus the root sum of
-squares of each part's spread to its 5th and 95th percentile (the parts are independent:
+squares of each part's spread to its 10th and 90th percentile (the parts are independent:
 the kitchen, the road and the door), so it narrows as parts are done.
 
-One process-wide cache holds the statistics: the first read loads them (three queries and
-one for the trails), later reads never wait; a read after ``ETA_REFRESH_SECONDS`` starts
+One process-wide cache holds the statistics: the first read loads them (five queries and
+two for the trails), later reads never wait; a read after ``ETA_REFRESH_SECONDS`` starts
 a refresh in the background. When Pinot cannot answer, the defaults stand in (the basis
 says so) and the load is retried later.
 """
@@ -61,14 +68,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The range shown is LOW-HIGH around the median MID.
-LOW, MID, HIGH = PERCENTILES = (5, 50, 95)
+LOW, MID, HIGH = PERCENTILES = (10, 50, 90)
 MINUTE_MS, HOUR_MS, DAY_MS = 60_000, 3_600_000, 86_400_000
 #: Trail points are kept only this far apart (m) when measuring travelled distance.
 TRAIL_STEP_KM = 0.1
-ROUTE_SAMPLE_ORDERS = 600
+ROUTE_SAMPLE_ORDERS = 1000
 #: The route factor is learned per direction of travel, in buckets this wide (degrees,
 #: folded to [0, 180): a street runs both ways), from at least this many rides each.
-BEARING_BUCKET_DEG = 10
+BEARING_BUCKET_DEG = 5
 BEARING_MIN_SAMPLES = 5
 
 
@@ -79,14 +86,14 @@ def _spread(mid: float, low: float, high: float) -> Spread:
 def _defaults() -> tuple[dict[str, Spread], Spread, Spread]:
     """For a city with no history yet: a common kitchen (2, 3, 5, 8 minutes in the four
     steps), a minute at the door, 20 km/h on roads 1.3x the straight line (a street grid
-    is 4/pi = 1.27x); the 5th/95th percentiles at 0.6x/1.6x the median (0.7x/1.3x speed)."""
+    is 4/pi = 1.27x); the 10th/90th percentiles at 0.7x/1.4x the median (0.75x/1.25x speed)."""
     per_step = dict(zip([s.value for s in KITCHEN_STEPS], (120, 180, 300, 480), strict=True))
     to_pickup, left = {}, 0.0
     for status in reversed(KITCHEN_STEPS):
         left += per_step[status.value]
-        to_pickup[status.value] = _spread(left, 0.6 * left, 1.6 * left)
+        to_pickup[status.value] = _spread(left, 0.7 * left, 1.4 * left)
     speed = geo.COURIER_SPEED_KMH / DEFAULT_ROUTE_FACTOR
-    return to_pickup, _spread(60, 30, 120), _spread(speed, 0.7 * speed, 1.3 * speed)
+    return to_pickup, _spread(60, 40, 90), _spread(speed, 0.75 * speed, 1.25 * speed)
 
 
 DEFAULT_ROUTE_FACTOR = 1.3
@@ -286,7 +293,10 @@ def predict(trip: Trip, stats: Statistics, now: int) -> Prediction | None:
     else:  # at the door
         door = (stats.kitchen_all.door if stats.kitchen_all else DEFAULT_DOOR).values
         parts.append({p: max(door[p] - elapsed, 0.0) for p in PERCENTILES})
-    basis["parts_s"] = [round(part[MID]) for part in parts]
+    names = ("kitchen", "ride", "door")[-len(parts) :]
+    basis["seconds_ahead"] = {
+        name: round(part[MID]) for name, part in zip(names, parts, strict=True)
+    }
     mid = sum(part[MID] for part in parts)
     below = math.sqrt(sum((part[MID] - part[LOW]) ** 2 for part in parts))
     above = math.sqrt(sum((part[HIGH] - part[MID]) ** 2 for part in parts))
