@@ -26,9 +26,13 @@ shows no range; the table gives its share within +-5 minutes for comparison.
 Not a test. Usage::
 
     .venv/bin/python bench/bench_eta.py [--seed 7] [--hours 24] [--history-hours 24]
-        [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300]
+        [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300] [--workdir DIR]
 
-Prints a table and writes JSON to bench/results/eta-<timestamp>.json.
+Prints a table and writes JSON to bench/results/eta-<timestamp>.json. With ``--workdir``
+the simulated day is kept there and reused by the next run with the same directory (to
+compare predictors on the same day without simulating it again), and every prediction is
+written there (``predictions.pickle``: the order's times, the prediction and its basis,
+with each part's seconds ahead) for taking the error apart.
 """
 
 from __future__ import annotations
