@@ -26,9 +26,13 @@ shows no range; the table gives its share within +-5 minutes for comparison.
 Not a test. Usage::
 
     .venv/bin/python bench/bench_eta.py [--seed 7] [--hours 24] [--history-hours 24]
-        [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300]
+        [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300] [--workdir DIR]
 
-Prints a table and writes JSON to bench/results/eta-<timestamp>.json.
+Prints a table and writes JSON to bench/results/eta-<timestamp>.json. With ``--workdir``
+the simulated day is kept there and reused by the next run with the same directory (to
+compare predictors on the same day without simulating it again), and every prediction is
+written there (``predictions.pickle``: the order's times, the prediction and its basis,
+with each part's seconds ahead) for taking the error apart.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import os
+import pickle
 import random
 import sys
 import tempfile
@@ -187,12 +192,11 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
             loaded[as_of] = eta.load_statistics(as_of)
         return loaded[as_of]
 
-    def km_left_at(oid: int, t: int, facts: dict) -> float:
-        """Straight line from the courier's last GPS point at ``t`` (the restaurant before)."""
+    def position_at(oid: int, t: int, facts: dict) -> tuple[float, float]:
+        """The courier's last GPS point at ``t`` (the restaurant before)."""
         trail = trails.get(oid, [])
         i = bisect.bisect_right([at for at, _, _ in trail], t) - 1
-        lat, lon = trail[i][1:] if i >= 0 else facts["restaurant"]
-        return geo.haversine_km(lat, lon, *facts["destination"])
+        return trail[i][1:] if i >= 0 else facts["restaurant"]
 
     errors = {name: defaultdict(list) for name in ("new", "baseline")}
     inside, widths, bases = (
@@ -200,7 +204,7 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
         defaultdict(list),
         defaultdict(lambda: defaultdict(int)),
     )
-    evaluated = 0
+    evaluated, rows = 0, []
     t0 = time.perf_counter()
     for oid, facts in sorted(orders.items()):
         times = facts["times"]
@@ -212,10 +216,12 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
         moments["HALFWAY"] = (times["OUT_FOR_DELIVERY"] + times["ARRIVING_AT_DOOR"]) // 2
         for step, t in moments.items():
             status = "OUT_FOR_DELIVERY" if step == "HALFWAY" else step
-            km = km_left_at(oid, t, facts)
-            entered = times[status]
-            trip = eta.Trip(facts["restaurant_id"], status, entered, facts["restaurant"],
-                            facts["destination"], km if status == "OUT_FOR_DELIVERY" else None)  # fmt: skip
+            courier = position_at(oid, t, facts)
+            km = geo.haversine_km(*courier, *facts["destination"])
+            riding = status == "OUT_FOR_DELIVERY"
+            trip = eta.Trip(facts["restaurant_id"], status, times[status], facts["restaurant"],
+                            facts["destination"], km if riding else None,
+                            courier if riding else None)  # fmt: skip
             p = eta.predict(trip, stats_at(t), t)
             errors["new"][step].append((p.arrives_at - actual) / 1000)
             inside[step].append(p.earliest <= actual <= p.latest)
@@ -228,6 +234,9 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
             )
             baseline = t + (kitchen + geo.eta_seconds(km)) * 1000
             errors["baseline"][step].append((baseline - actual) / 1000)
+            rows.append({"order_id": oid, "step": step, "at": t, "km_left": km, **facts,
+                         "arrives_at": p.arrives_at, "earliest": p.earliest,
+                         "latest": p.latest, "baseline": baseline, "basis": p.basis})  # fmt: skip
     print(f"evaluated {evaluated} orders in {time.perf_counter() - t0:.0f} s "
           f"({len(loaded)} statistics loads)", flush=True)  # fmt: skip
 
@@ -256,7 +265,7 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
             "baseline": base,
             "mae_reduction": round(1 - new["mae_s"] / base["mae_s"], 3) if base["mae_s"] else None,
         }
-    return {"orders": evaluated, "statistics_loads": len(loaded), "steps": steps}
+    return {"orders": evaluated, "statistics_loads": len(loaded), "steps": steps, "rows": rows}
 
 
 def main() -> int:
@@ -268,9 +277,16 @@ def main() -> int:
     parser.add_argument("--pace", type=float, default=0.25, help="kitchen waits / this")
     parser.add_argument("--gps-interval", type=float, default=30.0, help="seconds between points")
     parser.add_argument("--refresh", type=float, default=300.0, help="statistics refresh, s")
+    parser.add_argument(
+        "--workdir",
+        help="keep the simulated day here and reuse it when run again with the same directory "
+        "(the other simulation options are then ignored); also writes every prediction there",
+    )
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-eta-"))
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-eta-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    saved = workdir / "simulated.pickle"
     setup(workdir)
     from pinot.server import LocalPinot
     from tracker.core.broker import EmbeddedBroker
@@ -280,7 +296,14 @@ def main() -> int:
     server = None
     try:
         ensure_topics()
-        day_start, day_end, sim_stats, trails = simulate(args)
+        if saved.exists():  # the same simulated day again, for another predictor
+            day_start, day_end, sim_stats, trails = pickle.loads(saved.read_bytes())
+            print(f"reusing the simulation in {saved}", flush=True)
+        else:
+            day_start, day_end, sim_stats, trails = simulate(args)
+            if args.workdir:
+                saved.write_bytes(pickle.dumps((day_start, day_end, sim_stats, trails)))
+        (workdir / "pinot.duckdb").unlink(missing_ok=True)
         t0 = time.perf_counter()
         orders = publish_enriched(trails)
         server = LocalPinot(port=0, db_path=str(workdir / "pinot.duckdb")).start()
@@ -289,6 +312,10 @@ def main() -> int:
         print(f"loaded {len(orders)} orders and {sum(map(len, trails.values()))} GPS points "
               f"into Pinot in {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
         result = evaluate(orders, trails, (day_start, day_end), int(args.refresh * 1000))
+        if args.workdir:
+            (workdir / "predictions.pickle").write_bytes(pickle.dumps(result.pop("rows")))
+        else:
+            result.pop("rows")
     finally:
         if server is not None:
             server.stop()

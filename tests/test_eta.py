@@ -46,8 +46,9 @@ def test_each_restaurant_gets_its_own_kitchen_times_and_a_new_one_falls_back(pin
     )  # fmt: skip
     pinot.sync()
     stats = eta.load_statistics()
+    later = now + 12 * HOUR  # an hour of day with no history: each kitchen's recent spans
     fast_eta, slow_eta, new_eta = (
-        eta.predict(trip(r, at=now), stats, now) for r in (fast, slow, new)
+        eta.predict(trip(r, at=later), stats, later) for r in (fast, slow, new)
     )
     assert (fast_eta.basis["kitchen"], fast_eta.basis["kitchen_samples"]) == ("restaurant", 12)
     assert slow_eta.basis["kitchen"] == "restaurant"
@@ -56,7 +57,7 @@ def test_each_restaurant_gets_its_own_kitchen_times_and_a_new_one_falls_back(pin
     assert slow_eta.arrives_at - fast_eta.arrives_at == 4 * 270 * SEC
     assert fast_eta.arrives_at <= new_eta.arrives_at <= slow_eta.arrives_at
     # the ride: 1.75 km learned at 1.75 km / 300 s, the door 60 s, the kitchen 120 s
-    assert fast_eta.arrives_at - now == (120 + 300 + 60) * SEC
+    assert fast_eta.arrives_at - later == (120 + 300 + 60) * SEC
     assert fast_eta.basis["speed"] == "all_hours"  # fewer than 10 rides in any one hour
 
 
@@ -144,3 +145,68 @@ def test_the_process_cache_serves_reads_without_querying(pinot):
     assert loaded.kitchen[r].door.samples == 10
     pinot.server.stop()  # Pinot gone: the cached statistics still answer
     assert eta.current_statistics() is loaded
+
+
+def test_a_kitchen_is_its_recent_pace_times_every_kitchens_level_at_this_hour_of_day(pinot):
+    fast, slow, new, other = (pinot.base + i for i in (1, 2, 3, 4))
+    now = now_ms()
+    # A day and a half ago, in one hour, kitchens took 600 s from placement to pickup.
+    then = now - 36 * HOUR - now % HOUR
+    orders = [delivered(pinot.base + 100 + i, other, then + i * MIN, [150] * 4) for i in range(12)]
+    # The last two hours: one kitchen three times as slow as the other, which has most of
+    # the orders (so its pace is every kitchen's median).
+    recent = now - 90 * MIN
+    orders += [delivered(pinot.base + 200 + i, fast, recent + i * MIN, [30] * 4) for i in range(13)]
+    orders += [delivered(pinot.base + 300 + i, slow, recent + i * MIN, [90] * 4) for i in range(11)]
+    pinot.publish(*orders)
+    pinot.sync()
+    stats = eta.load_statistics()
+    same_hour = then + DAY + 5 * MIN  # the hour of day of the 600 s kitchens, a day later
+    fast_eta, slow_eta, new_eta = (
+        eta.predict(trip(r, at=same_hour), stats, same_hour) for r in (fast, slow, new)
+    )
+    assert fast_eta.basis["kitchen"] == slow_eta.basis["kitchen"] == "restaurant_by_hour"
+    assert new_eta.basis["kitchen"] == "hour_of_day"
+    assert new_eta.basis["seconds_ahead"]["kitchen"] == 600
+    # the pace (1x and 3x every recent kitchen's median), applied to the hour's level
+    assert fast_eta.basis["seconds_ahead"]["kitchen"] == 600
+    assert slow_eta.basis["seconds_ahead"]["kitchen"] == 1800
+    # The ride and the door are the same for all three.
+    assert len({(p.basis["seconds_ahead"]["ride"], p.basis["seconds_ahead"]["door"])
+                for p in (fast_eta, slow_eta, new_eta)}) == 1  # fmt: skip
+
+
+def test_the_route_factor_follows_the_direction_of_travel(pinot):
+    """Rides straight along a street are not stretched by the detours of rides across
+    the grain, so after the street corner the rest of a ride is not overestimated."""
+    r = pinot.base + 1
+    now = now_ms()
+    east = (RESTAURANT[0], DOOR[1])  # due east of the restaurant, 1.35 km
+    orders, points = [], []
+    for i in range(12):  # six rides along the street east, six across it by an L
+        order = delivered(pinot.base + 100 + i, r, now - HOUR + i * MIN, [1, 1, 1, 1])
+        corner = east if i % 2 else (RESTAURANT[0], (RESTAURANT[1] + DOOR[1]) / 2)
+        end = east if i % 2 else DOOR
+        legs = [(RESTAURANT, corner), (corner, end)] if corner != end else [(RESTAURANT, end)]
+        trail = [geo.interpolate(*a, *b, f / 20) for a, b in legs for f in range(21)]
+        orders.append(order)
+        points += [
+            delivery_event(order.order_id, v, lat, lon, restaurant_id=r,
+                           at=order.out_for_delivery_at + v * 10 * SEC)
+            for v, (lat, lon) in enumerate(trail, start=1)
+        ]  # fmt: skip
+    pinot.publish(*orders, *points)
+    pinot.sync()
+    stats = eta.load_statistics()
+    assert stats.route_samples == 12 and stats.route_factor > 1.05
+
+    def on_road(courier):
+        km = geo.haversine_km(*courier, *DOOR)
+        t = eta.Trip(r, "OUT_FOR_DELIVERY", now, RESTAURANT, DOOR, km, courier)
+        return eta.predict(t, stats, now).basis
+
+    along = on_road((DOOR[0], RESTAURANT[1]))  # past the corner: due east to the door
+    across = on_road(RESTAURANT)  # the whole way, across the grain
+    assert along["route_factor"] == 1.0
+    assert along["route_km_left"] == round(geo.haversine_km(DOOR[0], RESTAURANT[1], *DOOR), 2)
+    assert across["route_factor"] > stats.route_factor > along["route_factor"]

@@ -192,10 +192,12 @@ class EtaBasisSerializer(serializers.Serializer):
     """What the prediction rests on (see tracker/tracking/eta.py)."""
 
     kitchen = serializers.ChoiceField(
-        choices=["restaurant", "all_restaurants", "default"],
+        choices=["restaurant_by_hour", "restaurant", "hour_of_day", "all_restaurants", "default"],
         allow_null=True,
-        help_text="Whose kitchen times: this restaurant's recent orders, every restaurant's "
-        "(too few of its own), or the built-in default (no history); null once cooked.",
+        help_text="Whose kitchen times: every restaurant's at this hour of day times this "
+        "restaurant's recent pace; this restaurant's recent orders (no history of the hour); "
+        "every restaurant's at this hour or recently (too few of its own); or the built-in "
+        "default (no history); null once cooked.",
     )
     kitchen_samples = serializers.IntegerField(allow_null=True)
     speed = serializers.ChoiceField(

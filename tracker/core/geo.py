@@ -41,3 +41,12 @@ def interpolate(
     y = a * math.cos(p1) * math.sin(l1) + b * math.cos(p2) * math.sin(l2)
     z = a * math.sin(p1) + b * math.sin(p2)
     return math.degrees(math.atan2(z, math.hypot(x, y))), math.degrees(math.atan2(y, x))
+
+
+def bearing_deg(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Initial compass bearing from 1 to 2 in degrees [0, 360): 0 north, 90 east."""
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dl = math.radians(lon2 - lon1)
+    x = math.sin(dl) * math.cos(p2)
+    y = math.cos(p1) * math.sin(p2) - math.sin(p1) * math.cos(p2) * math.cos(dl)
+    return math.degrees(math.atan2(x, y)) % 360

@@ -420,19 +420,27 @@ class Spread:
 @dataclass(frozen=True)
 class KitchenTimes:
     """Delivered orders' kitchen and door times, per restaurant (``restaurant_id`` None:
-    every restaurant together). ``to_pickup[status]``: seconds from entering a kitchen
-    step to the food leaving, measured end to end (so a kitchen that is slow at every
-    step shows it in one span); ``door``: seconds from arriving at the door to delivered."""
+    every restaurant together) or per local hour of placement (``hour``). ``to_pickup
+    [status]``: seconds from entering a kitchen step to the food leaving, measured end to
+    end (so a kitchen that is slow at every step shows it in one span); ``door``: seconds
+    from arriving at the door to delivered."""
 
     restaurant_id: int | None
     to_pickup: dict[str, Spread]
     door: Spread
+    hour: int | None = None
 
 
 def kitchen_times(
-    since_ms: int, until_ms: int, percentiles: tuple[int, ...], *, by_restaurant: bool
+    since_ms: int,
+    until_ms: int,
+    percentiles: tuple[int, ...],
+    *,
+    by_restaurant: bool,
+    hour_offset_ms: int | None = None,
 ) -> list[KitchenTimes]:
-    """Percentiles of the kitchen spans of the orders delivered in (since, until]."""
+    """Percentiles of the kitchen spans of the orders delivered in (since, until]; also by
+    local hour of placement when ``hour_offset_ms`` (the zone's UTC offset) is given."""
     spans = {
         s.value: f"(out_for_delivery_at - {status_time_field(s)}) / 1000" for s in KITCHEN_STEPS
     }
@@ -443,11 +451,17 @@ def kitchen_times(
         for p in percentiles
     ]
     present = " AND ".join(f"{status_time_field(s)} > 0" for s in LIFECYCLE)
-    group = "restaurant_id, " if by_restaurant else ""
+    keys = ["restaurant_id"] if by_restaurant else []
+    if hour_offset_ms is not None:
+        keys.append(
+            f"FLOOR(MOD({status_time_field(LIFECYCLE[0])} + {int(hour_offset_ms)}, 86400000) "
+            "/ 3600000)"
+        )
+    columns = "".join(f"{key} AS k{i}, " for i, key in enumerate(keys))
     rows = query(
-        f"SELECT {group}COUNT(*) AS orders, {', '.join(aggs)} FROM orders_enriched "
+        f"SELECT {columns}COUNT(*) AS orders, {', '.join(aggs)} FROM orders_enriched "
         f"WHERE {_DELIVERED_BETWEEN} AND {present} "
-        + ("GROUP BY restaurant_id LIMIT 100000" if by_restaurant else ""),
+        + (f"GROUP BY {', '.join(keys)} LIMIT 100000" if keys else ""),
         {"since": int(since_ms), "until": int(until_ms)},
     )
     out = []
@@ -460,8 +474,9 @@ def kitchen_times(
             for name in spans
         }
         door = spread.pop("door")
-        rid = int(row["restaurant_id"]) if by_restaurant else None
-        out.append(KitchenTimes(rid, spread, door))
+        rid = int(row["k0"]) if by_restaurant else None
+        hour = int(float(row[f"k{len(keys) - 1}"])) if hour_offset_ms is not None else None
+        out.append(KitchenTimes(rid, spread, door, hour))
     return out
 
 
