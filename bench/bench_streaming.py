@@ -379,8 +379,6 @@ def main() -> int:
 
     from tests.conftest import free_port
 
-    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
-    broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
     bench_dir = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=BASE_DIR, capture_output=True, text=True
@@ -400,11 +398,17 @@ def main() -> int:
         for i, level in enumerate(int(x) for x in args.levels.split(",")):
             for j, (label, code) in enumerate(codes):
                 base = (i * len(codes) + j + 1) * 10_000_000
-                result = run_level(args, level, bench_dir, base, code, label)
+                # A broker of its own per run, so a run never inherits the records (and the
+                # memory) the in-memory broker kept for the runs before it.
+                os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
+                broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
+                try:
+                    result = run_level(args, level, bench_dir, base, code, label)
+                finally:
+                    broker.stop()
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:
-        broker.stop()
         if args.baseline:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(bench_dir / "baseline")],
