@@ -109,7 +109,7 @@ def test_rest_sends_the_read_models_shapes_unchanged(world):
     order = Order.objects.get(pk=world["order"].pk)
     client = client_for(world["users"]["owner"])
     detail = client.get(f"/api/v1/orders/{order.pk}/").json()
-    assert _without_clock(detail) == _without_clock(read_model.order_detail(order))
+    assert _without_clock(detail) == _without_clock(read_model.order_detail(order.pk))
     assert detail["path"] and detail["courier"] and detail["items"]  # nested parts compared too
     listed = client.get("/api/v1/orders/").json()["results"]
     assert listed[0]["eta"]["arrives_at"] and set(listed[0]["eta"]) == set(detail["eta"])
