@@ -107,7 +107,7 @@ class PlacedOrder:
 
 _placed: BoundedCache[int, PlacedOrder] = BoundedCache(PLACED_ORDERS_KEPT)
 _courier_names: BoundedCache[int, str] = BoundedCache(COURIER_NAMES_KEPT)
-_trails: BoundedCache[tuple[int, int], list[CourierPosition]] = BoundedCache(TRAILS_KEPT)
+_trails: BoundedCache[tuple[int, int], list[dict[str, Any]]] = BoundedCache(TRAILS_KEPT)
 
 
 def placed_order(order_id: int) -> PlacedOrder | None:
@@ -174,17 +174,19 @@ def courier_name(courier_id: int) -> str | None:
     return name
 
 
-def courier_path(order_id: int, position: CourierPosition) -> list[CourierPosition]:
-    """The trail up to the order's current position. Positions are only ever added, so a
-    trail that ends at ``position`` stays right for as long as the order's state shows
-    that position: it is kept under it and read again once the state moves on."""
+def trail(order_id: int, position: CourierPosition) -> list[dict[str, Any]]:
+    """The trail up to the order's current position, as the detail shows it. Positions are
+    only ever added, so a trail that ends at ``position`` stays right for as long as the
+    order's state shows that position: it is kept under it and read again once the state
+    moves on. Shared by every request: copy before changing."""
     key = (order_id, position.at)
-    path = _trails.get(key)
-    if path is None:
+    shown = _trails.get(key)
+    if shown is None:
         path = selectors.courier_path(order_id)
+        shown = [{"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)} for p in path]
         if path and path[-1].at == position.at:
-            _trails.put(key, path)
-    return path
+            _trails.put(key, shown)
+    return shown
 
 
 def forget_copies() -> None:
@@ -247,7 +249,7 @@ def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
         raise Order.DoesNotExist(f"no order {order_id}")
     state = selectors.order_state(order_id) if tracking else None
     now = now_ms()
-    path: list[CourierPosition] = []
+    path: list[dict[str, Any]] = []
     if state is not None:
         current, status_time = state.status, state.status_time
         periods = selectors.status_periods(_entered_from_pinot(order_id, state).items())
@@ -259,7 +261,7 @@ def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
             "updated_at": iso_ms(state.updated_at),
         }
         if position is not None:
-            path = courier_path(order_id, position)
+            path = trail(order_id, position)
     else:
         order = Order.objects.select_related("restaurant").get(pk=order_id)
         current, status_time = order.status, epoch_ms(order.status_changed_at)
@@ -289,7 +291,7 @@ def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
             if position
             else None
         ),
-        "path": [{"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)} for p in path],
+        "path": path,
         "distance_left_km": None if distance is None else round(distance, 3),
         "eta": arrival(trip, now),
         "tracking": source,
