@@ -373,7 +373,7 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
             servers = {f"old ({args.baseline})": stack.serve(code, "old"), "new": stack}
         for serving in servers.values():
             stack.wait_caught_up(pinot_url=serving.pinot_url)
-            warm_up(serving.web_url, data["details"], args.warm_requests)
+            warm_up(serving.web_url, data["details"])
         pids = {
             label: {"web": s.web_pid, "pinot": s.pinot_pid} for label, s in servers.items()
         }  # fmt: skip
@@ -393,8 +393,7 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
             for label, s in servers.items()
         }
     return {
-        "load": f"seeded, {args.orders} orders, pipeline idle, "
-        f"{args.warm_requests} warm-up details per server",
+        "load": f"seeded, {args.orders} orders, pipeline idle",
         "results": {label: combine(r) for label, r in runs.items()},
         "rss_mb": rss,
     }
@@ -562,11 +561,6 @@ def main() -> None:
     parser.add_argument("--baseline", help="open loop, seeded: also serve this commit, alternating")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds with --baseline")
     parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
-    parser.add_argument(
-        "--warm-requests", type=int, default=300,
-        help="seeded: details asked of each server before measuring (several times --orders: "
-        "every worker has read most orders, as when an order is being followed)",
-    )  # fmt: skip
     parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="full system: idle CPU window"
     )
