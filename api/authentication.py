@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_lazy as _
 from rest_framework.authentication import TokenAuthentication
+from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
 
-from tracker.security import token_expired
+from tracker.security import token_expired, token_of
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
-    def authenticate_credentials(self, key: str):
-        user, token = super().authenticate_credentials(key)
+    def authenticate_credentials(self, key: str) -> tuple:
+        token = token_of(key)
+        if token is None:
+            raise AuthenticationFailed(_("Invalid token."))
+        if not token.user.is_active:
+            raise AuthenticationFailed(_("User inactive or deleted."))
         if token_expired(token):
-            token.delete()  # its open WebSockets are closed too (tracker/live/signals.py)
+            # Its open WebSockets are closed too (tracker/live/signals.py).
+            Token.objects.filter(key=key).delete()
             raise AuthenticationFailed("Token expired; sign in again.")
-        return user, token
+        return token.user, token

@@ -74,15 +74,17 @@ def seed(orders: int) -> dict:
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    from tests.factories import make_customer, make_restaurant, place
+    from tests.factories import make_courier, make_customer, make_restaurant, place
     from tests.fixtures_pinot import delivery_event, item_event, order_event
     from tracker.core import kafka
     from tracker.core.events import now_ms, status_time_field
+    from tracker.orders.models import Order
 
     rng = random.Random(7)
     customers = [make_customer(f"c{i}") for i in range(50)]
     tokens = {c.pk: Token.objects.create(user=c.user).key for c in customers}
     restaurants = [make_restaurant(f"R{i}") for i in range(8)]
+    rider = make_courier("bench-rider")  # carries every order on the road
     ids, owners = [], {}
     for _ in range(orders):
         customer = rng.choice(customers)
@@ -91,6 +93,7 @@ def seed(orders: int) -> dict:
         owners[order.pk] = (customer, order.restaurant_id)
     producer = kafka.producer(**{"linger.ms": 20})
     now = now_ms()
+    carried = []
     for order_id in ids:
         customer, restaurant_id = owners[order_id]
         created = now - rng.randrange(1, 7 * 24 * 3600) * 1000
@@ -104,11 +107,13 @@ def seed(orders: int) -> dict:
             for point in range(TRAIL_POINTS):
                 version += 1
                 lat, lon, at = 12.97 - point * 0.0004, 77.60 + point * 0.0003, left + point * 4000
-                kafka.publish(
-                    producer,
-                    delivery_event(order_id, version, lat, lon, at=at, restaurant_id=restaurant_id),
-                )
-            courier = (7, lat, lon, at)
+                point_event = delivery_event(
+                    order_id, version, lat, lon, at=at, courier_id=rider.pk,
+                    restaurant_id=restaurant_id,
+                )  # fmt: skip
+                kafka.publish(producer, point_event)
+            courier = (rider.pk, lat, lon, at)
+            carried.append(order_id)
         status = STATUSES[reached - 1]
         kafka.publish(
             producer,
@@ -125,6 +130,7 @@ def seed(orders: int) -> dict:
         )  # fmt: skip
         producer.poll(0)
     producer.flush(60)
+    Order.objects.filter(pk__in=carried).update(courier=rider)  # as the database has it
     operator = get_user_model().objects.create_user("bench-ops", is_staff=True)
     return {
         "ids": ids,

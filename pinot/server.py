@@ -126,7 +126,7 @@ class LocalPinot:
         try:
             plan = self.translator.translate(sql, query_options, now_ms)
             try:
-                rows = self.store.read(plan.sql)
+                rows = self.store.read(plan.sql, plan.prepared)
             except duckdb.Error as exc:
                 raise QueryError(QUERY_EXECUTION_ERROR, str(exc).splitlines()[0]) from None
             body["resultTable"] = {

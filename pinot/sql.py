@@ -78,6 +78,10 @@ class Plan:
     column_names: list[str]
     column_types: list[str]
     options: dict[str, str] = field(default_factory=dict)
+    #: The same query with its ``= <integer>`` literals as parameters, and their values:
+    #: the store prepares the text once per cursor (a point lookup's cost is mostly
+    #: planning). None when the query has no such literal or was not translated by shape.
+    prepared: tuple[str, tuple[int, ...]] | None = field(default=None, compare=False)
 
 
 # ------------------------------------------------------------------ options
@@ -794,7 +798,25 @@ class _Template:
             column_names=[text(n, True) for n in self.names],
             column_types=list(self.plan.column_types),
             options=dict(self.plan.options),
+            prepared=self._prepared(literals, now_ms),
         )
+
+    def _prepared(self, literals: list[str], now_ms: int) -> tuple[str, tuple[int, ...]] | None:
+        """Integer literals compared with ``=`` become parameters (typed by the column they
+        are compared with, so the result is the same); every other literal stays text."""
+        out: list[str] = []
+        params: list[int] = []
+        for i, p in enumerate(self.sql):
+            if isinstance(p, str):
+                out.append(p)
+            elif p < 0:
+                out.append(str(now_ms))
+            elif _kind(literals[p]) == "i" and i and str(self.sql[i - 1]).endswith("= "):
+                params.append(int(literals[p]))
+                out.append(f"${len(params)}")
+            else:
+                out.append(literals[p])
+        return ("".join(out), tuple(params)) if params else None
 
 
 def _pieces(text: str) -> list[str | int]:

@@ -17,6 +17,7 @@ de-duplicated first (DuckDB refuses to update one key twice in one statement).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import threading
@@ -52,6 +53,9 @@ _ARROW_TYPES = {
 
 #: How every connection is opened (see Store.__init__).
 DUCKDB_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+
+#: Prepared statements a read cursor keeps (one per parameterised query text).
+MAX_PREPARED_PER_CURSOR = 256
 
 PERCENTILE_MACRO = """
 CREATE OR REPLACE MACRO pinot_percentile(l, p) AS
@@ -165,6 +169,10 @@ class Store:
         self._lock = threading.Lock()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._idle: list[duckdb.DuckDBPyConnection] = []  # read cursors not in use
+        #: Per read cursor (by id): parameterised query text -> its prepared statement's
+        #: name ("" when DuckDB could not prepare it).
+        self._prepared: dict[int, dict[str, str]] = {}
+        self._statement_ids = itertools.count()
         self._setup(self.conn)
         for table in tables.values():
             cols = physical_columns(table)
@@ -209,9 +217,15 @@ class Store:
                 self._cursors.append(cur)
         return cur
 
-    def read(self, sql: str) -> list[tuple[Any, ...]]:
+    def read(
+        self, sql: str, prepared: tuple[str, tuple[Any, ...]] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Run one query on a cursor from the pool: as many cursors as queries run at once,
-        not one per HTTP connection thread (a new cursor costs milliseconds to set up)."""
+        not one per HTTP connection thread (a new cursor costs milliseconds to set up).
+
+        ``prepared`` is the same query as a parameterised text and its values: each cursor
+        prepares a text once and executes it after that, without planning it again.
+        """
         with self._lock:
             cur = self._idle.pop() if self._idle else None
         if cur is None:
@@ -221,10 +235,33 @@ class Store:
             with self._lock:
                 self._cursors.append(cur)
         try:
-            return cur.execute(sql).fetchall()
+            if prepared is None:
+                return cur.execute(sql).fetchall()
+            return self._execute_prepared(cur, sql, *prepared)
         finally:
             with self._lock:
                 self._idle.append(cur)
+
+    def _execute_prepared(
+        self, cur: duckdb.DuckDBPyConnection, sql: str, text: str, params: tuple[Any, ...]
+    ) -> list[tuple[Any, ...]]:
+        names = self._prepared.setdefault(id(cur), {})
+        name = names.get(text)
+        if name is None:
+            if len(names) >= MAX_PREPARED_PER_CURSOR:
+                for old in names.values():
+                    cur.execute(f"DEALLOCATE {old}")
+                names.clear()
+            name = f"__q{next(self._statement_ids)}"
+            try:
+                cur.execute(f"PREPARE {name} AS {text}")
+            except duckdb.Error:  # not preparable as written: plain text, as before
+                names[text] = ""
+                return cur.execute(sql).fetchall()
+            names[text] = name
+        if not name:
+            return cur.execute(sql).fetchall()
+        return cur.execute(f"EXECUTE {name}({', '.join(map(repr, params))})").fetchall()
 
     def close(self) -> None:
         with self._lock:

@@ -38,6 +38,15 @@ def _fresh_throttle_counters():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_read_copies():
+    """The read model keeps each order's placed part per process, keyed by id; a test's
+    database is rolled back afterwards, so the next test's orders reuse the same ids."""
+    from tracker.tracking import read_model
+
+    read_model.forget_copies()
+
+
 @pytest.fixture(scope="session")
 def kafka_broker():
     """A real Tansu broker on a free loopback port, shared by the session."""

@@ -3,13 +3,18 @@ authorised against the system of record, per role; 503 when Pinot is down."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import delivery_event, item_event, order_event
 from tracker.core.events import OrderStatus, now_ms
+from tracker.customers.models import Customer
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.tracking import read_model, selectors
@@ -109,7 +114,7 @@ def test_rest_sends_the_read_models_shapes_unchanged(world):
     order = Order.objects.get(pk=world["order"].pk)
     client = client_for(world["users"]["owner"])
     detail = client.get(f"/api/v1/orders/{order.pk}/").json()
-    assert _without_clock(detail) == _without_clock(read_model.order_detail(order))
+    assert _without_clock(detail) == _without_clock(read_model.order_detail(order.pk))
     assert detail["path"] and detail["courier"] and detail["items"]  # nested parts compared too
     listed = client.get("/api/v1/orders/").json()["results"]
     assert listed[0]["eta"]["arrives_at"] and set(listed[0]["eta"]) == set(detail["eta"])
@@ -154,6 +159,78 @@ def test_every_read_endpoint_per_role(world, role):
         client.post("/api/v1/operations/deliveries-in-area/", polygon, format="json").status_code
         == area
     )
+
+
+def test_a_kept_order_still_lets_no_one_else_in(world):
+    """Once its owner has read it, the order's placed part is kept by the process: everyone
+    else is still checked against the database, and access that ends is seen at once."""
+    users, url = world["users"], f"/api/v1/orders/{world['order'].pk}/"
+    assert client_for(users["owner"]).get(url).status_code == 200
+    for role in ("other_customer", "other_courier", "other_staff"):
+        assert client_for(users[role]).get(url).status_code == 404, role
+    assert client_for(users["staff"]).get(url).status_code == 200
+    world["restaurant"].staff.remove(users["staff"])
+    assert client_for(users["staff"]).get(url).status_code == 404
+    assert client_for(users["anonymous"]).get(url).status_code == 401
+    assert client_for(users["owner"]).get("/api/v1/orders/999999/").status_code == 404
+
+
+def test_a_changed_order_is_seen(world, pinot):
+    """The kept placed part never hides what moves: status, courier position and trail."""
+    order, t0 = world["order"], world["t0"]
+    client = client_for(world["users"]["owner"])
+    before = client.get(f"/api/v1/orders/{order.pk}/").json()
+    assert before["status"] == "OUT_FOR_DELIVERY" and len(before["path"]) == 1
+    assert before["courier"]["name"] == "rider"
+    common = dict(customer_id=order.customer_id, restaurant_id=order.restaurant_id,
+                  created_at=t0, total=18.5)  # fmt: skip
+    pinot.publish(
+        delivery_event(order.pk, 7, 12.965, 77.62, courier_id=order.courier_id,
+                       restaurant_id=order.restaurant_id, at=t0 + 12 * MIN),
+        order_event(order.pk, 7, "ARRIVING_AT_DOOR", **common, status_time=t0 + 12 * MIN,
+                    courier=(order.courier_id, 12.965, 77.62, t0 + 12 * MIN)),
+    )  # fmt: skip
+    pinot.sync()
+    after = client.get(f"/api/v1/orders/{order.pk}/").json()
+    assert after["status"] == "ARRIVING_AT_DOOR" and after["tracking"]["version"] == 7
+    assert after["position"]["lat"] == 12.965
+    assert [p["lat"] for p in after["path"]] == [12.961, 12.965]
+    assert after["items"] == before["items"] and after["total"] == before["total"]
+
+
+def test_an_order_pinot_has_not_seen_shows_the_databases_changes(world):
+    order = place(Customer.objects.get(user=world["users"]["owner"]), world["restaurant"])
+    owner, staff = client_for(world["users"]["owner"]), client_for(world["users"]["staff"])
+    first = owner.get(f"/api/v1/orders/{order.pk}/").json()
+    assert first["status"] == "PLACED_ORDER" and first["tracking"]["source"] == "database"
+    assert staff.post(f"/api/v1/orders/{order.pk}/advance/").status_code == 200
+    second = owner.get(f"/api/v1/orders/{order.pk}/").json()
+    assert second["status"] == "ORDER_CONFIRMED" and second["items"] == first["items"]
+    assert owner.post(f"/api/v1/orders/{order.pk}/cancel/").json()["status"] == "CANCELLED"
+    assert owner.get(f"/api/v1/orders/{order.pk}/").json()["can_cancel"] is False
+
+
+def test_a_revoked_expired_or_deactivated_token_is_refused_at_once(world):
+    owner, url = world["users"]["owner"], f"/api/v1/orders/{world['order'].pk}/"
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=owner).key}")
+    assert client.get(url).status_code == 200
+    assert client.post("/api/v1/auth/logout/").status_code == 204
+    assert client.get(url).status_code == 401
+    token = Token.objects.create(user=owner)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert client.get(url).status_code == 200
+    owner.is_active = False
+    owner.save()
+    assert client.get(url).status_code == 401
+    owner.is_active = True
+    owner.save()
+    assert client.get(url).status_code == 200
+    Token.objects.filter(pk=token.pk).update(created=timezone.now() - timedelta(days=31))
+    response = client.get(url)
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == "Token expired; sign in again."
+    assert not Token.objects.filter(pk=token.pk).exists()
 
 
 def test_my_orders_filters_and_paginates(world):

@@ -117,6 +117,24 @@ def test_a_query_shape_translated_once_answers_each_query_as_a_fresh_translation
             assert translator.translate(sql, None, now) == translate(sql, None, tables, now)
 
 
+def test_a_prepared_point_lookup_answers_like_the_query_it_stands_for(local_pinot):
+    """``= <integer>`` lookups run as prepared statements; they see what is ingested after
+    they were prepared, and a lookup of nothing answers nothing."""
+    base = local_pinot.base
+    sql = "SELECT status, version FROM orders_enriched WHERE order_id = %(o)s LIMIT 1"
+    plan = local_pinot.server.translator.translate(sql % {"o": base + 1}, None, now_ms())
+    assert plan.prepared is not None and plan.prepared[1] == (base + 1,)
+    local_pinot.publish(order_event(base + 1, 1))
+    local_pinot.sync()
+    for _ in range(3):  # the first prepares, the next ones execute (on whichever cursor)
+        assert s.query(sql, {"o": base + 1}) == [{"status": "PLACED_ORDER", "version": 1}]
+        assert s.query(sql, {"o": base + 2}) == []
+    local_pinot.publish(order_event(base + 1, 2, "ORDER_CONFIRMED"), order_event(base + 2, 1))
+    local_pinot.sync()
+    assert s.query(sql, {"o": base + 1}) == [{"status": "ORDER_CONFIRMED", "version": 2}]
+    assert s.query(sql, {"o": base + 2}) == [{"status": "PLACED_ORDER", "version": 1}]
+
+
 def test_pinot_functions_and_types_through_pinotdb(local_pinot):
     base = local_pinot.base
     t = 1_700_000_000_123

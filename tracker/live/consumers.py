@@ -42,7 +42,6 @@ from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
 from tracker.live.bridge import ensure_embedded_bridge
 from tracker.orders import policy
-from tracker.orders.models import Order
 from tracker.restaurants.models import Restaurant
 from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
@@ -237,23 +236,12 @@ class OrderSocket(TrackingSocket):
     async def authorise(self, user: Any) -> list[str]:
         self.order_id = int(self.scope["url_route"]["kwargs"]["order_id"])
         self.since = _since(self.scope)
-        self.order = await database_sync_to_async(self._load)(user)
+        await database_sync_to_async(self.still_authorised)(user)
         return [m.order_group(self.order_id)]
 
     def still_authorised(self, user: Any) -> None:
         if not policy.visible_orders(user).filter(pk=self.order_id).exists():
             raise PermissionError("No such order.")
-
-    def _load(self, user: Any) -> Order:
-        order = (
-            policy.visible_orders(user)
-            .select_related("restaurant", "customer__user", "courier__user")
-            .filter(pk=self.order_id)
-            .first()
-        )
-        if order is None:
-            raise PermissionError("No such order.")
-        return order
 
     async def send_snapshot(self) -> None:
         if self.since is not None:
@@ -264,7 +252,7 @@ class OrderSocket(TrackingSocket):
                     {"type": "resumed", "order_id": self.order_id, "version": state.version}
                 )
                 return
-        detail = await database_sync_to_async(read_model.order_detail)(self.order)
+        detail = await database_sync_to_async(read_model.order_detail)(self.order_id)
         version = detail["tracking"]["version"]
         self._versions[self.order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})

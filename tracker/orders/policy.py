@@ -81,6 +81,18 @@ def visible_orders(user: User) -> QuerySet[Order]:
     )
 
 
+def can_see(user: User, order_id: int, customer_user_id: int) -> bool:
+    """Whether ``user`` may see the order: :func:`visible_orders` for one order, with no
+    query when the caller is its customer (an order's customer is fixed when it is
+    placed) or an operator; couriers and staff are looked up, since an order's courier
+    and a restaurant's staff change."""
+    if not user.is_authenticated:
+        return False
+    if user.pk == customer_user_id or is_operator(user):
+        return True
+    return visible_orders(user).filter(pk=order_id).exists()
+
+
 def can_cancel(user: User, order: Order) -> bool:
     """Its customer, its restaurant's staff or an operator; never its courier."""
     customer = customer_of(user)

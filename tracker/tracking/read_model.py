@@ -11,9 +11,12 @@ column, rounded to cents here, in one place).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
+
+from django.db.models import Prefetch
 
 from tracker.core.events import (
     CANCELLABLE_STATUSES,
@@ -24,9 +27,11 @@ from tracker.core.events import (
     now_ms,
     status_label,
 )
-from tracker.orders.models import Order
+from tracker.core.lru import BoundedCache
+from tracker.couriers.models import Courier
+from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.tracking import eta, selectors
-from tracker.tracking.selectors import OrderState, StatusPeriod
+from tracker.tracking.selectors import CourierPosition, OrderState, StatusPeriod
 
 CENT = Decimal("0.01")
 
@@ -74,18 +79,121 @@ def arrival(trip: eta.Trip, now: int) -> dict[str, Any] | None:
     }
 
 
-def line_items(order: Order) -> list[dict[str, Any]]:
-    return [
-        {
-            "product_id": item.product_id,
-            "name": item.product.name,
-            "category": item.product.category,
-            "quantity": item.quantity,
-            "unit_price": money(item.unit_price),
-            "line_total": money(item.line_total),
-        }
-        for item in order.items.all()
-    ]
+# ---------------------------------------------------------------------- per-process copies
+
+#: Orders whose placed part a process keeps (a few KB each), couriers whose name it keeps,
+#: and trails it keeps (a position is about 200 bytes; a trail at most 1,000 of them).
+PLACED_ORDERS_KEPT = 10_000
+COURIER_NAMES_KEPT = 2_000
+TRAILS_KEPT = 500
+
+
+@dataclass(frozen=True)
+class PlacedOrder:
+    """What a detail shows that is fixed when the order is placed: who ordered from which
+    restaurant, the lines at their prices, the total and the delivery address (the
+    services never change these and the admin shows them read-only). Kept per process so
+    that a detail runs no ORM query for them; who may see the order is still decided on
+    every request (:func:`tracker.orders.policy.can_see`)."""
+
+    id: int
+    customer_id: int
+    customer_user_id: int
+    restaurant_id: int
+    #: The detail's JSON for these parts: created_at, total, items, restaurant, customer,
+    #: delivery. Shared by every request: copy before changing.
+    shown: dict[str, Any]
+
+
+_placed: BoundedCache[int, PlacedOrder] = BoundedCache(PLACED_ORDERS_KEPT)
+_courier_names: BoundedCache[int, str] = BoundedCache(COURIER_NAMES_KEPT)
+_trails: BoundedCache[tuple[int, int], list[dict[str, Any]]] = BoundedCache(TRAILS_KEPT)
+
+
+def placed_order(order_id: int) -> PlacedOrder | None:
+    """The order's placed part (None when there is no such order), from the database the
+    first time this process is asked for it. Order ids are never reused (orders are not
+    deleted), so an entry never needs to be checked against the database again."""
+    placed = _placed.get(order_id)
+    if placed is not None:
+        return placed
+    order = (
+        Order.objects.select_related("restaurant", "customer__user")
+        .prefetch_related(Prefetch("items", OrderItem.objects.select_related("product")))
+        .filter(pk=order_id)
+        .first()
+    )
+    if order is None:
+        return None
+    placed = PlacedOrder(
+        id=order.pk,
+        customer_id=order.customer_id,
+        customer_user_id=order.customer.user_id,
+        restaurant_id=order.restaurant_id,
+        shown={
+            "created_at": iso(order.created_at),
+            "total": money(order.total),
+            "items": [
+                {
+                    "product_id": item.product_id,
+                    "name": item.product.name,
+                    "category": item.product.category,
+                    "quantity": item.quantity,
+                    "unit_price": money(item.unit_price),
+                    "line_total": money(item.line_total),
+                }
+                for item in order.items.all()
+            ],
+            "restaurant": {
+                "id": order.restaurant_id,
+                "name": order.restaurant.name,
+                "lat": order.restaurant.lat,
+                "lon": order.restaurant.lon,
+            },  # fmt: skip
+            "customer": {"id": order.customer_id, "name": order.customer.display_name},
+            "delivery": {
+                "address": order.delivery_address,
+                "lat": order.delivery_lat,
+                "lon": order.delivery_lon,
+            },  # fmt: skip
+        },
+    )
+    _placed.put(order_id, placed)
+    return placed
+
+
+def courier_name(courier_id: int) -> str | None:
+    """A courier's display name (None for an id the database does not know)."""
+    name = _courier_names.get(courier_id)
+    if name is None:
+        courier = Courier.objects.select_related("user").filter(pk=courier_id).first()
+        if courier is None:
+            return None
+        name = courier.display_name
+        _courier_names.put(courier_id, name)
+    return name
+
+
+def trail(order_id: int, position: CourierPosition) -> list[dict[str, Any]]:
+    """The trail up to the order's current position, as the detail shows it. Positions are
+    only ever added, so a trail that ends at ``position`` stays right for as long as the
+    order's state shows that position: it is kept under it and read again once the state
+    moves on. Shared by every request: copy before changing."""
+    key = (order_id, position.at)
+    shown = _trails.get(key)
+    if shown is None:
+        path = selectors.courier_path(order_id)
+        shown = [{"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)} for p in path]
+        if path and path[-1].at == position.at:
+            _trails.put(key, shown)
+    return shown
+
+
+def forget_copies() -> None:
+    """Drop every per-process copy (tests, whose databases reuse order ids)."""
+    _placed.clear()
+    _courier_names.clear()
+    _trails.clear()
 
 
 def timeline(current: str, periods: list[StatusPeriod], now: int) -> list[dict[str, Any]]:
@@ -128,71 +236,62 @@ def _entered_from_pinot(order_id: int, state: OrderState) -> dict[str, int]:
     return entered
 
 
-def order_detail(order: Order, *, tracking: bool = True) -> dict[str, Any]:
-    """Items, restaurant and total from the system of record; status, timeline,
+def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
+    """Items, restaurant and total from the system of record; status, timeline, courier,
     position and ETA from Pinot. Until the pipeline has seen a new order (about a
-    second), its status comes from the database and ``tracking.source`` says so.
+    second), its status and courier come from the database and ``tracking.source`` says so.
 
     Write responses pass ``tracking=False``: a command that succeeded must not
     answer 503 because the read side is down.
     """
-    state = selectors.order_state(order.pk) if tracking else None
+    placed = placed_order(order_id)
+    if placed is None:
+        raise Order.DoesNotExist(f"no order {order_id}")
+    state = selectors.order_state(order_id) if tracking else None
     now = now_ms()
+    path: list[dict[str, Any]] = []
     if state is not None:
         current, status_time = state.status, state.status_time
-        periods = selectors.status_periods(_entered_from_pinot(order.pk, state).items())
-        position, distance = state.courier, state.distance_left_km
+        periods = selectors.status_periods(_entered_from_pinot(order_id, state).items())
+        position, distance, courier_id = state.courier, state.distance_left_km, state.courier_id
         trip = eta.Trip.of_enriched(state)
         source = {
             "source": "pinot",
             "version": state.version,
             "updated_at": iso_ms(state.updated_at),
         }
+        if position is not None:
+            path = trail(order_id, position)
     else:
+        order = Order.objects.select_related("restaurant").get(pk=order_id)
         current, status_time = order.status, epoch_ms(order.status_changed_at)
-        periods, position, distance = [], None, None
+        periods, position, distance, courier_id = [], None, None, order.courier_id
         trip = eta.Trip.of_order(order, current, status_time)
         source = {"source": "database", "version": 0, "updated_at": iso(order.updated_at)}
     if not periods:  # the pipeline has not caught up: the database's own history
         periods = selectors.status_periods(
-            (c.status, epoch_ms(c.changed_at))
-            for c in order.status_changes.order_by("changed_at", "id")
+            (status, epoch_ms(at))
+            for status, at in OrderStatusChange.objects.filter(order_id=order_id)
+            .order_by("changed_at", "id")
+            .values_list("status", "changed_at")
         )
-    path = selectors.courier_path(order.pk) if state is not None and position else []
+    courier = courier_name(courier_id) if courier_id is not None else None
     return {
-        "id": order.pk,
+        "id": order_id,
         "status": current,
         "status_label": status_label(current),
         "status_time": iso_ms(status_time),
         "is_active": current not in TERMINAL_STATUSES,
         "can_cancel": current in CANCELLABLE_STATUSES,
-        "created_at": iso(order.created_at),
-        "total": money(order.total),
-        "items": line_items(order),
-        "restaurant": {
-            "id": order.restaurant_id,
-            "name": order.restaurant.name,
-            "lat": order.restaurant.lat,
-            "lon": order.restaurant.lon,
-        },  # fmt: skip
-        "customer": {"id": order.customer_id, "name": order.customer.display_name},
-        "delivery": {
-            "address": order.delivery_address,
-            "lat": order.delivery_lat,
-            "lon": order.delivery_lon,
-        },  # fmt: skip
-        "courier": (
-            {"id": order.courier_id, "name": order.courier.display_name}
-            if order.courier_id
-            else None
-        ),
+        **placed.shown,
+        "courier": None if courier is None else {"id": courier_id, "name": courier},
         "timeline": timeline(current, periods, now),
         "position": (
             {"lat": position.lat, "lon": position.lon, "at": iso_ms(position.at)}
             if position
             else None
         ),
-        "path": [{"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)} for p in path],
+        "path": path,
         "distance_left_km": None if distance is None else round(distance, 3),
         "eta": arrival(trip, now),
         "tracking": source,
