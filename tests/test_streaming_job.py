@@ -12,8 +12,15 @@ from collections import Counter
 
 import pytest
 
-from streaming.connector import KafkaRange, KafkaStreamReader, read_ranges
+from streaming.connector import (
+    KafkaRange,
+    KafkaRowWriter,
+    KafkaStreamReader,
+    SinkError,
+    read_ranges,
+)
 from streaming.job import CheckpointError
+from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 from tracker.core.conf import BASE_DIR
 from tracker.core.events import OrderStatus, Topic, topic_name
@@ -205,6 +212,32 @@ def test_a_range_that_never_reaches_its_end_fails_instead_of_reading_short(kafka
     same = [KafkaRange(topic, int(p), 0, end + 5, ids[topic]) for p, end in ends.items()]
     with pytest.raises(TimeoutError, match="no record of"):
         list(read_ranges(consumer(), same, 1, topic_ids=lambda topics: ids))
+
+
+def test_the_sink_acknowledges_its_rows_and_fails_its_task_when_the_broker_does_not(
+    kafka_topics,
+):
+    from pyspark.sql import Row
+
+    topic = topic_name(Topic.DEAD_LETTERS)
+    writer = KafkaRowWriter(os.environ["KAFKA_BOOTSTRAP_SERVERS"], timeout=10)
+    assert writer.open(0, 7)
+    for i in range(3):
+        writer.process(Row(topic=topic, key=str(i).encode(), value=f"v{i}".encode()))
+    writer.close(None)
+    assert sorted(r.value for r in read_topic(Topic.DEAD_LETTERS)) == [b"v0", b"v1", b"v2"]
+    # Nobody listens on this port: nothing is acknowledged, so the task (and its
+    # micro-batch) must fail rather than be committed as written.
+    unreachable = KafkaRowWriter(f"127.0.0.1:{free_port()}", timeout=1)
+    unreachable.open(0, 8)
+    unreachable.process(Row(topic=topic, key=b"1", value=b"lost"))
+    with pytest.raises(SinkError, match="1 of 1 messages not acknowledged"):
+        unreachable.close(None)
+    # A task that already failed is not also flushed: Spark re-runs it.
+    failed = KafkaRowWriter(f"127.0.0.1:{free_port()}", timeout=1)
+    failed.open(0, 9)
+    failed.process(Row(topic=topic, key=b"1", value=b"never"))
+    failed.close(RuntimeError("the task failed upstream"))
 
 
 @pytest.mark.spark
