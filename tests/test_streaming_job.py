@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from streaming import connector
 from streaming.connector import (
     KafkaRange,
     KafkaRowWriter,
@@ -228,16 +229,18 @@ def test_the_sink_acknowledges_its_rows_and_fails_its_task_when_the_broker_does_
     assert sorted(r.value for r in read_topic(Topic.DEAD_LETTERS)) == [b"v0", b"v1", b"v2"]
     # Nobody listens on this port: nothing is acknowledged, so the task (and its
     # micro-batch) must fail rather than be committed as written.
-    unreachable = KafkaRowWriter(f"127.0.0.1:{free_port()}", timeout=1)
+    nobody = f"127.0.0.1:{free_port()}"
+    unreachable = KafkaRowWriter(nobody, timeout=1)
     unreachable.open(0, 8)
     unreachable.process(Row(topic=topic, key=b"1", value=b"lost"))
     with pytest.raises(SinkError, match="1 of 1 messages not acknowledged"):
         unreachable.close(None)
     # A task that already failed is not also flushed: Spark re-runs it.
-    failed = KafkaRowWriter(f"127.0.0.1:{free_port()}", timeout=1)
+    failed = KafkaRowWriter(nobody, timeout=1)
     failed.open(0, 9)
     failed.process(Row(topic=topic, key=b"1", value=b"never"))
     failed.close(RuntimeError("the task failed upstream"))
+    connector._PRODUCERS.pop(nobody).purge()  # it would retry that port for minutes
 
 
 @pytest.mark.spark
