@@ -33,13 +33,6 @@ class BoundedCache(Generic[K, V]):
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def pop(self, key: K) -> None:
-        with self._lock:
-            self._items.pop(key, None)
-
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)
