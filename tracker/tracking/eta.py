@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.utils import timezone
 
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from tracker.orders.models import Order
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The range shown is LOW-HIGH around the median MID.
 LOW, MID, HIGH = PERCENTILES = (10, 50, 90)
@@ -345,10 +346,8 @@ def _kitchen(
 def _kitchen_at_hour(stats: Statistics, now: int) -> dict[str, dict[int, float]] | None:
     """Every restaurant's spans at this time of day, between the figures of the two
     nearest hours (a rush builds up over the hour); None without either."""
-    position = (now + stats.utc_offset_ms) % DAY_MS / HOUR_MS - 0.5
-    before = math.floor(position)
-    weight = position - before
-    near = [stats.kitchen_by_hour.get(before % 24), stats.kitchen_by_hour.get((before + 1) % 24)]
+    hour = (now + stats.utc_offset_ms) % DAY_MS / HOUR_MS
+    *near, weight = _nearest_two(stats.kitchen_by_hour, hour, 24)
     if near[0] is None or near[1] is None:
         known = near[0] or near[1]
         return {s: v.values for s, v in known.to_pickup.items()} if known else None
@@ -364,15 +363,22 @@ def _kitchen_at_hour(stats: Statistics, now: int) -> dict[str, dict[int, float]]
 def _route_factor(stats: Statistics, bearing: float) -> float:
     """The learned route factor for this direction of travel, between the two nearest
     bearing buckets; the overall one where they are not known."""
-    buckets = 180 // BEARING_BUCKET_DEG
-    position = bearing % 180 / BEARING_BUCKET_DEG - 0.5
-    below = math.floor(position)
-    weight = position - below
-    a = stats.route_by_bearing.get(below % buckets)
-    b = stats.route_by_bearing.get((below + 1) % buckets)
+    a, b, weight = _nearest_two(
+        stats.route_by_bearing, bearing % 180 / BEARING_BUCKET_DEG, 180 // BEARING_BUCKET_DEG
+    )
     if a is None or b is None:
         return a or b or stats.route_factor
     return (1 - weight) * a + weight * b
+
+
+def _nearest_two(
+    table: dict[int, T], position: float, size: int
+) -> tuple[T | None, T | None, float]:
+    """The entries of the two buckets around ``position`` (bucket ``i`` centred on
+    ``i + 0.5``, wrapping at ``size``) and the weight of the second."""
+    position -= 0.5
+    below = math.floor(position)
+    return table.get(below % size), table.get((below + 1) % size), position - below
 
 
 def _speed(stats: Statistics, at_ms: int) -> tuple[Spread, str]:
