@@ -57,6 +57,19 @@ def host_name(header: str | None) -> str | None:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
+class BrokerHTTPServer(ThreadingHTTPServer):
+    """The stdlib server with a broker-sized accept queue.
+
+    socketserver listens with a backlog of 5: when a web tier opens more connections than
+    that at once (a burst of requests on fresh workers), the kernel resets the rest and
+    each of those reads fails with "connection reset by peer" (an HTTP 503 for the user).
+    The kernel caps the value at ``net.core.somaxconn``.
+    """
+
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 def _json_value(value: Any) -> Any:
     """Pinot (Jackson) writes non-finite doubles as strings."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -83,8 +96,9 @@ class LocalPinot:
         self.config = config or KafkaConfig()
         self.ingester = Ingester(self.store, self.config, retention_ms=retention_ms)
         self.allowed_hosts = allowed_hosts(host)
-        self.httpd = ThreadingHTTPServer((host, port), _handler_for(self))
-        self.httpd.daemon_threads = True
+        #: Queries at least this slow are logged with their SQL (Pinot's broker does too).
+        self.slow_query_ms = env_int("PINOT_LOCAL_SLOW_QUERY_MS", 1000)
+        self.httpd = BrokerHTTPServer((host, port), _handler_for(self))
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, name="pinot-http", daemon=True
         )
@@ -123,12 +137,15 @@ class LocalPinot:
             "requestId": uuid.uuid4().int & ((1 << 63) - 1),
             "brokerId": "local-pinot",
         }
+        translated = executed = started
         try:
             plan = self.translator.translate(sql, query_options, now_ms)
+            translated = time.perf_counter()
             try:
                 rows = self.store.read(plan.sql, plan.prepared)
             except duckdb.Error as exc:
                 raise QueryError(QUERY_EXECUTION_ERROR, str(exc).splitlines()[0]) from None
+            executed = time.perf_counter()
             body["resultTable"] = {
                 "dataSchema": {
                     "columnNames": plan.column_names,
@@ -142,6 +159,15 @@ class LocalPinot:
             body.update(numServersQueried=0, numServersResponded=0, numSegmentsQueried=0)
             body["exceptions"] = [{"errorCode": exc.code, "message": str(exc)}]
         body["timeUsedMs"] = round((time.perf_counter() - started) * 1000)
+        if body["timeUsedMs"] >= self.slow_query_ms:
+            log.warning(
+                "slow query: %d ms (translate %.0f, execute %.0f, %d rows): %.300s",
+                body["timeUsedMs"],
+                (translated - started) * 1000,
+                (executed - translated) * 1000 if executed > started else -1,
+                body.get("numRowsResultSet", 0),
+                sql,
+            )
         return body
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -133,6 +136,32 @@ def test_a_prepared_point_lookup_answers_like_the_query_it_stands_for(local_pino
     local_pinot.sync()
     assert s.query(sql, {"o": base + 1}) == [{"status": "ORDER_CONFIRMED", "version": 2}]
     assert s.query(sql, {"o": base + 2}) == [{"status": "PLACED_ORDER", "version": 1}]
+
+
+def test_a_burst_of_new_connections_is_answered_not_reset(local_pinot):
+    """Fresh web workers open many connections at once; every one of them gets its answer
+    (a short accept queue resets the overflow: an HTTP 503 for each of those users)."""
+    url = f"{local_pinot.server.url}/query/sql"
+    body = {"sql": "SELECT COUNT(*) FROM orders_enriched"}
+    start = threading.Barrier(200)
+
+    def ask(_: int) -> int:
+        with httpx.Client(timeout=30) as client:  # a new connection per caller
+            start.wait()
+            return client.post(url, json=body).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(200) as pool:
+        statuses = list(pool.map(ask, range(200)))
+    assert statuses == [200] * 200
+
+
+def test_slow_queries_are_logged_with_their_sql_and_time_split(local_pinot, caplog):
+    local_pinot.server.slow_query_ms = 0  # every query counts as slow
+    with caplog.at_level(logging.WARNING, logger="pinot.server"):
+        s.query("SELECT COUNT(*) AS n FROM orders_enriched WHERE order_id = %(o)s", {"o": 7})
+    (line,) = [r.getMessage() for r in caplog.records if "slow query" in r.getMessage()]
+    assert "translate" in line and "execute" in line
+    assert "FROM orders_enriched WHERE order_id = 7" in line
 
 
 def test_pinot_functions_and_types_through_pinotdb(local_pinot):
