@@ -178,6 +178,10 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
 # ---------------------------------------------------------------------- open loop
 
 
+class ConnectionClosedIdle(ConnectionError):
+    """A kept-alive connection the server had closed: the request was not processed."""
+
+
 class Connection:
     """One HTTP/1.1 keep-alive connection, spoken by hand: the generator must cost far
     less than the server it measures (an httpx request costs about as much as the
@@ -195,7 +199,10 @@ class Connection:
         self.writer.write(
             f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n\r\n".encode()
         )
-        status = int((await self.reader.readline()).split(b" ", 2)[1])
+        status_line = await self.reader.readline()
+        if not status_line:  # closed by the server before answering (its keep-alive timeout)
+            raise ConnectionClosedIdle
+        status = int(status_line.split(b" ", 2)[1])
         length, chunked, keep = 0, False, True
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.partition(b":")
@@ -233,12 +240,12 @@ async def open_loop(
     latencies: list[float] = []
     errors: dict[str, int] = {}
 
-    async def connection() -> Connection:
+    async def connection(fresh: bool = False) -> Connection:
         nonlocal opened
         async with free:
-            while not idle and opened >= max_connections:
+            while not fresh and not idle and opened >= max_connections:
                 await free.wait()
-            if idle:
+            if idle and not fresh:
                 return idle.pop()
             opened += 1
         try:
@@ -257,10 +264,20 @@ async def open_loop(
             free.notify()
 
     async def one(path: str, token: str, at: float) -> None:
+        nonlocal opened
         conn = None
         try:
             conn = await asyncio.wait_for(connection(), timeout)
-            status, keep = await asyncio.wait_for(conn.get(host, path, token), timeout)
+            try:
+                status, keep = await asyncio.wait_for(conn.get(host, path, token), timeout)
+            except ConnectionClosedIdle:
+                # As HTTP clients do: send again on a new connection (in the closed one's
+                # slot); the latency still counts from the scheduled time.
+                conn.close()
+                conn = await asyncio.wait_for(connection(fresh=True), timeout)
+                async with free:
+                    opened -= 1  # the closed connection's slot went to the new one
+                status, keep = await asyncio.wait_for(conn.get(host, path, token), timeout)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
             errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
             if conn is not None:
