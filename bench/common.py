@@ -74,14 +74,22 @@ def process_tree_rss(pid: int) -> float:
 
 
 def process_tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process and its live descendants have used so far."""
+    """CPU seconds (user + system) a process and its descendants have used so far: its
+    own, its reaped children's (``cutime``/``cstime``: PostgreSQL's exited backends, the
+    Python workers Spark forks per task) and its live descendants', whichever thread
+    started them (a JVM starts its workers from threads other than the main one)."""
+    task_dir = Path(f"/proc/{pid}/task")
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except FileNotFoundError:
+        children = [
+            child
+            for task in task_dir.iterdir()
+            for child in (task / "children").read_text().split()
+        ]
+    except (FileNotFoundError, ProcessLookupError):
         return 0.0
-    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return own + sum(process_tree_cpu(int(c)) for c in children)
+    own = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return own + sum(process_tree_cpu(int(c)) for c in set(children))
 
 
 def write_result(name: str, result: dict) -> Path:
