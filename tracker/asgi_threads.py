@@ -17,7 +17,11 @@ executor=...)``, asgiref's own way to choose the thread), so:
   lived elsewhere (see settings), are kept on these threads only: in autocommit a SQLite
   read sees every commit made before it starts, so a revoked token is refused at once;
 * when every kept thread is busy, a request gets Django's usual thread of its own, whose
-  connections are closed when it ends.
+  connections are closed when it ends;
+* the middleware chain and the view run as one sync call on that thread, as under WSGI.
+  Django's async chain instead hopped between the event loop and the thread four more
+  times per request (our sync-only middleware sit between async-capable ones, and the
+  sync view is called from the async core), each hop a wake-up of both sides.
 
 WebSockets do not pass through here (Channels' consumers have their own threads).
 """
@@ -31,6 +35,7 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.db import connections
+from django.http import HttpRequest, HttpResponseBase
 
 
 def _keep_connections() -> None:
@@ -53,6 +58,14 @@ class PooledThreadASGIHandler(ASGIHandler):
         self._created = 0
         # Last in, first out: the busiest threads stay warm, idle ones keep their connection.
         self._free: list[ThreadPoolExecutor] = []
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        """The sync chain (``is_async`` is ignored): see :meth:`get_response_async`."""
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        """The whole sync chain in one hop to the request's thread."""
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
     def _borrow(self) -> ThreadPoolExecutor | None:
         if self._free:
