@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.signals import request_finished
 from django.db import connection
 
@@ -19,14 +21,18 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 
 class Recorder:
-    """Where each request finished: its thread's name and database connection."""
+    """Where each request finished: its thread's name, its database connection, and how
+    long that connection is still to be kept (Django closes it at the request's end when
+    that time has passed)."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, int | None]] = []
+        self.kept_for: list[float] = []
 
     def __call__(self, **kwargs) -> None:
         raw = connection.connection
         self.seen.append((threading.current_thread().name, id(raw) if raw else None))
+        self.kept_for.append((connection.close_at or 0.0) - time.monotonic())
 
 
 @pytest.fixture
@@ -81,6 +87,8 @@ async def test_requests_one_after_another_reuse_one_kept_thread_and_its_connecti
     connections = {conn for _, conn in recorder.seen}
     assert len(threads) == 1 and next(iter(threads)).startswith("request-")
     assert len(connections) == 1 and None not in connections
+    # On SQLite too, whose connections elsewhere last one use (see settings).
+    assert all(left > settings.REQUEST_THREAD_CONN_MAX_AGE / 2 for left in recorder.kept_for)
 
 
 async def test_a_revoked_token_or_deactivated_user_is_refused_on_the_very_next_request():

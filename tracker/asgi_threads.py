@@ -28,6 +28,7 @@ WebSockets do not pass through here (Channels' consumers have their own threads)
 
 from __future__ import annotations
 
+from collections import ChainMap
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,13 +41,13 @@ from django.http import HttpRequest, HttpResponseBase
 
 def _keep_connections() -> None:
     """On a kept thread: its database connections live ``REQUEST_THREAD_CONN_MAX_AGE``
-    seconds (checked when each request starts and ends), not one request."""
+    seconds (checked when each request starts and ends), not one request. The rest of the
+    settings are read through, so a later change to them (a test database) is seen."""
     for alias in connections:
         wrapper = connections[alias]  # this thread's own wrapper
-        wrapper.settings_dict = {
-            **wrapper.settings_dict,
-            "CONN_MAX_AGE": settings.REQUEST_THREAD_CONN_MAX_AGE,
-        }
+        wrapper.settings_dict = ChainMap(
+            {"CONN_MAX_AGE": settings.REQUEST_THREAD_CONN_MAX_AGE}, wrapper.settings_dict
+        )
 
 
 class PooledThreadASGIHandler(ASGIHandler):
