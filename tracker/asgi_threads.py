@@ -41,13 +41,14 @@ from django.http import HttpRequest, HttpResponseBase
 
 def _keep_connections() -> None:
     """On a kept thread: its database connections live ``REQUEST_THREAD_CONN_MAX_AGE``
-    seconds (checked when each request starts and ends), not one request. The rest of the
-    settings are read through, so a later change to them (a test database) is seen."""
+    seconds (checked when each request starts and ends), not one request, and are checked
+    before the first query of each request, so one the server dropped while the thread was
+    idle is replaced instead of failing that request. The rest of the settings are read
+    through, so a later change to them (a test database) is seen."""
     for alias in connections:
         wrapper = connections[alias]  # this thread's own wrapper
-        wrapper.settings_dict = ChainMap(
-            {"CONN_MAX_AGE": settings.REQUEST_THREAD_CONN_MAX_AGE}, wrapper.settings_dict
-        )
+        kept = {"CONN_MAX_AGE": settings.REQUEST_THREAD_CONN_MAX_AGE, "CONN_HEALTH_CHECKS": True}
+        wrapper.settings_dict = ChainMap(kept, wrapper.settings_dict)
 
 
 class PooledThreadASGIHandler(ASGIHandler):

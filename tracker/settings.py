@@ -92,7 +92,6 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{var_dir() / 'ordertrack.sqlite3'}"),
         conn_max_age=DATABASE_CONN_MAX_AGE,
-        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
