@@ -9,10 +9,11 @@ import threading
 import time
 
 import pytest
+import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.signals import request_finished
-from django.db import connection
+from django.db import connection, connections
 
 from tests.factories import make_customer
 from tracker.asgi_threads import PooledThreadASGIHandler
@@ -72,6 +73,23 @@ async def get(
     return sent[0]["status"]
 
 
+@pytest_asyncio.fixture
+async def handler():
+    """A handler with the given number of kept threads, closed after the test with the
+    connection of the thread this test's own ORM calls ran on (PostgreSQL cannot drop the
+    test database while one is open)."""
+    made: list[PooledThreadASGIHandler] = []
+
+    def make(threads: int) -> PooledThreadASGIHandler:
+        made.append(PooledThreadASGIHandler(threads))
+        return made[-1]
+
+    yield make
+    for app in made:
+        app.close()
+    await sync_to_async(connections.close_all)()
+
+
 @sync_to_async
 def customer_token(username: str = "alice") -> str:
     from rest_framework.authtoken.models import Token
@@ -79,8 +97,10 @@ def customer_token(username: str = "alice") -> str:
     return Token.objects.create(user=make_customer(username).user).key
 
 
-async def test_requests_one_after_another_reuse_one_kept_thread_and_its_connection(recorder):
-    app = PooledThreadASGIHandler(threads=2)
+async def test_requests_one_after_another_reuse_one_kept_thread_and_its_connection(
+    recorder, handler
+):
+    app = handler(2)
     token = await customer_token()
     assert [await get(app, "/api/v1/me/", token) for _ in range(3)] == [200, 200, 200]
     threads = {name for name, _ in recorder.seen}
@@ -91,12 +111,12 @@ async def test_requests_one_after_another_reuse_one_kept_thread_and_its_connecti
     assert all(left > settings.REQUEST_THREAD_CONN_MAX_AGE / 2 for left in recorder.kept_for)
 
 
-async def test_a_revoked_token_or_deactivated_user_is_refused_on_the_very_next_request():
+async def test_a_revoked_token_or_deactivated_user_is_refused_on_the_very_next_request(handler):
     """The kept connection reads what other connections committed since its last request."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    app = PooledThreadASGIHandler(threads=1)
+    app = handler(1)
     token = await customer_token()
     assert await get(app, "/api/v1/me/", token) == 200
     await sync_to_async(lambda: Token.objects.filter(key=token).delete())()
@@ -112,9 +132,9 @@ async def test_a_revoked_token_or_deactivated_user_is_refused_on_the_very_next_r
 
 
 async def test_concurrent_requests_beyond_the_kept_threads_run_on_a_thread_of_their_own(
-    recorder,
+    recorder, handler
 ):
-    app = PooledThreadASGIHandler(threads=1)
+    app = handler(1)
     token = await customer_token()
     gate = asyncio.Event()
     held = asyncio.create_task(get(app, "/api/v1/me/", token, gate))  # holds the kept thread

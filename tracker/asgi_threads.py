@@ -81,6 +81,15 @@ class PooledThreadASGIHandler(ASGIHandler):
             )
         return None
 
+    def close(self) -> None:
+        """Close the idle kept threads' database connections and end those threads (a
+        database cannot be dropped while a kept connection is open: the tests' teardown)."""
+        while self._free:
+            executor = self._free.pop()
+            executor.submit(connections.close_all).result()
+            executor.shutdown()
+            self._created -= 1
+
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
