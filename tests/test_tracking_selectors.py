@@ -346,3 +346,65 @@ def test_sales_series_buckets_the_window_against_the_period_before(pinot):
     everyone = s.restaurant_sales_series(None, "1h", as_of_ms=end)
     assert everyone[-1].orders >= 3
     assert [len(s.restaurant_sales_series(r, w, as_of_ms=end)) for w in ("24h", "7d")] == [24, 28]
+
+
+class DroppingBroker:
+    """A broker on loopback that resets the first ``drops`` connections as soon as it reads
+    the query (as a full accept queue or an expired keep-alive does), then answers."""
+
+    ANSWER = {
+        "resultTable": {"dataSchema": {"columnNames": ["n"], "columnDataTypes": ["LONG"]},
+                        "rows": [[7]]},
+        "exceptions": [], "numServersQueried": 1, "numServersResponded": 1, "timeUsedMs": 1,
+    }  # fmt: skip
+
+    def __init__(self, drops: int) -> None:
+        import socket
+        import threading
+
+        self.drops, self.connections = drops, 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import json
+        import socket
+        import struct
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                if self.connections <= self.drops:  # RST, not FIN
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    continue
+                body = json.dumps(self.ANSWER).encode()
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("drops, answered", [(1, True), (2, False)])
+def test_a_query_on_a_connection_the_broker_drops_is_sent_once_more(monkeypatch, drops, answered):
+    broker = DroppingBroker(drops)
+    monkeypatch.setenv("PINOT_BROKER_URL", broker.url)
+    try:
+        if answered:
+            assert s.query("SELECT n FROM t") == [{"n": 7}]
+        else:
+            with pytest.raises(TrackingUnavailable):
+                s.query("SELECT n FROM t")
+        assert broker.connections == 2
+    finally:
+        broker.close()

@@ -13,7 +13,7 @@ generation whose growth triggers the full collections.
 import gc
 import os
 
-from django.core.asgi import get_asgi_application
+from tracker.asgi_threads import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracker.settings")
 

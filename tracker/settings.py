@@ -87,10 +87,11 @@ TEMPLATES = [
     },
 ]
 
+DATABASE_CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{var_dir() / 'ordertrack.sqlite3'}"),
-        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+        conn_max_age=DATABASE_CONN_MAX_AGE,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -103,7 +104,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     # Short-lived connections: long-lived ones in the relay's and the workers' threads
     # kept stale views of the file (measured: no latency gain from keeping them).
+    # The web's long-lived request threads keep theirs (tracker/asgi_threads.py).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+#: Long-lived threads per web process for Django's sync request handling, each keeping its
+#: database connection this long (tracker/asgi_threads.py).
+REQUEST_THREADS = env_int("WEB_REQUEST_THREADS", 8)
+REQUEST_THREAD_CONN_MAX_AGE = DATABASE_CONN_MAX_AGE
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

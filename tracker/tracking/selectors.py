@@ -54,12 +54,21 @@ _TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATUSES))
 
 # ---------------------------------------------------------------------- transport
 
-#: The process's pinotdb connection and what it was opened for: one for every thread, since
-#: Django serves each ASGI request on a thread of its own (a per-thread connection was a new
-#: TCP connection, and a new broker thread, per request). pinotdb locks cursor creation
-#: and its httpx client pools keep-alive connections for concurrent queries.
+#: The process's pinotdb connection and what it was opened for, shared by every thread (a
+#: per-thread connection was a new TCP connection, and a new broker thread, per request
+#: when Django started a thread per request). pinotdb locks cursor creation and its httpx
+#: client pools keep-alive connections for concurrent queries.
 _shared: tuple[tuple[str, float], Any] | None = None
 _shared_lock = threading.Lock()
+
+#: Idle keep-alive connections to the broker are kept this long (httpx's default is 5 s,
+#: so a pause of a few seconds cost a burst of new connections; Pinot's broker closes
+#: idle ones after 30 s).
+KEEPALIVE_SECONDS = 20.0
+
+#: Failures where the broker never answered: a kept-alive connection it had dropped, or a
+#: new one its full accept queue reset. A query only reads, so it is sent once more.
+_DROPPED = (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def broker_url() -> str:
@@ -77,14 +86,25 @@ def _connection() -> Any:
         if _shared is None or _shared[0] != key:
             url, timeout = key
             parts = urlsplit(url)
+            session = httpx.Client(
+                timeout=timeout,
+                limits=httpx.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+            )
             _shared = (key, pinotdb.connect(
                 host=parts.hostname or "127.0.0.1",
                 port=parts.port or (443 if parts.scheme == "https" else 8099),
                 path=parts.path if parts.path not in ("", "/") else "/query/sql",
                 scheme=parts.scheme or "http",
-                timeout=timeout,
+                session=session,
             ))  # fmt: skip
         return _shared[1]
+
+
+def _rows(conn: Any, sql: str, params: dict[str, Any] | None) -> list[dict[str, Any]]:
+    cur = conn.cursor()
+    cur.execute(sql, params or {})
+    names = [d[0] for d in cur.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -92,10 +112,10 @@ def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]
     global _shared
     conn = _connection()
     try:
-        cur = conn.cursor()
-        cur.execute(sql, params or {})
-        names = [d[0] for d in cur.description or []]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        try:
+            return _rows(conn, sql, params)
+        except _DROPPED:
+            return _rows(conn, sql, params)  # httpx dropped that connection: a new one
     except (pinot_errors.Error, httpx.HTTPError, OSError) as exc:
         with _shared_lock:  # reconnect next time (queries in flight keep the old one)
             if _shared is not None and _shared[1] is conn:
