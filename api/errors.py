@@ -7,6 +7,7 @@ Mobile clients show ``message`` and highlight ``fields``; ``code`` is stable.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.views.decorators.csrf import csrf_exempt
@@ -17,6 +18,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from tracker.core.events import EventValidationError
 from tracker.orders.services import IllegalTransition, OrderError, TelemetryError
 from tracker.tracking.exceptions import TrackingUnavailable
+
+log = logging.getLogger(__name__)
 
 
 class Conflict(exceptions.APIException):
@@ -70,6 +73,7 @@ def _translate(exc: Exception) -> Exception:
     if isinstance(exc, EventValidationError):
         return exceptions.ValidationError({exc.field: [exc.reason]})
     if isinstance(exc, TrackingUnavailable):
+        log.warning("503: %s", exc)  # the answer says only "unavailable"; operators need why
         return ServiceUnavailable()
     if isinstance(exc, TelemetryError):
         return ServiceUnavailable(f"Position not stored: {exc}. Retry; points are idempotent.")

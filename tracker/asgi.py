@@ -12,6 +12,7 @@ generation whose growth triggers the full collections.
 
 import gc
 import os
+import threading
 
 from tracker.asgi_threads import get_asgi_application
 
@@ -24,6 +25,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from tracker.asgi_limits import BodySizeLimit  # noqa: E402
 from tracker.live.auth import websocket_stack  # noqa: E402
 from tracker.live.routing import websocket_urlpatterns  # noqa: E402
+from tracker.tracking import eta  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -31,6 +33,12 @@ application = ProtocolTypeRouter(
         "websocket": websocket_stack(URLRouter(websocket_urlpatterns)),
     }
 )
+
+# The arrival statistics' first load is the heaviest work the tracking store gets (seven
+# aggregate queries, new query shapes for it to translate). Started by the first requests
+# after a restart, it held every query queued behind it past its timeout (503s); loaded
+# now, those requests find it running and answer with the defaults meanwhile.
+threading.Thread(target=eta.current_statistics, name="eta-first-load", daemon=True).start()
 
 gc.collect()
 gc.freeze()
