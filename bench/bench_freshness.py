@@ -395,7 +395,11 @@ async def watch_phase(
     async def push_watcher(ws, order_id: int) -> None:
         async for raw in ws:
             message = json.loads(raw)
-            if message.get("type") == "update" and message["kind"] == "status":
+            # The first message showing the new status: the fast path's ``status``
+            # (no version) or the enriched ``update``, whichever comes first.
+            if message.get("type") == "status" or (
+                message.get("type") == "update" and message["kind"] == "status"
+            ):
                 seen.append((order_id, message["status"], time.perf_counter()))
 
     async def poll_watcher(port: int, path: str, order_id: int) -> None:
@@ -493,7 +497,12 @@ async def watch_phase(
         views.setdefault(order_id, []).append((when, status_rank(status)))
     produced = await asyncio.to_thread(stage_times, offsets, set(orders))
     latencies, missed = [], 0
-    stages: dict[str, list[float]] = {"relay": [], "stream": [], "to_watcher": []}
+    stages: dict[str, list[float]] = {
+        "relay": [],
+        "stream": [],
+        "to_watcher": [],
+        "relayed_to_watcher": [],
+    }
     for order_id, status, committed in changed:
         rank = status_rank(status)
         shown = [when for when, r in views.get(order_id, []) if r >= rank]
@@ -503,8 +512,11 @@ async def watch_phase(
             missed += 1
         # Where the time goes: commit -> order_statuses (outbox relay) -> orders_enriched
         # (stream job) -> the watcher sees it (push bridge, or Pinot ingest + the poll).
+        # The push fast path skips the stream job: order_statuses -> the watcher.
         relayed = produced.get((Topic.ORDER_STATUSES, order_id, status))
         enriched = produced.get((Topic.ORDERS_ENRICHED, order_id, status))
+        if relayed is not None and shown:
+            stages["relayed_to_watcher"].append(min(shown) + wall_minus_perf - relayed)
         if relayed is not None and enriched is not None:
             stages["relay"].append(relayed - (committed + wall_minus_perf))
             stages["stream"].append(enriched - relayed)

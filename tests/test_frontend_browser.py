@@ -183,6 +183,46 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     assert page.js_errors == []
 
 
+@database_sync_to_async
+def _advance_and_relay(order, steps: int) -> None:
+    """Change the order as the API does and run the outbox relay; no stream job runs."""
+    from tracker.orders import services
+    from tracker.outbox.relay import Relay
+
+    for _ in range(steps):
+        services.advance_order(order.pk)
+    relay = Relay()
+    while relay.publish_batch():
+        pass
+
+
+async def test_a_fast_status_shows_at_once_and_an_older_enriched_update_does_not_undo_it(
+    page, pinot
+):
+    world = await _tracked_world(pinot)
+    order, t0 = world["order"], world["t0"]
+    await sign_in(page, "alice", "pw-alice", f"/orders/{order.pk}/")
+    current = page.locator('.step[aria-current="step"]')
+    await expect(current).to_contain_text("Order placed")
+    await expect(page.locator("#live-pill")).to_have_text("Live")
+
+    # Three kitchen steps reach the page from the raw status events alone.
+    await _advance_and_relay(order, 3)
+    await expect(current).to_contain_text("In the oven")
+    await expect(page.locator("#order-status")).to_contain_text("In the oven")
+    await expect(page.locator("#announcer")).to_contain_text("In the oven")
+
+    # The stream job catches up one step at a time: its record for ORDER_CONFIRMED is
+    # newer by version but older by status. Its step time shows; the status stays.
+    await pinot.apublish(
+        order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 10_000),
+    )
+    await expect(page.locator('.step[data-status="ORDER_CONFIRMED"]')).to_contain_text("took")
+    await expect(current).to_contain_text("In the oven")
+    await expect(page.locator("#order-status")).to_contain_text("In the oven")
+    assert page.js_errors == []
+
+
 async def test_place_an_order_through_the_ui_once_despite_a_double_click(page, pinot):
     world = await _world()
     await sign_in(page, "alice", "pw-alice", "/order/new/")

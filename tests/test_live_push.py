@@ -13,12 +13,14 @@ from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tests.fixtures_pinot import order_event_of
+from tests.fixtures_pinot import order_event, order_event_of
 from tracker.asgi import application
-from tracker.core.events import now_ms
+from tracker.core.events import OrderStatusChanged, Topic, new_event_id, now_ms
 from tracker.live import messages
 from tracker.live.bridge import Bridge
 from tracker.live.layers import SweepingInMemoryChannelLayer
+from tracker.orders import services
+from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -147,9 +149,8 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
         pk, customer_id, restaurant_id = 5, 9, 1
 
     def record(version, status="OUT_FOR_DELIVERY", lat=12.9):
-        return order_event_of(
-            InTransit, version, status, courier=(1, lat, 77.6, now_ms())
-        ).to_json()
+        event = order_event_of(InTransit, version, status, courier=(1, lat, 77.6, now_ms()))
+        return Topic.ORDERS_ENRICHED, event.to_json()
 
     bridge.handle_batch(
         [record(1), record(2, lat=12.91), record(3, lat=12.92), record(4, lat=12.93)]
@@ -182,6 +183,108 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
         ("operations", 6, "status"),
     ]
     assert bridge.coalesced == 3
+
+
+def test_bridge_sends_each_status_once_whichever_path_brings_it_first():
+    sent = []
+    bridge = Bridge(
+        lambda sends: sent.extend((group, m["type"], m["status"]) for group, m in sends)
+    )
+
+    def status(status, previous, **parties):
+        event = OrderStatusChanged(
+            event_id=new_event_id(), event_time=now_ms(), order_id=5, placed_at=now_ms() - 60_000,
+            status=status, previous_status=previous, **parties,
+        )  # fmt: skip
+        return Topic.ORDER_STATUSES, event.to_json()
+
+    def enriched(version, status):
+        event = order_event(5, version, status, customer_id=9, restaurant_id=1)
+        return Topic.ORDERS_ENRICHED, event.to_json()
+
+    confirmed = status("ORDER_CONFIRMED", "PLACED_ORDER", customer_id=9, restaurant_id=1)
+    bridge.handle_batch([status("PLACED_ORDER", None), confirmed, confirmed])
+    # A placement is no news (no client shows less); the repeat is dropped; the operators'
+    # group waits for the enriched record (its figures come from Pinot).
+    assert sent == [
+        ("order.5", "status", "ORDER_CONFIRMED"),
+        ("customer.9", "status", "ORDER_CONFIRMED"),
+        ("restaurant.1", "status", "ORDER_CONFIRMED"),
+    ]
+    sent.clear()
+    # The full state still follows, older status included; then the stream job is quicker
+    # for the next status, and its raw event, arriving late, is not sent again.
+    bridge.handle_batch(
+        [enriched(1, "PLACED_ORDER"), enriched(2, "ORDER_CONFIRMED"), enriched(3, "BEING_PREPARED"),
+         status("BEING_PREPARED", "ORDER_CONFIRMED", customer_id=9, restaurant_id=1)]
+    )  # fmt: skip
+    assert [(g, t, s) for g, t, s in sent if g == "order.5"] == [
+        ("order.5", "update", "PLACED_ORDER"),
+        ("order.5", "update", "ORDER_CONFIRMED"),
+        ("order.5", "update", "BEING_PREPARED"),
+    ]
+    sent.clear()
+    # An event from before the parties were in the contract reaches the order's group only.
+    bridge.handle_batch([status("BEING_COOKED", "BEING_PREPARED")])
+    assert sent == [("order.5", "status", "BEING_COOKED")]
+
+
+@database_sync_to_async
+def _advance_and_relay(order, steps: int = 1) -> None:
+    """Change the order as the API does, then run the outbox relay (nothing else runs: no
+    stream job writes orders_enriched in these tests)."""
+    for _ in range(steps):
+        services.advance_order(order.pk)
+    relay = Relay()
+    while relay.publish_batch():
+        pass
+
+
+async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot):
+    world = await _world()
+    order = world["order"]
+    await pinot.apublish(order_event_of(order, 1))
+    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
+    my_list, _ = await _connect("/ws/orders/", world["alice"])
+    bobs_list, _ = await _connect("/ws/orders/", world["bob"])
+
+    await _advance_and_relay(order)
+    for socket in (mine, my_list):
+        message = await socket.receive_json_from(timeout=10)
+        assert message.pop("status_time").endswith("Z")
+        assert message == {
+            "type": "status",
+            "order_id": order.pk,
+            "customer_id": world["alice_id"],
+            "restaurant_id": order.restaurant_id,
+            "status": "ORDER_CONFIRMED",
+            "status_label": "Order confirmed",
+            "previous_status": "PLACED_ORDER",
+        }
+    assert await bobs_list.receive_nothing(timeout=1)
+    for socket in (mine, my_list, bobs_list):
+        await socket.disconnect()
+
+
+async def test_a_replayed_status_event_is_not_pushed_twice(pinot):
+    world = await _world()
+    order = world["order"]
+    await pinot.apublish(order_event_of(order, 1))
+    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
+    await _advance_and_relay(order, steps=2)
+    statuses = [(await mine.receive_json_from(timeout=10))["status"] for _ in range(2)]
+    assert statuses == ["ORDER_CONFIRMED", "BEING_PREPARED"]
+
+    # The relay sends the whole outbox again (as after a broker lost its data): the same
+    # events, same ids, reach the bridge a second time and no socket hears of them.
+    replayed = await database_sync_to_async(Relay().replay)(None)
+    assert replayed == 4  # the order, its placement and the two changes
+    await _advance_and_relay(order, steps=0)
+    await _advance_and_relay(order)  # a real change after the replay still gets through
+    message = await mine.receive_json_from(timeout=10)
+    assert (message["type"], message["status"]) == ("status", "BEING_COOKED")
+    assert await mine.receive_nothing(timeout=1)
+    await mine.disconnect()
 
 
 @database_sync_to_async

@@ -367,6 +367,11 @@ class OrderStatusChanged(Event):
     ``placed_at`` is the order's placement time (its ``OrderPlaced.event_time``): the
     stream join keys its state by (order, placement time) so a watermark on that time
     bounds the state.
+
+    ``customer_id`` and ``restaurant_id`` repeat the order's parties so the push bridge
+    can route a status straight to the customer's and the restaurant's sockets without
+    waiting for the stream job's join; optional, because events written before they
+    existed (still in an outbox or a topic) lack them.
     """
 
     TOPIC: ClassVar[Topic] = Topic.ORDER_STATUSES
@@ -375,6 +380,8 @@ class OrderStatusChanged(Event):
     status: str
     previous_status: str | None = None
     courier_id: int | None = None
+    customer_id: int | None = None
+    restaurant_id: int | None = None
 
     def validate(self, prefix: str = "") -> None:
         super().validate(prefix)

@@ -1,11 +1,21 @@
-"""From Kafka to WebSockets: fan ``orders_enriched`` out to per-order and per-customer groups.
+"""From Kafka to WebSockets: fan ``order_statuses`` and ``orders_enriched`` out to groups.
 
-Each ``orders_enriched`` record is the order's full state at a version, so a
-client that gets only the latest record loses nothing. The bridge therefore
-coalesces: within one poll, only the newest position-only change of an order is
-published, while every status change is published in order. Records at or
-below the last version seen for an order (at-least-once re-emits, replays
-after a broker restart) are dropped here, once, for every socket.
+Two paths, one consumer:
+
+* **Fast status** (``order_statuses``, the outbox relay's raw events): a status
+  change is pushed as a ``status`` message the moment its event exists, seconds
+  before the stream job's micro-batch joins it. It carries the new status only,
+  and no version (versions are the stream job's); clients apply it only when it
+  is further along the lifecycle than what they show.
+* **Full state** (``orders_enriched``): each record is the order's full state at a
+  version, so a client that gets only the latest record loses nothing. The bridge
+  therefore coalesces: within one poll, only the newest position-only change of an
+  order is published, while every status change is published in order.
+
+Duplicates are dropped here, once, for every socket: enriched records at or below
+the last version seen for an order, and status events not further along than the
+last status published for it (at-least-once re-sends, replays after a broker
+restart).
 
 Two ways to run it (``PUSH_BRIDGE_EMBEDDED``):
 
@@ -23,17 +33,27 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, TopicPartition
 
 from tracker.core import kafka
-from tracker.core.events import EventValidationError, Topic, parse_event, topic_name
+from tracker.core.events import (
+    EventValidationError,
+    OrderEnriched,
+    OrderStatusChanged,
+    Topic,
+    now_ms,
+    parse_event,
+    status_rank,
+    topic_name,
+)
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
     order_group,
     restaurant_group,
+    status_from_event,
     update_from_enriched,
 )
 
@@ -42,13 +62,30 @@ log = logging.getLogger(__name__)
 #: Sends (group, message) pairs to the channel layer, in order, before returning.
 Publish = Callable[[list[tuple[str, dict[str, Any]]]], None]
 
+#: The topics the bridge follows, read by one consumer in poll order.
+TOPICS = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
+
 #: Orders whose last version/status the bridge remembers (bounded memory).
 MAX_TRACKED_ORDERS = 200_000
 
+#: A raw status event older than this is no news: after the relay replays its outbox
+#: (a broker that lost its data) a bridge that forgot those orders would otherwise
+#: re-announce their whole history; snapshots and enriched updates carry it anyway.
+FAST_STATUS_MAX_AGE_MS = 5 * 60 * 1000
+
+
+class _Published(NamedTuple):
+    """What the bridge has published for one order."""
+
+    version: int  # the last orders_enriched version (0: none yet)
+    status: str | None  # that record's status
+    rank: int  # the furthest status published by either path (status_rank)
+
 
 class Bridge:
-    """Publishes each new orders_enriched version to its order's, customer's and restaurant's
-    groups (and status changes to the operators' group).
+    """Publishes each status change as soon as its raw event exists, and each new
+    orders_enriched version, to its order's, customer's and restaurant's groups (and
+    enriched status changes to the operators' group).
 
     Deduplicating and coalescing here, once, means every socket gets the same
     gap-free, in-order stream without each one keeping per-order state.
@@ -56,29 +93,31 @@ class Bridge:
 
     def __init__(self, publish: Publish) -> None:
         self.publish = publish
-        self._seen: OrderedDict[int, tuple[int, str]] = OrderedDict()
+        self._seen: OrderedDict[int, _Published] = OrderedDict()
         self.published = 0
         self.coalesced = 0
 
-    def handle_batch(self, values: list[bytes]) -> None:
-        """Publish one poll's worth of orders_enriched records, in one call to ``publish``
+    def handle_batch(self, records: list[tuple[Topic, bytes]]) -> None:
+        """Publish one poll's worth of (topic, value) records, in one call to ``publish``
         (one hop to the event loop or one Redis round of sends per poll, not per group)."""
         sends: list[tuple[str, dict[str, Any]]] = []
         pending_positions: dict[int, dict[str, Any]] = {}
-        for value in values:
+        for topic, value in records:
             try:
-                event = parse_event(Topic.ORDERS_ENRICHED, value)
+                event = parse_event(topic, value)
             except EventValidationError as exc:
-                log.warning("push bridge: skipping an invalid orders_enriched record: %s", exc)
+                log.warning("push bridge: skipping an invalid %s record: %s", topic, exc)
                 continue
+            if isinstance(event, OrderStatusChanged):
+                self._fast_status(sends, event)
+                continue
+            assert isinstance(event, OrderEnriched)
             last = self._seen.get(event.order_id)
-            if last is not None and event.version <= last[0]:
+            if last is not None and event.version <= last.version:
                 continue  # a re-emit or replay: already published
-            status_changed = last is None or last[1] != event.status
-            self._seen[event.order_id] = (event.version, event.status)
-            self._seen.move_to_end(event.order_id)
-            if len(self._seen) > MAX_TRACKED_ORDERS:
-                self._seen.popitem(last=False)
+            status_changed = last is None or last.status != event.status
+            rank = max(status_rank(event.status), last.rank if last else -1)
+            self._remember(event.order_id, _Published(event.version, event.status, rank))
             message = update_from_enriched(event, status_changed)
             if status_changed:
                 # The status message carries the full state, newer than any pending position.
@@ -94,6 +133,37 @@ class Bridge:
         if sends:
             self.publish(sends)
 
+    def _fast_status(
+        self, sends: list[tuple[str, dict[str, Any]]], event: OrderStatusChanged
+    ) -> None:
+        """Publish a raw status change once, if it moves the order further than anything
+        published for it. A placement (no previous status) is skipped: no client shows
+        less than it, and the order's first enriched record introduces it to lists."""
+        if event.previous_status is None or event.event_time < now_ms() - FAST_STATUS_MAX_AGE_MS:
+            return
+        rank, last = status_rank(event.status), self._seen.get(event.order_id)
+        if last is not None and rank <= last.rank:
+            return  # a re-send or replay, or the stream job was quicker
+        self._remember(
+            event.order_id,
+            _Published(last.version, last.status, rank) if last else _Published(0, None, rank),
+        )
+        message = status_from_event(event)
+        # Not to the operators' group: its page re-reads Pinot figures on a status change,
+        # which only move once the enriched record is in.
+        sends.append((order_group(event.order_id), message))
+        if event.customer_id is not None:
+            sends.append((customer_group(event.customer_id), message))
+        if event.restaurant_id is not None:
+            sends.append((restaurant_group(event.restaurant_id), message))
+        self.published += 1
+
+    def _remember(self, order_id: int, published: _Published) -> None:
+        self._seen[order_id] = published
+        self._seen.move_to_end(order_id)
+        if len(self._seen) > MAX_TRACKED_ORDERS:
+            self._seen.popitem(last=False)
+
     def _add(self, sends: list[tuple[str, dict[str, Any]]], message: dict[str, Any]) -> None:
         sends.append((order_group(message["order_id"]), message))
         sends.append((customer_group(message["customer_id"]), message))
@@ -103,22 +173,27 @@ class Bridge:
         self.published += 1
 
     def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:
-        """Consume from the end of the topic until ``stop``; reconnects by itself.
+        """Consume from the end of both topics until ``stop``; reconnects by itself.
 
         ``ready`` is set once the start offsets are fixed: every record produced
         after that moment will be published (what came before is in the snapshot).
         """
-        name = topic_name(Topic.ORDERS_ENRICHED)
+        names = {topic_name(topic): topic for topic in TOPICS}
         while not stop.is_set():
             cons = kafka.consumer()
             try:
                 # Start at the true end (Tansu's watermark under-reports), resolved now
                 # rather than lazily, so no record slips between ready and first fetch.
-                ends = kafka.end_offsets(cons, name)
-                cons.assign([TopicPartition(name, p, offset) for p, offset in ends.items()])
+                # (end_offsets replaces the assignment: collect both, then assign.)
+                starts = [
+                    TopicPartition(name, partition, offset)
+                    for name in names
+                    for partition, offset in kafka.end_offsets(cons, name).items()
+                ]
+                cons.assign(starts)
                 if ready is not None:
                     ready.set()
-                log.info("push bridge: following %s (%d partitions)", name, len(ends))
+                log.info("push bridge: following %s", ", ".join(names))
                 while not stop.is_set():
                     # poll() returns as soon as one record is there; consume(timeout=0)
                     # then drains what is buffered without waiting (consume alone
@@ -127,15 +202,15 @@ class Bridge:
                     if first is None:
                         continue
                     batch = [first, *cons.consume(999, timeout=0)]
-                    values = []
+                    records = []
                     for msg in batch:
                         err = msg.error()
                         if err is None:
-                            values.append(msg.value())
+                            records.append((names[msg.topic()], msg.value()))
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
-                    if values:
-                        self.handle_batch(values)
+                    if records:
+                        self.handle_batch(records)
             except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
                 log.exception("push bridge: consumer failed; reconnecting in 1s")
                 stop.wait(1.0)

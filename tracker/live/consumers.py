@@ -10,7 +10,8 @@ before accepting reaches the client as a bare HTTP 403.
 
 No gap between snapshot and deltas: the socket joins its group *before* reading
 the snapshot, holds the deltas that arrive meanwhile, and after sending the
-snapshot forwards only those with a higher version.
+snapshot forwards only those with a higher version (and every fast ``status``
+message, which has none: the client keeps the furthest status).
 
 Slow clients: handlers never await the network. Status updates wait in a small
 queue (an order has at most eight statuses, so it is bounded by nature, and a
@@ -176,6 +177,12 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             self._enqueue(message)
 
     def _enqueue(self, message: dict[str, Any]) -> None:
+        if message["type"] == "status":
+            # The fast path's: no version to compare. The bridge sends each status once
+            # and the client keeps the furthest status it has seen.
+            self._statuses.append(message)
+            self._wake.set()
+            return
         order_id, version = message["order_id"], message["version"]
         if version <= self._versions.get(order_id, -1):
             return

@@ -2,7 +2,10 @@
 
 Every update carries the order's ``version`` (monotonic per order, set by the
 stream job), so a client can drop anything older than what it has, and resume
-after a reconnect with ``?since=<version>``.
+after a reconnect with ``?since=<version>``. A ``status`` message is the fast
+path's, straight from the raw status event ahead of the stream job: it has no
+version, and a client applies it only when it moves the order further along the
+lifecycle than what it shows.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 from tracker.core.events import (
     OrderEnriched,
     OrderStatus,
+    OrderStatusChanged,
     now_ms,
     status_label,
     status_time_field,
@@ -82,4 +86,19 @@ def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str
         else round(event.distance_left_km, 3),
         "eta": arrival(Trip.of_enriched(event), now_ms()),
         "total": money(event.total),
+    }
+
+
+def status_from_event(event: OrderStatusChanged) -> dict[str, Any]:
+    """A ``status`` message from one raw order_statuses event: the new status only,
+    seconds before the stream job's ``update`` brings the order's full state."""
+    return {
+        "type": "status",
+        "order_id": event.order_id,
+        "customer_id": event.customer_id,
+        "restaurant_id": event.restaurant_id,
+        "status": event.status,
+        "status_label": status_label(event.status),
+        "status_time": iso_ms(event.event_time),
+        "previous_status": event.previous_status,
     }

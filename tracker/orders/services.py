@@ -195,6 +195,8 @@ def _record_status(
         status=status.value,
         previous_status=previous.value if previous else None,
         courier_id=order.courier_id,
+        customer_id=order.customer_id,
+        restaurant_id=order.restaurant_id,
     )
     OrderStatusChange.objects.create(
         order=order,

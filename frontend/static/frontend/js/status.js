@@ -29,6 +29,23 @@ export const LABELS = {
 /** Statuses in which a courier is on the road (the map follows it). */
 export const IN_TRANSIT = new Set(["OUT_FOR_DELIVERY", "ARRIVING_AT_DOOR"]);
 
+/** Position in the lifecycle; CANCELLED ranks after everything (it is terminal), unknown -1. */
+export function rank(status) {
+  return status === "CANCELLED" ? LIFECYCLE.length : LIFECYCLE.indexOf(status);
+}
+
+/**
+ * The status to show, given the one shown and one just received: the further along.
+ * The one rule every page applies to every message that carries a status (README,
+ * "Live updates"). Statuses only move forward and CANCELLED is terminal, so a status
+ * behind the shown one is old news: a fast `status` message (no version) is applied
+ * only when it moves the order on, and a later enriched `update` or snapshot that
+ * the stream job produced before it never moves the shown status back.
+ */
+export function furthest(shown, received) {
+  return rank(received) > rank(shown) ? received : shown;
+}
+
 export function label(status) {
   return LABELS[status] || String(status || "").replaceAll("_", " ").toLowerCase();
 }

@@ -10,7 +10,10 @@ from tracker.live.bridge import Bridge, send_in_order
 
 
 class Command(BaseCommand):
-    help = "Fan orders_enriched out to WebSocket groups through the (Redis) channel layer."
+    help = (
+        "Fan order_statuses (fast status) and orders_enriched out to WebSocket groups "
+        "through the (Redis) channel layer."
+    )
 
     def handle(self, *args, **options):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s pushbridge %(message)s")
@@ -20,6 +23,6 @@ class Command(BaseCommand):
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())
-        self.stdout.write("pushbridge: following orders_enriched")
+        self.stdout.write("pushbridge: following order_statuses and orders_enriched")
         self.stdout.flush()
         bridge.run(stop)

@@ -13,7 +13,7 @@ import { config, orderUrl } from "../config.js";
 import { connectionIndicator } from "../connection.js";
 import { announce, errorState, h, replace, toast } from "../dom.js";
 import { ago, duration, money } from "../format.js";
-import { LIFECYCLE, label } from "../status.js";
+import { furthest, label, rank } from "../status.js";
 import { LiveSocket } from "../live.js";
 
 const restaurantId = config.restaurant.id;
@@ -46,7 +46,6 @@ const columnBodies = new Map();
 let socket = null;
 let ready = false;
 
-const rank = (status) => (status === "CANCELLED" ? 99 : LIFECYCLE.indexOf(status));
 const shownStatus = (o) => (o.pending ? o.pending.to : o.status);
 
 // ------------------------------------------------------------------ layout
@@ -172,12 +171,13 @@ async function fetchNewOrder(message) {
 
 function onMessage(message) {
   if (message.type === "snapshot") {
-    const known = new Set(orders.keys());
-    const pending = new Map([...orders.values()].filter((o) => o.pending).map((o) => [o.id, o.pending]));
+    const known = new Map(orders);
     orders.clear();
     for (const s of message.orders) {
       const o = fromSummary(s);
-      o.pending = pending.get(o.id) || null;
+      const was = known.get(o.id);
+      o.pending = (was && was.pending) || null;
+      if (was && furthest(o.status, was.status) !== o.status) [o.status, o.statusTime] = [was.status, was.statusTime];
       orders.set(o.id, o);
       if (ready && !known.has(o.id) && o.status === "PLACED_ORDER") markFresh(o);
     }
@@ -185,24 +185,33 @@ function onMessage(message) {
     render();
     return;
   }
-  if (message.type !== "update" || message.restaurant_id !== restaurantId) return;
+  if (message.restaurant_id !== restaurantId) return;
   const o = orders.get(message.order_id);
+  if (message.type === "status") {
+    if (o) moveOn(o, message); // a fast status (no version); new orders wait for their update
+    return;
+  }
+  if (message.type !== "update") return;
   if (!o) {
     if (!FINISHED.has(message.status)) fetchNewOrder(message);
     return;
   }
   if (message.version <= o.version) return;
   o.version = message.version;
-  if (message.status !== o.status) {
-    o.status = message.status;
-    o.statusTime = message.status_time;
-    if (o.pending && rank(o.status) >= rank(o.pending.to)) o.pending = null;
-    if (FINISHED.has(o.status) && !o.pending) {
-      orders.delete(o.id);
-      if (o.status === "CANCELLED") announce(`Order #${o.id} was cancelled.`);
-    }
-    render();
+  moveOn(o, message);
+}
+
+/** Show a message's status if it is further along than the card's (status.js `furthest`). */
+function moveOn(o, message) {
+  if (furthest(o.status, message.status) === o.status) return;
+  o.status = message.status;
+  o.statusTime = message.status_time;
+  if (o.pending && rank(o.status) >= rank(o.pending.to)) o.pending = null;
+  if (FINISHED.has(o.status) && !o.pending) {
+    orders.delete(o.id);
+    if (o.status === "CANCELLED") announce(`Order #${o.id} was cancelled.`);
   }
+  render();
 }
 
 // ------------------------------------------------------------------ actions

@@ -3,8 +3,9 @@
  *
  * First paint from the REST API (active, and past with "Show more"); then the
  * customer's order socket keeps every card current. Each order is kept at its
- * highest version, so a reconnect's snapshot and late updates never go back in
- * time; an order that finishes moves from the active list to the past list.
+ * highest version and its furthest status (fast `status` messages come ahead of
+ * the versioned updates), so a reconnect's snapshot and late updates never go back
+ * in time; an order that finishes moves from the active list to the past list.
  */
 import { api } from "../api.js";
 import { orderUrl, config } from "../config.js";
@@ -13,7 +14,7 @@ import { notificationControl, notifyStatus } from "../notify.js";
 import { announce, emptyState, errorState, h, loadingState, replace } from "../dom.js";
 import { statusBadge, progressBar } from "../components.js";
 import { ago, arrival, distance, money, trackArrival, when } from "../format.js";
-import { IN_TRANSIT, isActive, label } from "../status.js";
+import { IN_TRANSIT, furthest, isActive, label } from "../status.js";
 import { LiveSocket } from "../live.js";
 
 const PAST_PAGE = 10;
@@ -27,12 +28,13 @@ let pastOffset = 0;
 let pastExhausted = false;
 let socket = null;
 
-/** Keep the newest version of an order; returns true when it changed. */
+/** Keep the newest version of an order, at its furthest status; returns true when it changed. */
 function upsert(summary) {
   const known = orders.get(summary.id);
   if (known && known.version > summary.version) return false;
   const arrivalTracker = "eta" in summary ? trackArrival(known && known.arrivalTracker, summary.eta) : known && known.arrivalTracker;
-  orders.set(summary.id, { ...known, ...summary, arrivalTracker });
+  const kept = known && furthest(known.status, summary.status) !== summary.status ? { status: known.status, status_label: known.status_label, status_time: known.status_time } : {};
+  orders.set(summary.id, { ...known, ...summary, ...kept, arrivalTracker });
   return true;
 }
 
@@ -141,11 +143,22 @@ async function applyUpdate(message) {
   });
   if (!changed) return;
   render();
-  if (before !== message.status) {
-    const name = known.restaurant && known.restaurant.name ? ` from ${known.restaurant.name}` : "";
-    announce(`Order #${message.order_id}${name} is now: ${label(message.status)}.`);
-    notifyStatus(message.order_id, message.status, { restaurant: known.restaurant ? known.restaurant.name : null, url: orderUrl(message.order_id) });
-  }
+  if (before !== orders.get(message.order_id).status) statusMoved(known, message.status);
+}
+
+/** A fast `status` message: move a card on at once (new orders wait for their update). */
+function applyStatus(message) {
+  const known = orders.get(message.order_id);
+  if (!known || furthest(known.status, message.status) === known.status) return;
+  orders.set(known.id, { ...known, status: message.status, status_label: message.status_label, status_time: message.status_time });
+  render();
+  statusMoved(known, message.status);
+}
+
+function statusMoved(order, status) {
+  const name = order.restaurant && order.restaurant.name ? ` from ${order.restaurant.name}` : "";
+  announce(`Order #${order.id}${name} is now: ${label(status)}.`);
+  notifyStatus(order.id, status, { restaurant: order.restaurant ? order.restaurant.name : null, url: orderUrl(order.id) });
 }
 
 function onMessage(message) {
@@ -154,6 +167,8 @@ function onMessage(message) {
     render();
   } else if (message.type === "update") {
     applyUpdate(message);
+  } else if (message.type === "status") {
+    applyStatus(message);
   }
 }
 

@@ -5,7 +5,8 @@
  * GPS fixes, the path travelled, distance left and ETA).
  *
  * First paint from REST; then /ws/orders/<id>/ with ?since=<version>: the
- * server answers "resumed" (nothing missed) or a fresh snapshot, then updates.
+ * server answers "resumed" (nothing missed) or a fresh snapshot, then updates,
+ * and fast `status` messages ahead of them (status.js `furthest` decides what shows).
  */
 import { api } from "../api.js";
 import { config } from "../config.js";
@@ -14,7 +15,7 @@ import { announce, errorState, h, loadingState, replace, toast } from "../dom.js
 import { statusBadge } from "../components.js";
 import { arrival, clock, distance, duration, etaText, money, trackArrival, when } from "../format.js";
 import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
-import { IN_TRANSIT, buildTimeline, isActive, label, timesFromTimeline } from "../status.js";
+import { IN_TRANSIT, buildTimeline, furthest, isActive, label, timesFromTimeline } from "../status.js";
 import { LiveSocket } from "../live.js";
 import { notificationControl, notifyStatus, setTitleStatus } from "../notify.js";
 
@@ -41,10 +42,13 @@ let layers = null;
 // ------------------------------------------------------------------ state
 
 function fromDetail(detail, version) {
+  const shown = state.status;
   state.order = detail;
   state.version = version;
-  state.status = detail.status;
-  state.statusTimes = timesFromTimeline(detail.timeline);
+  state.status = furthest(shown, detail.status); // a snapshot behind a fast status
+  const times = timesFromTimeline(detail.timeline);
+  if (state.status !== detail.status) times[state.status] = state.statusTimes[state.status];
+  state.statusTimes = times;
   state.position = detail.position;
   state.distanceKm = detail.distance_left_km;
   setEta(detail.eta);
@@ -59,23 +63,35 @@ function setEta(eta) {
   }
 }
 
+/** An enriched `update`: the order's full state at a newer version. */
 function applyUpdate(message) {
   if (message.version <= state.version) return;
   const previous = state.status;
   state.version = message.version;
-  state.status = message.status;
+  state.status = furthest(previous, message.status);
   state.statusTimes = { ...state.statusTimes, ...(message.status_times || {}) };
   state.distanceKm = message.distance_left_km;
   setEta(message.eta);
   if (message.position) moveCourier(message.position);
-  if (previous !== state.status) {
-    renderHeader();
-    renderTimeline();
-    announce(`Order #${orderId} is now: ${label(state.status)}.`);
-    notifyStatus(orderId, state.status, { restaurant: state.order.restaurant.name, url: location.pathname });
-    if (state.status === "DELIVERED") toast("Your order has been delivered. Enjoy your meal!", "success");
-  }
+  if (previous !== state.status) statusMoved();
   renderDelivery();
+}
+
+/** A fast `status` message: the new status only, ahead of the update with the full state. */
+function applyStatus(message) {
+  if (furthest(state.status, message.status) === state.status) return;
+  state.status = message.status;
+  state.statusTimes = { ...state.statusTimes, [message.status]: message.status_time };
+  statusMoved();
+  renderDelivery();
+}
+
+function statusMoved() {
+  renderHeader();
+  renderTimeline();
+  announce(`Order #${orderId} is now: ${label(state.status)}.`);
+  notifyStatus(orderId, state.status, { restaurant: state.order.restaurant.name, url: location.pathname });
+  if (state.status === "DELIVERED") toast("Your order has been delivered. Enjoy your meal!", "success");
 }
 
 // ------------------------------------------------------------------ layout
@@ -329,6 +345,8 @@ function onMessage(message) {
     }
   } else if (message.type === "update" && message.order_id === orderId) {
     applyUpdate(message);
+  } else if (message.type === "status" && message.order_id === orderId) {
+    applyStatus(message);
   }
 }
 
