@@ -40,7 +40,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.common import process_tree_rss, write_result  # noqa: E402
+from bench.common import RESULTS, process_tree_rss, write_result  # noqa: E402
 from tracker.core import geo  # noqa: E402
 from tracker.core.broker import EmbeddedBroker  # noqa: E402
 from tracker.core.conf import KafkaConfig  # noqa: E402
@@ -385,14 +385,15 @@ def main() -> int:
     ).stdout.strip()
     codes = [(f"new {head}", BASE_DIR)]
     if args.baseline:
+        # The baseline's tree, unpacked (the repository's worktrees are not touched).
         old = bench_dir / "baseline"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(old), args.baseline],
-            cwd=BASE_DIR,
-            check=True,
-            capture_output=True,
-        )
+        old.mkdir()
+        tree = subprocess.run(
+            ["git", "archive", args.baseline], cwd=BASE_DIR, check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=tree, check=True)
         codes.insert(0, (f"old {args.baseline}", old))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
     try:
         for i, level in enumerate(int(x) for x in args.levels.split(",")):
@@ -401,20 +402,21 @@ def main() -> int:
                 # A broker of its own per run, so a run never inherits the records (and the
                 # memory) the in-memory broker kept for the runs before it.
                 os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
-                broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
+                # Logs kept beside the result: the broker's and the job's.
+                logs = RESULTS / f"streaming-{stamp}-{label.split()[0]}-{level}x"
+                broker = EmbeddedBroker(KafkaConfig(), log_path=Path(f"{logs}.broker.log")).start(
+                    create_topics=False
+                )
                 try:
                     result = run_level(args, level, bench_dir, base, code, label)
                 finally:
                     broker.stop()
+                    for job_log in bench_dir.glob("bench*.log"):
+                        shutil.move(str(job_log), f"{logs}.job.log")
+                result["logs"] = Path(logs).name + ".{broker,job}.log"
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:
-        if args.baseline:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(bench_dir / "baseline")],
-                cwd=BASE_DIR,
-                capture_output=True,
-            )
         shutil.rmtree(bench_dir, ignore_errors=True)
 
     cols = [
