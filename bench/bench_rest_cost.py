@@ -42,12 +42,16 @@ try:
     def own():
         fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    before, own0, t0 = cpu(), own(), time.monotonic()
+    def batches():  # the stream job's committed micro-batches
+        commits = os.path.join(os.environ["STREAMING_CHECKPOINT_DIR"], "spark", "commits")
+        return len([f for f in os.listdir(commits) if f.isdigit()]) if os.path.isdir(commits) else 0
+    before, own0, batches0, t0 = cpu(), own(), batches(), time.monotonic()
     time.sleep(seconds)
     after, own1, elapsed = cpu(), own(), time.monotonic() - t0
     cores = {n: round((after[n] - before.get(n, 0.0)) / elapsed, 3) for n in after}
     cores["supervisor"] = round((own1 - own0) / elapsed, 3)
     cores["total"] = round(sum(cores.values()), 3)
+    cores["stream_batches_per_s"] = round((batches() - batches0) / elapsed, 2)
     print("RESULT " + json.dumps(cores), flush=True)
 finally:
     supervisor.stop()
@@ -110,6 +114,7 @@ def main() -> None:
             results[key] = measure(checkout, simulator, args.warmup, args.seconds, log)
             print(key, json.dumps(results[key]), flush=True)
     names = sorted({n for r in results.values() for n in r if n != "error"} - {"total"})
+    names = [n for n in names if n != "stream_batches_per_s"] + ["stream_batches_per_s"]
     print_table(
         "CPU (cores) per component at rest",
         [(k, *(str(r.get(n, "-")) for n in [*names, "total"])) for k, r in results.items()],

@@ -70,6 +70,8 @@ TOPIC_IDS = "_topic_ids"
 #: before every batch, and records it leaves behind only wait for the next batch. When
 #: nothing is new the scan is one fetch that waits (up to the fetch wait) for data.
 END_SCAN_SECONDS = 0.5
+#: Fewer records than this in a micro-batch are read by one task (see ``partitions``).
+MIN_RECORDS_PER_TASK = 1000
 #: Executors read ranges that exist: the fetch returns as soon as the broker has found
 #: them, and this is how long it may look (docs/broker.md).
 RANGE_FETCH_WAIT_MS = 500
@@ -335,8 +337,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for (t, p), (begin, stop) in self._ranges(start, end).items()
             if stop > begin
         ]
+        # A task per MIN_RECORDS_PER_TASK records, up to numPartitions: every Python task
+        # has a fixed cost, and at a quiet time a batch has a handful of records.
+        records = sum(r.end - r.start for r in ranges)
+        tasks = min(self.num_partitions, len(ranges), -(-records // MIN_RECORDS_PER_TASK))
         # Biggest ranges first, each to the lightest partition: even tasks.
-        groups: list[list[KafkaRange]] = [[] for _ in range(min(self.num_partitions, len(ranges)))]
+        groups: list[list[KafkaRange]] = [[] for _ in range(tasks)]
         sizes = [0] * len(groups)
         for r in sorted(ranges, key=lambda r: r.start - r.end):
             i = sizes.index(min(sizes))
