@@ -4,7 +4,7 @@ Starts the whole system (every component, as ``make run`` does, on a fresh workd
 free ports) from each checkout in turn, once at the default load (the simulator at the
 book's peak, nobody using it) and once with the simulator off, lets it settle, then
 reads each component's CPU seconds (process and children, from /proc) over a window.
-The old code is ``git archive`` of a baseline commit, run with the same virtualenv.
+The old code is a baseline commit's tree (``bench.common.baseline_tree``).
 
 Not a test: prints a table and writes bench/results/rest-cost-*.json.
 
@@ -17,14 +17,13 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import machine, print_table, write_result  # noqa: E402
+from bench.common import baseline_tree, machine, print_table, write_result  # noqa: E402
 
 #: Runs inside the checkout being measured (its own bench.common and components).
 CHILD = """
@@ -56,19 +55,6 @@ try:
 finally:
     supervisor.stop()
 """
-
-
-def checkout_of(commit: str) -> Path:
-    """The tree of ``commit`` in a temporary directory (the repository is not touched)."""
-    target = Path(tempfile.mkdtemp(prefix="rest-cost-old-"))
-    archive = subprocess.run(
-        ["git", "archive", commit], cwd=ROOT, capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    vendor = ROOT / "frontend" / "static" / "vendor"
-    if vendor.is_dir():  # not in git: copied by the installer
-        subprocess.run(["cp", "-r", str(vendor), str(target / "frontend" / "static")], check=False)
-    return target
 
 
 def measure(checkout: Path, simulator: bool, warmup: float, seconds: float, log: Path) -> dict:
@@ -106,7 +92,7 @@ def main() -> None:
     baseline = subprocess.run(
         ["git", "rev-parse", "--short", args.baseline], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
-    checkouts = {f"old {baseline}": checkout_of(args.baseline), "new": ROOT}
+    checkouts = {f"old {baseline}": baseline_tree(args.baseline), "new": ROOT}
     results: dict = {}
     for simulator in (True, False):
         for label, checkout in checkouts.items():

@@ -40,7 +40,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.common import RESULTS, process_tree_rss, write_result  # noqa: E402
+from bench.common import RESULTS, baseline_tree, process_tree_rss, write_result  # noqa: E402
 from tracker.core import geo  # noqa: E402
 from tracker.core.broker import EmbeddedBroker  # noqa: E402
 from tracker.core.conf import KafkaConfig  # noqa: E402
@@ -385,13 +385,7 @@ def main() -> int:
     ).stdout.strip()
     codes = [(f"new {head}", BASE_DIR)]
     if args.baseline:
-        # The baseline's tree, unpacked (the repository's worktrees are not touched).
-        old = bench_dir / "baseline"
-        old.mkdir()
-        tree = subprocess.run(
-            ["git", "archive", args.baseline], cwd=BASE_DIR, check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=tree, check=True)
+        old = baseline_tree(args.baseline)
         codes.insert(0, (f"old {args.baseline}", old))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
@@ -418,6 +412,8 @@ def main() -> int:
                 print(json.dumps(result), flush=True)
     finally:
         shutil.rmtree(bench_dir, ignore_errors=True)
+        if args.baseline:
+            shutil.rmtree(old, ignore_errors=True)
 
     cols = [
         ("code", "code"),
