@@ -41,9 +41,10 @@ try:
     def own():
         fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    def batches():  # the stream job's committed micro-batches
+    def batches():  # the stream job's last committed micro-batch (old commit files are purged)
         commits = os.path.join(os.environ["STREAMING_CHECKPOINT_DIR"], "spark", "commits")
-        return len([f for f in os.listdir(commits) if f.isdigit()]) if os.path.isdir(commits) else 0
+        ids = [int(f) for f in os.listdir(commits) if f.isdigit()] if os.path.isdir(commits) else []
+        return max(ids, default=0)
     before, own0, batches0, t0 = cpu(), own(), batches(), time.monotonic()
     time.sleep(seconds)
     after, own1, elapsed = cpu(), own(), time.monotonic() - t0
