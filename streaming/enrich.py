@@ -38,6 +38,7 @@ from tracker.core import geo
 from tracker.core.events import (
     CANCELLABLE_STATUSES,
     IN_TRANSIT_STATUSES,
+    INT64_MAX,
     LIFECYCLE,
     MAX_CLOCK_SKEW_MS,
     SCHEMA_VERSION,
@@ -51,7 +52,9 @@ from tracker.core.events import (
     OrderPlaced,
     OrderStatus,
     OrderStatusChanged,
+    Rule,
     Topic,
+    rules_of,
     status_rank,
     status_time_field,
     topic_name,
@@ -142,54 +145,52 @@ def _type_check(annotation: Any, t: str) -> tuple[str, str]:
     return f"{t} {cond.format(t=t)}", reason
 
 
-def _money_invalid(expr: str) -> str:
-    return f"coalesce(try_cast({expr} AS DECIMAL(38, 10)) < 0, true)"
+_VARIANT_TYPES = {int: "bigint", float: "double", str: "string"}
 
 
 def _semantic_checks(cls: type, v: str) -> list[tuple[str, str, str]]:
-    """(field, SQL condition that it is invalid, reason): the ``validate()`` of each class."""
-
-    def num(name: str) -> str:
-        return f"try_variant_get({v}, '$.{name}', 'double')"
-
-    def long(name: str) -> str:
-        return f"try_variant_get({v}, '$.{name}', 'bigint')"
-
-    def text(name: str) -> str:
-        return f"try_variant_get({v}, '$.{name}', 'string')"
-
+    """(field, SQL condition that it is invalid, reason) of every rule of ``cls``, in
+    :meth:`Rule.violation`'s order: the contract's rule table as Spark expressions."""
+    annotations = {name: annotation for name, annotation, _ in _fields(cls)}
     checks: list[tuple[str, str, str]] = []
-    if issubclass(cls, Event):
-        uid = f"replace(replace({text('event_id')}, 'urn:', ''), 'uuid:', '')"
-        hexed = f"regexp_replace(lower({uid}), '[{{}}-]', '')"
-        future = f"unix_millis(current_timestamp()) + {MAX_CLOCK_SKEW_MS}"
-        checks += [
-            ("event_id", f"NOT regexp_like({hexed}, '^[0-9a-f]{{32}}$')", "must be a UUID"),
-            ("event_time", f"{long('event_time')} <= 0", "must be positive epoch millis"),
-            ("event_time", f"{long('event_time')} > {future}", "is in the future"),
-            ("order_id", f"{long('order_id')} <= 0", "must be a positive integer"),
-        ]
-    if cls in (OrderStatusChanged, DeliveryLocation):
-        checks.append(("placed_at", f"{long('placed_at')} <= 0", "must be positive epoch millis"))
-    for lat, lon in {
-        OrderPlaced: [("restaurant_lat", "restaurant_lon"), ("delivery_lat", "delivery_lon")],
-        DeliveryLocation: [("lat", "lon")],
-    }.get(cls, []):
-        checks.append((lat, f"abs({num(lat)}) > 90", "latitude out of range"))
-        checks.append((lon, f"abs({num(lon)}) > 180", "longitude out of range"))
-    if cls is OrderPlaced:
-        checks.append(("total", _money_invalid(text("total")), "must be a non-negative amount"))
-        items = f"try_variant_get({v}, '$.items', 'array<variant>')"
-        checks.append(("items", f"array_size({items}) = 0", "must not be empty"))
-    if cls is OrderItem:
-        checks.append(("quantity", f"{long('quantity')} < 1", "must be at least 1"))
-        checks.append(
-            ("unit_price", _money_invalid(text("unit_price")), "must be a decimal amount")
-        )
-    if cls is OrderStatusChanged:
-        names = ", ".join(_lit(s.value) for s in OrderStatus)
-        for name in ("status", "previous_status"):
-            checks.append((name, f"{text(name)} NOT IN ({names})", "unknown status"))
+    for name, rule in rules_of(cls).items():
+        annotation = annotations[name]
+        if typing.get_origin(annotation) is list:
+            value = f"try_variant_get({v}, '$.{name}', 'array<variant>')"
+        else:
+            value = f"try_variant_get({v}, '$.{name}', '{_VARIANT_TYPES[annotation]}')"
+
+        def add(check: str, cond: str, field: str = name, rule: Rule = rule) -> None:
+            checks.append((field, cond, rule.reason(check)))
+
+        if rule.uuid:
+            uid = f"replace(replace({value}, 'urn:', ''), 'uuid:', '')"
+            hexed = f"regexp_replace(lower({uid}), '[{{}}-]', '')"
+            add("uuid", f"NOT regexp_like({hexed}, '^[0-9a-f]{{32}}$')")
+        if rule.money:
+            text = value
+            value = f"try_cast({text} AS DECIMAL(38, 10))"
+            add("money", f"{value} IS NULL AND {text} IS NOT NULL")
+        if rule.max_length is not None:
+            add("length", f"char_length({value}) > {rule.max_length}")
+        if rule.choices:
+            add("choices", f"{value} NOT IN ({', '.join(_lit(c) for c in rule.choices)})")
+        if rule.min_items is not None:
+            add("min_items", f"array_size({value}) < {rule.min_items}")
+        if rule.max_items is not None:
+            add("max_items", f"array_size({value}) > {rule.max_items}")
+        bounds = []
+        if rule.min is not None:
+            bounds.append(f"{value} < {rule.min}")
+        if rule.max is not None and not (annotation is int and rule.max >= INT64_MAX):
+            bounds.append(f"{value} > {rule.max}")  # (a BIGINT holds any int64 bound)
+        if bounds:
+            add("range", " OR ".join(bounds))
+        if rule.not_after is not None:
+            other = f"try_variant_get({v}, '$.{rule.not_after}', 'bigint')"
+            add("not_after", f"{value} > {other}")
+        if rule.not_future:
+            add("not_future", f"{value} > unix_millis(current_timestamp()) + {MAX_CLOCK_SKEW_MS}")
     return checks
 
 
@@ -354,6 +355,9 @@ def parse(source: Any, input_prefix: str = "") -> Any:
         f"substr(topic, {start}) AS source_topic",
         "partition",
         "offset",
+        # A dead letter's place in the watermark: when the broker took the message, never
+        # ahead of now (see _work).
+        "least(coalesce(timestamp, current_timestamp()), current_timestamp()) AS received_ts",
         "cast(value AS STRING) AS value_text",
     ).withColumn("v", F.expr("try_parse_json(value_text)"))
     # The key must be the order id; checked last, on an otherwise valid message.
@@ -422,9 +426,12 @@ def _work(parsed: Any, output_prefix: str) -> Any:
         lat=f"{d}.lat",
         lon=f"{d}.lon",
     )
+    # A dead letter never moves the watermark beyond what valid events do: it takes the
+    # broker's time of its message (capped at now), not a time read from the bad record;
+    # a rebuild from old topics meets it at its old place, not at today's time.
     dead = row(
         order_id="-1L",
-        placed_ts="current_timestamp()",
+        placed_ts="received_ts",
         slot="'dead:' || source_topic || ':' || partition || ':' || offset",
         out=_dead_letter_output(output_prefix),
     )
