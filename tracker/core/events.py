@@ -454,7 +454,7 @@ class _OrderFacts(Event):
         "restaurant_lon": LONGITUDE,
         "delivery_lat": LATITUDE,
         "delivery_lon": LONGITUDE,
-        "items": Rule(min_items=1, max_items=MAX_LINES),
+        "items": Rule(max_items=MAX_LINES),
     }
 
 
@@ -467,6 +467,7 @@ class OrderPlaced(_OrderFacts):
     total: str
 
     RULES: ClassVar[dict[str, Rule]] = {
+        "items": Rule(min_items=1, max_items=MAX_LINES),
         "total": Rule(money=True, min=Decimal(0), max=MAX_TOTAL),
     }
 
@@ -563,7 +564,7 @@ class OrderEnriched(_OrderFacts):
 
     RULES: ClassVar[dict[str, Rule]] = {
         "version": VERSION,
-        "item_count": Rule(min=1, max=MAX_LINES * MAX_QUANTITY),
+        "item_count": Rule(min=0, max=MAX_LINES * MAX_QUANTITY),
         "total": Rule(min=0.0, max=float(MAX_TOTAL)),
         "status": STATUS,
         "status_time": Rule(min=1),
