@@ -61,23 +61,28 @@ def _sizes(enrich) -> dict[str, int]:
     return {"validation_sql_chars": total}
 
 
-def _messages() -> list[tuple[str, bytes, bytes]]:
-    """(topic, key, value): valid and invalid messages of every source topic."""
+def _messages(invalid_share: float) -> list[tuple[str, bytes, bytes]]:
+    """(topic, key, value): valid messages of every source topic, and every kind of
+    invalid one, about ``invalid_share`` of them."""
     from tests.test_streaming_enrich import _mutations, placed, point, status
     from tracker.core.events import OrderStatus, now_ms
 
     t = now_ms() - 60_000
-    valid = [placed(1, t), status(OrderStatus.ORDER_CONFIRMED, t + 1), point(t + 2, 0.5)]
-    rows = [(e.TOPIC.value, e.key(), e.to_json()) for e in valid] * 4
-    rows += [(topic.value, b"1", value or b"") for topic, _, value in _mutations()]
-    return rows
+    invalid = [(topic.value, b"1", value or b"") for topic, _, value in _mutations()]
+    valid = []
+    want = round(len(invalid) * (1 - invalid_share) / max(invalid_share, 1e-9))
+    for n in range(max(1, want // 3)):
+        evs = [placed(n + 1, t), status(OrderStatus.ORDER_CONFIRMED, t + 1, n + 1),
+               point(t + 2, 0.5, n + 1)]  # fmt: skip
+        valid += [(e.TOPIC.value, e.key(), e.to_json()) for e in evs]
+    return valid + invalid
 
 
-def _source(spark, rows_per_batch: int):
+def _source(spark, rows_per_batch: int, invalid_share: float):
     """A streaming DataFrame with the Kafka source's columns, cycling through _messages()."""
     from pyspark.sql import functions as F
 
-    msgs = _messages()
+    msgs = _messages(invalid_share)
     topics = F.array(*[F.lit(t) for t, _, _ in msgs])
     keys = F.array(*[F.lit(k) for _, k, _ in msgs])
     values = F.array(*[F.lit(v) for _, _, v in msgs])
@@ -97,8 +102,8 @@ def _source(spark, rows_per_batch: int):
     )
 
 
-def _run(spark, enrich, batches: int, rows_per_batch: int, workdir: Path) -> dict:
-    stream = enrich.outputs(_source(spark, rows_per_batch))
+def _run(spark, enrich, batches: int, rows_per_batch: int, share: float, workdir: Path) -> dict:
+    stream = enrich.outputs(_source(spark, rows_per_batch, share))
     query = (
         stream.writeStream.format("noop")
         .outputMode("update")
@@ -125,6 +130,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows-per-batch", type=int, default=200)
+    parser.add_argument("--invalid-share", type=float, default=0.05)
     args = parser.parse_args()
 
     import os
@@ -142,7 +148,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
             for name, module in variants.items():
-                got = _run(spark, module, args.batches, args.rows_per_batch, Path(tmp))
+                got = _run(
+                    spark, module, args.batches, args.rows_per_batch, args.invalid_share, Path(tmp)
+                )
                 for key, values in got.items():
                     runs[name][key] += values
     spark.stop()
@@ -155,6 +163,7 @@ def main() -> None:
         "batches_per_round": args.batches,
         "rounds": args.rounds,
         "rows_per_batch": args.rows_per_batch,
+        "invalid_share": args.invalid_share,
         "variants": {},
     }
     print(f"{'':5} {'SQL chars':>10} {'plan p50':>9} {'plan p90':>9} {'batch p50':>9}")

@@ -131,10 +131,11 @@ def _lit(text: str) -> str:
 # the few hundred characters of that lambda on every micro-batch, whatever the number of
 # rules; the table itself is a constant, folded once per batch.
 
-#: One check: the class it belongs to (``cls``), field, kind, its parameters, its reason.
+#: Class name -> its checks (field, kind, parameters, reason); ``<class>/rules`` holds
+#: those the verdict evaluates (the shape regex covers presence and types).
 CHECK_TYPE = (
-    "array<struct<cls: string, f: string, k: string, t: string, n: bigint, i: bigint, "
-    "d: double, m: decimal(38, 10), s: array<string>, o: string, r: string>>"
+    "map<string, array<struct<f: string, k: string, t: string, n: bigint, i: bigint, "
+    "d: double, m: decimal(38, 10), s: array<string>, o: string, r: string>>>"
 )
 
 #: (schema_of_variant regex of a valid value, reason when it is not) per contract type.
@@ -162,7 +163,7 @@ def _check_rows(cls: type) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     def add(field: str, kind: str, reason: str, **params: Any) -> None:
-        rows.append({"cls": cls.__name__, "f": field, "k": kind, "r": reason, **params})
+        rows.append({"f": field, "k": kind, "r": reason, **params})
 
     annotations = {}
     for name, annotation, optional in _fields(cls):
@@ -217,8 +218,12 @@ def check_table() -> str:
         for c in (cls, *filter(None, (_nested(a) for _, a, _ in _fields(cls)))):
             if c not in classes:
                 classes.append(c)
-    rows = [row for cls in classes for row in _check_rows(cls)]
-    return f"from_json({_lit(json.dumps(rows, separators=(',', ':')))}, {_lit(CHECK_TYPE)})"
+    table: dict[str, list[dict[str, Any]]] = {}
+    for cls in classes:
+        rows = _check_rows(cls)
+        table[cls.__name__] = rows
+        table[f"{cls.__name__}/rules"] = [r for r in rows if r["k"] not in ("required", "type")]
+    return f"from_json({_lit(json.dumps(table, separators=(',', ':')))}, {_lit(CHECK_TYPE)})"
 
 
 def _failed(c: str, m: str) -> str:
@@ -280,8 +285,7 @@ def _first_reason(cls: str, m: str, prefix: str, depth: int = 0) -> str:
         f"WHEN {_failed(c, m)} THEN 'invalid ' || {field} || ': ' || {c}.r END"
     )
     return (
-        f"get(filter(transform(filter(checks, {c} -> {c}.cls = {cls}), {c} -> {reason}), "
-        f"r -> r IS NOT NULL), 0)"
+        f"get(filter(transform(element_at(checks, {cls}), {c} -> {reason}), r -> r IS NOT NULL), 0)"
     )
 
 
@@ -328,17 +332,16 @@ def validation_verdict() -> str:
         f"WHEN {_lit(t.value)} THEN {_lit(cls.__name__)}" for t, cls in SOURCE_EVENTS.items()
     )
     cls = f"CASE source_topic {names} END"
-    rules = "c.k NOT IN ('required', 'type', 'elements')"
     # The merged shape of an array lists a field any element has: check each has all.
     elements = (
         f"exists(try_variant_get(element_at(m, c.f), '$', 'array<variant>'), x -> "
-        f"exists(checks, e -> e.cls = c.o AND {_failed('e', _object_map('x'))}))"
+        f"exists(element_at(checks, c.o), e -> {_failed('e', _object_map('x'))}))"
     )
     return (
         f"coalesce(regexp_like(replace(schema_of_variant(v), ', >', '>'), CASE source_topic {shapes} END), false) "
         f"AND try_variant_get(v, '$.schema_version', 'bigint') = {SCHEMA_VERSION} "
-        f"AND NOT exists(checks, c -> c.cls = {cls} AND CASE WHEN c.k = 'elements' "
-        f"THEN {elements} WHEN {rules} THEN {_failed('c', 'm')} ELSE false END)"
+        f"AND NOT exists(element_at(checks, {cls} || '/rules'), c -> CASE WHEN c.k = 'elements' "
+        f"THEN {elements} ELSE {_failed('c', 'm')} END)"
     )
 
 
