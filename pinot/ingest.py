@@ -25,12 +25,12 @@ import json
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from pinot.definitions import TableDef
-from pinot.store import Batch, RecordError, Store, to_row
+from pinot.store import RECORD_ERRORS, Batch, RecordError, Store, to_row
 from tracker.core import kafka
 from tracker.core.conf import KafkaConfig
 from tracker.core.events import topic_name
@@ -63,6 +63,9 @@ class Ingester:
         #: (topic, partition) -> offset below which records were consumed before a reset
         self.replay_until: dict[tuple[str, int], int] = {}
         self.stats = {"consumed": 0, "dropped": 0, "resets": 0, "errors": 0}
+        #: Records skipped because the store cannot hold them, by reason (also in /debug).
+        self.skipped: Counter[str] = Counter()
+        self.stats["skipped_by_reason"] = self.skipped  # type: ignore[assignment]
         self.last_error: str | None = None
         self._verify = bool(self.positions)  # a persisted position must match the broker
         self._stop = threading.Event()
@@ -177,6 +180,7 @@ class Ingester:
     def _process(self, cons, messages) -> None:
         rows: dict[str, list] = defaultdict(list)
         replayed: dict[str, list] = defaultdict(list)
+        records: list[tuple] = []  # (table, row, replayed, topic, partition, offset)
         # Positions are published only after the rows are committed: whoever sees
         # an offset as consumed (wait_caught_up, /debug) can query its rows.
         positions = dict(self.positions)
@@ -205,17 +209,40 @@ class Ingester:
             self.stats["consumed"] += 1
             try:
                 row = to_row(table, json.loads(msg.value()))
-            except (RecordError, ValueError, TypeError) as exc:
-                self.stats["dropped"] += 1
-                log.warning("dropping %s[%d]@%d: %s", topic, part, offset, exc)
+            except (*RECORD_ERRORS, ValueError, TypeError) as exc:
+                self._skip(topic, part, offset, exc)
                 continue
+            is_replay = offset < self.replay_until.get((topic, part), 0)
             rows[table.name].append(row)
-            replayed[table.name].append(offset < self.replay_until.get((topic, part), 0))
+            replayed[table.name].append(is_replay)
+            records.append((table.name, row, is_replay, topic, part, offset))
         batches = [Batch(self.store.tables[name], rows[name], replayed[name]) for name in rows]
-        self.store.apply(batches, positions)
+        try:
+            self.store.apply(batches, positions)
+        except RECORD_ERRORS as exc:
+            # Some record the store cannot hold: apply them one by one, skip only that one.
+            log.warning("pinot: a batch failed (%s); applying its records one by one", exc)
+            self._apply_one_by_one(records, positions)
         self.positions = positions
         with self._cond:
             self._cond.notify_all()
+
+    def _skip(self, topic: str, part: int, offset: int, exc: BaseException) -> None:
+        """Count and log a record the store cannot take; the offset moves past it."""
+        reason = exc.reason if isinstance(exc, RecordError) else type(exc).__name__
+        self.stats["dropped"] += 1
+        self.skipped[reason] += 1
+        log.warning("pinot: skipping %s[%d]@%d (%s): %s", topic, part, offset, reason, exc)
+
+    def _apply_one_by_one(self, records: list[tuple], positions: dict) -> None:
+        """Re-apply a failed batch record by record (in order, so upserts still end on the
+        newest), skipping what fails; then commit the offsets past all of them."""
+        for name, row, is_replay, topic, part, offset in records:
+            try:
+                self.store.apply([Batch(self.store.tables[name], [row], [is_replay])], {})
+            except RECORD_ERRORS as exc:
+                self._skip(topic, part, offset, exc)
+        self.store.apply([], positions)
 
     # ------------------------------------------------------------------ status
 

@@ -222,21 +222,122 @@ def _check_type(name: str, value: Any, annotation: Any) -> Any:
     raise TypeError(f"unsupported annotation {annotation!r} for {name}")  # programming error
 
 
-def _check_lat_lon(obj: Any, lat_field: str, lon_field: str, prefix: str = "") -> None:
-    lat, lon = getattr(obj, lat_field), getattr(obj, lon_field)
-    if lat is not None and not -90.0 <= lat <= 90.0:
-        raise EventValidationError(prefix + lat_field, f"latitude out of range: {lat}")
-    if lon is not None and not -180.0 <= lon <= 180.0:
-        raise EventValidationError(prefix + lon_field, f"longitude out of range: {lon}")
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """What one field may hold beyond its type: the contract's bounds, stated once.
+
+    The Python validator (:meth:`_Record.validate`) and the stream job's Spark checks
+    (``streaming.enrich``) are both generated from these, and a test holds every bound
+    to the narrowest store the value lands in (Pinot column, PostgreSQL column, Spark
+    type). Bounds are inclusive. ``min``/``max`` bound a number (a money string as a
+    decimal); ``max_length`` a string in characters; ``min_items``/``max_items`` a list;
+    ``not_after`` names an integer field this one must not exceed; ``not_future``
+    allows at most :data:`MAX_CLOCK_SKEW_MS` ahead of the receiver's clock (times are
+    bounded only towards the future, so rebuilds from old topics still validate).
+    """
+
+    min: int | float | Decimal | None = None
+    max: int | float | Decimal | None = None
+    max_length: int | None = None
+    choices: tuple[str, ...] = ()
+    uuid: bool = False
+    money: bool = False
+    min_items: int | None = None
+    max_items: int | None = None
+    not_after: str | None = None
+    not_future: bool = False
+    #: What a value outside ``choices`` is called in the reason ("unknown status").
+    what: str = "value"
+
+    def reason(self, check: str) -> str:
+        """The reason text of one check (``uuid``, ``money``, ``range``, ``length``,
+        ``choices``, ``min_items``, ``max_items``, ``not_after``, ``not_future``): the
+        Python validator and the Spark checks say the same."""
+        if check == "range":
+            if self.max is None:
+                return f"must be at least {self.min}"
+            if self.min is None:
+                return f"must be at most {self.max}"
+            return f"must be between {self.min} and {self.max}"
+        return {
+            "uuid": "must be a UUID",
+            "money": "must be a decimal amount",
+            "length": f"must be at most {self.max_length} characters",
+            "choices": f"unknown {self.what}",
+            "min_items": "must not be empty" if self.min_items == 1 else f"needs {self.min_items}",
+            "max_items": f"must have at most {self.max_items} entries",
+            "not_after": f"must not be after {self.not_after}",
+            "not_future": "is in the future",
+        }[check]
+
+    def violation(self, value: Any, record: Any) -> str | None:
+        """Why ``value`` (already of the field's type) breaks this rule, or None."""
+        if self.uuid:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                return self.reason("uuid")
+        if self.money:
+            try:
+                value = Decimal(value)
+            except InvalidOperation:
+                return self.reason("money")
+            if not value.is_finite():
+                return self.reason("money")
+        if self.max_length is not None and len(value) > self.max_length:
+            return self.reason("length")
+        if self.choices and value not in self.choices:
+            return f"{self.reason('choices')} {_shown(value)}"
+        if self.min_items is not None and len(value) < self.min_items:
+            return self.reason("min_items")
+        if self.max_items is not None and len(value) > self.max_items:
+            return self.reason("max_items")
+        if (self.min is not None and value < self.min) or (
+            self.max is not None and value > self.max
+        ):
+            return f"{self.reason('range')}, got {_shown(value)}"
+        if self.not_after is not None and value > getattr(record, self.not_after):
+            return self.reason("not_after")
+        if self.not_future and value > now_ms() + MAX_CLOCK_SKEW_MS:
+            return self.reason("not_future")
+        return None
 
 
-def _check_money(name: str, value: str) -> None:
-    try:
-        amount = Decimal(value)
-    except InvalidOperation:
-        raise EventValidationError(name, f"must be a decimal amount, got {_shown(value)}") from None
-    if not amount.is_finite() or amount < 0:
-        raise EventValidationError(name, f"must be a non-negative amount, got {_shown(value)}")
+INT32_MAX = 2**31 - 1
+#: Database ids (PostgreSQL bigint, Pinot LONG).
+ID = Rule(min=1, max=INT64_MAX)
+LATITUDE = Rule(min=-90.0, max=90.0)
+LONGITUDE = Rule(min=-180.0, max=180.0)
+#: Epoch milliseconds: positive, and never ahead of the receiver's clock by more than the skew.
+EVENT_TIME = Rule(min=1, not_future=True)
+#: An order's placement time on its status and GPS events: the stream job's watermark
+#: column, so it may never be ahead of the event itself (a month-ahead value would move
+#: the watermark a month ahead and drop every later event as late).
+PLACED_AT = Rule(min=1, not_after="event_time")
+VERSION = Rule(min=1, max=INT64_MAX)
+#: Kilometres left to the door: the other side of the Earth at most.
+DISTANCE = Rule(min=0.0, max=20_100.0)
+STATUS = Rule(choices=tuple(s.value for s in OrderStatus), what="status")
+#: Lines of one order and units of one line: their product (``item_count``) stays within
+#: Pinot's INT; far above what the API accepts (services.MAX_LINES_PER_ORDER, ...).
+MAX_LINES = 1000
+MAX_QUANTITY = 1_000_000
+#: A line's price and an order's total: PostgreSQL numeric(10, 2) and numeric(12, 2).
+MAX_UNIT_PRICE = Decimal("99999999.99")
+MAX_TOTAL = Decimal("9999999999.99")
+#: Names: what PostgreSQL holds (CharField max_length) and within Pinot's 512-character STRING.
+MAX_NAME = 120
+MAX_CATEGORY = 60
+MAX_PERSON_NAME = 301  # first (150) + " " + last (150) name of a Django user
+
+
+def rules_of(cls: type) -> dict[str, Rule]:
+    """Every field rule of a contract class, its bases' included, in field order."""
+    merged: dict[str, Rule] = {}
+    for klass in reversed(cls.__mro__):
+        merged.update(klass.__dict__.get("RULES", {}))
+    order = [name for name, _, _ in _field_specs(cls)]
+    return {name: merged[name] for name in order if name in merged}
 
 
 @functools.cache
@@ -265,8 +366,16 @@ class _Record:
         record.validate(prefix)
         return record
 
+    RULES: ClassVar[dict[str, Rule]] = {}
+
     def validate(self, prefix: str = "") -> None:
-        """Semantic checks beyond types; subclasses extend."""
+        """The rule table's checks beyond types, field by field in declaration order."""
+        for name, rule in rules_of(type(self)).items():
+            value = getattr(self, name)
+            if value is not None:
+                reason = rule.violation(value, self)
+                if reason is not None:
+                    raise EventValidationError(prefix + name, reason)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (faster than dataclasses.asdict on the GPS hot path)."""
@@ -285,21 +394,15 @@ class Event(_Record):
 
     TOPIC: ClassVar[Topic]
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "event_id": Rule(uuid=True),
+        "event_time": EVENT_TIME,
+        "order_id": ID,
+    }
+
     event_id: str
     event_time: int
     order_id: int
-
-    def validate(self, prefix: str = "") -> None:
-        try:
-            uuid.UUID(self.event_id)
-        except ValueError:
-            raise EventValidationError(prefix + "event_id", "must be a UUID") from None
-        if self.event_time <= 0:
-            raise EventValidationError(prefix + "event_time", "must be positive epoch millis")
-        if self.event_time > now_ms() + MAX_CLOCK_SKEW_MS:
-            raise EventValidationError(prefix + "event_time", "is in the future")
-        if self.order_id <= 0:
-            raise EventValidationError(prefix + "order_id", "must be a positive integer")
 
     def key(self) -> bytes:
         """The Kafka message key: all events of one order share a partition."""
@@ -312,16 +415,19 @@ class Event(_Record):
 
 @dataclasses.dataclass(frozen=True)
 class OrderItem(_Record):
+    RULES: ClassVar[dict[str, Rule]] = {
+        "product_id": ID,
+        "name": Rule(max_length=MAX_NAME),
+        "category": Rule(max_length=MAX_CATEGORY),
+        "quantity": Rule(min=1, max=MAX_QUANTITY),
+        "unit_price": Rule(money=True, min=Decimal(0), max=MAX_UNIT_PRICE),
+    }
+
     product_id: int
     name: str
     category: str
     quantity: int
     unit_price: str
-
-    def validate(self, prefix: str = "") -> None:
-        if self.quantity <= 0:
-            raise EventValidationError(prefix + "quantity", "must be at least 1")
-        _check_money(prefix + "unit_price", self.unit_price)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,10 +445,17 @@ class _OrderFacts(Event):
     delivery_lon: float
     items: list[OrderItem]
 
-    def validate(self, prefix: str = "") -> None:
-        super().validate(prefix)
-        _check_lat_lon(self, "restaurant_lat", "restaurant_lon", prefix)
-        _check_lat_lon(self, "delivery_lat", "delivery_lon", prefix)
+    RULES: ClassVar[dict[str, Rule]] = {
+        "customer_id": ID,
+        "customer_name": Rule(max_length=MAX_PERSON_NAME),
+        "restaurant_id": ID,
+        "restaurant_name": Rule(max_length=MAX_NAME),
+        "restaurant_lat": LATITUDE,
+        "restaurant_lon": LONGITUDE,
+        "delivery_lat": LATITUDE,
+        "delivery_lon": LONGITUDE,
+        "items": Rule(max_items=MAX_LINES),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,11 +466,10 @@ class OrderPlaced(_OrderFacts):
 
     total: str
 
-    def validate(self, prefix: str = "") -> None:
-        super().validate(prefix)
-        _check_money(prefix + "total", self.total)
-        if not self.items:
-            raise EventValidationError(prefix + "items", "must not be empty")
+    RULES: ClassVar[dict[str, Rule]] = {
+        "items": Rule(min_items=1, max_items=MAX_LINES),
+        "total": Rule(money=True, min=Decimal(0), max=MAX_TOTAL),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,14 +495,14 @@ class OrderStatusChanged(Event):
     customer_id: int | None = None
     restaurant_id: int | None = None
 
-    def validate(self, prefix: str = "") -> None:
-        super().validate(prefix)
-        if self.placed_at <= 0:
-            raise EventValidationError(prefix + "placed_at", "must be positive epoch millis")
-        for name in ("status", "previous_status"):
-            value = getattr(self, name)
-            if value is not None and value not in OrderStatus.__members__:
-                raise EventValidationError(prefix + name, f"unknown status {_shown(value)}")
+    RULES: ClassVar[dict[str, Rule]] = {
+        "placed_at": PLACED_AT,
+        "status": STATUS,
+        "previous_status": STATUS,
+        "courier_id": ID,
+        "customer_id": ID,
+        "restaurant_id": ID,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -407,11 +519,12 @@ class DeliveryLocation(Event):
     lat: float
     lon: float
 
-    def validate(self, prefix: str = "") -> None:
-        super().validate(prefix)
-        if self.placed_at <= 0:
-            raise EventValidationError(prefix + "placed_at", "must be positive epoch millis")
-        _check_lat_lon(self, "lat", "lon", prefix)
+    RULES: ClassVar[dict[str, Rule]] = {
+        "placed_at": PLACED_AT,
+        "courier_id": ID,
+        "lat": LATITUDE,
+        "lon": LONGITUDE,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -449,6 +562,22 @@ class OrderEnriched(_OrderFacts):
     distance_left_km: float | None = None
     eta_seconds: int | None = None
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "version": VERSION,
+        "item_count": Rule(min=0, max=MAX_LINES * MAX_QUANTITY),
+        "total": Rule(min=0.0, max=float(MAX_TOTAL)),
+        "status": STATUS,
+        "status_time": Rule(min=1),
+        "created_at": Rule(min=1),
+        **{name: Rule(min=1) for name in STATUS_TIME_FIELDS},
+        "courier_id": ID,
+        "courier_lat": LATITUDE,
+        "courier_lon": LONGITUDE,
+        "location_time": Rule(min=1),
+        "distance_left_km": DISTANCE,
+        "eta_seconds": Rule(min=0),
+    }
+
 
 @dataclasses.dataclass(frozen=True)
 class DeliveryStatus(Event):
@@ -468,6 +597,20 @@ class DeliveryStatus(Event):
     distance_left_km: float
     eta_seconds: int
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "version": VERSION,
+        "customer_id": ID,
+        "restaurant_id": ID,
+        "courier_id": ID,
+        "status": STATUS,
+        "lat": LATITUDE,
+        "lon": LONGITUDE,
+        "destination_lat": LATITUDE,
+        "destination_lon": LONGITUDE,
+        "distance_left_km": DISTANCE,
+        "eta_seconds": Rule(min=0),
+    }
+
 
 @dataclasses.dataclass(frozen=True)
 class OrderItemEnriched(Event):
@@ -485,6 +628,19 @@ class OrderItemEnriched(Event):
     quantity: int
     unit_price: float
     line_total: float
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "line": Rule(min=1, max=MAX_LINES),
+        "customer_id": ID,
+        "restaurant_id": ID,
+        "restaurant_name": Rule(max_length=MAX_NAME),
+        "product_id": ID,
+        "product_name": Rule(max_length=MAX_NAME),
+        "category": Rule(max_length=MAX_CATEGORY),
+        "quantity": Rule(min=1, max=MAX_QUANTITY),
+        "unit_price": Rule(min=0.0, max=float(MAX_UNIT_PRICE)),
+        "line_total": Rule(min=0.0, max=float(MAX_UNIT_PRICE) * MAX_QUANTITY),
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -96,6 +96,8 @@ class Bridge:
         self._seen: OrderedDict[int, _Published] = OrderedDict()
         self.published = 0
         self.coalesced = 0
+        #: Records skipped (invalid, or failing to be handled), by reason.
+        self.skipped: Counter[str] = Counter()
 
     def handle_batch(self, records: list[tuple[Topic, bytes]]) -> None:
         """Publish one poll's worth of (topic, value) records, in one call to ``publish``
@@ -104,34 +106,48 @@ class Bridge:
         pending_positions: dict[int, dict[str, Any]] = {}
         for topic, value in records:
             try:
-                event = parse_event(topic, value)
+                self._take(topic, value, sends, pending_positions)
             except EventValidationError as exc:
+                self.skipped[f"invalid {exc.field}"] += 1
                 log.warning("push bridge: skipping an invalid %s record: %s", topic, exc)
-                continue
-            if isinstance(event, OrderStatusChanged):
-                self._fast_status(sends, event)
-                continue
-            assert isinstance(event, OrderEnriched)
-            last = self._seen.get(event.order_id)
-            if last is not None and event.version <= last.version:
-                continue  # a re-emit or replay: already published
-            status_changed = last is None or last.status != event.status
-            rank = max(status_rank(event.status), last.rank if last else -1)
-            self._remember(event.order_id, _Published(event.version, event.status, rank))
-            message = update_from_enriched(event, status_changed)
-            if status_changed:
-                # The status message carries the full state, newer than any pending position.
-                if pending_positions.pop(event.order_id, None) is not None:
-                    self.coalesced += 1
-                self._add(sends, message)
-            else:
-                if event.order_id in pending_positions:
-                    self.coalesced += 1
-                pending_positions[event.order_id] = message
+            except Exception as exc:  # noqa: BLE001 - one record must not stop every socket
+                self.skipped[type(exc).__name__] += 1
+                log.exception("push bridge: skipping a %s record it could not handle", topic)
         for message in pending_positions.values():
             self._add(sends, message)
         if sends:
             self.publish(sends)
+
+    def _take(
+        self,
+        topic: Topic,
+        value: bytes,
+        sends: list[tuple[str, dict[str, Any]]],
+        pending_positions: dict[int, dict[str, Any]],
+    ) -> None:
+        """One record of a poll: a fast status, or an enriched update (pending when it
+        only moves the courier, so a later one of the same order replaces it)."""
+        event = parse_event(topic, value)
+        if isinstance(event, OrderStatusChanged):
+            self._fast_status(sends, event)
+            return
+        assert isinstance(event, OrderEnriched)
+        last = self._seen.get(event.order_id)
+        if last is not None and event.version <= last.version:
+            return  # a re-emit or replay: already published
+        status_changed = last is None or last.status != event.status
+        rank = max(status_rank(event.status), last.rank if last else -1)
+        self._remember(event.order_id, _Published(event.version, event.status, rank))
+        message = update_from_enriched(event, status_changed)
+        if status_changed:
+            # The status message carries the full state, newer than any pending position.
+            if pending_positions.pop(event.order_id, None) is not None:
+                self.coalesced += 1
+            self._add(sends, message)
+        else:
+            if event.order_id in pending_positions:
+                self.coalesced += 1
+            pending_positions[event.order_id] = message
 
     def _fast_status(
         self, sends: list[tuple[str, dict[str, Any]]], event: OrderStatusChanged
