@@ -193,6 +193,36 @@ def test_placing_with_a_saved_address(world):
     assert response.json()["error"]["fields"] == {"address_id": ["not one of your addresses"]}
 
 
+def test_a_saved_address_too_long_as_one_line_is_a_400_naming_the_field(world):
+    """Issue 28, finding 3: street (200) and city (100) make up to 302 characters as the
+    order's one-line address (300 on PostgreSQL: a 500). The API refuses such an address
+    when it is saved, and an order with one saved earlier (or by the admin) names it."""
+    from tracker.customers.models import Address
+
+    client = client_for(world["alice"].user)
+    body = order_body(world["restaurant"])
+    del body["delivery"]
+    too_long = {"line1": "S" * 200, "city": "C" * 100, "lat": 12.97, "lon": 77.6}
+    refused = client.post("/api/v1/me/addresses/", too_long, format="json")
+    assert refused.status_code == 400
+    assert "302 characters" in refused.json()["error"]["fields"]["line1"][0]
+    fits = client.post("/api/v1/me/addresses/", {**too_long, "city": "C" * 98}, format="json")
+    assert fits.status_code == 201
+    grown = client.patch(f"/api/v1/me/addresses/{fits.json()['id']}/", {"city": "C" * 99})
+    assert grown.status_code == 400 and "line1" in grown.json()["error"]["fields"]
+    placed = client.post(
+        "/api/v1/orders/", {**body, "address_id": fits.json()["id"]}, format="json"
+    )
+    assert placed.status_code == 201, placed.json()
+    assert placed.json()["delivery"]["address"] == "S" * 200 + ", " + "C" * 98
+    legacy = Address.objects.create(customer=world["alice"], lat=12.97, lon=77.6,
+                                    **{k: too_long[k] for k in ("line1", "city")})  # fmt: skip
+    response = client.post("/api/v1/orders/", {**body, "address_id": legacy.pk}, format="json")
+    assert response.status_code == 400
+    assert list(response.json()["error"]["fields"]) == ["address_id"]
+    assert "302 characters" in response.json()["error"]["fields"]["address_id"][0]
+
+
 def test_idempotency_key_returns_the_same_order(world):
     client = client_for(world["alice"].user)
     first = client.post(
