@@ -145,6 +145,46 @@ def test_menu_lists_products_by_category(world):
     assert response.json()["categories"][0]["products"][0]["price"] == "1.50"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_simultaneous_sign_ins_of_one_user_both_get_the_token():
+    """Issue 28, finding 4: a user has one token; two sign-ins at once both looked it up,
+    found none and created one, and the second insert was a 500 (unique user). Threads on
+    PostgreSQL (the production database; in-memory SQLite serialises them anyway)."""
+    import threading
+
+    from django.db import connection, connections
+    from rest_framework.authtoken.models import Token
+
+    if connection.vendor != "postgresql":
+        pytest.skip("races between connections: run on PostgreSQL (make test's second run)")
+    from django.core.cache import cache
+
+    def sign_in(start: threading.Barrier, answers: list) -> None:
+        try:
+            start.wait()
+            response = APIClient(raise_request_exception=False).post(
+                "/api/v1/auth/token/", {"username": "alice", "password": "pw-alice"},
+                format="json",
+            )  # fmt: skip
+            token = response.json()["token"] if response.status_code == 200 else None
+            answers.append((response.status_code, token))
+        finally:
+            connections.close_all()
+
+    user = make_customer("alice").user
+    for _ in range(20):
+        Token.objects.filter(user=user).delete()
+        cache.clear()  # the sign-in throttles' counters: 40 sign-ins are not what is tested
+        start, answers = threading.Barrier(2), []
+        threads = [threading.Thread(target=sign_in, args=(start, answers)) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert [code for code, _ in answers] == [200, 200], answers
+        assert answers[0][1] == answers[1][1] == Token.objects.get(user=user).key
+
+
 def test_customer_manages_addresses(world):
     client = client_for(world["alice"].user)
     created = client.post(

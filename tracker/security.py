@@ -155,11 +155,22 @@ def user_for_token(key: str):
 
 
 def issue_token(user):
-    """The user's API token; a fresh one when the current one has expired."""
+    """The user's API token; a fresh one when the current one has expired.
+
+    A user has one token (a unique column), and two sign-ins at once both find none: the
+    one that creates it second gets a unique violation and takes the first one's token.
+    """
+    from django.db import IntegrityError, transaction
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.filter(user=user).first()
     if token is not None and token_expired(token):
         token.delete()
         token = None
-    return token or Token.objects.create(user=user)
+    if token is not None:
+        return token
+    try:
+        with transaction.atomic():  # a savepoint when called inside a transaction
+            return Token.objects.create(user=user)
+    except IntegrityError:
+        return Token.objects.get(user=user)
