@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "tracker.couriers",
     "tracker.orders",
     "tracker.outbox",
+    "tracker.notices",
     "tracker.simulator",
     "tracker.system",
     "tracker.live",

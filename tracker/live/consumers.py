@@ -43,6 +43,7 @@ from django.conf import settings
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
 from tracker.live.bridge import ensure_embedded_bridge
+from tracker.live.signals import relay_access_notices
 from tracker.orders import policy
 from tracker.restaurants.models import Restaurant
 from tracker.tracking import read_model, selectors
@@ -82,6 +83,9 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             return
         self._credential = credential_of(self.scope)
         self._closing = False
+        # Changes made in other processes (another web worker's logout) reach this one's
+        # sockets through the database when the channel layer cannot carry them.
+        relay_access_notices(asyncio.get_running_loop(), self.channel_layer)
         for group in [*groups, m.user_group(user.pk)]:
             await self.channel_layer.group_add(group, self.channel_name)
             self._joined.append(group)
