@@ -176,3 +176,57 @@ out["at"] = time.time()
 """,
     )
     _closed_within(riders, 4404, reassigned["at"])
+
+
+def test_admin_changes_to_kept_orders_reach_every_worker(two_workers):
+    """Finding 5: each worker keeps the orders it has shown; moving a customer profile to
+    another user, or renaming a restaurant, a product or a courier (the admin's saves,
+    made here by a third process) changes what every worker shows within a second."""
+    tokens, order = two_workers["tokens"], two_workers["daves"]
+
+    def detail(url: str, who: str) -> httpx.Response:
+        headers = {"Authorization": f"Token {tokens[who]}"}
+        return httpx.get(f"http://{url}/api/v1/orders/{order}/", headers=headers, timeout=10)
+
+    def shown(body: dict) -> tuple:
+        return (body["customer"]["name"], body["restaurant"]["name"],
+                body["items"][0]["name"], body["courier"]["name"])  # fmt: skip
+
+    for url in two_workers["urls"]:
+        for _ in range(2):  # the first read keeps the copy that must not outlive the change
+            kept = detail(url, "dave")
+            assert kept.status_code == 200
+            assert shown(kept.json()) == ("dave", "Old Pizza", "Margherita", "rider1")
+        assert detail(url, "erin").status_code == 404
+    changed = _django(
+        two_workers["env"],
+        f"""
+from django.contrib.auth import get_user_model
+from tracker.couriers.models import Courier
+from tracker.customers.models import Customer
+from tracker.orders.models import Order
+order = Order.objects.get(pk={order})
+profile = order.customer
+profile.user = get_user_model().objects.get(username="erin")
+profile.save()
+order.restaurant.name = "New Pizza"
+order.restaurant.save()
+product = order.items.get(product__name="Margherita").product
+product.name = "Margherita Nuova"
+product.save()
+rider = Courier.objects.get(user__username="rider1").user
+rider.first_name = "Rita"
+rider.save()
+out["at"] = time.time()
+""",
+    )
+    NEW_NAMES = ("erin", "New Pizza", "Margherita Nuova", "Rita")  # noqa: N806
+    for url in two_workers["urls"]:
+        while True:
+            theirs, old_owner = detail(url, "erin"), detail(url, "dave")
+            now_shown = shown(theirs.json()) if theirs.status_code == 200 else None
+            if old_owner.status_code == 404 and now_shown == NEW_NAMES:
+                break
+            late = time.time() - changed["at"]
+            assert late <= WITHIN, (url, old_owner.status_code, theirs.status_code, theirs.text)
+            time.sleep(0.05)

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "tracker.orders",
     "tracker.outbox",
     "tracker.notices",
+    "tracker.tracking",
     "tracker.simulator",
     "tracker.system",
     "tracker.live",
