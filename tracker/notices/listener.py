@@ -54,6 +54,8 @@ def on_resync(handler: Callable[[], None]) -> None:
 
 def ensure_started() -> None:
     global _thread
+    if _thread is not None and _thread.is_alive():
+        return  # every request asks: no lock on the way through
     with _lock:
         if _thread is not None and _thread.is_alive():
             return

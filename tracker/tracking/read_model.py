@@ -11,6 +11,7 @@ column, rounded to cents here, in one place).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -113,6 +114,7 @@ _trails: BoundedCache[tuple[int, int], list[dict[str, Any]]] = BoundedCache(TRAI
 #: Raised by every drop, so a copy read from the database before a change committed is
 #: not kept after that change's notice has been handled.
 _generation = 0
+_generation_lock = threading.Lock()  # a check-then-keep never straddles a drop
 
 
 def _keeping() -> tuple[bool, int]:
@@ -126,19 +128,21 @@ def _keeping() -> tuple[bool, int]:
 
 
 def _keep(cache: BoundedCache, key: Any, value: Any, generation: int) -> None:
-    if generation == _generation:
-        cache.put(key, value)
+    with _generation_lock:
+        if generation == _generation:
+            cache.put(key, value)
 
 
 def _drop(cache: BoundedCache, doomed: Any = None, key: Any = None) -> None:
     global _generation
-    _generation += 1
-    if key is not None:
-        cache.pop(key)
-    elif doomed is not None:
-        cache.drop_where(doomed)
-    else:
-        cache.clear()
+    with _generation_lock:
+        _generation += 1
+        if key is not None:
+            cache.pop(key)
+        elif doomed is not None:
+            cache.drop_where(doomed)
+        else:
+            cache.clear()
 
 
 listener.subscribe("copies.customer", lambda pk: _drop(_placed, lambda _, p: p.customer_id == pk))
