@@ -119,6 +119,8 @@ def _run() -> None:
                 in_sync = False
                 _stop.wait(POLL_SECONDS)
                 continue
+            if in_sync and time.monotonic() - _read_at > LOOKBACK_SECONDS - 1:
+                in_sync = False  # a starved thread: notices may have aged out unread
             if not in_sync:
                 for handler in list(_resync):
                     handler()
