@@ -5,7 +5,6 @@ Both answer in the API's error format under ``/api/`` and in plain text elsewher
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from django.conf import settings
@@ -70,13 +69,26 @@ class LoginThrottleMiddleware:
 
 
 def _username(request: HttpRequest) -> str | None:
-    """The user name an attempt is for, from a form or a JSON body (already size-capped)."""
-    if request.content_type == "application/json":
-        try:
-            data = json.loads(request.body or b"{}")
-        except (ValueError, RecursionError):
-            return None
-        value = data.get("username") if isinstance(data, dict) else None
-    else:
-        value = request.POST.get("username")
-    return value[:150] if isinstance(value, str) else None
+    """The user name an attempt is for, read the way the login it guards will read it.
+
+    The API's sign-in reads its body with DRF's parsers, which also take ``*/*``,
+    ``application/*``, any charset and multipart; the browser and admin sign-ins read the
+    form. Parsing here with the same parsers leaves no encoding that the view accepts and
+    this does not see. The body is already size-capped (RequestSizeLimitMiddleware).
+    """
+    try:
+        if request.path.startswith("/api/"):
+            from rest_framework.request import Request
+            from rest_framework.settings import api_settings
+
+            request.body  # noqa: B018 - kept, so the view's own parse reads it again
+            parsers = [parser() for parser in api_settings.DEFAULT_PARSER_CLASSES]
+            data = Request(request, parsers=parsers).data
+        else:
+            data = request.POST
+        value = data.get("username") if hasattr(data, "get") else None
+    except Exception:  # noqa: BLE001 - a body the view cannot parse is no sign-in either
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # a serializer CharField takes numbers as their text
+    return value if isinstance(value, str) else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import unicodedata
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -44,6 +45,16 @@ def parse_rate(rate: str) -> tuple[int, int]:
         return int(count), _PERIODS[period.strip().lower()]
     except (ValueError, KeyError):
         raise ValueError(f"rate must look like '10/min', got {rate!r}") from None
+
+
+def login_name(username: str) -> str:
+    """The account a sign-in attempt is aimed at, for its per-user-name budget.
+
+    Django's sign-in forms strip the name and normalise it with NFKC (``ａlice`` signs in
+    as ``alice``), and user names are stored NFKC-normalised; the lower-casing makes the
+    budget shared by names that differ only in case (stricter than the lookup, never
+    looser). Stripping again after NFKC catches spaces it produces (U+3000, U+00A0)."""
+    return unicodedata.normalize("NFKC", username.strip()).strip().lower()
 
 
 @dataclass(frozen=True)
@@ -85,8 +96,9 @@ class LoginRateLimiter:
         wait = self._hit("client", client, self.per_client)
         if wait is not None:
             return Refusal(wait, "Too many sign-in attempts from this address.")
-        if username:
-            wait = self._hit("user", username.strip().lower(), self.per_username)
+        name = login_name(username) if username else ""
+        if name:
+            wait = self._hit("user", name, self.per_username)
             if wait is not None:
                 return Refusal(wait, "Too many sign-in attempts for this user name.")
         return None
@@ -143,11 +155,22 @@ def user_for_token(key: str):
 
 
 def issue_token(user):
-    """The user's API token; a fresh one when the current one has expired."""
+    """The user's API token; a fresh one when the current one has expired.
+
+    A user has one token (a unique column), and two sign-ins at once both find none: the
+    one that creates it second gets a unique violation and takes the first one's token.
+    """
+    from django.db import IntegrityError, transaction
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.filter(user=user).first()
     if token is not None and token_expired(token):
         token.delete()
         token = None
-    return token or Token.objects.create(user=user)
+    if token is not None:
+        return token
+    try:
+        with transaction.atomic():  # a savepoint when called inside a transaction
+            return Token.objects.create(user=user)
+    except IntegrityError:
+        return Token.objects.get(user=user)

@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "tracker.couriers",
     "tracker.orders",
     "tracker.outbox",
+    "tracker.notices",
+    "tracker.tracking",
     "tracker.simulator",
     "tracker.system",
     "tracker.live",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -32,6 +33,17 @@ class BoundedCache(Generic[K, V]):
             self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def drop_where(self, doomed: Callable[[K, V], bool]) -> None:
+        """Drop every entry for which ``doomed(key, value)`` is true (a scan: for rare
+        events such as an admin edit)."""
+        with self._lock:
+            for key in [k for k, v in self._items.items() if doomed(k, v)]:
+                del self._items[key]
 
     def clear(self) -> None:
         with self._lock:

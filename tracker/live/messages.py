@@ -30,7 +30,8 @@ CLOSE_NOT_FOUND = 4404  # no such order, or not yours (same as REST's 404); on a
 #                         socket: the order was reassigned away from you
 CLOSE_BAD_REQUEST = 4400
 CLOSE_TOO_SLOW = 4408  # the client could not keep up; reconnect with ?since=
-CLOSE_UNAVAILABLE = 4503  # tracking store unreachable; retry with backoff
+CLOSE_UNAVAILABLE = 4503  # tracking store unreachable, or an open socket's access re-check
+#                           could not run (database error); retry with backoff
 
 
 def order_group(order_id: int) -> str:

@@ -13,7 +13,7 @@ from django.db import models
 
 from tracker.core.events import TERMINAL_STATUSES, OrderStatus, status_label
 from tracker.couriers.models import Courier
-from tracker.customers.models import LATITUDE, LONGITUDE, Customer
+from tracker.customers.models import DELIVERY_ADDRESS_MAX, LATITUDE, LONGITUDE, Customer
 from tracker.restaurants.models import Product, Restaurant
 
 STATUS_CHOICES = [(s.value, status_label(s)) for s in OrderStatus]
@@ -34,7 +34,7 @@ class Order(models.Model):
         max_length=32, choices=STATUS_CHOICES, default=OrderStatus.PLACED_ORDER.value
     )
     total = models.DecimalField(max_digits=12, decimal_places=2)
-    delivery_address = models.CharField(max_length=300)
+    delivery_address = models.CharField(max_length=DELIVERY_ADDRESS_MAX)
     delivery_lat = models.FloatField(validators=LATITUDE)
     delivery_lon = models.FloatField(validators=LONGITUDE)
     #: Client-chosen key that makes a retried "place order" return the same order.
