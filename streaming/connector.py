@@ -436,20 +436,21 @@ class SinkError(RuntimeError):
 _PRODUCERS: dict[str, Any] = {}
 
 
-def _cached_producer(bootstrap: str) -> Any:
-    """One producer per worker process: creating one per task costs a broker handshake."""
+def _shared_producer(bootstrap: str) -> Any:
+    """One producer per worker process (creating one per task costs a broker handshake),
+    replaced when a batch fails (its broker may have lost the producer's state)."""
     from tracker.core.conf import KafkaConfig
-    from tracker.core.kafka import producer
+    from tracker.core.kafka import SharedProducer
 
     with _CACHE_LOCK:
-        prod = _PRODUCERS.get(bootstrap)
-        if prod is None:
-            prod = producer(
+        shared = _PRODUCERS.get(bootstrap)
+        if shared is None:
+            shared = SharedProducer(
                 KafkaConfig(bootstrap_servers=bootstrap),
                 **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
             )
-            _PRODUCERS[bootstrap] = prod
-        return prod
+            _PRODUCERS[bootstrap] = shared
+        return shared
 
 
 class KafkaRowWriter:
@@ -470,11 +471,17 @@ class KafkaRowWriter:
     def open(self, partition_id: int, epoch_id: int) -> bool:
         from tracker.core.kafka import Deliveries
 
-        self._batch = Deliveries(_cached_producer(self.bootstrap))
+        self._batch = Deliveries(_shared_producer(self.bootstrap).get())
         return True
 
     def process(self, row: Any) -> None:
-        self._batch.produce(row.topic, row.key, row.value)
+        from confluent_kafka import KafkaException
+
+        try:
+            self._batch.produce(row.topic, row.key, row.value)
+        except KafkaException:  # a producer in a fatal state refuses on the spot
+            _shared_producer(self.bootstrap).replace(self._batch.producer)
+            raise
 
     def close(self, error: BaseException | None) -> None:
         from tracker.core.kafka import Undelivered
@@ -485,4 +492,6 @@ class KafkaRowWriter:
         try:
             batch.flush(self.timeout)
         except Undelivered as exc:
+            # Spark re-runs the batch (same records, same ids), with a new producer.
+            _shared_producer(self.bootstrap).replace(batch.producer)
             raise SinkError(str(exc)) from exc

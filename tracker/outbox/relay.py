@@ -174,7 +174,11 @@ class Relay:
             refused = exc
             batch.errors.setdefault(row.id, str(exc))
         finally:
-            self._settle(self.producer)
+            try:
+                self._settle(self.producer)
+            except KafkaException as exc:  # fatal: the broker lost this producer's state
+                batch.unknown_in_doubt(f"producer failed: {exc}")
+                refused = refused or exc
         if batch.in_doubt:
             self.in_doubt += len(batch.in_doubt)
             log.warning(
