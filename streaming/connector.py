@@ -129,6 +129,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         self._partitions: dict[str, list[int]] | None = None
         self._partitions_at = 0.0
+        self._rollovers = _rollover_log(self.bootstrap)
+        self._reporter: Any = None
 
     # -- driver side ---------------------------------------------------------------
 
@@ -203,15 +205,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         futures = self._admin.describe_topics(TopicCollection(self.topics))
         return {t: str(f.result(self.timeout).topic_id) for t, f in futures.items()}
 
-    @staticmethod
-    def _begin(start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
-        """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``."""
+    def _begin(self, start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
+        """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``.
+
+        A new topic id after a rollover of the embedded broker moves the offset to the same
+        record in the new log (the rollover log says by how much); any other new id, or an
+        offset beyond the end, means the broker lost its data: read again from 0."""
         begun = start.get(topic, {}).get(p, 0)
         old_id = start.get(TOPIC_IDS, {}).get(topic)
         new_id = end.get(TOPIC_IDS, {}).get(topic)
-        if begun > end[topic][p] or (
-            old_id is not None and new_id is not None and old_id != new_id
-        ):
+        if old_id is not None and new_id is not None and old_id != new_id:
+            moved = self._rollovers.translate(old_id, {int(p): begun}, new_id)
+            return (0, True) if moved is None else (moved[int(p)], False)
+        if begun > end[topic][p]:
             return 0, True
         return begun, False
 
@@ -313,16 +319,48 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partition.ranges,
             self.timeout,
             topic_ids=lambda topics: _describe_topic_ids(self.bootstrap, topics, self.timeout),
+            rollovers=_rollover_log(self.bootstrap),
         )
 
     def commit(self, end: dict) -> None:
-        """Offsets live in Spark's checkpoint; nothing to commit to the broker."""
+        """Offsets live in Spark's checkpoint; the broker only hears how far the job has
+        read, so that the embedded broker's rollover carries what it has not."""
+        from tracker.core.conf import KafkaConfig
+        from tracker.core.positions import PositionReporter
+
+        if self._reporter is None:
+            self._reporter = PositionReporter(
+                "stream", KafkaConfig(bootstrap_servers=self.bootstrap)
+            )
+        if not self._reporter.due():
+            return
+        ids = end.get(TOPIC_IDS, {})
+        for topic, parts in end.items():
+            if topic != TOPIC_IDS and topic in ids:
+                self._reporter.report(topic, ids[topic], {int(p): o for p, o in parts.items()})
 
     def stop(self) -> None:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
         self._admin = None
+
+
+_ROLLOVER_LOGS: dict[str, Any] = {}
+
+
+def _rollover_log(bootstrap: str) -> Any:
+    """The embedded broker's rollover log, one per process and broker."""
+    from tracker.core.conf import KafkaConfig
+    from tracker.core.positions import RolloverLog
+
+    with _CACHE_LOCK:
+        found = _ROLLOVER_LOGS.get(bootstrap)
+        if found is None:
+            found = _ROLLOVER_LOGS[bootstrap] = RolloverLog(
+                KafkaConfig(bootstrap_servers=bootstrap)
+            )
+        return found
 
 
 def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
@@ -339,30 +377,64 @@ def read_ranges(
     parts: Sequence[KafkaRange],
     timeout: float,
     topic_ids: Callable[[list[str]], dict[str, str]] | None = None,
+    rollovers: Any = None,
 ) -> Iterator[tuple]:
     """Yield the rows of ``[start, end)`` of each partition, with one assignment.
 
     A slow broker only slows the read: the task fails (TimeoutError, so the
     micro-batch fails and is retried) when no record has arrived for ``timeout``
-    seconds, never returning a short range. One exception: a range planned in a
-    topic that has since been recreated (the embedded broker restarted empty) can
-    never complete; it is dropped with a warning, and the next batch reads the new
-    topic from its start.
+    seconds, never returning a short range. The embedded broker may roll over before
+    or during the read (``rollovers``, a :class:`~tracker.core.positions.RolloverLog`):
+    the rest of each range is then read from the new log, where the same records sit
+    at lower offsets, and rows keep the offsets they were planned with. One exception:
+    a range planned in a topic that has since been recreated empty (the embedded
+    broker crashed) can never complete; it is dropped with a warning, and the next
+    batch reads the new topic from its start.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     todo = {(p.topic, p.partition): p for p in parts if p.end > p.start}
     if not todo:
         return
-    cons.assign([TopicPartition(p.topic, p.partition, p.start) for p in todo.values()])
     next_offset = {tp: p.start for tp, p in todo.items()}
+    #: planned offset - offset in the log now being read (after rollovers)
+    shift = dict.fromkeys(todo, 0)
+
+    def assign() -> None:
+        cons.assign([TopicPartition(t, p, next_offset[(t, p)] - shift[(t, p)]) for t, p in todo])
+
+    def follow_rollover() -> None:
+        current = topic_ids(sorted({t for t, _ in todo})) if topic_ids else {}
+        for tp, part in list(todo.items()):
+            now = current.get(tp[0])
+            if part.topic_id is None or now is None or now == part.topic_id:
+                continue
+            moved = rollovers.translate(part.topic_id, {tp[1]: next_offset[tp]}, now)
+            if moved is None:
+                continue  # recreated empty: the timeout path below drops it
+            shift[tp] = next_offset[tp] - moved[tp[1]]
+        assign()
+
+    if rollovers is not None:
+        rollovers.changed()
+        if any(rollovers.knows(p.topic_id) for p in todo.values()):
+            follow_rollover()  # planned before a rollover, read after it
+        else:
+            assign()
+    else:
+        assign()
     deadline = time.monotonic() + timeout
     try:
         while todo:
             missing = sum(p.end - next_offset[tp] for tp, p in todo.items())
             # Ask for exactly what is missing: consume() returns as soon as it has that
             # many messages, whereas a larger count always waits out the timeout.
-            for msg in cons.consume(min(missing, 5000), timeout=0.1):
+            batch = cons.consume(min(missing, 5000), timeout=0.1)
+            if rollovers is not None and rollovers.changed():
+                # Some of these may come from the new log, at shifted offsets: read again.
+                follow_rollover()
+                continue
+            for msg in batch:
                 deadline = time.monotonic() + timeout
                 tp = (msg.topic(), msg.partition())
                 part = todo.get(tp)
@@ -371,8 +443,10 @@ def read_ranges(
                     if err.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise KafkaException(err)
-                offset = msg.offset()
-                if part is None or offset < next_offset[tp]:
+                if part is None:
+                    continue
+                offset = msg.offset() + shift[tp]
+                if offset < next_offset[tp]:
                     continue
                 if offset >= part.end:
                     del todo[tp]

@@ -90,6 +90,10 @@ class RolloverLog:
             return
         self._by_old_id = {e["old_id"]: e for e in entries}
 
+    def knows(self, topic_id: str | None) -> bool:
+        """Whether ``topic_id`` was rolled over (as of the last :meth:`changed`)."""
+        return topic_id in self._by_old_id
+
     def translate(
         self, old_id: str, positions: dict[int, int], new_id: str
     ) -> dict[int, int] | None:
@@ -157,9 +161,9 @@ class PositionReporter:
             position_group(self.reader, topic_id),
             [TopicPartition(topic, p, o) for p, o in sorted(positions.items())],
         )
+        # Not waited for: a reader must not stall while the broker is held for a rollover.
         try:
-            for future in self.admin.alter_consumer_group_offsets([request]).values():
-                future.result(5)
+            self.admin.alter_consumer_group_offsets([request])
         except Exception as exc:  # noqa: BLE001 - the broker may be restarting
             log.debug("position report of %s for %s failed: %s", self.reader, topic, exc)
 
