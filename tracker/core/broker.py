@@ -273,6 +273,8 @@ class BoundedBroker:
         self.rollovers = 0
 
     def start(self, create_topics: bool = True) -> BoundedBroker:
+        # Rollovers of an earlier broker process name topic ids that no longer exist.
+        rollover_log_path(self.config).unlink(missing_ok=True)
         self.tansu.start(create_topics=False)
         self.gate.start()
         if create_topics:
@@ -282,6 +284,7 @@ class BoundedBroker:
     def stop(self) -> None:
         self.gate.stop()
         self.tansu.stop()
+        rollover_log_path(self.config).unlink(missing_ok=True)
 
     def rss_mb(self) -> int:
         return self.tansu.rss_mb()
