@@ -541,16 +541,20 @@ class KafkaRowWriter:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._batch: Any = None
+        #: this task's rows, to send again with a new producer if the first one fails
+        self._rows: list[tuple] = []
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
         from tracker.core.kafka import Deliveries
 
         self._batch = Deliveries(_shared_producer(self.bootstrap).get())
+        self._rows = []
         return True
 
     def process(self, row: Any) -> None:
         from confluent_kafka import KafkaException
 
+        self._rows.append((row.topic, row.key, row.value))
         try:
             self._batch.produce(row.topic, row.key, row.value)
         except KafkaException:  # a producer in a fatal state refuses on the spot
@@ -558,14 +562,26 @@ class KafkaRowWriter:
             raise
 
     def close(self, error: BaseException | None) -> None:
-        from tracker.core.kafka import Undelivered
+        from tracker.core.kafka import Deliveries, Undelivered
 
         batch, self._batch = self._batch, None
+        rows, self._rows = self._rows, []
         if error is not None or batch is None:
             return
         try:
             batch.flush(self.timeout)
         except Undelivered as exc:
-            # Spark re-runs the batch (same records, same ids), with a new producer.
-            _shared_producer(self.bootstrap).replace(batch.producer)
-            raise SinkError(str(exc)) from exc
+            # The producer's broker may have lost its state (the embedded broker rolled over):
+            # once more with a new producer, then fail the task (Spark re-runs the batch;
+            # same records, same ids).
+            shared = _shared_producer(self.bootstrap)
+            shared.replace(batch.producer)
+            retry, acked = Deliveries(shared.get()), set(exc.acked)
+            for tag, (topic, key, value) in enumerate(rows):
+                if tag not in acked:
+                    retry.produce(topic, key, value, tag=tag)
+            try:
+                retry.flush(self.timeout)
+            except Undelivered as again:
+                shared.replace(retry.producer)
+                raise SinkError(str(again)) from exc

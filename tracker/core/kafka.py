@@ -199,13 +199,23 @@ class SharedProducer:
     """
 
     def __init__(self, config: KafkaConfig | None = None, **overrides: object) -> None:
+        from tracker.core.positions import RolloverLog
+
         self.config = config
         self.overrides = overrides
         self._lock = threading.Lock()
         self._producer: Producer | None = None
         self.replaced = 0
+        self._rollovers = RolloverLog(config)
+        self._rollovers.changed()
 
     def get(self) -> Producer:
+        """The producer; a new one once the embedded broker has rolled over (the old one's
+        idempotence state is gone with it, and librdkafka may stall rather than fail)."""
+        with self._lock:
+            current = self._producer
+        if current is not None and self._rollovers.changed():
+            self.replace(current)
         with self._lock:
             if self._producer is None:
                 self._producer = producer(self.config, **self.overrides)

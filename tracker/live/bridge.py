@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -183,7 +184,7 @@ class Bridge:
         """
         names = {topic_name(topic): topic for topic in TOPICS}
         rollovers = RolloverLog()
-        reporter = PositionReporter("bridge")
+        reporter = PositionReporter(f"bridge-{os.getpid()}")  # one per ASGI worker process
         rollovers.changed()
         #: (topic, partition) -> next offset, in the incarnations ``ids`` name
         positions: dict[tuple[str, int], int] = {}

@@ -54,6 +54,7 @@ from django.utils import timezone
 from tracker.core import kafka
 from tracker.core.conf import kafka_config
 from tracker.core.events import Topic, topic_name
+from tracker.core.positions import RolloverLog
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,8 @@ class Relay:
         self.max_backoff = max_backoff
         self.delivery_timeout = delivery_timeout
         self._producer = None
+        self._rollovers = RolloverLog()
+        self._rollovers.changed()
         self._topics_ready = False
         self.published_total = 0
         self.standby_batches = 0  # batches skipped because another relay was publishing
@@ -100,6 +103,9 @@ class Relay:
 
     @property
     def producer(self):
+        if self._producer is not None and self._rollovers.changed():
+            # The embedded broker rolled over: it no longer knows this producer.
+            self._retire_producer()
         if self._producer is None:
             self._producer = kafka.producer(
                 **{"message.timeout.ms": int(self.delivery_timeout * 1000)}
