@@ -195,15 +195,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _topic_ids(self) -> dict[str, str]:
         """Each topic's id: a topic deleted and created again (the embedded broker restarted)
         gets a new one, even once it has refilled past the checkpointed offsets."""
-        from confluent_kafka import TopicCollection
-
         from tracker.core.conf import KafkaConfig
         from tracker.core.kafka import admin
+        from tracker.core.positions import topic_ids
 
         if self._admin is None:
             self._admin = admin(KafkaConfig(bootstrap_servers=self.bootstrap))
-        futures = self._admin.describe_topics(TopicCollection(self.topics))
-        return {t: str(f.result(self.timeout).topic_id) for t, f in futures.items()}
+        return topic_ids(self._admin, self.topics, self.timeout)
 
     def _begin(self, start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
         """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``.
@@ -364,12 +362,11 @@ def _rollover_log(bootstrap: str) -> Any:
 
 
 def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
-    from confluent_kafka import TopicCollection
-    from confluent_kafka.admin import AdminClient
+    from tracker.core.conf import KafkaConfig
+    from tracker.core.kafka import admin
+    from tracker.core.positions import topic_ids
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.describe_topics(TopicCollection(topics))
-    return {t: str(f.result(timeout).topic_id) for t, f in futures.items()}
+    return topic_ids(admin(KafkaConfig(bootstrap_servers=bootstrap)), topics, timeout)
 
 
 def read_ranges(
