@@ -74,8 +74,9 @@ class Ingester:
         self._verify = bool(self.positions)  # a persisted position must match the broker
         self.rollovers = RolloverLog(config)
         self.reporter = PositionReporter("pinot", config)
-        #: topic -> the id of the incarnation ``positions`` refer to
+        #: topic -> the id of the incarnation ``positions`` refer to, and its partitions
         self.topic_ids: dict[str, str] = {}
+        self.partitions: dict[str, list[int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pinot-ingest", daemon=True)
         self._cond = threading.Condition()
@@ -117,6 +118,7 @@ class Ingester:
             meta = existing.get(name)
             if meta is None or meta.error is not None or not meta.partitions:
                 return False
+            self.partitions[name] = sorted(meta.partitions)
             for p in sorted(meta.partitions):
                 parts.append(TopicPartition(name, p, self.positions.get((name, p), (0, None))[0]))
         cons.assign(parts)
@@ -161,12 +163,13 @@ class Ingester:
                 self.topic_ids = self._current_ids()
         except KafkaException:
             return
-        by_topic: dict[str, dict[int, int]] = defaultdict(dict)
-        for (topic, part), (nxt, _) in self.positions.items():
-            by_topic[topic][part] = nxt
-        for topic, parts in by_topic.items():
+        for topic, parts in self.partitions.items():
             if topic in self.topic_ids:
-                self.reporter.report(topic, self.topic_ids[topic], parts)
+                self.reporter.report(
+                    topic,
+                    self.topic_ids[topic],
+                    {p: self.positions.get((topic, p), (0, None))[0] for p in parts},
+                )
 
     def _follow_rollover(self, cons) -> None:
         """Move every position to the same record in the log the broker rolled over to."""
