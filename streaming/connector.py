@@ -129,7 +129,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         self._partitions: dict[str, list[int]] | None = None
         self._partitions_at = 0.0
-        self._rollovers = _rollover_log(self.bootstrap)
         self._reporter: Any = None
 
     # -- driver side ---------------------------------------------------------------
@@ -213,7 +212,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         old_id = start.get(TOPIC_IDS, {}).get(topic)
         new_id = end.get(TOPIC_IDS, {}).get(topic)
         if old_id is not None and new_id is not None and old_id != new_id:
-            moved = self._rollovers.translate(old_id, {int(p): begun}, new_id)
+            moved = _rollover_log(self.bootstrap).translate(old_id, {int(p): begun}, new_id)
             return (0, True) if moved is None else (moved[int(p)], False)
         if begun > end[topic][p]:
             return 0, True
