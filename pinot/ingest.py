@@ -210,8 +210,12 @@ class Ingester:
             return
         probe = kafka.consumer(self.config)
         changed = []
+        rolled = False
         try:
             for (topic, part), (nxt, fp) in list(self.positions.items()):
+                if self.rollovers.changed():
+                    rolled = True  # the broker rolled over while this ran: a move, no reset
+                    break
                 if topic not in self.by_topic or nxt == 0:
                     continue
                 probe.assign([TopicPartition(topic, part, nxt - 1)])
@@ -233,7 +237,7 @@ class Ingester:
                     changed.append((topic, part))
         finally:
             probe.close()
-        if self.rollovers.changed():
+        if rolled or self.rollovers.changed():
             # The probe may have read the new log of a rollover: no reset, a move.
             self._follow_rollover(cons)
             return
