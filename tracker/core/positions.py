@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -48,9 +49,10 @@ def position_group(reader: str, topic_id: str) -> str:
 
 
 def rollover_log_path(config: KafkaConfig | None = None) -> Path:
-    """The rollover log of the broker at ``config``'s bootstrap address (one per port)."""
+    """The rollover log of the broker at ``config``'s bootstrap address."""
     config = config or kafka_config()
-    return var_dir() / f"broker-rollovers-{config.port}.json"
+    address = re.sub(r"[^A-Za-z0-9]+", "-", config.bootstrap_servers)
+    return var_dir() / f"broker-rollovers-{address}.json"
 
 
 def topic_ids(client: AdminClient, topics: list[str], timeout: float = 10.0) -> dict[str, str]:
