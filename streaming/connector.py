@@ -360,12 +360,21 @@ def _rollover_log(bootstrap: str) -> Any:
         return found
 
 
+_ADMINS: dict[str, Any] = {}
+
+
 def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
+    """Topic ids, through one admin client per worker process (an admin client dropped
+    with a request still pending can take the worker down)."""
     from tracker.core.conf import KafkaConfig
     from tracker.core.kafka import admin
     from tracker.core.positions import topic_ids
 
-    return topic_ids(admin(KafkaConfig(bootstrap_servers=bootstrap)), topics, timeout)
+    with _CACHE_LOCK:
+        client = _ADMINS.get(bootstrap)
+        if client is None:
+            client = _ADMINS[bootstrap] = admin(KafkaConfig(bootstrap_servers=bootstrap))
+    return topic_ids(client, topics, timeout)
 
 
 def read_ranges(

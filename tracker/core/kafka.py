@@ -180,7 +180,9 @@ class Deliveries:
         :class:`Undelivered` (whose ``acked`` still says which ones made it)."""
         try:
             self.producer.flush(timeout)
-        except KafkaException as exc:
+        except (KafkaException, SystemError) as exc:
+            # SystemError: confluent-kafka's flush() can return NULL without an exception
+            # when the producer turns fatal during the call (seen after a rollover).
             self.unknown_in_doubt(f"producer failed: {exc}")
         if len(self.acked) < self.total:
             raise Undelivered(self.total, list(self.acked), dict(self.errors))

@@ -182,7 +182,8 @@ class Relay:
         finally:
             try:
                 self._settle(self.producer)
-            except KafkaException as exc:  # fatal: the broker lost this producer's state
+            except (KafkaException, SystemError) as exc:  # fatal: the broker lost its state
+                # (SystemError: confluent-kafka's flush() returning NULL as it turns fatal)
                 batch.unknown_in_doubt(f"producer failed: {exc}")
                 refused = refused or exc
         if batch.in_doubt:
@@ -231,7 +232,7 @@ class Relay:
         if prod is not None:
             try:
                 self._settle(prod)
-            except KafkaException as exc:  # a producer in a fatal state cannot flush
+            except (KafkaException, SystemError) as exc:  # a fatal producer cannot flush
                 log.warning("relay: could not settle the old producer: %s", exc)
 
     def _mark_published(self, ids: list[int], now, attempts: int = 20) -> None:
