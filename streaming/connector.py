@@ -129,6 +129,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         self._partitions: dict[str, list[int]] | None = None
         self._partitions_at = 0.0
+        self._reporter: Any = None
 
     # -- driver side ---------------------------------------------------------------
 
@@ -193,25 +194,27 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _topic_ids(self) -> dict[str, str]:
         """Each topic's id: a topic deleted and created again (the embedded broker restarted)
         gets a new one, even once it has refilled past the checkpointed offsets."""
-        from confluent_kafka import TopicCollection
-
         from tracker.core.conf import KafkaConfig
         from tracker.core.kafka import admin
+        from tracker.core.positions import topic_ids
 
         if self._admin is None:
             self._admin = admin(KafkaConfig(bootstrap_servers=self.bootstrap))
-        futures = self._admin.describe_topics(TopicCollection(self.topics))
-        return {t: str(f.result(self.timeout).topic_id) for t, f in futures.items()}
+        return topic_ids(self._admin, self.topics, self.timeout)
 
-    @staticmethod
-    def _begin(start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
-        """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``."""
+    def _begin(self, start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
+        """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``.
+
+        A new topic id after a rollover of the embedded broker moves the offset to the same
+        record in the new log (the rollover log says by how much); any other new id, or an
+        offset beyond the end, means the broker lost its data: read again from 0."""
         begun = start.get(topic, {}).get(p, 0)
         old_id = start.get(TOPIC_IDS, {}).get(topic)
         new_id = end.get(TOPIC_IDS, {}).get(topic)
-        if begun > end[topic][p] or (
-            old_id is not None and new_id is not None and old_id != new_id
-        ):
+        if old_id is not None and new_id is not None and old_id != new_id:
+            moved = _rollover_log(self.bootstrap).translate(old_id, {int(p): begun}, new_id)
+            return (0, True) if moved is None else (moved[int(p)], False)
+        if begun > end[topic][p]:
             return 0, True
         return begun, False
 
@@ -313,10 +316,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partition.ranges,
             self.timeout,
             topic_ids=lambda topics: _describe_topic_ids(self.bootstrap, topics, self.timeout),
+            rollovers=_rollover_log(self.bootstrap),
         )
 
     def commit(self, end: dict) -> None:
-        """Offsets live in Spark's checkpoint; nothing to commit to the broker."""
+        """Offsets live in Spark's checkpoint; the broker only hears how far the job has
+        read, so that the embedded broker's rollover carries what it has not."""
+        from tracker.core.conf import KafkaConfig
+        from tracker.core.positions import PositionReporter
+
+        if self._reporter is None:
+            self._reporter = PositionReporter(
+                "stream", KafkaConfig(bootstrap_servers=self.bootstrap)
+            )
+        if not self._reporter.due():
+            return
+        ids = end.get(TOPIC_IDS, {})
+        for topic, parts in end.items():
+            if topic != TOPIC_IDS and topic in ids:
+                self._reporter.report(topic, ids[topic], {int(p): o for p, o in parts.items()})
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -325,13 +343,38 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._admin = None
 
 
-def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
-    from confluent_kafka import TopicCollection
-    from confluent_kafka.admin import AdminClient
+_ROLLOVER_LOGS: dict[str, Any] = {}
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.describe_topics(TopicCollection(topics))
-    return {t: str(f.result(timeout).topic_id) for t, f in futures.items()}
+
+def _rollover_log(bootstrap: str) -> Any:
+    """The embedded broker's rollover log, one per process and broker."""
+    from tracker.core.conf import KafkaConfig
+    from tracker.core.positions import RolloverLog
+
+    with _CACHE_LOCK:
+        found = _ROLLOVER_LOGS.get(bootstrap)
+        if found is None:
+            found = _ROLLOVER_LOGS[bootstrap] = RolloverLog(
+                KafkaConfig(bootstrap_servers=bootstrap)
+            )
+        return found
+
+
+_ADMINS: dict[str, Any] = {}
+
+
+def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
+    """Topic ids, through one admin client per worker process (an admin client dropped
+    with a request still pending can take the worker down)."""
+    from tracker.core.conf import KafkaConfig
+    from tracker.core.kafka import admin
+    from tracker.core.positions import topic_ids
+
+    with _CACHE_LOCK:
+        client = _ADMINS.get(bootstrap)
+        if client is None:
+            client = _ADMINS[bootstrap] = admin(KafkaConfig(bootstrap_servers=bootstrap))
+    return topic_ids(client, topics, timeout)
 
 
 def read_ranges(
@@ -339,30 +382,64 @@ def read_ranges(
     parts: Sequence[KafkaRange],
     timeout: float,
     topic_ids: Callable[[list[str]], dict[str, str]] | None = None,
+    rollovers: Any = None,
 ) -> Iterator[tuple]:
     """Yield the rows of ``[start, end)`` of each partition, with one assignment.
 
     A slow broker only slows the read: the task fails (TimeoutError, so the
     micro-batch fails and is retried) when no record has arrived for ``timeout``
-    seconds, never returning a short range. One exception: a range planned in a
-    topic that has since been recreated (the embedded broker restarted empty) can
-    never complete; it is dropped with a warning, and the next batch reads the new
-    topic from its start.
+    seconds, never returning a short range. The embedded broker may roll over before
+    or during the read (``rollovers``, a :class:`~tracker.core.positions.RolloverLog`):
+    the rest of each range is then read from the new log, where the same records sit
+    at lower offsets, and rows keep the offsets they were planned with. One exception:
+    a range planned in a topic that has since been recreated empty (the embedded
+    broker crashed) can never complete; it is dropped with a warning, and the next
+    batch reads the new topic from its start.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     todo = {(p.topic, p.partition): p for p in parts if p.end > p.start}
     if not todo:
         return
-    cons.assign([TopicPartition(p.topic, p.partition, p.start) for p in todo.values()])
     next_offset = {tp: p.start for tp, p in todo.items()}
+    #: planned offset - offset in the log now being read (after rollovers)
+    shift = dict.fromkeys(todo, 0)
+
+    def assign() -> None:
+        cons.assign([TopicPartition(t, p, next_offset[(t, p)] - shift[(t, p)]) for t, p in todo])
+
+    def follow_rollover() -> None:
+        current = topic_ids(sorted({t for t, _ in todo})) if topic_ids else {}
+        for tp, part in list(todo.items()):
+            now = current.get(tp[0])
+            if part.topic_id is None or now is None or now == part.topic_id:
+                continue
+            moved = rollovers.translate(part.topic_id, {tp[1]: next_offset[tp]}, now)
+            if moved is None:
+                continue  # recreated empty: the timeout path below drops it
+            shift[tp] = next_offset[tp] - moved[tp[1]]
+        assign()
+
+    if rollovers is not None:
+        rollovers.changed()
+        if any(rollovers.knows(p.topic_id) for p in todo.values()):
+            follow_rollover()  # planned before a rollover, read after it
+        else:
+            assign()
+    else:
+        assign()
     deadline = time.monotonic() + timeout
     try:
         while todo:
             missing = sum(p.end - next_offset[tp] for tp, p in todo.items())
             # Ask for exactly what is missing: consume() returns as soon as it has that
             # many messages, whereas a larger count always waits out the timeout.
-            for msg in cons.consume(min(missing, 5000), timeout=0.1):
+            batch = cons.consume(min(missing, 5000), timeout=0.1)
+            if rollovers is not None and rollovers.changed():
+                # Some of these may come from the new log, at shifted offsets: read again.
+                follow_rollover()
+                continue
+            for msg in batch:
                 deadline = time.monotonic() + timeout
                 tp = (msg.topic(), msg.partition())
                 part = todo.get(tp)
@@ -371,8 +448,10 @@ def read_ranges(
                     if err.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise KafkaException(err)
-                offset = msg.offset()
-                if part is None or offset < next_offset[tp]:
+                if part is None:
+                    continue
+                offset = msg.offset() + shift[tp]
+                if offset < next_offset[tp]:
                     continue
                 if offset >= part.end:
                     del todo[tp]
@@ -436,20 +515,21 @@ class SinkError(RuntimeError):
 _PRODUCERS: dict[str, Any] = {}
 
 
-def _cached_producer(bootstrap: str) -> Any:
-    """One producer per worker process: creating one per task costs a broker handshake."""
+def _shared_producer(bootstrap: str) -> Any:
+    """One producer per worker process (creating one per task costs a broker handshake),
+    replaced when a batch fails (its broker may have lost the producer's state)."""
     from tracker.core.conf import KafkaConfig
-    from tracker.core.kafka import producer
+    from tracker.core.kafka import SharedProducer
 
     with _CACHE_LOCK:
-        prod = _PRODUCERS.get(bootstrap)
-        if prod is None:
-            prod = producer(
+        shared = _PRODUCERS.get(bootstrap)
+        if shared is None:
+            shared = SharedProducer(
                 KafkaConfig(bootstrap_servers=bootstrap),
                 **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
             )
-            _PRODUCERS[bootstrap] = prod
-        return prod
+            _PRODUCERS[bootstrap] = shared
+        return shared
 
 
 class KafkaRowWriter:
@@ -466,23 +546,47 @@ class KafkaRowWriter:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._batch: Any = None
+        #: this task's rows, to send again with a new producer if the first one fails
+        self._rows: list[tuple] = []
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
         from tracker.core.kafka import Deliveries
 
-        self._batch = Deliveries(_cached_producer(self.bootstrap))
+        self._batch = Deliveries(_shared_producer(self.bootstrap).get())
+        self._rows = []
         return True
 
     def process(self, row: Any) -> None:
-        self._batch.produce(row.topic, row.key, row.value)
+        from confluent_kafka import KafkaException
+
+        self._rows.append((row.topic, row.key, row.value))
+        try:
+            self._batch.produce(row.topic, row.key, row.value)
+        except KafkaException:  # a producer in a fatal state refuses on the spot
+            _shared_producer(self.bootstrap).replace(self._batch.producer)
+            raise
 
     def close(self, error: BaseException | None) -> None:
-        from tracker.core.kafka import Undelivered
+        from tracker.core.kafka import Deliveries, Undelivered
 
         batch, self._batch = self._batch, None
+        rows, self._rows = self._rows, []
         if error is not None or batch is None:
             return
         try:
             batch.flush(self.timeout)
         except Undelivered as exc:
-            raise SinkError(str(exc)) from exc
+            # The producer's broker may have lost its state (the embedded broker rolled over):
+            # once more with a new producer, then fail the task (Spark re-runs the batch;
+            # same records, same ids).
+            shared = _shared_producer(self.bootstrap)
+            shared.replace(batch.producer)
+            retry, acked = Deliveries(shared.get()), set(exc.acked)
+            for tag, (topic, key, value) in enumerate(rows):
+                if tag not in acked:
+                    retry.produce(topic, key, value, tag=tag)
+            try:
+                retry.flush(self.timeout)
+            except Undelivered as again:
+                shared.replace(retry.producer)
+                raise SinkError(str(again)) from exc

@@ -296,7 +296,7 @@ def test_the_sink_acknowledges_its_rows_and_fails_its_task_when_the_broker_does_
     failed.open(0, 9)
     failed.process(Row(topic=topic, key=b"1", value=b"never"))
     failed.close(RuntimeError("the task failed upstream"))
-    connector._PRODUCERS.pop(nobody).purge()  # it would retry that port for minutes
+    connector._PRODUCERS.pop(nobody).get().purge()  # it would retry that port for minutes
 
 
 @pytest.mark.spark

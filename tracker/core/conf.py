@@ -74,7 +74,7 @@ class KafkaConfig:
     partitions: int = field(default_factory=lambda: env_int("KAFKA_PARTITIONS", 3))
     replication_factor: int = field(default_factory=lambda: env_int("KAFKA_REPLICATION_FACTOR", 1))
     #: Production keeps a week. The embedded broker holds its log in memory and is rolled
-    #: over empty (tracker/core/broker.py), so it keeps one hour: longer than an order lives.
+    #: over (tracker/core/broker.py); topics no reader reports on keep one hour there.
     retention_ms: int = field(
         default_factory=lambda: env_int(
             "KAFKA_RETENTION_MS",

@@ -14,6 +14,7 @@ uses it (or reads to end-of-partition directly), never the raw watermark.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -78,9 +79,9 @@ def consumer(config: KafkaConfig | None = None, **overrides: object) -> Consumer
     return Consumer(settings)
 
 
-def admin(config: KafkaConfig | None = None) -> AdminClient:
+def admin(config: KafkaConfig | None = None, **overrides: object) -> AdminClient:
     config = config or kafka_config()
-    return AdminClient({**_COMMON, "bootstrap.servers": config.bootstrap_servers})
+    return AdminClient({**_COMMON, "bootstrap.servers": config.bootstrap_servers, **overrides})
 
 
 def produce(
@@ -89,12 +90,14 @@ def produce(
     key: bytes | None,
     value: bytes,
     on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+    **extra: Any,
 ) -> None:
     """Queue one message; while librdkafka's local queue is full, serve delivery
-    reports (which frees it) and retry, so a burst slows the caller instead of failing."""
+    reports (which frees it) and retry, so a burst slows the caller instead of failing.
+    ``extra``: librdkafka's ``partition``, ``timestamp``, ``headers``."""
     while True:
         try:
-            prod.produce(topic, key=key, value=value, on_delivery=on_delivery)
+            prod.produce(topic, key=key, value=value, on_delivery=on_delivery, **extra)
             return
         except BufferError:
             prod.poll(0.05)
@@ -137,10 +140,15 @@ class Deliveries:
         #: tags whose fate the broker never told (timed out or purged in flight): they
         #: may have been written, so a retry can duplicate them (same event id).
         self.in_doubt: list[Any] = []
+        self._tags: list[Any] = []
 
-    def produce(self, topic: str, key: bytes | None, value: bytes, tag: Any = None) -> None:
+    def produce(
+        self, topic: str, key: bytes | None, value: bytes, tag: Any = None, **extra: Any
+    ) -> None:
+        """Queue one message (``extra``: as :func:`produce`)."""
         tag = self.total if tag is None else tag
         self.total += 1
+        self._tags.append(tag)
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
             if err is None:
@@ -151,7 +159,17 @@ class Deliveries:
             else:
                 self.errors[tag] = str(err)
 
-        produce(self.producer, topic, key, value, on_delivery)
+        produce(self.producer, topic, key, value, on_delivery, **extra)
+
+    def unknown_in_doubt(self, reason: str) -> None:
+        """Count every message without a delivery report as in doubt: its producer failed
+        (a fatal error once its broker lost the producer's state), so it may or may not
+        have been written."""
+        settled = {*self.acked, *self.errors}
+        for tag in self._tags:
+            if tag not in settled:
+                self.in_doubt.append(tag)
+                self.errors[tag] = f"in doubt ({reason})"
 
     def publish(self, event: Event, tag: Any = None) -> None:
         """Queue ``event`` on its topic, keyed by order id (see the event contract)."""
@@ -160,10 +178,66 @@ class Deliveries:
     def flush(self, timeout: float) -> list[Any]:
         """Wait up to ``timeout`` seconds for every acknowledgement; the acked tags, or
         :class:`Undelivered` (whose ``acked`` still says which ones made it)."""
-        self.producer.flush(timeout)
+        try:
+            self.producer.flush(timeout)
+        except (KafkaException, SystemError) as exc:
+            # SystemError: confluent-kafka's flush() can return NULL without an exception
+            # when the producer turns fatal during the call (seen after a rollover).
+            self.unknown_in_doubt(f"producer failed: {exc}")
         if len(self.acked) < self.total:
             raise Undelivered(self.total, list(self.acked), dict(self.errors))
         return list(self.acked)
+
+
+class SharedProducer:
+    """One producer shared by a process's threads, replaced when it stops delivering.
+
+    A producer whose broker lost its state (the embedded broker rolled over or
+    crashed) may refuse every record from then on (``PRODUCER_FENCED``,
+    ``UNKNOWN_PRODUCER_ID``, ``OUT_OF_ORDER_SEQUENCE``, a fatal error) or time them all
+    out. Whoever sees a batch fail calls :meth:`replace`; the next caller gets a new
+    producer (a new producer id), and the failed batch's records are retried by the
+    caller, which knows which were acknowledged.
+    """
+
+    def __init__(self, config: KafkaConfig | None = None, **overrides: object) -> None:
+        from tracker.core.positions import RolloverLog
+
+        self.config = config
+        self.overrides = overrides
+        self._lock = threading.Lock()
+        self._producer: Producer | None = None
+        self.replaced = 0
+        self._rollovers = RolloverLog(config)
+        self._rollovers.changed()
+
+    def get(self) -> Producer:
+        """The producer; a new one once the embedded broker has rolled over (the old one's
+        idempotence state is gone with it, and librdkafka may stall rather than fail)."""
+        with self._lock:
+            current = self._producer
+        if current is not None and self._rollovers.changed():
+            self.replace(current)
+        with self._lock:
+            if self._producer is None:
+                self._producer = producer(self.config, **self.overrides)
+            return self._producer
+
+    def replace(self, broken: Producer) -> None:
+        """Stop using ``broken`` (once, however many threads saw it fail)."""
+        with self._lock:
+            if self._producer is not broken:
+                return
+            self._producer = None
+            self.replaced += 1
+        log.warning("producer stopped delivering; replaced by a new one")
+        try:
+            # Records other threads still have inside get a delivery report (an error):
+            # their callers retry them.
+            broken.purge(in_queue=True, in_flight=True, blocking=False)
+            broken.flush(1.0)
+        except KafkaException as exc:
+            log.warning("could not settle the replaced producer: %s", exc)
 
 
 def ensure_topics(

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable
@@ -48,6 +49,7 @@ from tracker.core.events import (
     status_rank,
     topic_name,
 )
+from tracker.core.positions import PositionReporter, RolloverLog, topic_ids
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -193,36 +195,52 @@ class Bridge:
 
         ``ready`` is set once the start offsets are fixed: every record produced
         after that moment will be published (what came before is in the snapshot).
+        Positions are reported to the broker, and a rollover of the embedded broker
+        moves them to the same records in its new log (:mod:`tracker.core.positions`).
         """
         names = {topic_name(topic): topic for topic in TOPICS}
+        rollovers = RolloverLog()
+        reporter = PositionReporter(f"bridge-{os.getpid()}")  # one per ASGI worker process
+        rollovers.changed()
+        #: (topic, partition) -> next offset, in the incarnations ``ids`` name
+        positions: dict[tuple[str, int], int] = {}
+        ids: dict[str, str] = {}
         while not stop.is_set():
             cons = kafka.consumer()
             try:
-                # Start at the true end (Tansu's watermark under-reports), resolved now
-                # rather than lazily, so no record slips between ready and first fetch.
-                # (end_offsets replaces the assignment: collect both, then assign.)
-                starts = [
-                    TopicPartition(name, partition, offset)
-                    for name in names
-                    for partition, offset in kafka.end_offsets(cons, name).items()
-                ]
-                cons.assign(starts)
+                if not positions:
+                    # Start at the true end (Tansu's watermark under-reports), resolved now
+                    # rather than lazily, so no record slips between ready and first fetch.
+                    # (end_offsets replaces the assignment: collect both, then assign.)
+                    ids = topic_ids(reporter.admin, list(names))
+                    positions = {
+                        (name, partition): offset
+                        for name in names
+                        for partition, offset in kafka.end_offsets(cons, name).items()
+                    }
+                cons.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
                 if ready is not None:
                     ready.set()
                 log.info("push bridge: following %s", ", ".join(names))
                 while not stop.is_set():
+                    if reporter.due():
+                        _report(reporter, ids, positions)
                     # poll() returns as soon as one record is there; consume(timeout=0)
                     # then drains what is buffered without waiting (consume alone
                     # would wait its whole timeout for a batch that is not full).
                     first = cons.poll(0.1)
-                    if first is None:
+                    batch = [first, *cons.consume(999, timeout=0)] if first is not None else []
+                    if rollovers.changed():
+                        # Some of these may come from the new log at shifted offsets.
+                        ids = _follow_rollover(rollovers, reporter, ids, positions)
+                        cons.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
                         continue
-                    batch = [first, *cons.consume(999, timeout=0)]
                     records = []
                     for msg in batch:
                         err = msg.error()
                         if err is None:
                             records.append((names[msg.topic()], msg.value()))
+                            positions[(msg.topic(), msg.partition())] = msg.offset() + 1
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
                     if records:
@@ -232,6 +250,28 @@ class Bridge:
                 stop.wait(1.0)
             finally:
                 cons.close()
+
+
+def _report(reporter: PositionReporter, ids: dict[str, str], positions: dict) -> None:
+    for topic, topic_id in ids.items():
+        reporter.report(topic, topic_id, {p: o for (t, p), o in positions.items() if t == topic})
+
+
+def _follow_rollover(
+    rollovers: RolloverLog, reporter: PositionReporter, ids: dict[str, str], positions: dict
+) -> dict[str, str]:
+    """Move ``positions`` to the same records in the new log; the new topic ids.
+
+    A topic the rollover log does not lead to (the broker lost its data) is read again
+    from its start: the duplicate checks above keep it from being pushed twice."""
+    now = topic_ids(reporter.admin, list(ids))
+    for topic, new_id in now.items():
+        parts = {p: o for (t, p), o in positions.items() if t == topic}
+        moved = rollovers.translate(ids[topic], parts, new_id) if ids[topic] != new_id else parts
+        for p, offset in (moved or dict.fromkeys(parts, 0)).items():
+            positions[(topic, p)] = offset
+    log.info("push bridge: the broker rolled over; following its new log")
+    return now
 
 
 async def send_in_order(channel_layer: Any, sends: list[tuple[str, dict[str, Any]]]) -> None:

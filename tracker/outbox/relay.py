@@ -55,6 +55,7 @@ from django.utils import timezone
 from tracker.core import kafka
 from tracker.core.conf import kafka_config
 from tracker.core.events import Topic, topic_name
+from tracker.core.positions import RolloverLog
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,8 @@ class Relay:
         self.max_backoff = max_backoff
         self.delivery_timeout = delivery_timeout
         self._producer = None
+        self._rollovers = RolloverLog()
+        self._rollovers.changed()
         self._topics_ready = False
         self.published_total = 0
         self.standby_batches = 0  # batches skipped because another relay was publishing
@@ -111,6 +114,9 @@ class Relay:
 
     @property
     def producer(self):
+        if self._producer is not None and self._rollovers.changed():
+            # The embedded broker rolled over: it no longer knows this producer.
+            self._retire_producer()
         if self._producer is None:
             self._producer = kafka.producer(
                 **{"message.timeout.ms": int(self.delivery_timeout * 1000)}
@@ -194,7 +200,12 @@ class Relay:
             refused = exc
             batch.errors.setdefault(row.id, str(exc))
         finally:
-            self._settle(self.producer)
+            try:
+                self._settle(self.producer)
+            except (KafkaException, SystemError) as exc:  # fatal: the broker lost its state
+                # (SystemError: confluent-kafka's flush() returning NULL as it turns fatal)
+                batch.unknown_in_doubt(f"producer failed: {exc}")
+                refused = refused or exc
         for row_id, reason in skipped:
             # Stamped so the relay moves on; the row keeps its payload and says why.
             OutboxEvent.objects.filter(id=row_id).update(
@@ -250,7 +261,7 @@ class Relay:
         if prod is not None:
             try:
                 self._settle(prod)
-            except KafkaException as exc:  # a producer in a fatal state cannot flush
+            except (KafkaException, SystemError) as exc:  # a fatal producer cannot flush
                 log.warning("relay: could not settle the old producer: %s", exc)
 
     def _mark_published(self, ids: list[int], now, attempts: int = 20) -> None:
