@@ -64,8 +64,8 @@ def _sizes(enrich) -> dict[str, int]:
 def _messages(invalid_share: float) -> list[tuple[str, bytes, bytes]]:
     """(topic, key, value): valid messages of every source topic, and every kind of
     invalid one, about ``invalid_share`` of them."""
+    from contract.events import OrderStatus, now_ms
     from tests.test_streaming_enrich import _mutations, placed, point, status
-    from tracker.core.events import OrderStatus, now_ms
 
     t = now_ms() - 60_000
     invalid = [(topic.value, b"1", value or b"") for topic, _, value in _mutations()]
@@ -135,7 +135,7 @@ def main() -> None:
 
     import os
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracker.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from streaming import enrich as new
     from streaming.job import Settings, spark_session
 

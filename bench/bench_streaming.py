@@ -41,10 +41,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from bench.common import process_tree_rss, write_result  # noqa: E402
-from tracker.core import geo  # noqa: E402
-from tracker.core.broker import EmbeddedBroker  # noqa: E402
-from tracker.core.conf import KafkaConfig  # noqa: E402
-from tracker.core.events import (  # noqa: E402
+from contract import geo  # noqa: E402
+from contract.conf import KafkaConfig  # noqa: E402
+from contract.events import (  # noqa: E402
     LIFECYCLE,
     DeliveryLocation,
     OrderPlaced,
@@ -53,7 +52,8 @@ from tracker.core.events import (  # noqa: E402
     Topic,
     now_ms,
 )
-from tracker.core.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
+from contract.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
+from embedded.broker import EmbeddedBroker  # noqa: E402
 
 BOOK_PEAK_PER_MIN = 50
 SHOP = (12.9716, 77.5946)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.core.events import EVENT_TYPES, Topic
+from contract.events import EVENT_TYPES, Topic
 
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
 

@@ -18,7 +18,7 @@ as "replayed": upsert and dedup make them idempotent, and they are not appended
 to an upsert table's history a second time.
 
 A *rollover* of the embedded broker is no reset: it carries every record this
-ingester has not read (it reports its positions, :mod:`tracker.core.positions`)
+ingester has not read (it reports its positions, :mod:`contract.positions`)
 into a new log at lower offsets. The ingester notices it in the rollover log
 before it takes any record from the new log, and moves each position to the
 same record there.
@@ -35,12 +35,12 @@ from collections import Counter, defaultdict
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from contract import kafka
+from contract.conf import KafkaConfig
+from contract.events import topic_name
+from contract.positions import PositionReporter, RolloverLog, topic_ids
 from pinot.definitions import TableDef
 from pinot.store import RECORD_ERRORS, Batch, RecordError, Store, to_row
-from tracker.core import kafka
-from tracker.core.conf import KafkaConfig
-from tracker.core.events import topic_name
-from tracker.core.positions import PositionReporter, RolloverLog, topic_ids
 
 log = logging.getLogger(__name__)
 

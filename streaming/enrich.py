@@ -7,7 +7,7 @@ tests), and every step is a JVM operator: no Python UDF, no driver-side rows.
 
 * **Parse and validate.** ``try_parse_json`` gives each value a VARIANT, whose
   per-field JSON types the checks read; the checks, their order and the Spark
-  schemas all come from the dataclasses of :mod:`tracker.core.events`, so a
+  schemas all come from the dataclasses of :mod:`contract.events`, so a
   field added there is parsed and validated here. A message that fails goes to
   ``dead_letters`` with ``invalid <field>: <reason>``, as ``parse_event`` names it.
 * **Join.** One streaming aggregation grouped by ``(order_id, placed_at)``
@@ -35,8 +35,8 @@ import typing
 import uuid
 from typing import Any
 
-from tracker.core import geo
-from tracker.core.events import (
+from contract import geo
+from contract.events import (
     CANCELLABLE_STATUSES,
     IN_TRANSIT_STATUSES,
     INT64_MAX,
@@ -398,7 +398,7 @@ def _json_record(cls: type, columns: dict[str, str]) -> str:
 
 
 def _haversine_km(lat1: str, lon1: str, lat2: str, lon2: str) -> str:
-    """SQL twin of :func:`tracker.core.geo.haversine_km`."""
+    """SQL twin of :func:`contract.geo.haversine_km`."""
     a = (
         f"pow(sin((radians({lat2}) - radians({lat1})) / 2), 2) + cos(radians({lat1})) * "
         f"cos(radians({lat2})) * pow(sin(radians({lon2} - {lon1}) / 2), 2)"

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracker.core.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
-from tracker.core.events import SOURCE_TOPICS, Topic, topic_name
+from contract.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
+from contract.events import SOURCE_TOPICS, Topic, topic_name
 
 from . import enrich
 
@@ -172,7 +172,7 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         jvm.org.apache.logging.log4j.Level.ERROR,
     )
     if settings.connector == "python":
-        from .connector import KafkaDataSource
+        from embedded.spark_kafka import KafkaDataSource
 
         spark.dataSource.register(KafkaDataSource)
     return spark
@@ -203,7 +203,7 @@ def sink(stream: Any, settings: Settings) -> Any:
     """The stream's writer: executor tasks of each micro-batch produce its rows."""
     writer = stream.writeStream.outputMode("update")
     if settings.connector == "python":
-        from .connector import KafkaRowWriter
+        from embedded.spark_kafka import KafkaRowWriter
 
         return writer.foreach(KafkaRowWriter(settings.bootstrap_servers))
     return writer.format("kafka").option("kafka.bootstrap.servers", settings.bootstrap_servers)
@@ -211,7 +211,7 @@ def sink(stream: Any, settings: Settings) -> Any:
 
 def start_query(spark: Any, settings: Settings) -> Any:
     """Ensure the topics, then start the streaming query."""
-    from tracker.core.kafka import ensure_topics
+    from contract.kafka import ensure_topics
 
     for prefix in {settings.input_prefix, settings.output_prefix}:
         ensure_topics(

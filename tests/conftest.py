@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from tracker.core.broker import EmbeddedBroker
-from tracker.core.conf import KafkaConfig
-from tracker.core.kafka import ensure_topics
+from contract.conf import KafkaConfig
+from contract.kafka import ensure_topics
+from embedded.broker import EmbeddedBroker
 
 
 def free_port() -> int:

@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
+from contract.events import OrderStatus
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tracker.core.events import OrderStatus
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.outbox.models import OutboxEvent
@@ -400,8 +400,8 @@ def test_skipping_statuses_is_a_409(world):
 
 
 def test_courier_posts_a_point_and_a_batch_for_its_order(world, kafka_topics):
-    from tracker.core import kafka
-    from tracker.core.events import Topic, parse_event
+    from contract import kafka
+    from contract.events import Topic, parse_event
 
     order = out_for_delivery(place(world["alice"], world["restaurant"]).pk, world["rider"])
     client = client_for(world["rider"].user)
@@ -428,8 +428,8 @@ def test_courier_posts_a_point_and_a_batch_for_its_order(world, kafka_topics):
 
 
 def test_bad_positions_are_refused_and_nothing_is_sent(world, kafka_topics):
-    from tracker.core import kafka
-    from tracker.core.events import Topic
+    from contract import kafka
+    from contract.events import Topic
 
     order = out_for_delivery(place(world["alice"], world["restaurant"]).pk, world["rider"])
     client = client_for(world["rider"].user)

@@ -19,13 +19,13 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from config.asgi import application
+from contract import kafka
+from contract.conf import KafkaConfig
+from contract.events import Topic, topic_name
+from embedded.broker import BoundedBroker
 from tests.conftest import free_port
 from tests.test_pipeline_e2e import _api, _call, _people, _until
-from tracker.asgi import application
-from tracker.core import kafka
-from tracker.core.broker import BoundedBroker
-from tracker.core.conf import KafkaConfig
-from tracker.core.events import Topic, topic_name
 from tracker.orders import services
 from tracker.outbox.models import OutboxEvent
 from tracker.outbox.relay import Relay

@@ -24,9 +24,9 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from contract.conf import BASE_DIR, KafkaConfig
+from contract.kafka import ensure_topics
 from tests.conftest import free_port
-from tracker.core.conf import BASE_DIR, KafkaConfig
-from tracker.core.kafka import ensure_topics
 
 WITHIN = 1.0  # seconds: the promise
 
@@ -71,7 +71,7 @@ def _django(env: dict[str, str], code: str) -> dict:
 @pytest.fixture(scope="module")
 def two_workers(kafka_broker):
     """Two web processes on one SQLite file, a Pinot stand-in they both read, the data."""
-    from pinot.server import LocalPinot
+    from embedded.pinot_server import LocalPinot
 
     var = BASE_DIR / "var" / f"workers-test-{uuid.uuid4().hex[:8]}"
     var.mkdir(parents=True)
@@ -82,7 +82,7 @@ def two_workers(kafka_broker):
     pinot = LocalPinot(port=0).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "REDIS_"))}
     env.update(
-        DJANGO_SETTINGS_MODULE="tracker.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=f"sqlite:///{var / 'db.sqlite3'}",
         PINOT_BROKER_URL=pinot.url,
         PUSH_BRIDGE_EMBEDDED="false",  # no pushes are needed here
@@ -94,7 +94,7 @@ def two_workers(kafka_broker):
         data = _django(env, SETUP)
         for port in ports:
             servers.append(subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "tracker.asgi:application",
+                [sys.executable, "-m", "uvicorn", "config.asgi:application",
                  "--host", "127.0.0.1", "--port", str(port), "--no-access-log"],
                 env=env, cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip

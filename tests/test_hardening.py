@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def _start_django(env: dict[str, str]) -> subprocess.CompletedProcess:
     code = (
-        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='tracker.settings';"
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings';"
         "django.setup(); print('started')"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
@@ -67,7 +67,7 @@ async def test_the_asgi_server_stops_reading_an_endless_body_at_the_limit(declar
 
     from django.conf import settings
 
-    from tracker.asgi import application
+    from config.asgi import application
 
     chunk = b"x" * 65536
     read = 0
@@ -202,7 +202,7 @@ def test_the_per_user_name_limit_holds_whatever_the_encoding(fresh_cache):
 def test_forwarded_for_is_used_only_as_far_as_the_trusted_proxies(fresh_cache, settings):
     from django.test import Client
 
-    from tracker.security import client_ip
+    from tracker.accounts.security import client_ip
 
     settings.TRUSTED_PROXY_COUNT = 1
     meta = {"REMOTE_ADDR": "172.18.0.5", "HTTP_X_FORWARDED_FOR": "6.6.6.6, 203.0.113.9"}
@@ -303,9 +303,9 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
     from django.utils import timezone
     from rest_framework.test import APIClient
 
+    from contract import kafka
+    from contract.events import EventValidationError, Topic, parse_event
     from tests.factories import make_courier, make_customer, make_restaurant, place
-    from tracker.core import kafka
-    from tracker.core.events import EventValidationError, Topic, parse_event
     from tracker.orders import services
 
     order = place(make_customer("alice"), make_restaurant())

@@ -1,7 +1,7 @@
 """Imports point down: the domain never imports a delivery channel, the core never Django.
 
 REST (``api``), the pages (``frontend``) and the WebSocket (``tracker.live``) stand
-on the domain apps; the domain stands on ``tracker.core``, which the Spark job and
+on the domain apps; the domain stands on ``contract``, which the Spark job and
 the Pinot stand-in share and which must import without Django.
 """
 
@@ -51,12 +51,10 @@ def test_nothing_under_tracker_imports_the_api_or_the_pages():
 
 def test_the_core_imports_no_framework_and_nothing_above_it():
     forbidden = ("django", "rest_framework", "channels", "pyspark", "duckdb", "api", "frontend")
-    assert _offending("tracker/core", forbidden) == {}
+    assert _offending("contract", forbidden) == {}
     above = {
-        path: sorted(
-            n for n in names if n.startswith("tracker.") and not n.startswith("tracker.core")
-        )
-        for path, names in imports_of("tracker/core").items()
+        path: sorted(n for n in names if n.startswith("tracker.") and not n.startswith("contract"))
+        for path, names in imports_of("contract").items()
     }
     assert {path: names for path, names in above.items() if names} == {}
 
@@ -71,8 +69,8 @@ def test_the_walk_sees_imports_that_point_up():
 def test_importing_the_core_loads_no_django():
     code = (
         "import sys\n"
-        "import tracker.core.broker, tracker.core.conf, tracker.core.events\n"
-        "import tracker.core.geo, tracker.core.kafka\n"
+        "import embedded.broker, contract.conf, contract.events\n"
+        "import contract.geo, contract.kafka\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('django', 'rest_framework', 'channels', 'pyspark', 'duckdb'))\n"
         "print(','.join(loaded))\n"

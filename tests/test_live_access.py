@@ -19,9 +19,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from config.asgi import application
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event
-from tracker.asgi import application
 from tracker.live import messages
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]

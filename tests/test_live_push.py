@@ -12,10 +12,10 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
+from config.asgi import application
+from contract.events import OrderStatusChanged, Topic, new_event_id, now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event, order_event_of
-from tracker.asgi import application
-from tracker.core.events import OrderStatusChanged, Topic, new_event_id, now_ms
 from tracker.live import messages
 from tracker.live.bridge import Bridge
 from tracker.live.layers import SweepingInMemoryChannelLayer

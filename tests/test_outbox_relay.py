@@ -11,12 +11,12 @@ from collections import defaultdict
 
 import pytest
 
+from contract import kafka
+from contract.conf import KafkaConfig
+from contract.events import SOURCE_TOPICS, Topic, topic_name
+from embedded.broker import EmbeddedBroker
 from tests.conftest import free_port
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tracker.core import kafka
-from tracker.core.broker import EmbeddedBroker
-from tracker.core.conf import KafkaConfig
-from tracker.core.events import SOURCE_TOPICS, Topic, topic_name
 from tracker.orders import services
 from tracker.outbox.models import OutboxEvent
 from tracker.outbox.relay import Relay
@@ -138,7 +138,7 @@ def test_the_embedded_broker_rolls_over_past_its_memory_limit_carrying_what_nobo
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "rollover.")
     env = {**os.environ, "KAFKA_EMBEDDED_MAX_MB": "64", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracker.core.broker"],
+        [sys.executable, "-m", "embedded.broker"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -15,12 +15,12 @@ import time
 import httpx
 import pytest
 
+from contract import kafka
+from contract.conf import KafkaConfig
+from contract.events import ENRICHED_TOPICS, now_ms
 from pinot.definitions import TABLES_DIR, load_tables, validate
 from pinot.sql import Translator, duration_ms, joda_to_strftime, translate
 from tests.fixtures_pinot import REAL_PINOT_URL, delivery_event, order_event
-from tracker.core import kafka
-from tracker.core.conf import KafkaConfig
-from tracker.core.events import ENRICHED_TOPICS, now_ms
 from tracker.tracking import selectors as s
 from tracker.tracking.exceptions import TrackingUnavailable
 
@@ -157,7 +157,7 @@ def test_a_burst_of_new_connections_is_answered_not_reset(local_pinot):
 
 def test_slow_queries_are_logged_with_their_sql_and_time_split(local_pinot, caplog):
     local_pinot.server.slow_query_ms = 0  # every query counts as slow
-    with caplog.at_level(logging.WARNING, logger="pinot.server"):
+    with caplog.at_level(logging.WARNING, logger="embedded.pinot_server"):
         s.query("SELECT COUNT(*) AS n FROM orders_enriched WHERE order_id = %(o)s", {"o": 7})
     (line,) = [r.getMessage() for r in caplog.records if "slow query" in r.getMessage()]
     assert "translate" in line and "execute" in line
@@ -255,9 +255,9 @@ def test_broker_restart_refills_topics_and_the_server_rereads_them(monkeypatch):
         pytest.skip("broker restarts are an embedded-mode concern")
     import socket
 
-    from pinot.server import LocalPinot
+    from embedded.broker import EmbeddedBroker
+    from embedded.pinot_server import LocalPinot
     from tests.fixtures_pinot import PinotHarness
-    from tracker.core.broker import EmbeddedBroker
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -340,7 +340,7 @@ def test_python_m_pinot_prints_ready_and_serves_health(kafka_topics, tmp_path):
         port = sock.getsockname()[1]
     env = {**os.environ, "PINOT_LOCAL_PORT": str(port), "PINOT_LOCAL_DB": str(tmp_path / "p.db")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pinot"], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "embedded.pinot_server"], env=env, stdout=subprocess.PIPE, text=True
     )
     try:
         line = proc.stdout.readline()

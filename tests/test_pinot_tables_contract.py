@@ -12,9 +12,9 @@ from decimal import Decimal
 
 import pytest
 
+from contract import events
+from contract.events import EVENT_TYPES, OrderEnriched
 from pinot.definitions import load_tables
-from tracker.core import events
-from tracker.core.events import EVENT_TYPES, OrderEnriched
 from tracker.tracking import selectors
 
 #: Which Pinot data types may hold a contract type.

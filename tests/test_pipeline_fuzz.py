@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracker.core import events, kafka
-from tracker.core.events import (
+from contract import events, kafka
+from contract.events import (
     LIFECYCLE,
     DeadLetter,
     EventValidationError,
@@ -180,7 +180,7 @@ def _expected_row(order: list[events.Event]) -> dict:
 )
 @given(data=st.data())
 def test_no_record_on_any_topic_freezes_tracking(data, run_stream, kafka_topics):
-    from pinot.server import LocalPinot
+    from embedded.pinot_server import LocalPinot
     from tests.fixtures_pinot import item_event, order_event
     from tracker.live.bridge import Bridge
 

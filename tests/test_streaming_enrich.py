@@ -14,9 +14,8 @@ import uuid
 
 import pytest
 
-from streaming import enrich
-from tracker.core import geo
-from tracker.core.events import (
+from contract import geo
+from contract.events import (
     LIFECYCLE,
     DeadLetter,
     DeliveryLocation,
@@ -30,6 +29,7 @@ from tracker.core.events import (
     parse_event,
     status_time_field,
 )
+from streaming import enrich
 
 T0 = now_ms() - 3_600_000
 SHOP = (12.9716, 77.5946)

@@ -13,8 +13,11 @@ from collections import Counter
 
 import pytest
 
-from streaming import connector
-from streaming.connector import (
+from contract.conf import BASE_DIR
+from contract.events import OrderStatus, Topic, now_ms, topic_name
+from contract.kafka import consumer, producer, publish, read_topic
+from embedded import spark_kafka as connector
+from embedded.spark_kafka import (
     KafkaRange,
     KafkaRowWriter,
     KafkaStreamReader,
@@ -24,9 +27,6 @@ from streaming.connector import (
 from streaming.job import CheckpointError
 from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
-from tracker.core.conf import BASE_DIR
-from tracker.core.events import OrderStatus, Topic, now_ms, topic_name
-from tracker.core.kafka import consumer, producer, publish, read_topic
 
 
 def send(events, *, raw: list[tuple[Topic, bytes]] = ()) -> None:
@@ -143,7 +143,7 @@ def test_a_rebuild_from_the_topics_writes_the_same_records_and_overwrites_pinot(
     """``--reprocess`` runs the job from offset 0 into fresh state: the replay writes
     byte-identical records (same ids, same versions), and the Pinot upsert takes them
     over whatever a wrong run left under the same version."""
-    from pinot.server import LocalPinot
+    from embedded.pinot_server import LocalPinot
     from tests.fixtures_pinot import order_event
 
     evs = full_lifecycle(order_id=401)

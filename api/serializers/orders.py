@@ -12,7 +12,7 @@ from typing import Any
 from rest_framework import serializers
 
 from api.serializers.fields import MoneyField
-from tracker.core.events import OrderStatus
+from contract.events import OrderStatus
 from tracker.customers.models import DELIVERY_ADDRESS_MAX, one_line_problem
 from tracker.orders.policy import ROLES
 from tracker.orders.services import (

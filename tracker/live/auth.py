@@ -20,7 +20,7 @@ from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
 
-from tracker.security import user_for_token
+from tracker.accounts.security import user_for_token
 
 
 @database_sync_to_async

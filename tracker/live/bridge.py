@@ -38,8 +38,8 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from tracker.core import kafka
-from tracker.core.events import (
+from contract import kafka
+from contract.events import (
     EventValidationError,
     OrderEnriched,
     OrderStatusChanged,
@@ -49,7 +49,7 @@ from tracker.core.events import (
     status_rank,
     topic_name,
 )
-from tracker.core.positions import PositionReporter, RolloverLog, topic_ids
+from contract.positions import PositionReporter, RolloverLog, topic_ids
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -196,7 +196,7 @@ class Bridge:
         ``ready`` is set once the start offsets are fixed: every record produced
         after that moment will be published (what came before is in the snapshot).
         Positions are reported to the broker, and a rollover of the embedded broker
-        moves them to the same records in its new log (:mod:`tracker.core.positions`).
+        moves them to the same records in its new log (:mod:`contract.positions`).
         """
         names = {topic_name(topic): topic for topic in TOPICS}
         rollovers = RolloverLog()

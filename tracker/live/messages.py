@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.core.events import (
+from contract.events import (
     OrderEnriched,
     OrderStatus,
     OrderStatusChanged,

@@ -1,6 +1,6 @@
 """Orders, their items and their status history: the system of record.
 
-The status lifecycle itself is defined once, in :mod:`tracker.core.events`, and
+The status lifecycle itself is defined once, in :mod:`contract.events`, and
 enforced by :mod:`tracker.orders.services`; nothing here changes a status.
 """
 
@@ -11,7 +11,7 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from tracker.core.events import TERMINAL_STATUSES, OrderStatus, status_label
+from contract.events import TERMINAL_STATUSES, OrderStatus, status_label
 from tracker.couriers.models import Courier
 from tracker.customers.models import DELIVERY_ADDRESS_MAX, LATITUDE, LONGITUDE, Customer
 from tracker.restaurants.models import Product, Restaurant

@@ -21,8 +21,8 @@ from confluent_kafka import KafkaException
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from tracker.core import events, kafka
-from tracker.core.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
+from contract import events, kafka
+from contract.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order, OrderItem, OrderStatusChange

@@ -52,10 +52,10 @@ from django.db import (
 from django.db.models import F
 from django.utils import timezone
 
-from tracker.core import kafka
-from tracker.core.conf import kafka_config
-from tracker.core.events import Topic, topic_name
-from tracker.core.positions import RolloverLog
+from contract import kafka
+from contract.conf import kafka_config
+from contract.events import Topic, topic_name
+from contract.positions import RolloverLog
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ from typing import Protocol
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tracker.core import geo
-from tracker.core.events import CANCELLABLE_STATUSES, OrderStatus
+from contract import geo
+from contract.events import CANCELLABLE_STATUSES, OrderStatus
 from tracker.couriers.models import Courier
 from tracker.customers.models import Address
 from tracker.orders import services

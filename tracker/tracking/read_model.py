@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db.models import Prefetch
 
-from tracker.core.events import (
+from contract.events import (
     CANCELLABLE_STATUSES,
     LIFECYCLE,
     TERMINAL_STATUSES,
@@ -28,11 +28,11 @@ from tracker.core.events import (
     now_ms,
     status_label,
 )
-from tracker.core.lru import BoundedCache
 from tracker.couriers.models import Courier
 from tracker.notices import listener
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.tracking import eta, selectors
+from tracker.tracking.lru import BoundedCache
 from tracker.tracking.selectors import CourierPosition, OrderState, StatusPeriod
 
 CENT = Decimal("0.01")

@@ -35,8 +35,8 @@ import httpx
 import pinotdb
 from pinotdb import exceptions as pinot_errors
 
-from tracker.core.conf import env_float, env_str
-from tracker.core.events import (
+from contract.conf import env_float, env_str
+from contract.events import (
     IN_TRANSIT_STATUSES,
     LIFECYCLE,
     TERMINAL_STATUSES,

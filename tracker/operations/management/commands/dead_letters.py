@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from tracker.deadletters import recent_dead_letters
+from tracker.operations.deadletters import recent_dead_letters
 
 
 class Command(BaseCommand):

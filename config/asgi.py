@@ -14,15 +14,15 @@ import gc
 import os
 import threading
 
-from tracker.asgi_threads import get_asgi_application
+from config.asgi_threads import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracker.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from tracker.asgi_limits import BodySizeLimit  # noqa: E402
+from config.asgi_limits import BodySizeLimit  # noqa: E402
 from tracker.live.auth import websocket_stack  # noqa: E402
 from tracker.live.routing import websocket_urlpatterns  # noqa: E402
 from tracker.tracking import eta  # noqa: E402

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from tracker.core.conf import BASE_DIR, var_dir
-from tracker.system.components import Component
+from contract.conf import BASE_DIR, var_dir
+from embedded.components import Component
 
 COLOURS = ["36", "33", "32", "35", "34", "31", "96", "93"]
 

@@ -2,8 +2,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tracker.core.events import Topic
-from tracker.core.kafka import iter_topic
+from contract.events import Topic
+from contract.kafka import iter_topic
 
 
 class Command(BaseCommand):

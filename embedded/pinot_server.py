@@ -6,7 +6,7 @@ parses), ``GET /health`` ("OK" once the tables exist) and ``GET /debug/ingestion
 consumes the topics they name and keeps Pinot's semantics for the supported SQL
 subset (see :mod:`pinot.sql`); everything else gets a Pinot-style error.
 
-Run: ``python -m pinot`` (prints ``pinot: ready on http://HOST:PORT`` when serving).
+Run: ``python -m embedded.pinot_server`` (prints ``pinot: ready on http://HOST:PORT`` when serving).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import Any
 
 import duckdb
 
+from contract.conf import KafkaConfig, env_int, env_str, var_dir
 from pinot.definitions import TABLES_DIR, load_tables
 from pinot.ingest import Ingester
 from pinot.sql import QUERY_EXECUTION_ERROR, QueryError, Translator
 from pinot.store import Store
-from tracker.core.conf import KafkaConfig, env_int, env_str, var_dir
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +269,7 @@ def _handler_for(server: LocalPinot) -> type[BaseHTTPRequestHandler]:
 
 
 def main() -> int:
-    """Entry point of ``python -m pinot``: serve until SIGTERM/SIGINT."""
+    """Entry point of ``python -m embedded.pinot_server``: serve until SIGTERM/SIGINT."""
     logging.basicConfig(
         level=env_str("PINOT_LOCAL_LOG_LEVEL", "INFO"),
         format="%(asctime)s pinot %(levelname)s %(message)s",

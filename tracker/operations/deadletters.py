@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tracker.core import kafka
-from tracker.core.events import DeadLetter, Topic, topic_name
+from contract import kafka
+from contract.events import DeadLetter, Topic, topic_name
 
 
 def recent_dead_letters(limit: int = 100) -> list[DeadLetter]:

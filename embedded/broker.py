@@ -13,7 +13,7 @@ that holds them still, every record some reader has not read is carried into a
 fresh Tansu, the offset shift is written to the rollover log, and the clients
 are let back in. docs/reliability.md states what that guarantees.
 
-Run in the foreground with ``python -m tracker.core.broker``.
+Run in the foreground with ``python -m embedded.broker``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from tracker.core.conf import KafkaConfig, env_int, kafka_config
-from tracker.core.kafka import (
+from contract.conf import KafkaConfig, env_int, kafka_config
+from contract.kafka import (
     Deliveries,
     Undelivered,
     admin,
@@ -42,7 +42,7 @@ from tracker.core.kafka import (
     ensure_topics,
     producer,
 )
-from tracker.core.positions import (
+from contract.positions import (
     append_rollover,
     reported_positions,
     rollover_log_path,

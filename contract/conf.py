@@ -1,6 +1,6 @@
 """Runtime configuration read from the environment, shared by every process.
 
-Django reads these through ``tracker.settings``; the Spark job, the outbox relay,
+Django reads these through ``config.settings``; the Spark job, the outbox relay,
 the embedded broker and the Pinot stand-in import this module directly so that
 they never need Django to start. Every variable has an embedded default so that
 ``make run`` works on one machine with no configuration at all; the README lists
@@ -17,7 +17,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-BASE_DIR = Path(__file__).resolve().parents[2]
+BASE_DIR = Path(__file__).resolve().parents[1]
 
 
 def env_str(name: str, default: str) -> str:
@@ -74,7 +74,7 @@ class KafkaConfig:
     partitions: int = field(default_factory=lambda: env_int("KAFKA_PARTITIONS", 3))
     replication_factor: int = field(default_factory=lambda: env_int("KAFKA_REPLICATION_FACTOR", 1))
     #: Production keeps a week. The embedded broker holds its log in memory and is rolled
-    #: over (tracker/core/broker.py); topics no reader reports on keep one hour there.
+    #: over (embedded/broker.py); topics no reader reports on keep one hour there.
     retention_ms: int = field(
         default_factory=lambda: env_int(
             "KAFKA_RETENTION_MS",

@@ -70,8 +70,8 @@ END_SCAN_SECONDS = 0.1
 
 
 def _consumer(bootstrap: str) -> Any:
-    from tracker.core.conf import KafkaConfig
-    from tracker.core.kafka import consumer
+    from contract.conf import KafkaConfig
+    from contract.kafka import consumer
 
     return consumer(
         KafkaConfig(bootstrap_servers=bootstrap),
@@ -141,13 +141,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _true_ends(self) -> Offsets:
         """True next offset of every partition of every topic, in one forward read.
 
-        Same method as :func:`tracker.core.kafka.end_offsets` (list the watermark, read
+        Same method as :func:`contract.kafka.end_offsets` (list the watermark, read
         from listed end - 1 to end-of-partition), but all topics share one assign
         and short polls: per-topic calls cost ~50 ms each per micro-batch.
         """
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        from tracker.core.kafka import partitions_of
+        from contract.kafka import partitions_of
 
         cons = self._cons()
         if self._partitions is None or time.monotonic() - self._partitions_at > 30:
@@ -194,9 +194,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _topic_ids(self) -> dict[str, str]:
         """Each topic's id: a topic deleted and created again (the embedded broker restarted)
         gets a new one, even once it has refilled past the checkpointed offsets."""
-        from tracker.core.conf import KafkaConfig
-        from tracker.core.kafka import admin
-        from tracker.core.positions import topic_ids
+        from contract.conf import KafkaConfig
+        from contract.kafka import admin
+        from contract.positions import topic_ids
 
         if self._admin is None:
             self._admin = admin(KafkaConfig(bootstrap_servers=self.bootstrap))
@@ -231,7 +231,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self._true_ends()
         if self.starting != "earliest":
             return json.loads(self.starting)
-        from tracker.core.kafka import partitions_of
+        from contract.kafka import partitions_of
 
         offsets: Offsets = {
             topic: {str(p): 0 for p in partitions_of(self._cons(), topic, self.timeout)}
@@ -322,8 +322,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         """Offsets live in Spark's checkpoint; the broker only hears how far the job has
         read, so that the embedded broker's rollover carries what it has not."""
-        from tracker.core.conf import KafkaConfig
-        from tracker.core.positions import PositionReporter
+        from contract.conf import KafkaConfig
+        from contract.positions import PositionReporter
 
         if self._reporter is None:
             self._reporter = PositionReporter(
@@ -348,8 +348,8 @@ _ROLLOVER_LOGS: dict[str, Any] = {}
 
 def _rollover_log(bootstrap: str) -> Any:
     """The embedded broker's rollover log, one per process and broker."""
-    from tracker.core.conf import KafkaConfig
-    from tracker.core.positions import RolloverLog
+    from contract.conf import KafkaConfig
+    from contract.positions import RolloverLog
 
     with _CACHE_LOCK:
         found = _ROLLOVER_LOGS.get(bootstrap)
@@ -366,9 +366,9 @@ _ADMINS: dict[str, Any] = {}
 def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
     """Topic ids, through one admin client per worker process (an admin client dropped
     with a request still pending can take the worker down)."""
-    from tracker.core.conf import KafkaConfig
-    from tracker.core.kafka import admin
-    from tracker.core.positions import topic_ids
+    from contract.conf import KafkaConfig
+    from contract.kafka import admin
+    from contract.positions import topic_ids
 
     with _CACHE_LOCK:
         client = _ADMINS.get(bootstrap)
@@ -389,7 +389,7 @@ def read_ranges(
     A slow broker only slows the read: the task fails (TimeoutError, so the
     micro-batch fails and is retried) when no record has arrived for ``timeout``
     seconds, never returning a short range. The embedded broker may roll over before
-    or during the read (``rollovers``, a :class:`~tracker.core.positions.RolloverLog`):
+    or during the read (``rollovers``, a :class:`~contract.positions.RolloverLog`):
     the rest of each range is then read from the new log, where the same records sit
     at lower offsets, and rows keep the offsets they were planned with. One exception:
     a range planned in a topic that has since been recreated empty (the embedded
@@ -518,8 +518,8 @@ _PRODUCERS: dict[str, Any] = {}
 def _shared_producer(bootstrap: str) -> Any:
     """One producer per worker process (creating one per task costs a broker handshake),
     replaced when a batch fails (its broker may have lost the producer's state)."""
-    from tracker.core.conf import KafkaConfig
-    from tracker.core.kafka import SharedProducer
+    from contract.conf import KafkaConfig
+    from contract.kafka import SharedProducer
 
     with _CACHE_LOCK:
         shared = _PRODUCERS.get(bootstrap)
@@ -550,7 +550,7 @@ class KafkaRowWriter:
         self._rows: list[tuple] = []
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
-        from tracker.core.kafka import Deliveries
+        from contract.kafka import Deliveries
 
         self._batch = Deliveries(_shared_producer(self.bootstrap).get())
         self._rows = []
@@ -567,7 +567,7 @@ class KafkaRowWriter:
             raise
 
     def close(self, error: BaseException | None) -> None:
-        from tracker.core.kafka import Deliveries, Undelivered
+        from contract.kafka import Deliveries, Undelivered
 
         batch, self._batch = self._batch, None
         rows, self._rows = self._rows, []

@@ -63,7 +63,7 @@ ENRICHED_TOPICS = (Topic.ORDERS_ENRICHED, Topic.DELIVERY_STATUSES, Topic.ORDER_I
 def topic_name(topic: Topic | str, prefix: str | None = None) -> str:
     """The physical topic name: ``KAFKA_TOPIC_PREFIX`` + logical name."""
     if prefix is None:
-        from tracker.core.conf import env_str
+        from contract.conf import env_str
 
         prefix = env_str("KAFKA_TOPIC_PREFIX", "")
     return f"{prefix}{topic}"  # a StrEnum formats as its value

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from tracker.system.views import healthz
+from tracker.operations.views import healthz
 
 admin.site.site_header = "Ordertrack operations"
 admin.site.site_title = "Ordertrack"

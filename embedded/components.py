@@ -1,4 +1,4 @@
-"""Every process of the running system, in start order: the one list ``runsystem`` reads.
+"""Every process of the running system, in start order: the one list ``python -m embedded`` reads.
 
 A new component is one line here: its command, the line it prints when it is
 ready, and the stage it starts in (a stage starts when the previous one is ready).
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tracker.core.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
+from contract.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
 
 PYTHON = sys.executable
 MANAGE = str(BASE_DIR / "manage.py")
@@ -40,7 +40,7 @@ def components() -> list[Component]:
     return [
         Component(
             "broker",
-            [PYTHON, "-m", "tracker.core.broker"],
+            [PYTHON, "-m", "embedded.broker"],
             ready_text="topics ready",
             stage=0,
             waiting_note="starting the embedded Kafka-protocol broker (Tansu)",
@@ -55,7 +55,7 @@ def components() -> list[Component]:
         ),
         Component(
             "pinot",
-            [PYTHON, "-m", "pinot"],
+            [PYTHON, "-m", "embedded.pinot_server"],
             ready_text="pinot: ready",
             stage=1,
             waiting_note="Pinot-compatible local server (embedded serving layer)",
@@ -64,7 +64,7 @@ def components() -> list[Component]:
         Component(
             "web",
             [
-                PYTHON, "-m", "uvicorn", "tracker.asgi:application",
+                PYTHON, "-m", "uvicorn", "config.asgi:application",
                 "--host", host, "--port", str(port), "--no-access-log",
                 # Django runs sync views on one thread per process: two processes use both cores.
                 "--workers", str(env_int("WEB_WORKERS", 2)),

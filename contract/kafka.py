@@ -31,8 +31,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tracker.core.conf import KafkaConfig, kafka_config
-from tracker.core.events import Event, Topic, topic_name
+from contract.conf import KafkaConfig, kafka_config
+from contract.events import Event, Topic, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class SharedProducer:
     """
 
     def __init__(self, config: KafkaConfig | None = None, **overrides: object) -> None:
-        from tracker.core.positions import RolloverLog
+        from contract.positions import RolloverLog
 
         self.config = config
         self.overrides = overrides

@@ -1,6 +1,6 @@
 """How far each reader has read, and where it stands after the embedded broker rolled over.
 
-The embedded broker (:mod:`tracker.core.broker`) keeps its log in memory and is
+The embedded broker (:mod:`embedded.broker`) keeps its log in memory and is
 bounded by a *rollover*: it carries every record some reader has not read yet
 into a fresh log and restarts. Two things make that lossless for readers:
 
@@ -34,7 +34,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tracker.core.conf import KafkaConfig, kafka_config, var_dir
+from contract.conf import KafkaConfig, kafka_config, var_dir
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class PositionReporter:
     """Reports one reader's next offsets to the broker, at most every ``REPORT_EVERY`` s."""
 
     def __init__(self, reader: str, config: KafkaConfig | None = None) -> None:
-        from tracker.core.kafka import admin
+        from contract.kafka import admin
 
         self.reader = reader
         self.admin = admin(config)

@@ -24,7 +24,7 @@ spark-worker       (the image's PATH), as the unprivileged ``ordertrack`` user
 streaming          ``python -m streaming`` on the standalone master, with the
                    embedded Python Kafka connector (compose's ``spark-submit
                    --packages`` downloads the native connector from Maven)
-pinot-*,           the Pinot stand-in (``python -m pinot``), which reads
+pinot-*,           the Pinot stand-in (``python -m embedded.pinot_server``), which reads
 zookeeper          ``pinot/tables`` itself (no ``pinot-init``)
 relay, pushbridge  their compose commands
 web                its compose command (uvicorn, several workers)
@@ -61,8 +61,8 @@ from typing import Any
 
 import yaml
 
-from tracker.core.conf import BASE_DIR, env_str
-from tracker.system.components import Component
+from contract.conf import BASE_DIR, env_str
+from embedded.components import Component
 
 COMPOSE_FILE = BASE_DIR / "docker-compose.yml"
 RUN_USER = "ordertrack"
@@ -242,7 +242,7 @@ def base_env(var: Path) -> dict[str, str]:
         ),
         "PYTHONPATH": str(BASE_DIR),
         "PYTHONUNBUFFERED": "1",
-        "DJANGO_SETTINGS_MODULE": "tracker.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "SPARK_HOME": str(spark_home()),
         "ORDERTRACK_VAR_DIR": str(var / "app"),
         "HOME": str(var / "home"),
@@ -290,11 +290,11 @@ def plan(
     )
     kafka_env = env_of("kafka-topics")  # the x-kafka-env block
     processes["kafka"] = (
-        ["python", "-m", "tracker.core.broker"],
+        ["python", "-m", "embedded.broker"],
         {**kafka_env, "KAFKA_EMBEDDED": "true"},
     )
     processes["pinot-broker"] = (
-        ["python", "-m", "pinot"],
+        ["python", "-m", "embedded.pinot_server"],
         {**kafka_env, "PINOT_LOCAL_PORT": str(ports.pinot)},
     )
     for name in ONE_SHOTS:
@@ -487,7 +487,7 @@ class ProductionRun:
     """Start and stop the whole plan; ``with ProductionRun(plan) as run: ...``."""
 
     def __init__(self, p: Plan, out=sys.stdout) -> None:
-        from tracker.system.supervisor import Supervisor
+        from embedded.supervisor import Supervisor
 
         self.plan = p
         self.out = out

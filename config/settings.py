@@ -10,7 +10,7 @@ from __future__ import annotations
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from tracker.core.conf import env_bool, env_int, env_list, env_str, var_dir
+from contract.conf import env_bool, env_int, env_list, env_str, var_dir
 
 #: The built-in key: fine on a laptop, never with debug off (see the check below).
 DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
@@ -51,7 +51,7 @@ INSTALLED_APPS = [
     "tracker.notices",
     "tracker.tracking",
     "tracker.simulator",
-    "tracker.system",
+    "tracker.operations",
     "tracker.live",
     "api",
     "frontend",
@@ -59,20 +59,20 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "tracker.middleware.RequestSizeLimitMiddleware",
+    "config.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "tracker.middleware.LoginThrottleMiddleware",
+    "config.middleware.LoginThrottleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "tracker.urls"
-WSGI_APPLICATION = "tracker.wsgi.application"
-ASGI_APPLICATION = "tracker.asgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [
     {
@@ -106,11 +106,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     # Short-lived connections: long-lived ones in the relay's and the workers' threads
     # kept stale views of the file (measured: no latency gain from keeping them).
-    # The web's long-lived request threads keep theirs (tracker/asgi_threads.py).
+    # The web's long-lived request threads keep theirs (config/asgi_threads.py).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 #: Long-lived threads per web process for Django's sync request handling, each keeping its
-#: database connection this long (tracker/asgi_threads.py).
+#: database connection this long (config/asgi_threads.py).
 REQUEST_THREADS = env_int("WEB_REQUEST_THREADS", 8)
 REQUEST_THREAD_CONN_MAX_AGE = DATABASE_CONN_MAX_AGE
 
@@ -141,7 +141,7 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
-# --- request limits and login throttles (tracker/security.py, tracker/middleware.py) --
+# --- request limits and login throttles (tracker/accounts/security.py, config/middleware.py) --
 #: Largest request body accepted (413 above it), for every path: DRF's JSON parser
 #: reads the raw stream, so Django's own form limit below does not cover the API.
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)

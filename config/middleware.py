@@ -1,4 +1,4 @@
-"""Django middleware: request-body cap and login throttles (see :mod:`tracker.security`).
+"""Django middleware: request-body cap and login throttles (see :mod:`tracker.accounts.security`).
 
 Both answer in the API's error format under ``/api/`` and in plain text elsewhere.
 """
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from tracker.security import LoginRateLimiter, client_ip
+from tracker.accounts.security import LoginRateLimiter, client_ip
 
 
 def error_response(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
@@ -27,7 +27,7 @@ class RequestSizeLimitMiddleware:
     Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` guards only form parsing; DRF's JSON
     parser reads the raw stream, so without this a multi-gigabyte POST to any API
     endpoint would be read into memory. (A body sent without Content-Length is
-    read by Django as empty; the ASGI wrapper in :mod:`tracker.asgi_limits` stops
+    read by Django as empty; the ASGI wrapper in :mod:`config.asgi_limits` stops
     such streams before Django buffers them.)
     """
 
