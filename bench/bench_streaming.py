@@ -1,6 +1,6 @@
 """Benchmark the stream job: micro-batch duration and event -> enriched latency.
 
-Not a test. Starts its own embedded broker, runs ``python -m streaming`` as a
+Not a test. Starts its own embedded broker, runs ``python -m embedded.streaming`` as a
 child process (exactly as deployed), and drives a synthetic load shaped like the
 book's simulator, compressed in time: each order is placed, moves through the
 kitchen statuses 2 s apart, then its courier sends one GPS point per second for
@@ -246,7 +246,7 @@ def run_level(
     log_path = bench_dir / f"{prefix}log"
     with open(log_path, "w") as log_file:
         job = subprocess.Popen(
-            [sys.executable, "-m", "streaming"],
+            [sys.executable, "-m", "embedded.streaming"],
             cwd=code,
             env=env,
             stdout=subprocess.PIPE,

@@ -75,7 +75,7 @@ def components() -> list[Component]:
         ),
         Component(
             "streaming",
-            [PYTHON, "-m", "streaming"],
+            [PYTHON, "-m", "embedded.streaming"],
             ready_text="streaming: ready",
             # Its first micro-batch needs input, so it starts beside the simulator.
             stage=2,

@@ -21,7 +21,7 @@ migrate            its compose command, once (plus ``collectstatic``, which the
 spark-master,      their compose commands through pyspark's ``bin/spark-class``
 spark-worker       (the image's PATH), as the unprivileged ``ordertrack`` user
                    with SPARK_HOME read-only to it
-streaming          ``python -m streaming`` on the standalone master, with the
+streaming          ``python -m embedded.streaming`` on the standalone master, with the
                    embedded Python Kafka connector (compose's ``spark-submit
                    --packages`` downloads the native connector from Maven)
 pinot-*,           the Pinot stand-in (``python -m embedded.pinot_server``), which reads
@@ -307,7 +307,7 @@ def plan(
     # The driver: compose's spark-submit --packages needs Maven; the job itself is the same.
     stream_env = env_of("streaming")
     stream_env["STREAMING_KAFKA_CONNECTOR"] = "python"
-    processes["streaming"] = (["python", "-m", "streaming"], stream_env)
+    processes["streaming"] = (["python", "-m", "embedded.streaming"], stream_env)
     return Plan(var, ports, variables, services, processes, one_shots)
 
 

@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ def check_checkpoint(checkpoint_dir: str | Path) -> None:
     raise CheckpointError(
         f"streaming: checkpoint {spark_dir} has {found}; it cannot be resumed. "
         "Rebuild from the topics: stop the job, delete that directory "
-        "(STREAMING_CHECKPOINT_DIR) and start again, or run `python -m streaming --reprocess`."
+        "(STREAMING_CHECKPOINT_DIR) and start again, or run the job with `--reprocess`."
     )
 
 
@@ -117,6 +118,39 @@ class Settings:
         return "ordertrack_kafka" if self.connector == "python" else "kafka"
 
 
+@dataclass(frozen=True)
+class PythonConnector:
+    """Kafka for Spark as a Python data source and ``foreach`` writer (``connector=python``).
+
+    For machines without Spark's spark-sql-kafka package. The job knows it only by its
+    format name; whoever starts the job there registers it (``python -m embedded.streaming``),
+    so production code never imports the embedded mode's connector.
+    """
+
+    #: A ``pyspark.sql.datasource.DataSource`` named ``Settings.kafka_format``.
+    data_source: type
+    #: bootstrap servers -> the ``foreach`` writer of each micro-batch's rows.
+    writer: Callable[[str], Any]
+
+
+_python_connector: list[PythonConnector] = []
+
+
+def use_python_connector(connector: PythonConnector) -> None:
+    """Register the connector that ``STREAMING_KAFKA_CONNECTOR=python`` runs on."""
+    _python_connector[:] = [connector]
+
+
+def python_connector() -> PythonConnector:
+    if not _python_connector:
+        raise RuntimeError(
+            "STREAMING_KAFKA_CONNECTOR=python needs the Python connector registered: start "
+            "the job with `python -m embedded.streaming` (the embedded mode), or set "
+            "STREAMING_KAFKA_CONNECTOR=native where Spark has its kafka package."
+        )
+    return _python_connector[0]
+
+
 # ------------------------------------------------------------------------------ Spark
 
 
@@ -172,9 +206,7 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         jvm.org.apache.logging.log4j.Level.ERROR,
     )
     if settings.connector == "python":
-        from embedded.spark_kafka import KafkaDataSource
-
-        spark.dataSource.register(KafkaDataSource)
+        spark.dataSource.register(python_connector().data_source)
     return spark
 
 
@@ -203,9 +235,7 @@ def sink(stream: Any, settings: Settings) -> Any:
     """The stream's writer: executor tasks of each micro-batch produce its rows."""
     writer = stream.writeStream.outputMode("update")
     if settings.connector == "python":
-        from embedded.spark_kafka import KafkaRowWriter
-
-        return writer.foreach(KafkaRowWriter(settings.bootstrap_servers))
+        return writer.foreach(python_connector().writer(settings.bootstrap_servers))
     return writer.format("kafka").option("kafka.bootstrap.servers", settings.bootstrap_servers)
 
 

@@ -165,7 +165,7 @@ def test_cluster_run_with_a_killed_executor_equals_local_mode(spark, kafka_topic
     }
     send(first, raw=raw[:1])
     job = subprocess.Popen(
-        [sys.executable, "-m", "streaming"],
+        [sys.executable, "-m", "embedded.streaming"],
         cwd=BASE_DIR,
         env=env,
         stdout=subprocess.PIPE,

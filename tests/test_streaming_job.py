@@ -212,7 +212,7 @@ def test_python_m_streaming_prints_ready_and_processes(kafka_topics, tmp_path):
         "PYTHONPATH": str(BASE_DIR),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "streaming", "--available-now"],
+        [sys.executable, "-m", "embedded.streaming", "--available-now"],
         cwd=BASE_DIR,
         env=env,
         capture_output=True,
