@@ -2,8 +2,8 @@
 
 Garbage collection is tuned for a server that holds thousands of open sockets: each
 socket keeps a few hundred objects alive, and CPython's full collection walks every
-tracked object (measured: 0.5-1.9 s pauses with 5,000 sockets on a busy machine,
-every few seconds, each pause a latency spike for every socket). The code and
+tracked object, so with thousands of sockets each full collection pauses every socket
+at once (docs/performance.md, "5,000 sockets"). The code and
 settings loaded at start are frozen out of collection, and the young generation is
 collected every 50,000 allocations instead of 700, so objects in flight (pushed
 updates waiting for their socket) die young instead of being promoted into the
@@ -36,8 +36,8 @@ application = ProtocolTypeRouter(
 
 # The arrival statistics' first load is the heaviest work the tracking store gets (seven
 # aggregate queries, new query shapes for it to translate). Started by the first requests
-# after a restart, it held every query queued behind it past its timeout (503s); loaded
-# now, those requests find it running and answer with the defaults meanwhile.
+# after a restart, it would hold every query queued behind it past its timeout (503s);
+# loaded now, those requests find it running and answer with the defaults meanwhile.
 threading.Thread(target=eta.current_statistics, name="eta-first-load", daemon=True).start()
 
 gc.collect()

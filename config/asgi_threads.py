@@ -3,8 +3,7 @@
 Django's :class:`~django.core.handlers.asgi.ASGIHandler` runs each request's sync code
 (signals, middleware, DRF views) inside a fresh ``ThreadSensitiveContext``: a new
 single-thread executor, so a new thread, and a new database connection, for every request
-(measured: 0.1 ms to start the thread and 0.6 ms to open and close a SQLite connection, of
-about 7 ms of CPU per order detail). Here each request borrows one of a few long-lived
+(a noticeable share of a short request's CPU: docs/performance.md). Here each request borrows one of a few long-lived
 single-thread executors through the same asgiref context (``ThreadSensitiveContext(
 executor=...)``, asgiref's own way to choose the thread), so:
 

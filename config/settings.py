@@ -105,7 +105,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     # Short-lived connections: long-lived ones in the relay's and the workers' threads
-    # kept stale views of the file (measured: no latency gain from keeping them).
+    # keep stale views of the file, and keeping them gains no latency.
     # The web's long-lived request threads keep theirs (config/asgi_threads.py).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 

@@ -14,7 +14,8 @@ The spark-sql-kafka jar cannot be downloaded on the build machines, so this
   the broker acknowledged all.
 * Tansu's high watermark is the base offset of the *last batch* + 1, so the end
   of each partition is read forward to end-of-partition; ``fetch.wait.max.ms``
-  is a few ms (the default 500 ms made p50 latency 6 s).
+  is a few ms, since every read of a micro-batch would otherwise wait out the
+  default 500 ms at its partition's end.
 * The embedded broker is in memory: after it restarts, topics are empty and
   refilled from offset 0. A checkpointed offset beyond a partition's true end
   therefore means "the topic was reset": the partition restarts from its
@@ -143,7 +144,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         Same method as :func:`contract.kafka.end_offsets` (list the watermark, read
         from listed end - 1 to end-of-partition), but all topics share one assign
-        and short polls: per-topic calls cost ~50 ms each per micro-batch.
+        and short polls: per-topic calls would each add a round trip to every micro-batch.
         """
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 

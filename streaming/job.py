@@ -171,12 +171,12 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.adaptive.enabled", "false")
         # The validation expressions derived from the contract make whole-stage methods
         # too large for the JIT (HotSpot leaves methods over 8 KB of bytecode
-        # interpreted); per-operator code runs the plan about 2x faster (measured).
+        # interpreted); per-operator code runs the plan faster.
         .config("spark.sql.codegen.wholeStage", "false")
         # Nor per-operator code: every task regenerates the Java source of each projection
         # to look it up in the compiled-class cache, which for these expressions costs more
-        # than evaluating a micro-batch's rows interpreted (bench_streaming: batches about
-        # a third shorter at 10x and 100x the book's peak).
+        # than evaluating a micro-batch's rows interpreted (docs/performance.md, "The
+        # stream job").
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")

@@ -54,16 +54,16 @@ _TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATUSES))
 
 # ---------------------------------------------------------------------- transport
 
-#: The process's pinotdb connection and what it was opened for, shared by every thread (a
-#: per-thread connection was a new TCP connection, and a new broker thread, per request
-#: when Django started a thread per request). pinotdb locks cursor creation and its httpx
-#: client pools keep-alive connections for concurrent queries.
+#: The process's pinotdb connection and what it was opened for, shared by every thread: a
+#: connection per thread would open a TCP connection (and a broker thread) for every
+#: short-lived request thread. pinotdb locks cursor creation and its httpx client pools
+#: keep-alive connections for concurrent queries.
 _shared: tuple[tuple[str, float], Any] | None = None
 _shared_lock = threading.Lock()
 
-#: Idle keep-alive connections to the broker are kept this long (httpx's default is 5 s,
-#: so a pause of a few seconds cost a burst of new connections; Pinot's broker closes
-#: idle ones after 30 s).
+#: Idle keep-alive connections to the broker are kept this long: httpx's default of 5 s
+#: turns every pause of a few seconds into a burst of new connections, and Pinot's broker
+#: closes idle ones after 30 s.
 KEEPALIVE_SECONDS = 20.0
 
 #: Failures where the broker never answered: a kept-alive connection it had dropped, or a
