@@ -155,7 +155,7 @@ def python_connector() -> PythonConnector:
 
 
 def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") -> Any:
-    """A local SparkSession tuned for latency (see the README's streaming section)."""
+    """A local SparkSession tuned for latency (docs/performance.md, "The stream job")."""
     # Python workers must import `tracker` and `streaming`.
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if str(BASE_DIR) not in paths:

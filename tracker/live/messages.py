@@ -1,4 +1,4 @@
-"""The WebSocket message schema, built in one place (documented in README, "Live updates").
+"""The WebSocket message schema, built in one place (documented in docs/api.md, "Live updates").
 
 Every update carries the order's ``version`` (monotonic per order, set by the
 stream job), so a client can drop anything older than what it has, and resume
