@@ -11,6 +11,10 @@ from tracker.accounts.security import token_expired, token_of
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication, refusing expired tokens (``API_TOKEN_TTL_DAYS``) with
+    one query per request.
+    """
+
     def authenticate_credentials(self, key: str) -> tuple:
         token = token_of(key)
         if token is None:

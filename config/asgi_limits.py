@@ -24,6 +24,8 @@ def _too_large_body(path: str, limit: int) -> tuple[bytes, bytes]:
 
 
 class BodySizeLimit:
+    """Wraps the HTTP app: 413 for a body over ``REQUEST_MAX_BODY_BYTES``, declared or streamed."""
+
     def __init__(self, app: Any) -> None:
         self.app = app
 

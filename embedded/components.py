@@ -18,6 +18,8 @@ MANAGE = str(BASE_DIR / "manage.py")
 
 @dataclass(frozen=True)
 class Component:
+    """One process of the embedded system: how to start it, how to tell it is ready, and when."""
+
     name: str
     argv: list[str]
     #: A substring of the child's output that means "ready".

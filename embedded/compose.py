@@ -144,6 +144,8 @@ def service_env(service: dict[str, Any]) -> dict[str, str]:
 
 @dataclass
 class Ports:
+    """The free local port each compose service's address maps to."""
+
     postgres: int = field(default_factory=free_port)
     redis: int = field(default_factory=free_port)
     kafka: int = field(default_factory=free_port)

@@ -26,6 +26,8 @@ COLOURS = ["36", "33", "32", "35", "34", "31", "96", "93"]
 
 @dataclass
 class Child:
+    """A running (or restarting) component and what the supervisor knows about it."""
+
     component: Component
     colour: str
     process: subprocess.Popen[str] | None = None

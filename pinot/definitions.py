@@ -46,6 +46,8 @@ class DefinitionError(ValueError):
 
 @dataclass(frozen=True)
 class Column:
+    """One column of a Pinot schema: its name, Pinot type, field kind and null default."""
+
     name: str
     data_type: str
     kind: str  # dimension | metric | datetime

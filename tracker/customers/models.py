@@ -36,6 +36,8 @@ class UserProfile(models.Model):
 
 
 class Customer(UserProfile):
+    """The customer role of a Django user: who may place orders and follow their own."""
+
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="customer"
     )
@@ -43,6 +45,8 @@ class Customer(UserProfile):
 
 
 class Address(models.Model):
+    """A customer's delivery address with its map position; one of them is the default."""
+
     customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="addresses")
     label = models.CharField(max_length=40, default="Home")
     line1 = models.CharField("street address", max_length=200)

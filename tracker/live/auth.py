@@ -55,6 +55,11 @@ def current_user(credential: Credential | None):
 
 
 class TokenAuthMiddleware:
+    """Signs a WebSocket in by API token (``Authorization: Token`` or ``?token=``), for apps.
+
+    The key stays in the scope so the consumer can re-check it for the socket's whole life.
+    """
+
     def __init__(self, app) -> None:
         self.app = app
 

@@ -16,6 +16,8 @@ from channels.layers import InMemoryChannelLayer
 
 
 class SweepingInMemoryChannelLayer(InMemoryChannelLayer):
+    """Channels' in-memory layer, sweeping expired entries at most once per ``SWEEP_SECONDS``."""
+
     #: Longest wait between two sweeps for expired messages and memberships.
     SWEEP_SECONDS = 1.0
 

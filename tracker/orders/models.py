@@ -20,11 +20,20 @@ STATUS_CHOICES = [(s.value, status_label(s)) for s in OrderStatus]
 
 
 class OrderQuerySet(models.QuerySet):
+    """Order queries by lifecycle: ``active()`` is every order not yet delivered or cancelled."""
+
     def active(self) -> OrderQuerySet:
         return self.exclude(status__in=[s.value for s in TERMINAL_STATUSES])
 
 
 class Order(models.Model):
+    """One customer's order from one restaurant: the system of record for its status.
+
+    Every change goes through :mod:`tracker.orders.services`, which writes the row and its
+    outbox event in one transaction; Pinot and the WebSockets learn of it only from that event.
+    ``status`` is the current step; :class:`OrderStatusChange` keeps every transition.
+    """
+
     customer = models.ForeignKey(Customer, on_delete=models.PROTECT, related_name="orders")
     restaurant = models.ForeignKey(Restaurant, on_delete=models.PROTECT, related_name="orders")
     courier = models.ForeignKey(
@@ -64,6 +73,10 @@ class Order(models.Model):
 
 
 class OrderItem(models.Model):
+    """One line of an order, with the unit price at the time of ordering (menus change,
+    orders do not).
+    """
+
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="items")
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
     quantity = models.PositiveIntegerField(validators=[MinValueValidator(1)])

@@ -140,6 +140,8 @@ NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0, "eta_seconds": -1}
 
 @dataclass(frozen=True)
 class CourierPosition:
+    """Where an order's courier last was, with the stream job's distance left and ETA."""
+
     order_id: int
     courier_id: int | None
     lat: float
@@ -554,6 +556,8 @@ def recently_delivered(until_ms: int, limit: int) -> list[int]:
 
 @dataclass(frozen=True)
 class StuckOrder:
+    """An order that has stayed in its status longer than the operator's threshold."""
+
     order_id: int
     customer_id: int
     restaurant_id: int
@@ -613,6 +617,8 @@ WINDOWS = {"1h": ("PT1H", "PT2H"), "24h": ("PT24H", "PT48H"), "7d": ("P7D", "P14
 
 @dataclass(frozen=True)
 class Dish:
+    """A dish's quantity sold and the orders it was in, for a dashboard's top dishes."""
+
     product_name: str
     quantity: int
     orders: int
@@ -631,6 +637,8 @@ class WindowStats:
 
 @dataclass(frozen=True)
 class RestaurantDashboard:
+    """One restaurant's figures for each window (1 h, 24 h, 7 d) against the period before."""
+
     restaurant_id: int
     restaurant_name: str
     windows: dict[str, WindowStats]
