@@ -215,6 +215,14 @@ def _string(value: str) -> str:
 
 
 class _Translator:
+    """Translates one parsed query on one table into DuckDB SQL, node by node.
+
+    Each ``emit`` returns the DuckDB text and the Pinot type of the result, so aggregates and
+    arithmetic answer with Pinot's types; any node or function without a case here is a
+    :class:`QueryError` (the whitelist). One instance per query: it collects the aliases
+    and whether the query aggregates.
+    """
+
     def __init__(self, table: TableDef, now_ms: int) -> None:
         self.table = table
         self.now_ms = now_ms
@@ -875,6 +883,10 @@ _MAX_TEMPLATES_PER_SHAPE = 32
 
 @dataclass
 class _Shape:
+    """One query shape seen by :class:`Translator`: its text around the literals, which
+    literals stay fixed, and its templates.
+    """
+
     texts: list[str]
     kinds: tuple[str, ...]
     options: str
