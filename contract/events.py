@@ -416,6 +416,7 @@ class Event(_Record):
 @dataclasses.dataclass(frozen=True)
 class OrderItem(_Record):
     """One line of an order as events carry it: product, name, category, quantity, unit price."""
+
     RULES: ClassVar[dict[str, Rule]] = {
         "product_id": ID,
         "name": Rule(max_length=MAX_NAME),
