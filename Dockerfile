@@ -5,7 +5,7 @@
 # Why one image for the Spark cluster too, rather than the official apache/spark image:
 # PySpark requires the driver and the executors' Python workers to run the same Python
 # minor version with the same packages. The order join (streaming.enrich,
-# tracker.core.events) runs inside executors, so they need this
+# contract.events) runs inside executors, so they need this
 # repository's code plus pandas/pyarrow/protobuf at the pinned versions. The official
 # image ships its own Python (not 3.11) and none of our packages, so we would build a
 # second image on top of it anyway. Here the pip-installed pyspark==4.3.0 (pinned in
@@ -50,7 +50,7 @@ sys.exit(main())
 PY
 
 ENV PYTHONPATH=/app \
-    DJANGO_SETTINGS_MODULE=tracker.settings \
+    DJANGO_SETTINGS_MODULE=config.settings \
     SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
     PATH=/usr/local/lib/python3.11/site-packages/pyspark/bin:$PATH
 
@@ -65,4 +65,4 @@ RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /app -
 USER ordertrack
 EXPOSE 8000
 # Every service in docker-compose.yml sets its own command; this default is the web tier.
-CMD ["uvicorn", "tracker.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--no-access-log"]
+CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--no-access-log"]

@@ -8,17 +8,17 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-# make run-prod: docker-compose.yml's topology as local processes (tracker/system/prod.py).
+# make run-prod: docker-compose.yml's topology as local processes (embedded/compose.py).
 .PHONY: run run-prod test test-backends install system-deps lint format tail bench clean
 
 run: install
-	$(PY) manage.py runsystem
+	$(PY) -m embedded
 
 run-prod: install
-	$(PY) -m tracker.system.prod $(RUN_PROD_ARGS)
+	$(PY) -m embedded.compose $(RUN_PROD_ARGS)
 
 # The tests of the production path run a second time on PostgreSQL and Redis (throwaway
-# servers: tracker/system/backends.py); test_production_path.py runs only there. The
+# servers: embedded/backends.py); test_production_path.py runs only there. The
 # end-to-end pipeline on PostgreSQL and Redis is tests/test_production_run.py (separate
 # processes, Spark cluster) in the first run; test_pipeline_e2e.py is not repeated here.
 BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/test_api_commands.py \
@@ -27,11 +27,11 @@ BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/
 # Both runs always run (a failure in the first still shows the second's); either fails the target.
 test: install
 	@$(PY) -m pytest $(PYTEST_ARGS); first=$$?; \
-	PUSH_BRIDGE_EMBEDDED=true $(PY) -m tracker.system.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS); \
+	PUSH_BRIDGE_EMBEDDED=true $(PY) -m embedded.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS); \
 	second=$$?; test $$first -eq 0 -a $$second -eq 0
 
 test-backends: install
-	PUSH_BRIDGE_EMBEDDED=true $(PY) -m tracker.system.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
+	PUSH_BRIDGE_EMBEDDED=true $(PY) -m embedded.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
 
 install: $(STAMP) $(SYSTEM_STAMP)
 	bash frontend/vendor.sh

@@ -9,7 +9,7 @@ need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
-# Run as ordinary processes by tracker/system/prod.py (initdb under var/); no service is started.
+# Run as ordinary processes by embedded/compose.py (initdb under var/); no service is started.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 
@@ -23,7 +23,7 @@ fi
 java -version 2>&1 | head -1
 
 # The Spark Master/Worker of the production-like run drop root to this system user, as the
-# compose image runs them as a non-root user (tracker/system/prod.py).
+# compose image runs them as a non-root user (embedded/compose.py).
 if [ "$(id -u)" -eq 0 ] && ! id ordertrack >/dev/null 2>&1; then
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ordertrack
 fi

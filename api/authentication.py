@@ -1,4 +1,4 @@
-"""API token authentication with expiry (``API_TOKEN_TTL_DAYS``, see tracker/security.py)."""
+"""API token authentication with expiry (``API_TOKEN_TTL_DAYS``, see tracker/accounts/security.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
 
-from tracker.security import token_expired, token_of
+from tracker.accounts.security import token_expired, token_of
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication, refusing expired tokens (``API_TOKEN_TTL_DAYS``) with
+    one query per request.
+    """
+
     def authenticate_credentials(self, key: str) -> tuple:
         token = token_of(key)
         if token is None:

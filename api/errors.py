@@ -15,7 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from tracker.core.events import EventValidationError
+from contract.events import EventValidationError
 from tracker.orders.services import IllegalTransition, OrderError, TelemetryError
 from tracker.tracking.exceptions import TrackingUnavailable
 

@@ -23,6 +23,8 @@ class PageQuerySerializer(serializers.Serializer):
 
 
 class PinotPagination(LimitOffsetPagination):
+    """Limit/offset pages over a Pinot query: the selector fetches one page, never all rows."""
+
     default_limit = 20
     max_limit = 100
 

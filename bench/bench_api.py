@@ -61,7 +61,7 @@ from bench.common import (  # noqa: E402
     start_full_system,
     write_result,
 )
-from tracker.core.events import LIFECYCLE, OrderStatus  # noqa: E402
+from contract.events import LIFECYCLE, OrderStatus  # noqa: E402
 
 STATUSES = [s.value for s in LIFECYCLE]
 ON_THE_ROAD = STATUSES.index(OrderStatus.OUT_FOR_DELIVERY.value) + 1
@@ -74,10 +74,10 @@ def seed(orders: int) -> dict:
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
+    from contract import kafka
+    from contract.events import now_ms, status_time_field
     from tests.factories import make_courier, make_customer, make_restaurant, place
     from tests.fixtures_pinot import delivery_event, item_event, order_event
-    from tracker.core import kafka
-    from tracker.core.events import now_ms, status_time_field
     from tracker.orders.models import Order
 
     rng = random.Random(7)

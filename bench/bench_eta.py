@@ -70,7 +70,7 @@ def setup(workdir: Path) -> None:
             "ORDERTRACK_VAR_DIR": str(workdir),
             "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
             "KAFKA_TOPIC_PREFIX": "bench.",
-            "DJANGO_SETTINGS_MODULE": "tracker.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "DJANGO_TIME_ZONE": ZONE,
             "LOG_LEVEL": "WARNING",
         }
@@ -85,7 +85,7 @@ def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from tracker.core.events import epoch_ms
+    from contract.events import epoch_ms
     from tracker.orders.models import Order
     from tracker.simulator.engine import SimConfig, Simulation, VirtualClock
 
@@ -115,8 +115,8 @@ def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
 def publish_enriched(trails: dict) -> dict:
     """Write the orders' final states and the GPS points to the enriched topics, as the
     stream job would; returns (orders by id with their status times, GPS trails by order)."""
-    from tracker.core import geo, kafka
-    from tracker.core.events import (
+    from contract import geo, kafka
+    from contract.events import (
         DeliveryStatus,
         OrderEnriched,
         epoch_ms,
@@ -181,7 +181,7 @@ def publish_enriched(trails: dict) -> dict:
 
 
 def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) -> dict:
-    from tracker.core import geo
+    from contract import geo
     from tracker.tracking import eta
 
     loaded: dict[int, eta.Statistics] = {}
@@ -288,9 +288,9 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     saved = workdir / "simulated.pickle"
     setup(workdir)
-    from pinot.server import LocalPinot
-    from tracker.core.broker import EmbeddedBroker
-    from tracker.core.kafka import ensure_topics
+    from contract.kafka import ensure_topics
+    from embedded.broker import EmbeddedBroker
+    from embedded.pinot_server import LocalPinot
 
     broker = EmbeddedBroker(log_path=None).start()
     server = None

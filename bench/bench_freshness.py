@@ -347,8 +347,8 @@ def advance(order_id: int) -> tuple[str, float]:
 
 def topic_offsets() -> dict:
     """Where order_statuses and orders_enriched end now (a phase's records come after)."""
-    from tracker.core import kafka
-    from tracker.core.events import Topic, topic_name
+    from contract import kafka
+    from contract.events import Topic, topic_name
 
     cons = kafka.consumer()
     try:
@@ -363,8 +363,8 @@ def topic_offsets() -> dict:
 def stage_times(start: dict, orders: set[int]) -> dict:
     """(topic, order, status) -> when the first such record was produced (wall clock, s):
     the relay produces order_statuses, the stream job orders_enriched."""
-    from tracker.core import kafka
-    from tracker.core.events import parse_event
+    from contract import kafka
+    from contract.events import parse_event
 
     first: dict = {}
     for topic, offsets in start.items():
@@ -384,7 +384,7 @@ async def watch_phase(
 
     from websockets.asyncio.client import connect as ws_connect
 
-    from tracker.core.events import Topic, status_rank
+    from contract.events import Topic, status_rank
 
     seen: list[
         tuple[int, str, float]

@@ -29,12 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pinot.server import LocalPinot  # noqa: E402
+from contract import kafka  # noqa: E402
+from contract.conf import KafkaConfig  # noqa: E402
+from contract.events import now_ms  # noqa: E402
+from embedded.broker import EmbeddedBroker  # noqa: E402
+from embedded.pinot_server import LocalPinot  # noqa: E402
 from tests.fixtures_pinot import delivery_event, item_event, order_event  # noqa: E402
-from tracker.core import kafka  # noqa: E402
-from tracker.core.broker import EmbeddedBroker  # noqa: E402
-from tracker.core.conf import KafkaConfig  # noqa: E402
-from tracker.core.events import now_ms  # noqa: E402
 from tracker.tracking import selectors as s  # noqa: E402
 
 STATUSES = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",

@@ -92,9 +92,9 @@ def _seed(n: int) -> tuple[list[int], str]:
 async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: int) -> dict:
     from websockets.asyncio.client import connect as ws_connect
 
+    from contract import kafka
+    from contract.events import now_ms
     from tests.fixtures_pinot import order_event
-    from tracker.core import kafka
-    from tracker.core.events import now_ms
 
     scheduled: dict[tuple[int, int], float] = {}
     worst: dict[int, float] = {}  # second of the window -> worst latency of its sends

@@ -180,8 +180,8 @@ def start_production_run(multiple: float):
     """``make run-prod``'s processes (compose's command lines and environment) with the
     simulator; Django in this process points at its PostgreSQL."""
     from bench.common import BOOK_PEAK_PER_MIN, free_port
-    from tracker.core.conf import BASE_DIR
-    from tracker.system import prod
+    from contract.conf import BASE_DIR
+    from embedded import compose as prod
 
     # Under var/: the unprivileged user the image's processes run as must reach it.
     var = BASE_DIR / "var" / f"bench-prod-{time.strftime('%Y%m%d-%H%M%S')}" / "prod"
@@ -199,7 +199,7 @@ def start_production_run(multiple: float):
         {
             "DATABASE_URL": env["DATABASE_URL"],
             "PINOT_BROKER_URL": f"http://127.0.0.1:{p.ports.pinot}",
-            "DJANGO_SETTINGS_MODULE": "tracker.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "DJANGO_SECRET_KEY": env["DJANGO_SECRET_KEY"],
             "DJANGO_DEBUG": "true",  # this process only reads; it serves nothing
         }
@@ -354,7 +354,7 @@ def drain_and_count(timeout: float = 300) -> tuple[dict, dict]:
     """Wait until Pinot holds what the system of record holds (or time out); return both."""
     from django.db import connection
 
-    from tracker.core.events import OrderStatus, status_time_field
+    from contract.events import OrderStatus, status_time_field
     from tracker.orders.models import Order, OrderItem, OrderStatusChange
     from tracker.tracking.selectors import query
 

@@ -1,6 +1,6 @@
 """Benchmark the stream job: micro-batch duration and event -> enriched latency.
 
-Not a test. Starts its own embedded broker, runs ``python -m streaming`` as a
+Not a test. Starts its own embedded broker, runs ``python -m embedded.streaming`` as a
 child process (exactly as deployed), and drives a synthetic load shaped like the
 book's simulator, compressed in time: each order is placed, moves through the
 kitchen statuses 2 s apart, then its courier sends one GPS point per second for
@@ -41,10 +41,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from bench.common import RESULTS, baseline_tree, process_tree_rss, write_result  # noqa: E402
-from tracker.core import geo  # noqa: E402
-from tracker.core.broker import EmbeddedBroker  # noqa: E402
-from tracker.core.conf import KafkaConfig  # noqa: E402
-from tracker.core.events import (  # noqa: E402
+from contract import geo  # noqa: E402
+from contract.conf import KafkaConfig  # noqa: E402
+from contract.events import (  # noqa: E402
     LIFECYCLE,
     DeliveryLocation,
     OrderPlaced,
@@ -53,7 +52,8 @@ from tracker.core.events import (  # noqa: E402
     Topic,
     now_ms,
 )
-from tracker.core.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
+from contract.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
+from embedded.broker import EmbeddedBroker  # noqa: E402
 
 BOOK_PEAK_PER_MIN = 50
 SHOP = (12.9716, 77.5946)
@@ -246,7 +246,7 @@ def run_level(
     log_path = bench_dir / f"{prefix}log"
     with open(log_path, "w") as log_file:
         job = subprocess.Popen(
-            [sys.executable, "-m", "streaming"],
+            [sys.executable, "-m", "embedded.streaming"],
             cwd=code,
             env=env,
             stdout=subprocess.PIPE,
@@ -273,8 +273,8 @@ def run_level(
         publish(warm, order_placed(order_base))
         warm.flush(10)
         # A baseline from before the contract's ``placed_at`` gets events without it.
-        contract = code / "tracker" / "core" / "events.py"
-        legacy = not contract.exists() or "placed_at" not in contract.read_text()
+        contracts = [code / "contract" / "events.py", code / "tracker" / "core" / "events.py"]
+        legacy = not any(c.exists() and "placed_at" in c.read_text() for c in contracts)
         started = time.monotonic()
         for line in job.stdout:
             if "streaming: ready" in line:

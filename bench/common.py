@@ -191,11 +191,14 @@ def _serve(
         "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
     }
     pinot = subprocess.Popen(
-        [sys.executable, "-m", "pinot"], cwd=code_dir, env=env, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "embedded.pinot_server"],
+        cwd=code_dir,
+        env=env,
+        stdout=subprocess.DEVNULL,
     )
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     server = subprocess.Popen(
-        [sys.executable, *profiler, "-m", "uvicorn", "tracker.asgi:application",
+        [sys.executable, *profiler, "-m", "uvicorn", "config.asgi:application",
          "--host", "127.0.0.1", "--port", str(web_port), "--no-access-log",
          "--log-level", "warning", "--workers", str(1 if profile else web_workers)],
         cwd=code_dir, env=env,
@@ -226,7 +229,7 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
         "PINOT_LOCAL_LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "tracker.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "LOG_LEVEL": "WARNING",
         "API_THROTTLE_ORDERS": "100000/min",
         "API_THROTTLE_WRITES": "100000/min",
@@ -238,7 +241,7 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
     django.setup()
     from django.core.management import call_command
 
-    from tracker.core.broker import EmbeddedBroker
+    from embedded.broker import EmbeddedBroker
 
     broker = EmbeddedBroker().start()
     call_command("migrate", verbosity=0)
@@ -287,7 +290,7 @@ def start_full_system(multiple: float):
             "API_THROTTLE_WRITES": "100000/min",
             "API_THROTTLE_ORDERS": "100000/min",
             "API_THROTTLE_LOCATIONS": "1000000/min",
-            "DJANGO_SETTINGS_MODULE": "tracker.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
         }
     )
     import django
@@ -295,8 +298,8 @@ def start_full_system(multiple: float):
     django.setup()
     from django.core.management import call_command
 
-    from tracker.system.components import components
-    from tracker.system.supervisor import Supervisor
+    from embedded.components import components
+    from embedded.supervisor import Supervisor
 
     call_command("migrate", verbosity=0)
     call_command("simulate", seed_only=True, seed=42)

@@ -50,7 +50,7 @@ def actual_parts(times: dict, step: str, at: int) -> dict[str, float]:
 
 def reference_at_placement(row: dict) -> float:
     """Seconds from placement to delivered expected by someone who knows the simulator."""
-    from tracker.core import geo
+    from contract import geo
     from tracker.simulator import engine
 
     def hour(ms: int) -> int:
@@ -73,7 +73,7 @@ def reference_at_placement(row: dict) -> float:
 
 def main() -> int:
     workdir = Path(sys.argv[1])
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tracker.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("ORDERTRACK_VAR_DIR", str(workdir))
     import django
 

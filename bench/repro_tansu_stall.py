@@ -1,6 +1,6 @@
 """Minimal reproduction of the embedded broker's stall, and what its fetch waits cost.
 
-Against a bare Tansu (started as :class:`tracker.core.broker.EmbeddedBroker` does, on a
+Against a bare Tansu (started as :class:`embedded.broker.EmbeddedBroker` does, on a
 free port), with the project's client settings (lz4, idempotent producer, assign()-based
 consumers). Three experiments, each a sub-command (default: all):
 
@@ -34,8 +34,8 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPar
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import RESULTS, free_port, machine, percentile, print_table
-from tracker.core.broker import EmbeddedBroker
-from tracker.core.conf import KafkaConfig
+from contract.conf import KafkaConfig
+from embedded.broker import EmbeddedBroker
 
 VALUE = json.dumps(
     {
@@ -73,7 +73,7 @@ class Bare:
             future.result()
 
     def producer(self, **overrides: object) -> Producer:
-        # tracker.core.kafka.producer()'s settings
+        # contract.kafka.producer()'s settings
         settings = {
             "bootstrap.servers": self.bootstrap,
             "enable.idempotence": True,
@@ -85,7 +85,7 @@ class Bare:
         return Producer({**settings, **overrides})
 
     def consumer(self, wait_ms: int, **overrides: object) -> Consumer:
-        # tracker.core.kafka.consumer()'s settings, fetch wait as given
+        # contract.kafka.consumer()'s settings, fetch wait as given
         settings = {
             "bootstrap.servers": self.bootstrap,
             "group.id": "repro",

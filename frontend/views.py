@@ -20,7 +20,7 @@ from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from tracker.core.conf import env_str
+from contract.conf import env_str
 from tracker.orders import policy
 from tracker.restaurants.models import Restaurant
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.core.events import EVENT_TYPES, Topic
+from contract.events import EVENT_TYPES, Topic
 
 TABLES_DIR = Path(__file__).resolve().parent / "tables"
 
@@ -46,6 +46,8 @@ class DefinitionError(ValueError):
 
 @dataclass(frozen=True)
 class Column:
+    """One column of a Pinot schema: its name, Pinot type, field kind and null default."""
+
     name: str
     data_type: str
     kind: str  # dimension | metric | datetime

@@ -16,6 +16,12 @@ empty and are refilled from offset 0. Two checks notice it:
 Either way the partition is re-read from offset 0. Re-read records are applied
 as "replayed": upsert and dedup make them idempotent, and they are not appended
 to an upsert table's history a second time.
+
+A *rollover* of the embedded broker is no reset: it carries every record this
+ingester has not read (it reports its positions, :mod:`contract.positions`)
+into a new log at lower offsets. The ingester notices it in the rollover log
+before it takes any record from the new log, and moves each position to the
+same record there.
 """
 
 from __future__ import annotations
@@ -25,15 +31,16 @@ import json
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from contract import kafka
+from contract.conf import KafkaConfig
+from contract.events import topic_name
+from contract.positions import PositionReporter, RolloverLog, topic_ids
 from pinot.definitions import TableDef
-from pinot.store import Batch, RecordError, Store, to_row
-from tracker.core import kafka
-from tracker.core.conf import KafkaConfig
-from tracker.core.events import topic_name
+from pinot.store import RECORD_ERRORS, Batch, RecordError, Store, to_row
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +70,16 @@ class Ingester:
         #: (topic, partition) -> offset below which records were consumed before a reset
         self.replay_until: dict[tuple[str, int], int] = {}
         self.stats = {"consumed": 0, "dropped": 0, "resets": 0, "errors": 0}
+        #: Records skipped because the store cannot hold them, by reason (also in /debug).
+        self.skipped: Counter[str] = Counter()
+        self.stats["skipped_by_reason"] = self.skipped  # type: ignore[assignment]
         self.last_error: str | None = None
         self._verify = bool(self.positions)  # a persisted position must match the broker
+        self.rollovers = RolloverLog(config)
+        self.reporter = PositionReporter("pinot", config)
+        #: topic -> the id of the incarnation ``positions`` refer to, and its partitions
+        self.topic_ids: dict[str, str] = {}
+        self.partitions: dict[str, list[int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pinot-ingest", daemon=True)
         self._cond = threading.Condition()
@@ -106,6 +121,7 @@ class Ingester:
             meta = existing.get(name)
             if meta is None or meta.error is not None or not meta.partitions:
                 return False
+            self.partitions[name] = sorted(meta.partitions)
             for p in sorted(meta.partitions):
                 parts.append(TopicPartition(name, p, self.positions.get((name, p), (0, None))[0]))
         cons.assign(parts)
@@ -114,21 +130,68 @@ class Ingester:
     def _consume_loop(self) -> None:
         cons = kafka.consumer(self.config, error_cb=self._on_error)
         try:
+            self.rollovers.changed()
             while not self._stop.is_set() and not self._assign(cons):
                 self._stop.wait(0.5)
+            if not self.topic_ids:
+                self.topic_ids = self._current_ids()
             last_purge = 0.0
             while not self._stop.is_set():
                 if self._verify:
                     self._verify = False
                     self._verify_positions(cons)
                 messages = cons.consume(self.batch_size, timeout=0.05)
+                if self.rollovers.changed():
+                    # Some of these may come from the new log at shifted offsets: dropped,
+                    # read again from the moved positions.
+                    self._follow_rollover(cons)
+                    continue
                 if messages:
                     self._process(cons, messages)
+                if self.reporter.due():
+                    self._report()
                 if self.retention_ms and time.monotonic() - last_purge > 60:
                     last_purge = time.monotonic()
                     self.store.purge_older_than(int(time.time() * 1000) - self.retention_ms)
         finally:
             cons.close()
+
+    def _current_ids(self) -> dict[str, str]:
+        return topic_ids(self.reporter.admin, list(self.by_topic))
+
+    def _report(self) -> None:
+        """Tell the broker how far each table's topic is read (its rollover keeps the rest)."""
+        try:
+            if not self.topic_ids:
+                self.topic_ids = self._current_ids()
+        except KafkaException:
+            return
+        for topic, parts in self.partitions.items():
+            if topic in self.topic_ids:
+                self.reporter.report(
+                    topic,
+                    self.topic_ids[topic],
+                    {p: self.positions.get((topic, p), (0, None))[0] for p in parts},
+                )
+
+    def _follow_rollover(self, cons) -> None:
+        """Move every position to the same record in the log the broker rolled over to."""
+        now = self._current_ids()
+        for topic, new_id in now.items():
+            old_id = self.topic_ids.get(topic)
+            if old_id is None or old_id == new_id:
+                continue
+            parts = {p: nxt for (t, p), (nxt, _) in self.positions.items() if t == topic}
+            moved = self.rollovers.translate(old_id, parts, new_id)
+            if moved is None:
+                self._verify = True  # not a rollover: the fingerprints decide
+                continue
+            for p, nxt in moved.items():
+                self.positions[(topic, p)] = (nxt, None)
+            log.info("topic %s rolled over: positions moved to %s", topic, moved)
+        self.topic_ids = now
+        self.store.apply([], self.positions)
+        self._assign(cons)
 
     # ------------------------------------------------------------------ records
 
@@ -149,8 +212,13 @@ class Ingester:
             self._verify = True
             return
         probe = kafka.consumer(self.config)
+        changed = []
+        rolled = False
         try:
             for (topic, part), (nxt, fp) in list(self.positions.items()):
+                if self.rollovers.changed():
+                    rolled = True  # the broker rolled over while this ran: a move, no reset
+                    break
                 if topic not in self.by_topic or nxt == 0:
                     continue
                 probe.assign([TopicPartition(topic, part, nxt - 1)])
@@ -169,14 +237,21 @@ class Ingester:
                     or found.offset() != nxt - 1
                     or (fp is not None and fingerprint(found.key(), found.value()) != fp)
                 ):
-                    self._reset(cons, topic, part, seek=False)
+                    changed.append((topic, part))
         finally:
             probe.close()
+        if rolled or self.rollovers.changed():
+            # The probe may have read the new log of a rollover: no reset, a move.
+            self._follow_rollover(cons)
+            return
+        for topic, part in changed:
+            self._reset(cons, topic, part, seek=False)
         self._assign(cons)
 
     def _process(self, cons, messages) -> None:
         rows: dict[str, list] = defaultdict(list)
         replayed: dict[str, list] = defaultdict(list)
+        records: list[tuple] = []  # (table, row, replayed, topic, partition, offset)
         # Positions are published only after the rows are committed: whoever sees
         # an offset as consumed (wait_caught_up, /debug) can query its rows.
         positions = dict(self.positions)
@@ -205,17 +280,40 @@ class Ingester:
             self.stats["consumed"] += 1
             try:
                 row = to_row(table, json.loads(msg.value()))
-            except (RecordError, ValueError, TypeError) as exc:
-                self.stats["dropped"] += 1
-                log.warning("dropping %s[%d]@%d: %s", topic, part, offset, exc)
+            except (*RECORD_ERRORS, ValueError, TypeError) as exc:
+                self._skip(topic, part, offset, exc)
                 continue
+            is_replay = offset < self.replay_until.get((topic, part), 0)
             rows[table.name].append(row)
-            replayed[table.name].append(offset < self.replay_until.get((topic, part), 0))
+            replayed[table.name].append(is_replay)
+            records.append((table.name, row, is_replay, topic, part, offset))
         batches = [Batch(self.store.tables[name], rows[name], replayed[name]) for name in rows]
-        self.store.apply(batches, positions)
+        try:
+            self.store.apply(batches, positions)
+        except RECORD_ERRORS as exc:
+            # Some record the store cannot hold: apply them one by one, skip only that one.
+            log.warning("pinot: a batch failed (%s); applying its records one by one", exc)
+            self._apply_one_by_one(records, positions)
         self.positions = positions
         with self._cond:
             self._cond.notify_all()
+
+    def _skip(self, topic: str, part: int, offset: int, exc: BaseException) -> None:
+        """Count and log a record the store cannot take; the offset moves past it."""
+        reason = exc.reason if isinstance(exc, RecordError) else type(exc).__name__
+        self.stats["dropped"] += 1
+        self.skipped[reason] += 1
+        log.warning("pinot: skipping %s[%d]@%d (%s): %s", topic, part, offset, reason, exc)
+
+    def _apply_one_by_one(self, records: list[tuple], positions: dict) -> None:
+        """Re-apply a failed batch record by record (in order, so upserts still end on the
+        newest), skipping what fails; then commit the offsets past all of them."""
+        for name, row, is_replay, topic, part, offset in records:
+            try:
+                self.store.apply([Batch(self.store.tables[name], [row], [is_replay])], {})
+            except RECORD_ERRORS as exc:
+                self._skip(topic, part, offset, exc)
+        self.store.apply([], positions)
 
     # ------------------------------------------------------------------ status
 

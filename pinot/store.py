@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -82,7 +83,32 @@ def physical_columns(table: TableDef) -> list[tuple[str, str]]:
 
 
 class RecordError(ValueError):
-    """A consumed message cannot become a row (Pinot drops such records too)."""
+    """A consumed message cannot become a row (Pinot drops such records too).
+
+    ``reason`` is the short, value-free cause the ingester counts skipped records by.
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+#: What Pinot's integer columns hold.
+_INT_RANGES = {"INT": (-(2**31), 2**31 - 1), "LONG": (-(2**63), 2**63 - 1)}
+
+#: Errors of one record the store cannot hold (a value out of its column's range, a
+#: conversion): the ingester skips such a record; any other error is the store's own.
+RECORD_ERRORS: tuple[type[BaseException], ...] = (
+    RecordError,
+    UnicodeError,  # a lone surrogate ("\\ud800" is valid JSON) has no UTF-8 form
+    pa.ArrowException,
+    OverflowError,
+    duckdb.ConversionException,
+    duckdb.ConstraintException,
+    duckdb.InvalidInputException,
+    duckdb.OutOfRangeException,
+    duckdb.TypeMismatchException,
+)
 
 
 def _convert(col: Column, value: Any) -> Any:
@@ -91,12 +117,22 @@ def _convert(col: Column, value: Any) -> Any:
     t = col.data_type
     if t in ("INT", "LONG"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RecordError(f"{col.name}: not a number: {value!r}")
+            raise RecordError(f"{col.name}: not a number: {value!r}", f"{col.name}: not a number")
+        low, high = _INT_RANGES[t]
+        if not (isinstance(value, int) or math.isfinite(value)) or not low <= value <= high:
+            raise RecordError(
+                f"{col.name}: {value!r} does not fit {t}", f"{col.name}: does not fit {t}"
+            )
         return int(value)
     if t in ("FLOAT", "DOUBLE"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RecordError(f"{col.name}: not a number: {value!r}")
-        return float(value)
+            raise RecordError(f"{col.name}: not a number: {value!r}", f"{col.name}: not a number")
+        try:
+            return float(value)
+        except OverflowError:
+            raise RecordError(
+                f"{col.name}: {value!r} does not fit {t}", f"{col.name}: does not fit {t}"
+            ) from None
     if t == "JSON":
         return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
     if t == "STRING":

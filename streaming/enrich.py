@@ -7,7 +7,7 @@ tests), and every step is a JVM operator: no Python UDF, no driver-side rows.
 
 * **Parse and validate.** ``try_parse_json`` gives each value a VARIANT, whose
   per-field JSON types the checks read; the checks, their order and the Spark
-  schemas all come from the dataclasses of :mod:`tracker.core.events`, so a
+  schemas all come from the dataclasses of :mod:`contract.events`, so a
   field added there is parsed and validated here. A message that fails goes to
   ``dead_letters`` with ``invalid <field>: <reason>``, as ``parse_event`` names it.
 * **Join.** One streaming aggregation grouped by ``(order_id, placed_at)``
@@ -29,15 +29,17 @@ tests), and every step is a JVM operator: no Python UDF, no driver-side rows.
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 import uuid
 from typing import Any
 
-from tracker.core import geo
-from tracker.core.events import (
+from contract import geo
+from contract.events import (
     CANCELLABLE_STATUSES,
     IN_TRANSIT_STATUSES,
+    INT64_MAX,
     LIFECYCLE,
     MAX_CLOCK_SKEW_MS,
     SCHEMA_VERSION,
@@ -46,12 +48,12 @@ from tracker.core.events import (
     DeliveryStatus,
     Event,
     OrderEnriched,
-    OrderItem,
     OrderItemEnriched,
     OrderPlaced,
     OrderStatus,
     OrderStatusChanged,
     Topic,
+    rules_of,
     status_rank,
     status_time_field,
     topic_name,
@@ -124,116 +126,167 @@ def _lit(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-_TYPE_CHECKS = {
-    int: ("= 'BIGINT'", "must be an integer"),
-    float: ("IN ('BIGINT', 'DOUBLE', 'FLOAT') OR {t} LIKE 'DECIMAL%'", "must be a number"),
-    str: ("= 'STRING'", "must be a string"),
-    bool: ("= 'BOOLEAN'", "must be a boolean"),
+# The checks are data, not SQL: one row per check of the contract's rule table (and of
+# the field types), in parse_event's order, evaluated by one generic lambda. Spark plans
+# the few hundred characters of that lambda on every micro-batch, whatever the number of
+# rules; the table itself is a constant, folded once per batch.
+
+#: Class name -> its checks (field, kind, parameters, reason); ``<class>/rules`` holds
+#: those the verdict evaluates (the shape regex covers presence and types).
+CHECK_TYPE = (
+    "map<string, array<struct<f: string, k: string, t: string, n: bigint, i: bigint, "
+    "d: double, m: decimal(38, 10), s: array<string>, o: string, r: string>>>"
+)
+
+#: (schema_of_variant regex of a valid value, reason when it is not) per contract type.
+_TYPES = {
+    int: ("^BIGINT$", "must be an integer"),
+    float: (r"^(BIGINT|DOUBLE|FLOAT|DECIMAL\(\d+,\d+\))$", "must be a number"),
+    str: ("^STRING$", "must be a string"),
+    bool: ("^BOOLEAN$", "must be a boolean"),
+    list: ("^ARRAY", "must be a list"),
+    "object": ("^OBJECT", "must be an object"),
 }
 
 
-def _type_check(annotation: Any, t: str) -> tuple[str, str]:
-    """(SQL condition that the JSON type ``t`` is right, reason when it is not)."""
+def _nested(annotation: Any) -> type | None:
+    """The element class of a list-of-objects field (``items``), else None."""
     if typing.get_origin(annotation) is list:
-        return f"{t} LIKE 'ARRAY%'", "must be a list"
-    if dataclasses.is_dataclass(annotation):
-        return f"{t} LIKE 'OBJECT%'", "must be an object"
-    cond, reason = _TYPE_CHECKS[annotation]
-    return f"{t} {cond.format(t=t)}", reason
+        element = typing.get_args(annotation)[0]
+        return element if dataclasses.is_dataclass(element) else None
+    return None
 
 
-def _money_invalid(expr: str) -> str:
-    return f"coalesce(try_cast({expr} AS DECIMAL(38, 10)) < 0, true)"
+def _check_rows(cls: type) -> list[dict[str, Any]]:
+    """Every check of ``cls`` as rows of :data:`CHECK_TYPE`, in ``parse_event``'s order:
+    each field's presence and type (and its elements'), then the rules of the table."""
+    rows: list[dict[str, Any]] = []
 
+    def add(field: str, kind: str, reason: str, **params: Any) -> None:
+        rows.append({"f": field, "k": kind, "r": reason, **params})
 
-def _semantic_checks(cls: type, v: str) -> list[tuple[str, str, str]]:
-    """(field, SQL condition that it is invalid, reason): the ``validate()`` of each class."""
-
-    def num(name: str) -> str:
-        return f"try_variant_get({v}, '$.{name}', 'double')"
-
-    def long(name: str) -> str:
-        return f"try_variant_get({v}, '$.{name}', 'bigint')"
-
-    def text(name: str) -> str:
-        return f"try_variant_get({v}, '$.{name}', 'string')"
-
-    checks: list[tuple[str, str, str]] = []
-    if issubclass(cls, Event):
-        uid = f"replace(replace({text('event_id')}, 'urn:', ''), 'uuid:', '')"
-        hexed = f"regexp_replace(lower({uid}), '[{{}}-]', '')"
-        future = f"unix_millis(current_timestamp()) + {MAX_CLOCK_SKEW_MS}"
-        checks += [
-            ("event_id", f"NOT regexp_like({hexed}, '^[0-9a-f]{{32}}$')", "must be a UUID"),
-            ("event_time", f"{long('event_time')} <= 0", "must be positive epoch millis"),
-            ("event_time", f"{long('event_time')} > {future}", "is in the future"),
-            ("order_id", f"{long('order_id')} <= 0", "must be a positive integer"),
-        ]
-    if cls in (OrderStatusChanged, DeliveryLocation):
-        checks.append(("placed_at", f"{long('placed_at')} <= 0", "must be positive epoch millis"))
-    for lat, lon in {
-        OrderPlaced: [("restaurant_lat", "restaurant_lon"), ("delivery_lat", "delivery_lon")],
-        DeliveryLocation: [("lat", "lon")],
-    }.get(cls, []):
-        checks.append((lat, f"abs({num(lat)}) > 90", "latitude out of range"))
-        checks.append((lon, f"abs({num(lon)}) > 180", "longitude out of range"))
-    if cls is OrderPlaced:
-        checks.append(("total", _money_invalid(text("total")), "must be a non-negative amount"))
-        items = f"try_variant_get({v}, '$.items', 'array<variant>')"
-        checks.append(("items", f"array_size({items}) = 0", "must not be empty"))
-    if cls is OrderItem:
-        checks.append(("quantity", f"{long('quantity')} < 1", "must be at least 1"))
-        checks.append(
-            ("unit_price", _money_invalid(text("unit_price")), "must be a decimal amount")
-        )
-    if cls is OrderStatusChanged:
-        names = ", ".join(_lit(s.value) for s in OrderStatus)
-        for name in ("status", "previous_status"):
-            checks.append((name, f"{text(name)} NOT IN ({names})", "unknown status"))
-    return checks
-
-
-def _reason(prefix: str, name: str, reason: str) -> str:
-    """SQL text of a dead-letter reason; ``prefix`` is a SQL string expression."""
-    return f"'invalid ' || {prefix} || {_lit(f'{name}: {reason}')}"
-
-
-def _field_reasons(cls: type, v: str, prefix: str = "''") -> list[tuple[str, str]]:
-    """(SQL condition, SQL reason) of every check of ``cls``, in ``parse_event``'s order."""
-    out: list[tuple[str, str]] = []
+    annotations = {}
     for name, annotation, optional in _fields(cls):
-        t = f"schema_of_variant(variant_get({v}, '$.{name}'))"
-        missing = f"(variant_get({v}, '$.{name}') IS NULL OR {t} = 'VOID')"
+        annotations[name] = annotation
         if not optional:
-            out.append((missing, _reason(prefix, name, "is required")))
-        ok, reason = _type_check(annotation, t)
-        out.append((f"NOT {missing} AND NOT ({ok})", _reason(prefix, name, reason)))
-        element = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else None
-        if element is not None and dataclasses.is_dataclass(element):
-            # The first failing check of the first failing element, named items[i].field.
-            inner = f"'{name}[' || i || '].'"
-            element_reason = (
-                "CASE "
-                + " ".join(
-                    f"WHEN {c} THEN {r}"
-                    for c, r in [
-                        (
-                            "schema_of_variant(x) NOT LIKE 'OBJECT%'",
-                            f"'invalid ' || {prefix} || '{name}[' || i || ']: must be an object'",
-                        ),
-                        *_field_reasons(element, "x", f"{prefix} || {inner}"),
-                    ]
-                )
-                + " END"
+            add(name, "required", "is required")
+        key = (
+            list
+            if typing.get_origin(annotation) is list
+            else "object"
+            if dataclasses.is_dataclass(annotation)
+            else annotation
+        )
+        pattern, reason = _TYPES[key]
+        add(name, "type", reason, t=pattern)
+        element = _nested(annotation)
+        if element is not None:
+            add(name, "elements", "", o=element.__name__)
+    for name, rule in rules_of(cls).items():
+        numeric = "money" if rule.money else "int" if annotations[name] is int else "num"
+        if rule.uuid:
+            add(name, "uuid", rule.reason("uuid"))
+        if rule.money:
+            add(name, "money", rule.reason("money"))
+        if rule.max_length is not None:
+            add(name, "length", rule.reason("length"), n=rule.max_length)
+        if rule.choices:
+            add(name, "choices", rule.reason("choices"), s=list(rule.choices))
+        if rule.min_items is not None:
+            add(name, "min_items", rule.reason("min_items"), n=rule.min_items)
+        if rule.max_items is not None:
+            add(name, "max_items", rule.reason("max_items"), n=rule.max_items)
+        for side, bound in (("min", rule.min), ("max", rule.max)):
+            if bound is None or (numeric == "int" and abs(bound) >= INT64_MAX):
+                continue  # a BIGINT holds any int64 bound
+            param = {"int": "i", "num": "d", "money": "m"}[numeric]
+            value = (
+                float(bound) if numeric == "num" else str(bound) if numeric == "money" else bound
             )
-            first = (
-                f"get(filter(transform(try_variant_get({v}, '$.{name}', 'array<variant>'), "
-                f"(x, i) -> {element_reason}), r -> r IS NOT NULL), 0)"
-            )
-            out.append((f"{first} IS NOT NULL", first))
-    for field, cond, reason in _semantic_checks(cls, v):
-        out.append((f"coalesce({cond}, false)", _reason(prefix, field, reason)))
-    return out
+            add(name, f"{side}_{numeric}", rule.reason("range"), **{param: value})
+        if rule.not_after is not None:
+            add(name, "not_after", rule.reason("not_after"), o=rule.not_after)
+        if rule.not_future:
+            add(name, "not_future", rule.reason("not_future"))
+    return rows
+
+
+def check_table() -> str:
+    """SQL: the constant array of every check of every source event (and its elements)."""
+    classes: list[type] = []
+    for cls in SOURCE_EVENTS.values():
+        for c in (cls, *filter(None, (_nested(a) for _, a, _ in _fields(cls)))):
+            if c not in classes:
+                classes.append(c)
+    table: dict[str, list[dict[str, Any]]] = {}
+    for cls in classes:
+        rows = _check_rows(cls)
+        table[cls.__name__] = rows
+        table[f"{cls.__name__}/rules"] = [r for r in rows if r["k"] not in ("required", "type")]
+    return f"from_json({_lit(json.dumps(table, separators=(',', ':')))}, {_lit(CHECK_TYPE)})"
+
+
+def _failed(c: str, m: str) -> str:
+    """SQL: whether check ``c`` fails on the object whose fields are the map ``m``
+    (NULL counts as passing: an absent optional value, a type checked elsewhere)."""
+    value = f"element_at({m}, {c}.f)"
+    text = f"try_variant_get({value}, '$', 'string')"
+    long = f"try_variant_get({value}, '$', 'bigint')"
+    double = f"try_variant_get({value}, '$', 'double')"
+    money = f"try_cast({text} AS DECIMAL(38, 10))"
+    array = f"try_variant_get({value}, '$', 'array<variant>')"
+    missing = f"({value} IS NULL OR schema_of_variant({value}) = 'VOID')"
+    uid = f"regexp_replace(lower(replace(replace({text}, 'urn:', ''), 'uuid:', '')), '[{{}}-]', '')"
+    other = f"try_variant_get(element_at({m}, {c}.o), '$', 'bigint')"
+    cases = {
+        "required": missing,
+        "type": f"NOT {missing} AND NOT regexp_like(schema_of_variant({value}), {c}.t)",
+        "uuid": f"NOT regexp_like({uid}, '^[0-9a-f]{{32}}$')",
+        "money": f"{money} IS NULL AND {text} IS NOT NULL",
+        "length": f"char_length({text}) > {c}.n",
+        "choices": f"NOT array_contains({c}.s, {text})",
+        "min_items": f"array_size({array}) < {c}.n",
+        "max_items": f"array_size({array}) > {c}.n",
+        "min_int": f"{long} < {c}.i",
+        "max_int": f"{long} > {c}.i",
+        "min_num": f"{double} < {c}.d",
+        "max_num": f"{double} > {c}.d",
+        "min_money": f"{money} < {c}.m",
+        "max_money": f"{money} > {c}.m",
+        "not_after": f"{long} > {other}",
+        "not_future": f"{long} > unix_millis(current_timestamp()) + {MAX_CLOCK_SKEW_MS}",
+    }
+    whens = " ".join(f"WHEN {_lit(k)} THEN {cond}" for k, cond in cases.items())
+    return f"coalesce(CASE {c}.k {whens} END, false)"
+
+
+def _object_map(variant: str) -> str:
+    return f"try_variant_get({variant}, '$', 'map<string, variant>')"
+
+
+def _first_reason(cls: str, m: str, prefix: str, depth: int = 0) -> str:
+    """SQL: ``invalid <prefix><field>: <reason>`` of the first failing check of the class
+    named by the SQL string ``cls`` on the object map ``m``, or NULL."""
+    c, x, i = f"c{depth}", f"x{depth}", f"i{depth}"
+    field = f"{prefix} || {c}.f"
+    element_prefix = f"{field} || '[' || {i} || '].'"
+    # One level of elements (the contract has no deeper nesting).
+    element_reason = (
+        _first_reason(f"{c}.o", _object_map(x), element_prefix, depth + 1) if depth == 0 else "NULL"
+    )
+    elements = (
+        f"get(filter(transform(try_variant_get(element_at({m}, {c}.f), '$', 'array<variant>'), "
+        f"({x}, {i}) -> CASE WHEN schema_of_variant({x}) NOT LIKE 'OBJECT%' "
+        f"THEN 'invalid ' || {field} || '[' || {i} || ']: must be an object' "
+        f"ELSE {element_reason} END), r -> r IS NOT NULL), 0)"
+    )
+    reason = (
+        f"CASE WHEN {c}.k = 'elements' THEN {elements} "
+        f"WHEN {_failed(c, m)} THEN 'invalid ' || {field} || ': ' || {c}.r END"
+    )
+    return (
+        f"get(filter(transform(element_at(checks, {cls}), {c} -> {reason}), r -> r IS NOT NULL), 0)"
+    )
 
 
 _SHAPE_TYPES = {
@@ -255,31 +308,55 @@ def _shape(annotation: Any) -> str:
     return _SHAPE_TYPES[annotation]
 
 
-def _valid_shape(cls: type[Event]) -> str:
-    """SQL: the message's JSON types are exactly a valid ``cls`` (keys are sorted in a VARIANT).
-
-    One ``schema_of_variant`` and one regex cover what the per-field checks check one
-    by one, so a valid message (nearly all of them) costs little to validate.
-    """
+def _shape_pattern(cls: type[Event]) -> str:
+    """Regex: the message's JSON types are exactly a valid ``cls`` (keys are sorted in a
+    VARIANT). One ``schema_of_variant`` and one regex cover the presence and type checks
+    of every field, so a valid message (nearly all of them) costs little to validate."""
     pieces = []
     for name, annotation, optional in sorted([*_fields(cls), ("schema_version", int, False)]):
         if optional:
             pieces.append(f"(?:{name}: (?:{_shape(annotation)}|VOID), )?")
         else:
             pieces.append(f"{name}: (?:{_shape(annotation)}), ")
-    pattern = "^OBJECT<" + "".join(pieces)[:-2] + ">$"
-    # An optional last field leaves a dangling ", " in front of ">": drop it first.
-    return f"regexp_like(replace(schema_of_variant(v), ', >', '>'), {_lit(pattern)})"
+    return "^OBJECT<" + "".join(pieces)[:-2] + ">$"
 
 
-def validation_reason(cls: type[Event]) -> str:
-    """SQL: why the message in columns ``value_text``/``v`` is not a valid ``cls``, or NULL.
+def validation_verdict() -> str:
+    """SQL over ``source_topic``, ``v`` (the VARIANT), ``m`` (its fields) and ``checks``:
+    whether the message is a valid event of its topic. The hot path: a shape regex and
+    the rule checks, no reason text."""
+    shapes = " ".join(
+        f"WHEN {_lit(t.value)} THEN {_lit(_shape_pattern(cls))}" for t, cls in SOURCE_EVENTS.items()
+    )
+    names = " ".join(
+        f"WHEN {_lit(t.value)} THEN {_lit(cls.__name__)}" for t, cls in SOURCE_EVENTS.items()
+    )
+    cls = f"CASE source_topic {names} END"
+    # The merged shape of an array lists a field any element has: check each has all.
+    elements = (
+        f"exists(try_variant_get(element_at(m, c.f), '$', 'array<variant>'), x -> "
+        f"exists(element_at(checks, c.o), e -> {_failed('e', _object_map('x'))}))"
+    )
+    return (
+        f"coalesce(regexp_like(replace(schema_of_variant(v), ', >', '>'), CASE source_topic {shapes} END), false) "
+        f"AND try_variant_get(v, '$.schema_version', 'bigint') = {SCHEMA_VERSION} "
+        f"AND NOT exists(element_at(checks, {cls} || '/rules'), c -> CASE WHEN c.k = 'elements' "
+        f"THEN {elements} ELSE {_failed('c', 'm')} END)"
+    )
 
-    A fast path (shape and semantic checks) answers NULL for a valid message; only
-    an invalid one walks the checks in ``parse_event``'s order for the reason.
-    """
-    known = ", ".join(_lit(n) for n, _, _ in _fields(cls))
-    unknown = f"get(array_sort(array_except(json_object_keys(value_text), array('schema_version', {known}))), 0)"
+
+def validation_reason() -> str:
+    """SQL over ``value_text``, ``v``, ``m``, ``source_topic`` and ``checks``: why the
+    message is not a valid event of its topic, in ``parse_event``'s order (computed only
+    for messages whose verdict failed)."""
+    known = " ".join(
+        f"WHEN {_lit(t.value)} THEN array('schema_version', {', '.join(_lit(n) for n, _, _ in _fields(cls))})"
+        for t, cls in SOURCE_EVENTS.items()
+    )
+    unknown = f"get(array_sort(array_except(json_object_keys(value_text), CASE source_topic {known} END)), 0)"
+    names = " ".join(
+        f"WHEN {_lit(t.value)} THEN {_lit(cls.__name__)}" for t, cls in SOURCE_EVENTS.items()
+    )
     version = "variant_get(v, '$.schema_version')"
     checks = [
         ("value_text IS NULL", _lit("invalid value: message has no value")),
@@ -292,22 +369,11 @@ def validation_reason(cls: type[Event]) -> str:
             _lit("invalid schema_version: unsupported version"),
         ),
         (f"{unknown} IS NOT NULL", f"'invalid ' || {unknown} || ': is not a field of this event'"),
-        *_field_reasons(cls, "v"),
     ]
-    semantic = [cond for _, cond, _ in _semantic_checks(cls, "v")]
-    if cls is OrderPlaced:
-        items = "try_variant_get(v, '$.items', 'array<variant>')"
-        # The merged shape of an array lists a field any element has: check each has all.
-        item_checks = [f"variant_get(x, '$.{n}') IS NULL" for n, _, _ in _fields(OrderItem)]
-        item_checks += [f"coalesce({c}, false)" for _, c, _ in _semantic_checks(OrderItem, "x")]
-        semantic.append(f"exists({items}, x -> {' OR '.join(item_checks)})")
-    fast_valid = (
-        f"coalesce({_valid_shape(cls)}, false) "
-        f"AND try_variant_get(v, '$.schema_version', 'bigint') = {SCHEMA_VERSION} "
-        f"AND NOT ({' OR '.join(f'coalesce({c}, false)' for c in semantic)})"
+    envelope = " ".join(f"WHEN {c} THEN {r}" for c, r in checks)
+    return (
+        f"CASE {envelope} ELSE {_first_reason(f'CASE source_topic {names} END', 'm', _lit(''))} END"
     )
-    detailed = "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, r in checks) + " END"
-    return f"CASE WHEN {fast_valid} THEN NULL ELSE {detailed} END"
 
 
 # ----------------------------------------------------------------------------- SQL helpers
@@ -332,7 +398,7 @@ def _json_record(cls: type, columns: dict[str, str]) -> str:
 
 
 def _haversine_km(lat1: str, lon1: str, lat2: str, lon2: str) -> str:
-    """SQL twin of :func:`tracker.core.geo.haversine_km`."""
+    """SQL twin of :func:`contract.geo.haversine_km`."""
     a = (
         f"pow(sin((radians({lat2}) - radians({lat1})) / 2), 2) + cos(radians({lat1})) * "
         f"cos(radians({lat2})) * pow(sin(radians({lon2} - {lon1}) / 2), 2)"
@@ -348,25 +414,33 @@ def parse(source: Any, input_prefix: str = "") -> Any:
     from pyspark.sql import functions as F
 
     start = len(input_prefix) + 1
-    df = source.selectExpr(
-        "key",
-        "value",
-        f"substr(topic, {start}) AS source_topic",
-        "partition",
-        "offset",
-        "cast(value AS STRING) AS value_text",
-    ).withColumn("v", F.expr("try_parse_json(value_text)"))
+    df = (
+        source.selectExpr(
+            "key",
+            "value",
+            f"substr(topic, {start}) AS source_topic",
+            "partition",
+            "offset",
+            # A dead letter's place in the watermark: when the broker took the message,
+            # never ahead of now (see _work).
+            "least(coalesce(timestamp, current_timestamp()), current_timestamp()) AS received_ts",
+            "cast(value AS STRING) AS value_text",
+        )
+        .withColumn("v", F.expr("try_parse_json(value_text)"))
+        .withColumn("m", F.expr(_object_map("v")))
+        .withColumn("checks", F.expr(check_table()))
+    )
     # The key must be the order id; checked last, on an otherwise valid message.
     key_reason = (
         "CASE WHEN coalesce(cast(key AS STRING), '') "
         "!= cast(try_variant_get(v, '$.order_id', 'bigint') AS STRING) "
         "THEN 'message key is not the order_id' END"
     )
-    reason = "CASE " + " ".join(
-        f"WHEN source_topic = '{topic.value}' THEN coalesce({validation_reason(cls)}, {key_reason})"
-        for topic, cls in SOURCE_EVENTS.items()
+    reason = (
+        f"CASE WHEN {validation_verdict()} THEN {key_reason} "
+        f"ELSE coalesce({validation_reason()}, {key_reason}) END"
     )
-    df = df.withColumn("reason", F.expr(reason + " END"))
+    df = df.withColumn("reason", F.expr(reason))
     for topic, cls in SOURCE_EVENTS.items():
         df = df.withColumn(
             topic.value,
@@ -374,7 +448,7 @@ def parse(source: Any, input_prefix: str = "") -> Any:
                 F.col("source_topic") == topic.value, F.from_json("value_text", struct_type(cls))
             ),
         )
-    return df.drop("v")
+    return df.drop("v", "m", "checks")
 
 
 OUTPUT_TYPE = "struct<topic: string, key: binary, value: binary>"
@@ -422,9 +496,12 @@ def _work(parsed: Any, output_prefix: str) -> Any:
         lat=f"{d}.lat",
         lon=f"{d}.lon",
     )
+    # A dead letter never moves the watermark beyond what valid events do: it takes the
+    # broker's time of its message (capped at now), not a time read from the bad record;
+    # a rebuild from old topics meets it at its old place, not at today's time.
     dead = row(
         order_id="-1L",
-        placed_ts="current_timestamp()",
+        placed_ts="received_ts",
         slot="'dead:' || source_topic || ':' || partition || ':' || offset",
         out=_dead_letter_output(output_prefix),
     )

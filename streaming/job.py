@@ -18,12 +18,13 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracker.core.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
-from tracker.core.events import SOURCE_TOPICS, Topic, topic_name
+from contract.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
+from contract.events import SOURCE_TOPICS, Topic, topic_name
 
 from . import enrich
 
@@ -58,7 +59,7 @@ def check_checkpoint(checkpoint_dir: str | Path) -> None:
     raise CheckpointError(
         f"streaming: checkpoint {spark_dir} has {found}; it cannot be resumed. "
         "Rebuild from the topics: stop the job, delete that directory "
-        "(STREAMING_CHECKPOINT_DIR) and start again, or run `python -m streaming --reprocess`."
+        "(STREAMING_CHECKPOINT_DIR) and start again, or run the job with `--reprocess`."
     )
 
 
@@ -118,11 +119,44 @@ class Settings:
         return "ordertrack_kafka" if self.connector == "python" else "kafka"
 
 
+@dataclass(frozen=True)
+class PythonConnector:
+    """Kafka for Spark as a Python data source and ``foreach`` writer (``connector=python``).
+
+    For machines without Spark's spark-sql-kafka package. The job knows it only by its
+    format name; whoever starts the job there registers it (``python -m embedded.streaming``),
+    so production code never imports the embedded mode's connector.
+    """
+
+    #: A ``pyspark.sql.datasource.DataSource`` named ``Settings.kafka_format``.
+    data_source: type
+    #: bootstrap servers -> the ``foreach`` writer of each micro-batch's rows.
+    writer: Callable[[str], Any]
+
+
+_python_connector: list[PythonConnector] = []
+
+
+def use_python_connector(connector: PythonConnector) -> None:
+    """Register the connector that ``STREAMING_KAFKA_CONNECTOR=python`` runs on."""
+    _python_connector[:] = [connector]
+
+
+def python_connector() -> PythonConnector:
+    if not _python_connector:
+        raise RuntimeError(
+            "STREAMING_KAFKA_CONNECTOR=python needs the Python connector registered: start "
+            "the job with `python -m embedded.streaming` (the embedded mode), or set "
+            "STREAMING_KAFKA_CONNECTOR=native where Spark has its kafka package."
+        )
+    return _python_connector[0]
+
+
 # ------------------------------------------------------------------------------ Spark
 
 
 def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") -> Any:
-    """A local SparkSession tuned for latency (see the README's streaming section)."""
+    """A local SparkSession tuned for latency (docs/performance.md, "The stream job")."""
     # Python workers must import `tracker` and `streaming`.
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if str(BASE_DIR) not in paths:
@@ -138,12 +172,12 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.adaptive.enabled", "false")
         # The validation expressions derived from the contract make whole-stage methods
         # too large for the JIT (HotSpot leaves methods over 8 KB of bytecode
-        # interpreted); per-operator code runs the plan about 2x faster (measured).
+        # interpreted); per-operator code runs the plan faster.
         .config("spark.sql.codegen.wholeStage", "false")
         # Nor per-operator code: every task regenerates the Java source of each projection
         # to look it up in the compiled-class cache, which for these expressions costs more
-        # than evaluating a micro-batch's rows interpreted (bench_streaming: batches about
-        # a third shorter at 10x and 100x the book's peak).
+        # than evaluating a micro-batch's rows interpreted (docs/performance.md, "The
+        # stream job").
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
@@ -173,9 +207,7 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         jvm.org.apache.logging.log4j.Level.ERROR,
     )
     if settings.connector == "python":
-        from .connector import KafkaDataSource
-
-        spark.dataSource.register(KafkaDataSource)
+        spark.dataSource.register(python_connector().data_source)
     return spark
 
 
@@ -204,15 +236,13 @@ def sink(stream: Any, settings: Settings) -> Any:
     """The stream's writer: executor tasks of each micro-batch produce its rows."""
     writer = stream.writeStream.outputMode("update")
     if settings.connector == "python":
-        from .connector import KafkaRowWriter
-
-        return writer.foreach(KafkaRowWriter(settings.bootstrap_servers))
+        return writer.foreach(python_connector().writer(settings.bootstrap_servers))
     return writer.format("kafka").option("kafka.bootstrap.servers", settings.bootstrap_servers)
 
 
 def start_query(spark: Any, settings: Settings) -> Any:
     """Ensure the topics, then start the streaming query."""
-    from tracker.core.kafka import ensure_topics
+    from contract.kafka import ensure_topics
 
     for prefix in {settings.input_prefix, settings.output_prefix}:
         ensure_topics(

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from tracker.core.broker import EmbeddedBroker
-from tracker.core.conf import KafkaConfig
-from tracker.core.kafka import ensure_topics
+from contract.conf import KafkaConfig
+from contract.kafka import ensure_topics
+from embedded.broker import EmbeddedBroker
 
 
 def free_port() -> int:
@@ -41,10 +41,15 @@ def _fresh_throttle_counters():
 @pytest.fixture(autouse=True)
 def _fresh_read_copies():
     """The read model keeps each order's placed part per process, keyed by id; a test's
-    database is rolled back afterwards, so the next test's orders reuse the same ids."""
+    database is rolled back afterwards, so the next test's orders reuse the same ids.
+    The notice listener a test started is stopped: it holds a database connection of its
+    own, which would keep PostgreSQL from dropping the test database at the end."""
+    from tracker.notices import listener
     from tracker.tracking import read_model
 
     read_model.forget_copies()
+    yield
+    listener.stop()
 
 
 @pytest.fixture(scope="session")

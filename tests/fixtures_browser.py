@@ -1,6 +1,6 @@
 """Browser-test fixtures: the real ASGI app under uvicorn in a thread, and Chromium.
 
-* ``asgi_server``: uvicorn serving ``tracker.asgi:application`` (HTTP, WebSockets,
+* ``asgi_server``: uvicorn serving ``config.asgi:application`` (HTTP, WebSockets,
   static files through WhiteNoise, the embedded push bridge) on a free loopback
   port, in a background thread of this process. Sharing the process means it
   shares pytest-django's test database (SQLite in shared memory; use
@@ -63,7 +63,7 @@ class ServerThread:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            "tracker.asgi:application",
+            "config.asgi:application",
             host="127.0.0.1",
             port=self.port,
             lifespan="off",

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from tracker.core import kafka
-from tracker.core.events import (
+from contract import kafka
+from contract.events import (
     DeliveryStatus,
     Event,
     OrderEnriched,
@@ -104,7 +104,7 @@ def pinot(request, monkeypatch) -> Iterator[PinotHarness]:
         yield PinotHarness(REAL_PINOT_URL)
         return
     request.getfixturevalue("kafka_topics")  # fresh topics under a unique prefix
-    from pinot.server import LocalPinot
+    from embedded.pinot_server import LocalPinot
 
     server = LocalPinot(port=0).start()
     monkeypatch.setenv("PINOT_BROKER_URL", server.url)

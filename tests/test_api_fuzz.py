@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from rest_framework.authtoken.models import Token
 
+from config.wsgi import application
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tracker.wsgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from contract.events import OrderStatus, now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import delivery_event, item_event, order_event
-from tracker.core.events import OrderStatus, now_ms
 from tracker.customers.models import Customer
 from tracker.orders import services
 from tracker.orders.models import Order

@@ -1,4 +1,4 @@
-"""HTTP requests through the ASGI handler run on a few kept threads (tracker/asgi_threads.py):
+"""HTTP requests through the ASGI handler run on a few kept threads (config/asgi_threads.py):
 one request at a time per thread, its database connection kept, and credentials still
 checked against the database's latest state on every request."""
 
@@ -15,8 +15,8 @@ from django.conf import settings
 from django.core.signals import request_finished
 from django.db import connection, connections
 
+from config.asgi_threads import PooledThreadASGIHandler
 from tests.factories import make_customer
-from tracker.asgi_threads import PooledThreadASGIHandler
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from contract.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
 from tests.conftest import free_port
-from tracker.core.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
 
 pytestmark = pytest.mark.spark
 
@@ -102,8 +102,8 @@ def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch)
         capture_output=True,
     )
 
-    from tracker.system.components import components
-    from tracker.system.supervisor import Supervisor
+    from embedded.components import components
+    from embedded.supervisor import Supervisor
 
     wanted = ("broker", "relay", "pinot", "streaming")
     log = io.StringIO()

@@ -4,9 +4,9 @@ the order moves."""
 
 from __future__ import annotations
 
+from contract import geo
+from contract.events import LIFECYCLE, now_ms
 from tests.fixtures_pinot import delivery_event, order_event
-from tracker.core import geo
-from tracker.core.events import LIFECYCLE, now_ms
 from tracker.tracking import eta
 
 SEC, MIN, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from tracker.core import events
-from tracker.core.events import EventValidationError, OrderStatus, Topic, parse_event
+from contract import events
+from contract.events import EventValidationError, OrderStatus, Topic, parse_event
 
 
 def _event(**fields) -> dict:

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contract import events
+from contract.events import EventValidationError, Topic, parse_event
 from tests.fixtures_pinot import delivery_event, item_event, order_event
-from tracker.core import events
-from tracker.core.events import EventValidationError, Topic, parse_event
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),

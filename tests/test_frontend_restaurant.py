@@ -17,10 +17,10 @@ from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from playwright.async_api import expect
 
+from contract.events import now_ms
 from tests.factories import make_customer, make_restaurant, place
 from tests.fixtures_browser import axe_violations, sign_in
 from tests.fixtures_pinot import item_event, order_event_of
-from tracker.core.events import now_ms
 from tracker.customers.models import Address
 from tracker.orders import services
 from tracker.orders.models import Order

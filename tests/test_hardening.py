@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def _start_django(env: dict[str, str]) -> subprocess.CompletedProcess:
     code = (
-        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='tracker.settings';"
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings';"
         "django.setup(); print('started')"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
@@ -67,7 +67,7 @@ async def test_the_asgi_server_stops_reading_an_endless_body_at_the_limit(declar
 
     from django.conf import settings
 
-    from tracker.asgi import application
+    from config.asgi import application
 
     chunk = b"x" * 65536
     read = 0
@@ -150,10 +150,59 @@ def test_login_is_throttled_per_user_name_across_clients(fresh_cache):
     assert int(body["Retry-After"]) > 0
 
 
+def test_the_per_user_name_limit_holds_whatever_the_encoding(fresh_cache):
+    """Issue 28, finding 2: every way of sending a user name that sign-in accepts counts
+    against that name's one budget: content types DRF's parser takes besides
+    ``application/json`` (``*/*``, ``application/*``, another charset, multipart), and
+    names Django's sign-in normalises (NFKC, surrounding spaces, case)."""
+    import json
+
+    from django.test import Client
+
+    from tests.factories import make_customer
+
+    make_customer("bob")
+    as_json = json.dumps({"username": "bob", "password": "pw-bob"})
+    for content_type in ("*/*", "application/*"):  # DRF reads these as JSON: a real sign-in
+        signed_in = Client().post("/api/v1/auth/token/", as_json, content_type=content_type)
+        assert signed_in.status_code == 200, content_type
+
+    def api(name: str, content_type: str):  # the client encodes to the content type's charset
+        body = json.dumps({"username": name, "password": "bad"}, ensure_ascii=False)
+        return ("/api/v1/auth/token/", body, content_type)
+
+    attempts = [
+        api("alice", "*/*"),
+        api("alice", "application/*"),
+        api("alice", "*/*; charset=utf-16"),
+        api("ａｌｉｃｅ", "application/*"),  # fullwidth: NFKC makes it "alice"
+        api("\u3000Alice ", "*/*"),
+        ("/accounts/login/", {"username": "ａlice", "password": "bad"}, None),
+        ("/admin/login/", {"username": " ALICE", "password": "bad"}, None),
+        ("/api/v1/auth/token/", {"username": "alicE", "password": "bad"}, None),  # multipart
+        ("/accounts/login/", {"username": "ａlice", "password": "bad"}, None),
+        api("alice", "application/*"),
+    ]
+    codes = []
+    for i, (path, body, content_type) in enumerate(attempts):
+        client = Client(REMOTE_ADDR=f"192.0.2.{i}")
+        sent = client.post(path, body, **({"content_type": content_type} if content_type else {}))
+        codes.append(sent.status_code)
+    # Each was a sign-in attempt the view processed: 401 (API) or the form again (200).
+    assert codes == [401] * 5 + [200, 200, 401, 200, 401], codes
+    eleventh = Client(REMOTE_ADDR="192.0.2.99").post(
+        "/api/v1/auth/token/",
+        {"username": "alice", "password": "x"},
+        content_type="application/json",
+    )
+    assert eleventh.status_code == 429
+    assert eleventh.json()["error"]["message"] == "Too many sign-in attempts for this user name."
+
+
 def test_forwarded_for_is_used_only_as_far_as_the_trusted_proxies(fresh_cache, settings):
     from django.test import Client
 
-    from tracker.security import client_ip
+    from tracker.accounts.security import client_ip
 
     settings.TRUSTED_PROXY_COUNT = 1
     meta = {"REMOTE_ADDR": "172.18.0.5", "HTTP_X_FORWARDED_FOR": "6.6.6.6, 203.0.113.9"}
@@ -254,9 +303,9 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
     from django.utils import timezone
     from rest_framework.test import APIClient
 
+    from contract import kafka
+    from contract.events import EventValidationError, Topic, parse_event
     from tests.factories import make_courier, make_customer, make_restaurant, place
-    from tracker.core import kafka
-    from tracker.core.events import EventValidationError, Topic, parse_event
     from tracker.orders import services
 
     order = place(make_customer("alice"), make_restaurant())

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from contract import kafka
+from contract.conf import KafkaConfig
+from contract.events import Topic, topic_name
 from tests.conftest import free_port
-from tracker.core import kafka
-from tracker.core.conf import KafkaConfig
-from tracker.core.events import Topic, topic_name
 
 
 def test_a_flushed_batch_lists_every_acknowledged_tag_and_the_records_are_readable(kafka_topics):

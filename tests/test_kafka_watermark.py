@@ -6,8 +6,8 @@ including the tail of a batched write to a topic that then goes idle.
 
 from __future__ import annotations
 
-from tracker.core import kafka
-from tracker.core.events import Topic, topic_name
+from contract import kafka
+from contract.events import Topic, topic_name
 
 
 def _produce_batched(n: int) -> None:

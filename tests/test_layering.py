@@ -1,8 +1,12 @@
-"""Imports point down: the domain never imports a delivery channel, the core never Django.
+"""Imports point down, and production code never leans on what only the embedded mode runs.
 
-REST (``api``), the pages (``frontend``) and the WebSocket (``tracker.live``) stand
-on the domain apps; the domain stands on ``tracker.core``, which the Spark job and
-the Pinot stand-in share and which must import without Django.
+From the top: ``embedded`` (what only ``make run`` and the tests run: broker, supervisor,
+compose emulator, Spark's Python Kafka connector, the Pinot stand-in's server) may
+import anything. ``config`` (the Django project) wires the channels: REST (``api``), the
+pages (``frontend``) and the WebSocket (``tracker.live``). The channels stand on the
+domain apps (the rest of ``tracker``), which stand on ``contract``: the event contract,
+settings and Kafka clients that the Spark job (``streaming``) and the Pinot stand-in
+(``pinot``) share, and which imports no framework.
 """
 
 from __future__ import annotations
@@ -13,6 +17,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+FRAMEWORKS = (
+    "django", "rest_framework", "drf_spectacular", "channels", "channels_redis",
+    "pyspark", "duckdb", "pinotdb", "uvicorn",
+)  # fmt: skip
+#: What production runs (the Docker image's processes); ``embedded`` is what it replaces.
+PRODUCTION = ("config", "contract", "tracker", "api", "frontend", "streaming", "pinot")
+FIRST_PARTY = (*PRODUCTION, "embedded", "tests", "bench")
+CHANNELS = ("api", "frontend", "tracker.live")
 
 
 def imports_of(package: str) -> dict[str, set[str]]:
@@ -37,28 +50,65 @@ def imports_of(package: str) -> dict[str, set[str]]:
     return out
 
 
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
 def _offending(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
-    return {
-        path: sorted(n for n in names if n.split(".")[0] in forbidden or n in forbidden)
+    found = {
+        path: sorted(n for n in names if _within(n, forbidden))
         for path, names in imports_of(package).items()
-        if any(n.split(".")[0] in forbidden or n in forbidden for n in names)
     }
+    return {path: names for path, names in found.items() if names}
 
 
-def test_nothing_under_tracker_imports_the_api_or_the_pages():
-    assert _offending("tracker", ("api", "frontend")) == {}
-
-
-def test_the_core_imports_no_framework_and_nothing_above_it():
-    forbidden = ("django", "rest_framework", "channels", "pyspark", "duckdb", "api", "frontend")
-    assert _offending("tracker/core", forbidden) == {}
-    above = {
-        path: sorted(
-            n for n in names if n.startswith("tracker.") and not n.startswith("tracker.core")
-        )
-        for path, names in imports_of("tracker/core").items()
+def _first_party_outside(package: str, allowed: tuple[str, ...]) -> dict[str, list[str]]:
+    """Imports of our own packages other than ``allowed``."""
+    found = {
+        path: sorted(n for n in names if _within(n, FIRST_PARTY) and not _within(n, allowed))
+        for path, names in imports_of(package).items()
     }
-    assert {path: names for path, names in above.items() if names} == {}
+    return {path: names for path, names in found.items() if names}
+
+
+def test_the_contract_imports_no_framework_and_nothing_of_ours_above_it():
+    assert _offending("contract", FRAMEWORKS) == {}
+    assert _first_party_outside("contract", ("contract",)) == {}
+
+
+def test_the_spark_job_and_the_pinot_definitions_import_only_the_contract():
+    assert _offending("streaming", ("django", "rest_framework", "channels", "duckdb")) == {}
+    assert _first_party_outside("streaming", ("streaming", "contract")) == {}
+    assert _offending("pinot", ("django", "rest_framework", "channels", "pyspark")) == {}
+    assert _first_party_outside("pinot", ("pinot", "contract")) == {}
+
+
+def test_the_domain_imports_no_channel_and_not_the_project():
+    domain = {
+        path: names
+        for path, names in _offending("tracker", (*CHANNELS, "config")).items()
+        if not path.startswith("tracker/live/")
+    }
+    assert domain == {}
+    # The WebSocket channel does not reach sideways into the other channels either.
+    assert _offending("tracker/live", ("api", "frontend", "config")) == {}
+    assert _offending("api", ("frontend", "tracker.live", "config")) == {}
+    assert _offending("frontend", ("api", "tracker.live", "config")) == {}
+
+
+def test_the_domain_reaches_pinot_and_spark_only_over_the_wire():
+    assert _offending("tracker", ("streaming", "pinot", "pyspark", "duckdb")) == {}
+    assert _offending("api", ("streaming", "pinot", "pyspark", "duckdb")) == {}
+
+
+def test_production_code_imports_nothing_embedded_only():
+    for package in PRODUCTION:
+        assert _offending(package, ("embedded",)) == {}, package
+    manage = ast.parse((ROOT / "manage.py").read_text())
+    names = [a.name for n in ast.walk(manage) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(manage) if isinstance(n, ast.ImportFrom)]
+    assert "django.core.management" in names
+    assert not any(_within(n, ("embedded",)) for n in names)
 
 
 def test_the_walk_sees_imports_that_point_up():
@@ -66,15 +116,21 @@ def test_the_walk_sees_imports_that_point_up():
     api = imports_of("api")
     assert "tracker.orders.policy" in api["api/permissions.py"]
     assert "tracker.tracking.read_model" in api["api/serializers/fields.py"]
+    assert "contract.kafka" in imports_of("pinot")["pinot/ingest.py"]
+    assert "embedded.spark_kafka.KafkaDataSource" in imports_of("embedded")["embedded/streaming.py"]
+    assert "config.asgi_threads" in imports_of("config")["config/asgi.py"]
+    # Relative imports resolve against the package, __init__ included.
+    assert "streaming.job" in imports_of("streaming")["streaming/__main__.py"]
 
 
-def test_importing_the_core_loads_no_django():
+def test_importing_the_contract_loads_no_framework():
+    modules = sorted(f"contract.{p.stem}" for p in (ROOT / "contract").glob("[!_]*.py"))
+    assert "contract.events" in modules and "contract.kafka" in modules
     code = (
-        "import sys\n"
-        "import tracker.core.broker, tracker.core.conf, tracker.core.events\n"
-        "import tracker.core.geo, tracker.core.kafka\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('django', 'rest_framework', 'channels', 'pyspark', 'duckdb'))\n"
+        "import sys, importlib\n"
+        f"for name in {modules!r} + ['pinot.definitions']:\n"
+        "    importlib.import_module(name)\n"
+        f"loaded = sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r})\n"
         "print(','.join(loaded))\n"
     )
     done = subprocess.run(

@@ -19,9 +19,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from config.asgi import application
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event
-from tracker.asgi import application
 from tracker.live import messages
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -201,3 +201,28 @@ async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings):
         "/api/v1/auth/token/", {"username": "alice", "password": "pw-alice"}, format="json"
     )
     assert fresh.status_code == 200 and fresh.json()["token"] != world["alice_token"]
+
+
+async def test_a_recheck_that_cannot_run_closes_the_socket_and_the_loop_survives(pinot, settings):
+    """Issue 28, finding 1: a database error during the periodic re-check (here the token
+    table is gone for a moment, as during a restore) closes the socket with 4503 instead
+    of ending the re-check for good and leaving the socket open."""
+    from django.db import connection
+
+    settings.PUSH_RECHECK_SECONDS = 0.3
+    world = await _world()
+    await _publish_order(pinot, world["order"])
+    socket = await _open(pinot, "/ws/orders/", _token(world["alice_token"]))
+
+    def rename(old: str, new: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f'ALTER TABLE "{old}" RENAME TO "{new}"')
+
+    await database_sync_to_async(rename)("authtoken_token", "authtoken_token_away")
+    try:
+        error = await socket.receive_json_from(timeout=settings.PUSH_RECHECK_SECONDS + WITHIN)
+        assert error["type"] == "error" and error["code"] == messages.CLOSE_UNAVAILABLE, error
+        closing = await socket.receive_output(timeout=WITHIN)
+        assert closing == {"type": "websocket.close", "code": messages.CLOSE_UNAVAILABLE}
+    finally:
+        await database_sync_to_async(rename)("authtoken_token_away", "authtoken_token")

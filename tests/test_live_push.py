@@ -12,10 +12,10 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
+from config.asgi import application
+from contract.events import OrderStatusChanged, Topic, new_event_id, now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event, order_event_of
-from tracker.asgi import application
-from tracker.core.events import OrderStatusChanged, Topic, new_event_id, now_ms
 from tracker.live import messages
 from tracker.live.bridge import Bridge
 from tracker.live.layers import SweepingInMemoryChannelLayer
@@ -368,3 +368,24 @@ async def test_channel_layer_expires_undelivered_messages_with_at_most_one_sweep
     await layer.send(kept, {"type": "order.update"})
     await layer.group_send("order.3", {"type": "order.update"})  # within the second: no sweep
     assert kept in layer.groups["order.2"]
+
+
+def test_bridge_skips_and_counts_what_it_cannot_take_and_sends_the_rest_of_the_poll():
+    sent = []
+    bridge = Bridge(lambda sends: sent.extend((group, m["status"]) for group, m in sends))
+    ahead = OrderStatusChanged(
+        event_id=new_event_id(), event_time=now_ms(), order_id=5,
+        placed_at=now_ms() + 30 * 86_400_000, status="ORDER_CONFIRMED",
+        previous_status="PLACED_ORDER",
+    )  # fmt: skip
+    fine = order_event(5, 1, "ORDER_CONFIRMED", customer_id=9, restaurant_id=1)
+    bridge.handle_batch(
+        [
+            (Topic.ORDER_STATUSES, b"\xff\xfe random bytes"),
+            (Topic.ORDER_STATUSES, ahead.to_json()),
+            (Topic.ORDERS_ENRICHED, b'{"schema_version": 1}'),
+            (Topic.ORDERS_ENRICHED, fine.to_json()),
+        ]
+    )
+    assert ("order.5", "ORDER_CONFIRMED") in sent
+    assert bridge.skipped == {"invalid value": 1, "invalid placed_at": 1, "invalid event_id": 1}

@@ -15,10 +15,10 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from config.asgi import application
+from contract.events import now_ms
 from tests.factories import make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event_of
-from tracker.asgi import application
-from tracker.core.events import now_ms
 from tracker.live import messages
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]

@@ -7,8 +7,8 @@ import json
 import pytest
 from django.db import transaction
 
+from contract.events import LIFECYCLE, OrderStatus
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tracker.core.events import LIFECYCLE, OrderStatus
 from tracker.orders import services
 from tracker.orders.models import Order, OrderStatusChange
 from tracker.outbox.models import OutboxEvent
@@ -102,7 +102,7 @@ def test_a_failed_transaction_leaves_neither_the_change_nor_its_event(world):
 
 @pytest.mark.django_db(transaction=True)
 def test_outbox_refuses_writes_outside_a_transaction():
-    from tracker.core.events import OrderStatusChanged, new_event_id, now_ms
+    from contract.events import OrderStatusChanged, new_event_id, now_ms
     from tracker.outbox.services import enqueue
 
     event = OrderStatusChanged(

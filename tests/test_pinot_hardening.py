@@ -100,7 +100,7 @@ def test_only_loopback_and_configured_host_names_are_served(local_pinot):
 
 
 def test_extra_host_names_can_be_configured(monkeypatch):
-    from pinot.server import allowed_hosts, host_name
+    from embedded.pinot_server import allowed_hosts, host_name
 
     monkeypatch.setenv("PINOT_LOCAL_ALLOWED_HOSTS", "pinot-local, tracker.internal")
     hosts = allowed_hosts("127.0.0.1")

@@ -15,12 +15,12 @@ import time
 import httpx
 import pytest
 
+from contract import kafka
+from contract.conf import KafkaConfig
+from contract.events import ENRICHED_TOPICS, now_ms
 from pinot.definitions import TABLES_DIR, load_tables, validate
 from pinot.sql import Translator, duration_ms, joda_to_strftime, translate
 from tests.fixtures_pinot import REAL_PINOT_URL, delivery_event, order_event
-from tracker.core import kafka
-from tracker.core.conf import KafkaConfig
-from tracker.core.events import ENRICHED_TOPICS, now_ms
 from tracker.tracking import selectors as s
 from tracker.tracking.exceptions import TrackingUnavailable
 
@@ -157,7 +157,7 @@ def test_a_burst_of_new_connections_is_answered_not_reset(local_pinot):
 
 def test_slow_queries_are_logged_with_their_sql_and_time_split(local_pinot, caplog):
     local_pinot.server.slow_query_ms = 0  # every query counts as slow
-    with caplog.at_level(logging.WARNING, logger="pinot.server"):
+    with caplog.at_level(logging.WARNING, logger="embedded.pinot_server"):
         s.query("SELECT COUNT(*) AS n FROM orders_enriched WHERE order_id = %(o)s", {"o": 7})
     (line,) = [r.getMessage() for r in caplog.records if "slow query" in r.getMessage()]
     assert "translate" in line and "execute" in line
@@ -255,9 +255,9 @@ def test_broker_restart_refills_topics_and_the_server_rereads_them(monkeypatch):
         pytest.skip("broker restarts are an embedded-mode concern")
     import socket
 
-    from pinot.server import LocalPinot
+    from embedded.broker import EmbeddedBroker
+    from embedded.pinot_server import LocalPinot
     from tests.fixtures_pinot import PinotHarness
-    from tracker.core.broker import EmbeddedBroker
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -291,6 +291,45 @@ def test_broker_restart_refills_topics_and_the_server_rereads_them(monkeypatch):
         broker.stop()
 
 
+def test_a_record_the_store_cannot_hold_is_skipped_counted_and_passed(local_pinot, caplog):
+    """The poison pills of the enriched topics: a quantity past Pinot's INT (which once made
+    the stand-in retry its batch forever), a lone surrogate that has no UTF-8 form (fails
+    the whole batch at write time), random bytes. Each is skipped, counted by reason and
+    logged; the valid records around them, in the same batch, are stored."""
+    from tests.fixtures_pinot import item_event
+
+    base = local_pinot.base
+    before = item_event(base + 1, 1, "Margherita", 2, 8.5)
+    too_many = json.loads(item_event(base + 2, 1, "Cola", 1, 2.0).to_json())
+    too_many["quantity"] = 3_000_000_000
+    surrogate = json.loads(order_event(base + 3, 1).to_json())
+    surrogate["customer_name"] = "Ada \ud800"
+    after = [item_event(base + 4, 1, "Tiramisu", 1, 5.0), order_event(base + 5, 1)]
+    prod = local_pinot.producer
+    kafka.publish(prod, before)
+    for topic, body in (
+        ("order_items_enriched", json.dumps(too_many).encode()),
+        ("orders_enriched", json.dumps(surrogate).encode()),
+        ("orders_enriched", b"\xff\x00 not json"),
+    ):
+        prod.produce(kafka.topic_name(topic), key=b"1", value=body)
+    local_pinot.publish(*after)
+    with caplog.at_level(logging.WARNING, logger="pinot.ingest"):
+        local_pinot.server.ingester.wait_caught_up(30)
+    stored = s.query(
+        f"SELECT order_id FROM order_items_enriched WHERE order_id > {base} ORDER BY order_id"
+    )
+    assert [r["order_id"] for r in stored] == [base + 1, base + 4]
+    assert s.order_state(base + 5).version == 1
+    assert s.order_state(base + 3) is None
+    skipped = local_pinot.server.ingester.skipped
+    assert skipped["quantity: does not fit INT"] == 1
+    assert skipped["UnicodeEncodeError"] == 1
+    assert skipped["JSONDecodeError"] + skipped["UnicodeDecodeError"] == 1
+    assert sum(skipped.values()) == 3 == local_pinot.server.ingester.stats["dropped"]
+    assert "skipping" in caplog.text and "does not fit INT" in caplog.text
+
+
 def test_python_m_pinot_prints_ready_and_serves_health(kafka_topics, tmp_path):
     if REAL_PINOT_URL:
         pytest.skip("local server start-up does not apply when PINOT_BROKER_URL is set")
@@ -301,7 +340,7 @@ def test_python_m_pinot_prints_ready_and_serves_health(kafka_topics, tmp_path):
         port = sock.getsockname()[1]
     env = {**os.environ, "PINOT_LOCAL_PORT": str(port), "PINOT_LOCAL_DB": str(tmp_path / "p.db")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pinot"], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "embedded.pinot_server"], env=env, stdout=subprocess.PIPE, text=True
     )
     try:
         line = proc.stdout.readline()

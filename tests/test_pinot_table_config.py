@@ -14,9 +14,9 @@ import json
 
 import pytest
 
+from contract.events import now_ms
 from pinot.definitions import TABLES_DIR
 from tests.fixtures_pinot import delivery_event
-from tracker.core.events import now_ms
 from tracker.tracking import selectors as s
 
 # org.apache.pinot.spi.config.table.IndexConfig: {"disabled": ...} (every index config).

@@ -21,9 +21,9 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from config.asgi import application
+from contract.events import LIFECYCLE
 from tests.factories import make_courier, make_customer, make_restaurant
-from tracker.asgi import application
-from tracker.core.events import LIFECYCLE
 from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]

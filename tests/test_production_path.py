@@ -3,7 +3,7 @@ and several relays publishing one outbox in order.
 
 SQLite serialises every writer on one file lock, so these races cannot happen there;
 these tests run when ``DATABASE_URL`` is a PostgreSQL (``make test`` runs them through
-``python -m tracker.system.backends``) and skip otherwise.
+``python -m embedded.backends``) and skip otherwise.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection, connections
 
+from contract.events import LIFECYCLE
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.test_outbox_relay import _assert_exactly_once_in_order, _published_events
-from tracker.core.events import LIFECYCLE
 from tracker.orders import services
 from tracker.orders.models import Order, OrderStatusChange
 from tracker.outbox.models import OutboxEvent
@@ -26,7 +26,7 @@ from tracker.outbox.relay import Relay
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
-        connection.vendor != "postgresql", reason="PostgreSQL only (tracker/system/backends.py)"
+        connection.vendor != "postgresql", reason="PostgreSQL only (embedded/backends.py)"
     ),
 ]
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tracker.core.conf import BASE_DIR
-from tracker.system import prod
+from contract.conf import BASE_DIR
+from embedded import compose as prod
 
 COMPOSE_VARS = {
     "DJANGO_SECRET_KEY": "k" * 50,
@@ -287,6 +287,6 @@ def _try(fn):
 
 
 def _following(status: str) -> str:
-    from tracker.core.events import next_status
+    from contract.events import next_status
 
     return next_status(status).value

@@ -116,7 +116,7 @@ def test_production_settings_module_turns_the_headers_on(monkeypatch):
         "DJANGO_ALLOWED_HOSTS": "example.com",
     }
     code = (
-        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='tracker.settings'; django.setup();"
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; django.setup();"
         "from django.conf import settings as s;"
         "print(s.SECURE_HSTS_SECONDS, s.SECURE_SSL_REDIRECT, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.X_FRAME_OPTIONS)"
     )

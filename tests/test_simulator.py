@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from contract import kafka
+from contract.events import LIFECYCLE, OrderStatus, Topic, parse_event
 from tests.factories import seed_small_world
-from tracker.core import kafka
-from tracker.core.events import LIFECYCLE, OrderStatus, Topic, parse_event
 from tracker.orders.models import Order, OrderStatusChange
 from tracker.outbox.models import OutboxEvent
 from tracker.simulator.engine import SimConfig, Simulation, VirtualClock

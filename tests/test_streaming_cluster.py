@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from contract.conf import BASE_DIR
+from contract.events import OrderStatus, Topic
 from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 from tests.test_streaming_job import latest, outputs, send
-from tracker.core.conf import BASE_DIR
-from tracker.core.events import OrderStatus, Topic
 
 pytestmark = pytest.mark.spark
 
@@ -165,7 +165,7 @@ def test_cluster_run_with_a_killed_executor_equals_local_mode(spark, kafka_topic
     }
     send(first, raw=raw[:1])
     job = subprocess.Popen(
-        [sys.executable, "-m", "streaming"],
+        [sys.executable, "-m", "embedded.streaming"],
         cwd=BASE_DIR,
         env=env,
         stdout=subprocess.PIPE,

@@ -14,9 +14,8 @@ import uuid
 
 import pytest
 
-from streaming import enrich
-from tracker.core import geo
-from tracker.core.events import (
+from contract import geo
+from contract.events import (
     LIFECYCLE,
     DeadLetter,
     DeliveryLocation,
@@ -30,6 +29,7 @@ from tracker.core.events import (
     parse_event,
     status_time_field,
 )
+from streaming import enrich
 
 T0 = now_ms() - 3_600_000
 SHOP = (12.9716, 77.5946)
@@ -302,6 +302,24 @@ def _mutations() -> list[tuple[Topic, str, bytes | None]]:
     mutate(Topic.ORDER_STATUSES, "courier_id a string", lambda b: b.update(courier_id="5"))
     mutate(Topic.DELIVERY_LOCATIONS, "longitude 200", lambda b: b.update(lon=200))
     mutate(Topic.DELIVERY_LOCATIONS, "lat a bool", lambda b: b.update(lat=True))
+    # Bounds of the rule table: what no store downstream can hold, or the watermark must not see.
+    month = 30 * 24 * 3_600_000
+    for topic in (Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS):
+        mutate(topic, "placed_at a month ahead", lambda b: b.update(placed_at=now_ms() + month))
+        mutate(
+            topic, "placed_at after event_time", lambda b: b.update(placed_at=b["event_time"] + 1)
+        )
+    mutate(
+        Topic.ORDERS,
+        "quantity over Pinot's INT",
+        lambda b: b["items"][0].update(quantity=3 * 10**9),
+    )
+    mutate(Topic.ORDERS, "total over numeric(12, 2)", lambda b: b.update(total="1e12"))
+    mutate(Topic.ORDERS, "unit_price NaN", lambda b: b["items"][1].update(unit_price="NaN"))
+    mutate(Topic.ORDERS, "restaurant_name too long", lambda b: b.update(restaurant_name="x" * 121))
+    mutate(Topic.ORDERS, "too many lines", lambda b: b.update(items=b["items"] * 501))
+    mutate(Topic.ORDER_STATUSES, "courier_id 0", lambda b: b.update(courier_id=0))
+    mutate(Topic.ORDER_STATUSES, "previous_status unknown", lambda b: b.update(previous_status="X"))
     return cases
 
 

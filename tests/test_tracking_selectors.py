@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract.events import now_ms
 from tests.fixtures_pinot import delivery_event, item_event, order_event
-from tracker.core.events import now_ms
 from tracker.tracking import selectors as s
 from tracker.tracking.exceptions import TrackingUnavailable
 

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tracker.customers.models import Address
+from tracker.customers.models import Address, one_line_problem
 from tracker.orders import policy
 
 
@@ -26,6 +26,16 @@ class AddressSerializer(serializers.ModelSerializer):
     class Meta:
         model = Address
         fields = ["id", "label", "line1", "city", "lat", "lon", "is_default"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The street and city must fit an order's delivery address as one line."""
+        current = self.instance
+        line1 = attrs.get("line1", current.line1 if current else "")
+        city = attrs.get("city", current.city if current else Address.city.field.default)
+        problem = one_line_problem(line1, city)
+        if problem:
+            raise serializers.ValidationError({"line1": [problem]})
+        return attrs
 
 
 class MeSerializer(serializers.ModelSerializer):

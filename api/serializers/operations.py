@@ -13,7 +13,7 @@ from rest_framework import serializers
 
 from api.serializers.fields import EpochMillisField, MoneyField, RoundedFloatField, results_of
 from api.serializers.orders import STATUSES
-from tracker.core.events import DeadLetter
+from contract.events import DeadLetter
 from tracker.tracking.selectors import WINDOWS, WindowStats
 
 # --------------------------------------------------------------------------- requests

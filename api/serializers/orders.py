@@ -12,7 +12,8 @@ from typing import Any
 from rest_framework import serializers
 
 from api.serializers.fields import MoneyField
-from tracker.core.events import OrderStatus
+from contract.events import OrderStatus
+from tracker.customers.models import DELIVERY_ADDRESS_MAX, one_line_problem
 from tracker.orders.policy import ROLES
 from tracker.orders.services import (
     MAX_GPS_CLOCK_SKEW_MS,
@@ -32,7 +33,7 @@ class ItemRequestSerializer(serializers.Serializer):
 
 
 class DeliverySerializer(serializers.Serializer):
-    address = serializers.CharField(max_length=300)
+    address = serializers.CharField(max_length=DELIVERY_ADDRESS_MAX)
     lat = serializers.FloatField(min_value=-90, max_value=90)
     lon = serializers.FloatField(min_value=-180, max_value=180)
 
@@ -66,7 +67,12 @@ class PlaceOrderSerializer(serializers.Serializer):
             address = self.context["customer"].addresses.filter(pk=attrs["address_id"]).first()
             if address is None:
                 raise serializers.ValidationError({"address_id": ["not one of your addresses"]})
-            attrs["delivery"] = {"address": f"{address.line1}, {address.city}",
+            problem = one_line_problem(address.line1, address.city)
+            if problem:  # saved before this was checked, or by the admin
+                raise serializers.ValidationError(
+                    {"address_id": [f"this saved address cannot be used: {problem}"]}
+                )
+            attrs["delivery"] = {"address": address.one_line,
                                  "lat": address.lat, "lon": address.lon}  # fmt: skip
         return attrs
 

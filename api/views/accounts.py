@@ -21,8 +21,8 @@ from api.serializers.accounts import (
     MeSerializer,
     TokenSerializer,
 )
+from tracker.accounts.security import issue_token
 from tracker.orders import policy
-from tracker.security import issue_token
 
 
 class TokenLoginView(APIView):

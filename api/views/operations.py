@@ -24,7 +24,7 @@ from api.serializers.operations import (
     StuckOrderResults,
     StuckOrdersQuerySerializer,
 )
-from tracker.deadletters import recent_dead_letters
+from tracker.operations.deadletters import recent_dead_letters
 from tracker.orders import policy
 from tracker.tracking import selectors
 

@@ -26,7 +26,7 @@ from api.serializers.orders import (
     PlaceOrderSerializer,
     TransitionSerializer,
 )
-from tracker.core.events import OrderStatus, next_status
+from contract.events import OrderStatus, next_status
 from tracker.orders import policy, services
 from tracker.orders.models import Order, OrderItem
 from tracker.tracking import read_model, selectors

@@ -9,6 +9,8 @@ from tracker.customers.models import UserProfile
 
 
 class Courier(UserProfile):
+    """The courier role of a Django user: carries orders and posts their GPS points."""
+
     class Vehicle(models.TextChoices):
         BICYCLE = "bicycle"
         SCOOTER = "scooter"

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
 
-from tracker.security import user_for_token
+from tracker.accounts.security import user_for_token
 
 
 @database_sync_to_async
@@ -55,6 +55,11 @@ def current_user(credential: Credential | None):
 
 
 class TokenAuthMiddleware:
+    """Signs a WebSocket in by API token (``Authorization: Token`` or ``?token=``), for apps.
+
+    The key stays in the scope so the consumer can re-check it for the socket's whole life.
+    """
+
     def __init__(self, app) -> None:
         self.app = app
 

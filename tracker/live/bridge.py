@@ -30,15 +30,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from tracker.core import kafka
-from tracker.core.events import (
+from contract import kafka
+from contract.events import (
     EventValidationError,
     OrderEnriched,
     OrderStatusChanged,
@@ -48,6 +49,7 @@ from tracker.core.events import (
     status_rank,
     topic_name,
 )
+from contract.positions import PositionReporter, RolloverLog, topic_ids
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -96,6 +98,8 @@ class Bridge:
         self._seen: OrderedDict[int, _Published] = OrderedDict()
         self.published = 0
         self.coalesced = 0
+        #: Records skipped (invalid, or failing to be handled), by reason.
+        self.skipped: Counter[str] = Counter()
 
     def handle_batch(self, records: list[tuple[Topic, bytes]]) -> None:
         """Publish one poll's worth of (topic, value) records, in one call to ``publish``
@@ -104,34 +108,48 @@ class Bridge:
         pending_positions: dict[int, dict[str, Any]] = {}
         for topic, value in records:
             try:
-                event = parse_event(topic, value)
+                self._take(topic, value, sends, pending_positions)
             except EventValidationError as exc:
+                self.skipped[f"invalid {exc.field}"] += 1
                 log.warning("push bridge: skipping an invalid %s record: %s", topic, exc)
-                continue
-            if isinstance(event, OrderStatusChanged):
-                self._fast_status(sends, event)
-                continue
-            assert isinstance(event, OrderEnriched)
-            last = self._seen.get(event.order_id)
-            if last is not None and event.version <= last.version:
-                continue  # a re-emit or replay: already published
-            status_changed = last is None or last.status != event.status
-            rank = max(status_rank(event.status), last.rank if last else -1)
-            self._remember(event.order_id, _Published(event.version, event.status, rank))
-            message = update_from_enriched(event, status_changed)
-            if status_changed:
-                # The status message carries the full state, newer than any pending position.
-                if pending_positions.pop(event.order_id, None) is not None:
-                    self.coalesced += 1
-                self._add(sends, message)
-            else:
-                if event.order_id in pending_positions:
-                    self.coalesced += 1
-                pending_positions[event.order_id] = message
+            except Exception as exc:  # noqa: BLE001 - one record must not stop every socket
+                self.skipped[type(exc).__name__] += 1
+                log.exception("push bridge: skipping a %s record it could not handle", topic)
         for message in pending_positions.values():
             self._add(sends, message)
         if sends:
             self.publish(sends)
+
+    def _take(
+        self,
+        topic: Topic,
+        value: bytes,
+        sends: list[tuple[str, dict[str, Any]]],
+        pending_positions: dict[int, dict[str, Any]],
+    ) -> None:
+        """One record of a poll: a fast status, or an enriched update (pending when it
+        only moves the courier, so a later one of the same order replaces it)."""
+        event = parse_event(topic, value)
+        if isinstance(event, OrderStatusChanged):
+            self._fast_status(sends, event)
+            return
+        assert isinstance(event, OrderEnriched)
+        last = self._seen.get(event.order_id)
+        if last is not None and event.version <= last.version:
+            return  # a re-emit or replay: already published
+        status_changed = last is None or last.status != event.status
+        rank = max(status_rank(event.status), last.rank if last else -1)
+        self._remember(event.order_id, _Published(event.version, event.status, rank))
+        message = update_from_enriched(event, status_changed)
+        if status_changed:
+            # The status message carries the full state, newer than any pending position.
+            if pending_positions.pop(event.order_id, None) is not None:
+                self.coalesced += 1
+            self._add(sends, message)
+        else:
+            if event.order_id in pending_positions:
+                self.coalesced += 1
+            pending_positions[event.order_id] = message
 
     def _fast_status(
         self, sends: list[tuple[str, dict[str, Any]]], event: OrderStatusChanged
@@ -177,36 +195,52 @@ class Bridge:
 
         ``ready`` is set once the start offsets are fixed: every record produced
         after that moment will be published (what came before is in the snapshot).
+        Positions are reported to the broker, and a rollover of the embedded broker
+        moves them to the same records in its new log (:mod:`contract.positions`).
         """
         names = {topic_name(topic): topic for topic in TOPICS}
+        rollovers = RolloverLog()
+        reporter = PositionReporter(f"bridge-{os.getpid()}")  # one per ASGI worker process
+        rollovers.changed()
+        #: (topic, partition) -> next offset, in the incarnations ``ids`` name
+        positions: dict[tuple[str, int], int] = {}
+        ids: dict[str, str] = {}
         while not stop.is_set():
             cons = kafka.consumer()
             try:
-                # Start at the true end (Tansu's watermark under-reports), resolved now
-                # rather than lazily, so no record slips between ready and first fetch.
-                # (end_offsets replaces the assignment: collect both, then assign.)
-                starts = [
-                    TopicPartition(name, partition, offset)
-                    for name in names
-                    for partition, offset in kafka.end_offsets(cons, name).items()
-                ]
-                cons.assign(starts)
+                if not positions:
+                    # Start at the true end (Tansu's watermark under-reports), resolved now
+                    # rather than lazily, so no record slips between ready and first fetch.
+                    # (end_offsets replaces the assignment: collect both, then assign.)
+                    ids = topic_ids(reporter.admin, list(names))
+                    positions = {
+                        (name, partition): offset
+                        for name in names
+                        for partition, offset in kafka.end_offsets(cons, name).items()
+                    }
+                cons.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
                 if ready is not None:
                     ready.set()
                 log.info("push bridge: following %s", ", ".join(names))
                 while not stop.is_set():
+                    if reporter.due():
+                        _report(reporter, ids, positions)
                     # poll() returns as soon as one record is there; consume(timeout=0)
                     # then drains what is buffered without waiting (consume alone
                     # would wait its whole timeout for a batch that is not full).
                     first = cons.poll(0.1)
-                    if first is None:
+                    batch = [first, *cons.consume(999, timeout=0)] if first is not None else []
+                    if rollovers.changed():
+                        # Some of these may come from the new log at shifted offsets.
+                        ids = _follow_rollover(rollovers, reporter, ids, positions)
+                        cons.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
                         continue
-                    batch = [first, *cons.consume(999, timeout=0)]
                     records = []
                     for msg in batch:
                         err = msg.error()
                         if err is None:
                             records.append((names[msg.topic()], msg.value()))
+                            positions[(msg.topic(), msg.partition())] = msg.offset() + 1
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
                     if records:
@@ -216,6 +250,28 @@ class Bridge:
                 stop.wait(1.0)
             finally:
                 cons.close()
+
+
+def _report(reporter: PositionReporter, ids: dict[str, str], positions: dict) -> None:
+    for topic, topic_id in ids.items():
+        reporter.report(topic, topic_id, {p: o for (t, p), o in positions.items() if t == topic})
+
+
+def _follow_rollover(
+    rollovers: RolloverLog, reporter: PositionReporter, ids: dict[str, str], positions: dict
+) -> dict[str, str]:
+    """Move ``positions`` to the same records in the new log; the new topic ids.
+
+    A topic the rollover log does not lead to (the broker lost its data) is read again
+    from its start: the duplicate checks above keep it from being pushed twice."""
+    now = topic_ids(reporter.admin, list(ids))
+    for topic, new_id in now.items():
+        parts = {p: o for (t, p), o in positions.items() if t == topic}
+        moved = rollovers.translate(ids[topic], parts, new_id) if ids[topic] != new_id else parts
+        for p, offset in (moved or dict.fromkeys(parts, 0)).items():
+            positions[(topic, p)] = offset
+    log.info("push bridge: the broker rolled over; following its new log")
+    return now
 
 
 async def send_in_order(channel_layer: Any, sends: list[tuple[str, dict[str, Any]]]) -> None:

@@ -29,6 +29,7 @@ through the same checks as a first connect before it may be ``resumed``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections import deque
@@ -42,12 +43,15 @@ from django.conf import settings
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
 from tracker.live.bridge import ensure_embedded_bridge
+from tracker.live.signals import relay_access_notices
 from tracker.orders import policy
 from tracker.restaurants.models import Restaurant
 from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 
 MAX_QUEUED_STATUS_UPDATES = 256
+
+log = logging.getLogger(__name__)
 
 
 class TrackingSocket(AsyncJsonWebsocketConsumer):
@@ -79,6 +83,9 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             return
         self._credential = credential_of(self.scope)
         self._closing = False
+        # Changes made in other processes (another web worker's logout) reach this one's
+        # sockets through the database when the channel layer cannot carry them.
+        relay_access_notices(asyncio.get_running_loop(), self.channel_layer)
         for group in [*groups, m.user_group(user.pk)]:
             await self.channel_layer.group_add(group, self.channel_name)
             self._joined.append(group)
@@ -131,14 +138,24 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         # queueing thousands of them on the database thread at once.
         period = settings.PUSH_RECHECK_SECONDS
         await asyncio.sleep(random.uniform(0, period))
-        while True:
-            await self._recheck()
+        while not self._closing:
+            try:
+                await self._recheck()
+            except Exception:  # noqa: BLE001 - the loop outlives anything one check raises
+                log.exception("periodic access re-check failed")
             await asyncio.sleep(period)
 
     async def _recheck(self) -> None:
+        """Close the socket unless its access still holds; also when that cannot be decided
+        (database unreachable or locked): 4503, and the client reconnects, which checks
+        everything again."""
         if getattr(self, "_closing", True):
             return  # not connected yet (connect checks everything) or already closing
-        verdict = await database_sync_to_async(self._verdict)()
+        try:
+            verdict = await database_sync_to_async(self._verdict)()
+        except Exception:  # noqa: BLE001 - fail closed, whatever stopped the check
+            log.warning("access re-check could not run: closing the socket", exc_info=True)
+            verdict = (m.CLOSE_UNAVAILABLE, "Access could not be checked; reconnect.")
         if verdict is not None and not self._closing:
             await self._refuse(*verdict)
 

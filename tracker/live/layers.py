@@ -3,8 +3,7 @@
 Channels' ``InMemoryChannelLayer`` sweeps every channel and every group membership for
 expired entries on each ``receive`` and each ``group_send``. Every open socket waits in
 ``receive`` and joins two groups, so with N sockets each pushed update costs O(N) before
-it reaches its one socket: at 5,000 sockets, five sweeps of some 10,000 entries for every
-update, 200 times a second. Expiry is measured in seconds (messages: ``expiry``, 60 s; memberships:
+it reaches its one socket. Expiry is counted in seconds (messages: ``expiry``, 60 s; memberships:
 ``group_expiry``, a day), so sweeping at most once per ``SWEEP_SECONDS`` expires the
 same entries at most that much later and makes a push cost O(group size).
 """
@@ -17,6 +16,8 @@ from channels.layers import InMemoryChannelLayer
 
 
 class SweepingInMemoryChannelLayer(InMemoryChannelLayer):
+    """Channels' in-memory layer, sweeping expired entries at most once per ``SWEEP_SECONDS``."""
+
     #: Longest wait between two sweeps for expired messages and memberships.
     SWEEP_SECONDS = 1.0
 

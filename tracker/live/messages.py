@@ -1,4 +1,4 @@
-"""The WebSocket message schema, built in one place (documented in README, "Live updates").
+"""The WebSocket message schema, built in one place (documented in docs/api.md, "Live updates").
 
 Every update carries the order's ``version`` (monotonic per order, set by the
 stream job), so a client can drop anything older than what it has, and resume
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.core.events import (
+from contract.events import (
     OrderEnriched,
     OrderStatus,
     OrderStatusChanged,
@@ -30,7 +30,8 @@ CLOSE_NOT_FOUND = 4404  # no such order, or not yours (same as REST's 404); on a
 #                         socket: the order was reassigned away from you
 CLOSE_BAD_REQUEST = 4400
 CLOSE_TOO_SLOW = 4408  # the client could not keep up; reconnect with ?since=
-CLOSE_UNAVAILABLE = 4503  # tracking store unreachable; retry with backoff
+CLOSE_UNAVAILABLE = 4503  # tracking store unreachable, or an open socket's access re-check
+#                           could not run (database error); retry with backoff
 
 
 def order_group(order_id: int) -> str:

@@ -8,24 +8,34 @@ is. The message goes through the channel layer after the transaction commits, so
 with Redis it reaches every ASGI server within milliseconds. A socket whose check
 fails closes with 4401 (credential gone) or 4404 (order no longer yours).
 
-The in-memory channel layer (embedded mode) reaches only this process; sockets
-also re-check every ``PUSH_RECHECK_SECONDS`` for what these messages miss.
+The in-memory channel layer (embedded mode) reaches only this process, so every
+change is also announced through the database (:mod:`tracker.notices`): each web
+process with open sockets reads those notices every 0.2 s and passes them to its own
+layer (:func:`relay_access_notices`), whichever process made the change. Sockets
+also re-check every ``PUSH_RECHECK_SECONDS`` for what no signal announces (bulk
+``QuerySet.update``, a token reaching its expiry).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.db.models.signals import m2m_changed, post_delete, post_init, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_init, post_save, pre_save
 from rest_framework.authtoken.models import Token
 
+from tracker.couriers.models import Courier
+from tracker.customers.models import Customer
 from tracker.live import messages as m
+from tracker.notices import listener
+from tracker.notices.services import announce
 from tracker.orders.models import Order
 from tracker.restaurants.models import Restaurant
 
@@ -45,10 +55,44 @@ def _send(group: str, reason: str) -> None:
 def notify_user(user_id: int | None, reason: str) -> None:
     if user_id is not None:
         transaction.on_commit(lambda: _send(m.user_group(user_id), reason))
+        announce(USER_TOPIC, user_id)
 
 
 def notify_order(order_id: int, reason: str) -> None:
     transaction.on_commit(lambda: _send(m.order_group(order_id), reason))
+    announce(ORDER_TOPIC, order_id)
+
+
+#: Notice topics (tracker.notices) of the two groups a re-check goes to.
+USER_TOPIC, ORDER_TOPIC = "access.user", "access.order"
+_relays: dict[asyncio.AbstractEventLoop, Any] = {}
+_relays_lock = threading.Lock()
+
+
+def relay_access_notices(loop: asyncio.AbstractEventLoop, layer: Any) -> None:
+    """Pass access notices from every process to this process's sockets on ``loop``.
+
+    Needed only where the channel layer reaches no other process (the in-memory layer
+    of embedded mode); with Redis, :func:`_send` already reached every server."""
+    if not isinstance(layer, InMemoryChannelLayer):
+        return
+    with _relays_lock:
+        first = not _relays
+        _relays[loop] = layer
+        for gone in [other for other in _relays if other.is_closed()]:
+            del _relays[gone]
+    if first:
+        listener.subscribe(USER_TOPIC, lambda pk: _relay(m.user_group(pk)))
+        listener.subscribe(ORDER_TOPIC, lambda pk: _relay(m.order_group(pk)))
+    listener.ensure_started()
+
+
+def _relay(group: str) -> None:
+    message = {"type": m.ACCESS_RECHECK, "reason": "changed in another process"}
+    with _relays_lock:
+        targets = [(loop, layer) for loop, layer in _relays.items() if not loop.is_closed()]
+    for loop, layer in targets:
+        asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
 
 
 def _logged_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
@@ -92,6 +136,20 @@ def _order_saved(sender: Any, instance: Order, created: bool, **kwargs: Any) -> 
     instance._loaded_parties = after
 
 
+def _profile_saving(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+    """A customer or courier profile moved to another user (the admin can): the user it
+    leaves re-checks, after the commit."""
+    if raw or instance.pk is None:
+        return
+    before = sender.objects.filter(pk=instance.pk).values_list("user_id", flat=True).first()
+    if before is not None and before != instance.user_id:
+        notify_user(before, "profile moved to another user")
+
+
+def _profile_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+    notify_user(instance.user_id, "profile deleted")
+
+
 def _staff_changed(
     sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any
 ) -> None:
@@ -121,3 +179,7 @@ def connect() -> None:
     m2m_changed.connect(
         _staff_changed, sender=Restaurant.staff.through, dispatch_uid="live-staff-changed"
     )
+    for profile in (Customer, Courier):
+        name = profile.__name__
+        pre_save.connect(_profile_saving, sender=profile, dispatch_uid=f"live-{name}-saving")
+        post_delete.connect(_profile_deleted, sender=profile, dispatch_uid=f"live-{name}-gone")

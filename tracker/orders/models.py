@@ -1,6 +1,6 @@
 """Orders, their items and their status history: the system of record.
 
-The status lifecycle itself is defined once, in :mod:`tracker.core.events`, and
+The status lifecycle itself is defined once, in :mod:`contract.events`, and
 enforced by :mod:`tracker.orders.services`; nothing here changes a status.
 """
 
@@ -11,20 +11,29 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from tracker.core.events import TERMINAL_STATUSES, OrderStatus, status_label
+from contract.events import TERMINAL_STATUSES, OrderStatus, status_label
 from tracker.couriers.models import Courier
-from tracker.customers.models import LATITUDE, LONGITUDE, Customer
+from tracker.customers.models import DELIVERY_ADDRESS_MAX, LATITUDE, LONGITUDE, Customer
 from tracker.restaurants.models import Product, Restaurant
 
 STATUS_CHOICES = [(s.value, status_label(s)) for s in OrderStatus]
 
 
 class OrderQuerySet(models.QuerySet):
+    """Order queries by lifecycle: ``active()`` is every order not yet delivered or cancelled."""
+
     def active(self) -> OrderQuerySet:
         return self.exclude(status__in=[s.value for s in TERMINAL_STATUSES])
 
 
 class Order(models.Model):
+    """One customer's order from one restaurant: the system of record for its status.
+
+    Every change goes through :mod:`tracker.orders.services`, which writes the row and its
+    outbox event in one transaction; Pinot and the WebSockets learn of it only from that event.
+    ``status`` is the current step; :class:`OrderStatusChange` keeps every transition.
+    """
+
     customer = models.ForeignKey(Customer, on_delete=models.PROTECT, related_name="orders")
     restaurant = models.ForeignKey(Restaurant, on_delete=models.PROTECT, related_name="orders")
     courier = models.ForeignKey(
@@ -34,7 +43,7 @@ class Order(models.Model):
         max_length=32, choices=STATUS_CHOICES, default=OrderStatus.PLACED_ORDER.value
     )
     total = models.DecimalField(max_digits=12, decimal_places=2)
-    delivery_address = models.CharField(max_length=300)
+    delivery_address = models.CharField(max_length=DELIVERY_ADDRESS_MAX)
     delivery_lat = models.FloatField(validators=LATITUDE)
     delivery_lon = models.FloatField(validators=LONGITUDE)
     #: Client-chosen key that makes a retried "place order" return the same order.
@@ -64,6 +73,10 @@ class Order(models.Model):
 
 
 class OrderItem(models.Model):
+    """One line of an order, with the unit price at the time of ordering (menus change,
+    orders do not).
+    """
+
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="items")
     product = models.ForeignKey(Product, on_delete=models.PROTECT, related_name="+")
     quantity = models.PositiveIntegerField(validators=[MinValueValidator(1)])

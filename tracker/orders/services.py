@@ -10,18 +10,19 @@ them.
 
 from __future__ import annotations
 
-import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from confluent_kafka import KafkaException
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from tracker.core import events, kafka
-from tracker.core.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
+from contract import events, kafka
+from contract.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
@@ -289,17 +290,9 @@ def _pick_courier() -> Courier:
 
 # --------------------------------------------------------------------------- telemetry
 
-_producer_lock = threading.Lock()
-_producer = None
-
-
-def telemetry_producer():
-    """One idempotent producer per process, shared by every request thread."""
-    global _producer
-    with _producer_lock:
-        if _producer is None:
-            _producer = kafka.producer(**{"linger.ms": 2, "message.timeout.ms": 10_000})
-        return _producer
+#: One idempotent producer per process, shared by every request thread; replaced when
+#: its broker lost its state (the embedded broker rolled over).
+telemetry = kafka.SharedProducer(**{"linger.ms": 2, "message.timeout.ms": 10_000})
 
 
 @dataclass(frozen=True)
@@ -359,13 +352,33 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
             raise events.EventValidationError(f"[{index}].{exc.field}", exc.reason) from None
     if not batch:
         return 0
-    deliveries = kafka.Deliveries(telemetry_producer())
-    for event in batch:
-        deliveries.publish(event)
-    try:
-        return len(deliveries.flush(timeout))
-    except kafka.Undelivered as exc:
-        raise TelemetryError(
-            f"broker acknowledged {len(exc.acked)} of {exc.total} points"
-            + (f": {next(iter(exc.errors.values()))}" if exc.errors else "")
-        ) from None
+    return _send_points(batch, timeout)
+
+
+def _send_points(points: list[events.DeliveryLocation], timeout: float) -> int:
+    """Send ``points``; when the producer fails (its broker lost its state, as after the
+    embedded broker's rollover), replace it and send the points not acknowledged again
+    with the new one, within the same ``timeout``. A point in doubt may then arrive
+    twice (the stream job keeps the latest point per order by time: no change)."""
+    deadline = time.monotonic() + timeout
+    todo, acked = list(enumerate(points)), 0
+    while True:
+        prod = telemetry.get()
+        deliveries = kafka.Deliveries(prod)
+        try:
+            for index, event in todo:
+                deliveries.publish(event, tag=index)
+            acked += len(deliveries.flush(max(0.1, deadline - time.monotonic())))
+            return acked
+        except (kafka.Undelivered, KafkaException) as exc:
+            telemetry.replace(prod)
+            done = set(deliveries.acked)
+            acked += len(done)
+            todo = [(i, e) for i, e in todo if i not in done]
+            time.sleep(0.2)
+            if time.monotonic() >= deadline - 0.5:
+                errors = getattr(exc, "errors", {})
+                raise TelemetryError(
+                    f"broker acknowledged {acked} of {len(points)} points"
+                    + (f": {next(iter(errors.values()))}" if errors else f": {exc}")
+                ) from None

@@ -12,6 +12,15 @@ from django.db import models
 
 
 class OutboxEvent(models.Model):
+    """One event waiting for (or already given to) Kafka, written in the same transaction as
+    the change it announces.
+
+    ``payload`` is the contract's serialized event, ``key`` its partition key (the order id).
+    The relay publishes rows in ``id`` order and stamps ``published_at``; ``attempts`` and
+    ``last_error`` tell an operator why a row is stuck. Rows stay after publishing so the
+    topics can be replayed.
+    """
+
     id = models.BigAutoField(primary_key=True)
     event_id = models.UUIDField(unique=True)
     topic = models.CharField(max_length=100)

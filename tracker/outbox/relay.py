@@ -37,9 +37,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from django.conf import settings
 from django.db import (
     DatabaseError,
@@ -51,9 +52,10 @@ from django.db import (
 from django.db.models import F
 from django.utils import timezone
 
-from tracker.core import kafka
-from tracker.core.conf import kafka_config
-from tracker.core.events import Topic, topic_name
+from contract import kafka
+from contract.conf import kafka_config
+from contract.events import Topic, topic_name
+from contract.positions import RolloverLog
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,14 @@ ADVISORY_LOCK_KEY = 0x6F7574626F78
 #: timeout (the request may have reached a broker that answered too late) and a purge of
 #: a record in flight. librdkafka's idempotence cannot dedupe the retry, because the relay
 #: retries with a new producer after an outage.
+
+
+#: Refusals of a record for what it is (too large, malformed): no retry can help, so the
+#: relay skips the row (stamped, with the reason, and counted) instead of stopping on it.
+RECORD_ERRORS = frozenset(
+    {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG}
+)
+SKIPPED_PREFIX = "skipped, never published: "
 
 
 class Relay:
@@ -91,15 +101,22 @@ class Relay:
         self.max_backoff = max_backoff
         self.delivery_timeout = delivery_timeout
         self._producer = None
+        self._rollovers = RolloverLog()
+        self._rollovers.changed()
         self._topics_ready = False
         self.published_total = 0
         self.standby_batches = 0  # batches skipped because another relay was publishing
         self.outages = 0  # times the broker could not be reached or did not acknowledge
         #: Records given up while in flight: retried, so possibly written twice (same id).
         self.in_doubt = 0
+        #: Rows skipped because the broker can never take them, by reason.
+        self.skipped: Counter[str] = Counter()
 
     @property
     def producer(self):
+        if self._producer is not None and self._rollovers.changed():
+            # The embedded broker rolled over: it no longer knows this producer.
+            self._retire_producer()
         if self._producer is None:
             self._producer = kafka.producer(
                 **{"message.timeout.ms": int(self.delivery_timeout * 1000)}
@@ -163,18 +180,39 @@ class Relay:
             return 0
         batch = kafka.Deliveries(self.producer)
         refused: KafkaException | None = None
+        skipped: list[tuple[int, str]] = []
         try:
             for row in rows:
-                batch.produce(
-                    topic_name(row.topic), row.key.encode(), bytes(row.payload), tag=row.id
-                )
+                try:
+                    batch.produce(
+                        topic_name(row.topic), row.key.encode(), bytes(row.payload), tag=row.id
+                    )
+                except KafkaException as exc:
+                    if exc.args[0].code() not in RECORD_ERRORS:
+                        raise
+                    batch.total -= 1  # never handed to the producer
+                    skipped.append((row.id, str(exc)))
+                    self.skipped[exc.args[0].name()] += 1
+                    log.error("relay: skipping outbox row %d, never publishable: %s", row.id, exc)
         except KafkaException as exc:
-            # Refused on the spot (too large, producer in a fatal state): the rows produced
-            # before it are in the producer; settle them below before giving up the batch.
+            # Refused on the spot (producer in a fatal state): the rows produced before
+            # it are in the producer; settle them below before giving up the batch.
             refused = exc
             batch.errors.setdefault(row.id, str(exc))
         finally:
-            self._settle(self.producer)
+            try:
+                self._settle(self.producer)
+            except (KafkaException, SystemError) as exc:  # fatal: the broker lost its state
+                # (SystemError: confluent-kafka's flush() returning NULL as it turns fatal)
+                batch.unknown_in_doubt(f"producer failed: {exc}")
+                refused = refused or exc
+        for row_id, reason in skipped:
+            # Stamped so the relay moves on; the row keeps its payload and says why.
+            OutboxEvent.objects.filter(id=row_id).update(
+                published_at=timezone.now(),
+                attempts=F("attempts") + 1,
+                last_error=(SKIPPED_PREFIX + reason)[:1000],
+            )
         if batch.in_doubt:
             self.in_doubt += len(batch.in_doubt)
             log.warning(
@@ -187,7 +225,9 @@ class Relay:
         self.published_total += len(batch.acked)
         acked = set(batch.acked)
         # Rows after a refused one were never handed to the producer: untouched, retried.
-        failed = [row for row in rows[: batch.total] if row.id not in acked]
+        skipped_ids = {row_id for row_id, _ in skipped}
+        handed = [row for row in rows if row.id not in skipped_ids][: batch.total]
+        failed = [row for row in handed if row.id not in acked]
         for row in failed:
             OutboxEvent.objects.filter(id=row.id).update(
                 attempts=F("attempts") + 1,
@@ -199,7 +239,7 @@ class Relay:
                 f"{len(failed)} of {len(rows)} outbox events not acknowledged: "
                 f"{next(iter(batch.errors.values()), refused or 'timeout')}"
             )
-        return len(batch.acked)
+        return len(batch.acked) + len(skipped)
 
     def _settle(self, prod) -> None:
         """Leave nothing in ``prod`` whose fate is unknown to this relay.
@@ -221,7 +261,7 @@ class Relay:
         if prod is not None:
             try:
                 self._settle(prod)
-            except KafkaException as exc:  # a producer in a fatal state cannot flush
+            except (KafkaException, SystemError) as exc:  # a fatal producer cannot flush
                 log.warning("relay: could not settle the old producer: %s", exc)
 
     def _mark_published(self, ids: list[int], now, attempts: int = 20) -> None:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
-from tracker.core.events import Event
+from contract.events import Event
 from tracker.outbox.models import OutboxEvent
 
 

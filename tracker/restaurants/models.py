@@ -12,6 +12,10 @@ from tracker.customers.models import LATITUDE, LONGITUDE
 
 
 class Restaurant(models.Model):
+    """A kitchen customers order from; ``staff`` are the users who run its board and see
+    its orders and dashboard.
+    """
+
     name = models.CharField(max_length=120)
     address = models.CharField(max_length=200, blank=True)
     lat = models.FloatField("latitude", validators=LATITUDE)
@@ -27,6 +31,10 @@ class Restaurant(models.Model):
 
 
 class Product(models.Model):
+    """A dish on one restaurant's menu; orders copy its price (:class:`OrderItem`), so
+    editing the menu never changes an order.
+    """
+
     restaurant = models.ForeignKey(Restaurant, on_delete=models.CASCADE, related_name="products")
     name = models.CharField(max_length=120)
     category = models.CharField(max_length=60, db_index=True)

@@ -26,8 +26,8 @@ from typing import Protocol
 from django.db import close_old_connections
 from django.utils import timezone
 
-from tracker.core import geo
-from tracker.core.events import CANCELLABLE_STATUSES, OrderStatus
+from contract import geo
+from contract.events import CANCELLABLE_STATUSES, OrderStatus
 from tracker.couriers.models import Courier
 from tracker.customers.models import Address
 from tracker.orders import services
@@ -63,12 +63,16 @@ def kitchen_pace(restaurant_id: int) -> float:
 
 
 class Clock(Protocol):
+    """Where the simulation's time comes from."""
+
     def now(self) -> datetime: ...
 
     def sleep_until(self, moment: datetime) -> None: ...
 
 
 class RealClock:
+    """Wall-clock time: actions happen when they are due."""
+
     def now(self) -> datetime:
         return timezone.now()
 
@@ -107,6 +111,8 @@ class SimConfig:
 
 @dataclass
 class Transit:
+    """An order on the road: its courier, the waypoints to the door and when the ride started."""
+
     order: Order
     courier: Courier
     waypoints: list[tuple[float, float]]
@@ -124,6 +130,15 @@ class _Action:
 
 
 class Simulation:
+    """Customers, kitchens and couriers acting on a clock, through the same services as real
+    users.
+
+    Actions (place an order, advance one, post a GPS point) wait in a time-ordered queue; a
+    :class:`RealClock` runs them live (``make run``), a :class:`VirtualClock` as fast as
+    possible (tests, benchmarks). Kitchens are slower or faster by restaurant and busier at
+    lunch and dinner; couriers ride street-like paths.
+    """
+
     def __init__(self, rng: random.Random, config: SimConfig, clock: Clock) -> None:
         self.rng = rng
         self.config = config

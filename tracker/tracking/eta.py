@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.utils import timezone
 
-from tracker.core import geo
-from tracker.core.conf import env_float, env_int
-from tracker.core.events import (
+from contract import geo
+from contract.conf import env_float, env_int
+from contract.events import (
     LIFECYCLE,
     OrderEnriched,
     OrderStatus,

@@ -11,6 +11,7 @@ column, rounded to cents here, in one place).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -18,7 +19,7 @@ from typing import Any
 
 from django.db.models import Prefetch
 
-from tracker.core.events import (
+from contract.events import (
     CANCELLABLE_STATUSES,
     LIFECYCLE,
     TERMINAL_STATUSES,
@@ -27,10 +28,11 @@ from tracker.core.events import (
     now_ms,
     status_label,
 )
-from tracker.core.lru import BoundedCache
 from tracker.couriers.models import Courier
+from tracker.notices import listener
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.tracking import eta, selectors
+from tracker.tracking.lru import BoundedCache
 from tracker.tracking.selectors import CourierPosition, OrderState, StatusPeriod
 
 CENT = Decimal("0.01")
@@ -109,12 +111,59 @@ _placed: BoundedCache[int, PlacedOrder] = BoundedCache(PLACED_ORDERS_KEPT)
 _courier_names: BoundedCache[int, str] = BoundedCache(COURIER_NAMES_KEPT)
 _trails: BoundedCache[tuple[int, int], list[dict[str, Any]]] = BoundedCache(TRAILS_KEPT)
 
+#: Raised by every drop, so a copy read from the database before a change committed is
+#: not kept after that change's notice has been handled.
+_generation = 0
+_generation_lock = threading.Lock()  # a check-then-keep never straddles a drop
+
+
+def _keeping() -> tuple[bool, int]:
+    """Whether copies may be used and kept now, and the generation a new copy belongs to.
+
+    The names and owners in a copy change only through the admin (or a shell), whose
+    saves are announced to every process (:mod:`tracker.tracking.invalidation`); copies
+    are trusted only while this process's notice listener is reading those notices."""
+    listener.ensure_started()
+    return listener.healthy(), _generation
+
+
+def _keep(cache: BoundedCache, key: Any, value: Any, generation: int) -> None:
+    with _generation_lock:
+        if generation == _generation:
+            cache.put(key, value)
+
+
+def _drop(cache: BoundedCache, doomed: Any = None, key: Any = None) -> None:
+    global _generation
+    with _generation_lock:
+        _generation += 1
+        if key is not None:
+            cache.pop(key)
+        elif doomed is not None:
+            cache.drop_where(doomed)
+        else:
+            cache.clear()
+
+
+listener.subscribe("copies.customer", lambda pk: _drop(_placed, lambda _, p: p.customer_id == pk))
+listener.subscribe(
+    "copies.restaurant", lambda pk: _drop(_placed, lambda _, p: p.restaurant_id == pk)
+)
+listener.subscribe(
+    "copies.product",
+    lambda pk: _drop(_placed, lambda _, p: any(i["product_id"] == pk for i in p.shown["items"])),
+)
+listener.subscribe("copies.courier", lambda pk: _drop(_courier_names, key=pk))
+listener.on_resync(lambda: (_drop(_placed), _drop(_courier_names)))
+
 
 def placed_order(order_id: int) -> PlacedOrder | None:
     """The order's placed part (None when there is no such order), from the database the
     first time this process is asked for it. Order ids are never reused (orders are not
-    deleted), so an entry never needs to be checked against the database again."""
-    placed = _placed.get(order_id)
+    deleted); what the admin can change in it (owner, names) is dropped from every
+    process's copies when it does (:func:`_keeping`)."""
+    keeping, generation = _keeping()
+    placed = _placed.get(order_id) if keeping else None
     if placed is not None:
         return placed
     order = (
@@ -158,19 +207,22 @@ def placed_order(order_id: int) -> PlacedOrder | None:
             },  # fmt: skip
         },
     )
-    _placed.put(order_id, placed)
+    if keeping:
+        _keep(_placed, order_id, placed, generation)
     return placed
 
 
 def courier_name(courier_id: int) -> str | None:
     """A courier's display name (None for an id the database does not know)."""
-    name = _courier_names.get(courier_id)
+    keeping, generation = _keeping()
+    name = _courier_names.get(courier_id) if keeping else None
     if name is None:
         courier = Courier.objects.select_related("user").filter(pk=courier_id).first()
         if courier is None:
             return None
         name = courier.display_name
-        _courier_names.put(courier_id, name)
+        if keeping:
+            _keep(_courier_names, courier_id, name, generation)
     return name
 
 

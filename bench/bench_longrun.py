@@ -1,0 +1,258 @@
+"""Long run: the whole embedded system (``make run``) at its default load for hours, with
+the broker's memory bound low enough to be crossed again and again.
+
+Every ``--probe-every`` seconds a black-box probe goes through the public API as a
+customer and an operator would: place an order, advance it to OUT_FOR_DELIVERY, post
+a GPS point as its courier, and wait until both the status and the point are on an open
+WebSocket and in the REST detail served from Pinot. Memory (RSS with children) is
+sampled every 30 s (bench_soak's sampler). The component logs are kept beside the
+result. Not a test: prints the probe table and writes bench/results/longrun-*.json.
+
+    nice .venv/bin/python bench/bench_longrun.py --minutes 120 --max-mb 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_soak import MemorySampler, drain_and_count, wait_for_operator  # noqa: E402
+from bench.common import RESULTS, machine, print_table, start_full_system  # noqa: E402
+
+PROBE_TIMEOUT = 60.0
+
+
+def probe_people(operator) -> dict:
+    """A customer of its own (so its socket sees only the probe's orders) and a restaurant."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from tracker.customers.models import Address, Customer
+    from tracker.restaurants.models import Restaurant
+
+    user, _ = get_user_model().objects.get_or_create(username="longrun-probe")
+    customer, _ = Customer.objects.get_or_create(user=user)
+    Address.objects.get_or_create(
+        customer=customer,
+        defaults={"line1": "1 Church St", "lat": 12.975, "lon": 77.605, "is_default": True},
+    )
+    restaurant = Restaurant.objects.filter(is_open=True).order_by("id").first()
+    product = restaurant.products.filter(is_available=True).order_by("id").first()
+    return {
+        "customer": Token.objects.get_or_create(user=user)[0].key,
+        "operator": Token.objects.get_or_create(user=operator)[0].key,
+        "restaurant": restaurant.pk,
+        "product": product.pk,
+    }
+
+
+def courier_token(order_id: int) -> str:
+    """The token of the courier the system assigned (set up as the courier's app would be)."""
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    from tracker.orders.models import Order
+
+    courier = Order.objects.select_related("courier__user").get(pk=order_id).courier
+    key = Token.objects.get_or_create(user=courier.user)[0].key
+    connection.close()
+    return key
+
+
+async def probe(web: str, people: dict, n: int) -> dict:
+    import httpx
+    import websockets
+
+    t0 = time.monotonic()
+    row: dict = {"ok": False, "step": "place"}
+
+    def auth(role: str) -> dict:
+        return {"Authorization": f"Token {people[role]}"}
+
+    async with httpx.AsyncClient(base_url=web, timeout=30) as client:
+        try:
+            placed = await client.post(
+                "/api/v1/orders/",
+                headers=auth("customer"),
+                json={
+                    "restaurant_id": people["restaurant"],
+                    "items": [{"product_id": people["product"], "quantity": 1}],
+                    "delivery": {"address": "1 Church St", "lat": 12.975, "lon": 77.605},
+                },
+            )
+            placed.raise_for_status()
+            order_id = placed.json()["id"]
+            row["order_id"] = order_id
+            ws_url = web.replace("http", "ws", 1) + f"/ws/orders/{order_id}/"
+            async with websockets.connect(ws_url, additional_headers=auth("customer")) as ws:
+                row["step"] = "snapshot"
+                snapshot = json.loads(await asyncio.wait_for(ws.recv(), PROBE_TIMEOUT))
+                assert snapshot["type"] == "snapshot", snapshot
+                row["step"] = "advance"
+                for _ in range(4):
+                    r = await client.post(
+                        f"/api/v1/orders/{order_id}/advance/", headers=auth("operator")
+                    )
+                    r.raise_for_status()
+                people["courier"] = await asyncio.to_thread(courier_token, order_id)
+                point = (round(12.97 + (n % 50) * 1e-4, 6), round(77.62 + (n % 50) * 1e-4, 6))
+                row["step"] = "gps"
+                t_gps = time.monotonic()
+                r = await client.post(
+                    f"/api/v1/orders/{order_id}/locations/",
+                    headers=auth("courier"),
+                    json={"lat": point[0], "lon": point[1]},
+                )
+                row["gps_http"] = r.status_code
+                r.raise_for_status()
+                row["step"] = "socket"
+                status, position = None, None
+                deadline = time.monotonic() + PROBE_TIMEOUT
+                while status != "OUT_FOR_DELIVERY" or position != point:
+                    left = deadline - time.monotonic()
+                    message = json.loads(await asyncio.wait_for(ws.recv(), max(0.1, left)))
+                    if message.get("type") != "update":
+                        continue
+                    status = message.get("status", status)
+                    if message.get("position"):
+                        position = (message["position"]["lat"], message["position"]["lon"])
+                row["socket_s"] = round(time.monotonic() - t_gps, 2)
+            row["step"] = "rest"
+            deadline = time.monotonic() + PROBE_TIMEOUT
+            while True:
+                r = await client.get(f"/api/v1/orders/{order_id}/", headers=auth("customer"))
+                body = r.json() if r.status_code == 200 else {}
+                where = body.get("position") and (body["position"]["lat"], body["position"]["lon"])
+                if (
+                    body.get("tracking", {}).get("source") == "pinot"
+                    and body.get("status") == "OUT_FOR_DELIVERY"
+                    and where == point
+                ):
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"REST detail: {r.status_code} {str(body)[:200]}")
+                await asyncio.sleep(0.25)
+            row["rest_s"] = round(time.monotonic() - t_gps, 2)
+            row["ok"], row["step"] = True, "done"
+        except Exception as exc:  # noqa: BLE001 - a failed probe is a result, not a crash
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    row["total_s"] = round(time.monotonic() - t0, 2)
+    return row
+
+
+def rollovers_so_far(workdir: Path) -> int:
+    log = workdir / "logs" / "broker.log"
+    return log.read_text(errors="replace").count("rollover done") if log.exists() else 0
+
+
+async def run_probes(web: str, people: dict, minutes: float, every: float, sampler, workdir):
+    rows = []
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < minutes * 60:
+        started = time.monotonic()
+        row = await probe(web, people, n)
+        row["t_min"] = round((started - t0) / 60, 1)
+        row["broker_rss_mb"] = (
+            sampler.samples[-1]["rss_mb"].get("broker") if sampler.samples else None
+        )
+        row["rollovers"] = rollovers_so_far(workdir)
+        rows.append(row)
+        print(
+            f"  probe {n}: t={row['t_min']} min ok={row['ok']} step={row['step']} "
+            f"socket={row.get('socket_s')} rest={row.get('rest_s')} rss={row['broker_rss_mb']} "
+            f"rollovers={row['rollovers']} {row.get('error', '')}",
+            flush=True,
+        )
+        n += 1
+        await asyncio.sleep(max(0.0, every - (time.monotonic() - started)))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=120)
+    parser.add_argument("--max-mb", type=int, default=256, help="KAFKA_EMBEDDED_MAX_MB")
+    parser.add_argument("--probe-every", type=float, default=120.0, help="seconds")
+    parser.add_argument("--multiple", type=float, default=1, help="x the default load")
+    args = parser.parse_args()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    os.environ["KAFKA_EMBEDDED_MAX_MB"] = str(args.max_mb)
+
+    supervisor, web, workdir = start_full_system(args.multiple)
+    try:
+        operator = wait_for_operator()
+        people = probe_people(operator)
+        sampler = MemorySampler(supervisor.children)
+        sampler.start()
+        probes = asyncio.run(
+            run_probes(web, people, args.minutes, args.probe_every, sampler, workdir)
+        )
+        sampler.stopped.set()
+        sampler.join()
+        supervisor.stop_component("simulator")
+        events_in, rows = drain_and_count()
+    finally:
+        supervisor.stop()
+    restarts = {c.component.name: c.restarts for c in supervisor.children}
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    logs = RESULTS / f"longrun-{stamp}-logs"
+    shutil.copytree(workdir / "logs", logs, dirs_exist_ok=True)
+    series = sampler.samples
+    result = {
+        "machine": machine(),
+        "params": vars(args),
+        "note": "run under nice on a machine shared with other work",
+        "probes": probes,
+        "probes_passed": sum(p["ok"] for p in probes),
+        "probes_total": len(probes),
+        "rollovers": rollovers_so_far(workdir),
+        "rss_mb_series": series,
+        "events_in": events_in,
+        "rows_in_pinot": rows,
+        "equal": events_in == rows,
+        "restarts": restarts,
+        "logs": str(logs.relative_to(ROOT)),
+    }
+    path = RESULTS / f"longrun-{stamp}.json"
+    path.write_text(json.dumps(result, indent=2, sort_keys=True))
+    print_table(
+        f"Long run: default load x{args.multiple:g}, KAFKA_EMBEDDED_MAX_MB={args.max_mb}, "
+        f"{args.minutes:g} min; {result['probes_passed']}/{len(probes)} probes passed, "
+        f"{result['rollovers']} rollovers",
+        [
+            (f"{p['t_min']}", "pass" if p["ok"] else f"FAIL at {p['step']}",
+             str(p.get("gps_http", "")), str(p.get("socket_s", "")), str(p.get("rest_s", "")),
+             str(p["broker_rss_mb"]), str(p["rollovers"]))
+            for p in probes
+        ],
+        header=("t (min)", "probe", "GPS HTTP", "GPS->socket s", "GPS->REST s", "broker RSS MiB",
+                "rollovers"),
+    )  # fmt: skip
+    names = [c.component.name for c in supervisor.children]
+    print_table(
+        "Memory (RSS MiB, with children) every 30 s",
+        [(f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names)) for row in series],
+        header=("t", *names),
+    )
+    print_table(
+        "System of record vs Pinot after draining",
+        [(k, str(events_in[k]), str(rows[k])) for k in events_in],
+        header=("what", "system of record", "Pinot"),
+    )
+    print("  restarts:", restarts)
+    print("  written to", path, "and", logs)
+
+
+if __name__ == "__main__":
+    main()

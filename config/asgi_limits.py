@@ -1,0 +1,88 @@
+"""ASGI wrapper: refuse oversized HTTP bodies before Django buffers them.
+
+Django's ASGI handler reads the whole body (to memory, then a temporary file)
+before any middleware runs. This wrapper answers 413 at once when the declared
+``Content-Length`` is over ``REQUEST_MAX_BODY_BYTES``, and cuts off a body sent
+without one (chunked) as soon as it passes the limit: Django sees the client
+disconnect and stops reading, and the client gets the 413.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+
+def _too_large_body(path: str, limit: int) -> tuple[bytes, bytes]:
+    message = f"Request body is over the {limit}-byte limit."
+    if path.startswith("/api/"):
+        body = {"error": {"status": 413, "code": "too_large", "message": message}}
+        return json.dumps(body).encode(), b"application/json"
+    return message.encode(), b"text/plain; charset=utf-8"
+
+
+class BodySizeLimit:
+    """Wraps the HTTP app: 413 for a body over ``REQUEST_MAX_BODY_BYTES``, declared or streamed."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = settings.REQUEST_MAX_BODY_BYTES
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                length = -1
+            if length < 0 or length > limit:
+                await self._refuse(scope, send, 413 if length > limit else 400, limit)
+                return
+        received = 0
+        over = False
+        started = False
+
+        async def limited_receive() -> dict:
+            nonlocal received, over
+            if over:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    over = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, limited_receive, tracking_send)
+        if over and not started:
+            await self._refuse(scope, send, 413, limit)
+
+    async def _refuse(self, scope: dict, send: Any, status: int, limit: int) -> None:
+        if status == 413:
+            body, content_type = _too_large_body(scope.get("path", ""), limit)
+        else:
+            body, content_type = b"Content-Length must be a number >= 0.", b"text/plain"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", content_type),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,94 @@
+"""Django middleware: request-body cap and login throttles (see :mod:`tracker.accounts.security`).
+
+Both answer in the API's error format under ``/api/`` and in plain text elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from tracker.accounts.security import LoginRateLimiter, client_ip
+
+
+def error_response(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
+    """The API's one error shape (see api/errors.py) under /api/, plain text elsewhere."""
+    if request.path.startswith("/api/"):
+        body = {"error": {"status": status, "code": code, "message": message}}
+        return JsonResponse(body, status=status)
+    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+class RequestSizeLimitMiddleware:
+    """413 for a declared body over ``REQUEST_MAX_BODY_BYTES``, before anything reads it.
+
+    Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` guards only form parsing; DRF's JSON
+    parser reads the raw stream, so without this a multi-gigabyte POST to any API
+    endpoint would be read into memory. (A body sent without Content-Length is
+    read by Django as empty; the ASGI wrapper in :mod:`config.asgi_limits` stops
+    such streams before Django buffers them.)
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        raw = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            length = int(raw)
+        except ValueError:
+            length = -1
+        if length < 0:
+            return error_response(request, 400, "invalid", "Content-Length must be a number >= 0.")
+        limit = settings.REQUEST_MAX_BODY_BYTES
+        if length > limit:
+            return error_response(
+                request, 413, "too_large", f"Request body is over the {limit}-byte limit."
+            )
+        return self.get_response(request)
+
+
+class LoginThrottleMiddleware:
+    """Throttle every login path, per client address and per user name (429 + Retry-After)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "POST" and request.path in settings.LOGIN_PATHS:
+            refusal = LoginRateLimiter().attempt(
+                client=client_ip(request.META), username=_username(request)
+            )
+            if refusal is not None:
+                response = error_response(request, 429, "throttled", refusal.reason)
+                response["Retry-After"] = str(refusal.retry_after)
+                return response
+        return self.get_response(request)
+
+
+def _username(request: HttpRequest) -> str | None:
+    """The user name an attempt is for, read the way the login it guards will read it.
+
+    The API's sign-in reads its body with DRF's parsers, which also take ``*/*``,
+    ``application/*``, any charset and multipart; the browser and admin sign-ins read the
+    form. Parsing here with the same parsers leaves no encoding that the view accepts and
+    this does not see. The body is already size-capped (RequestSizeLimitMiddleware).
+    """
+    try:
+        if request.path.startswith("/api/"):
+            from rest_framework.request import Request
+            from rest_framework.settings import api_settings
+
+            request.body  # noqa: B018 - kept, so the view's own parse reads it again
+            parsers = [parser() for parser in api_settings.DEFAULT_PARSER_CLASSES]
+            data = Request(request, parsers=parsers).data
+        else:
+            data = request.POST
+        value = data.get("username") if hasattr(data, "get") else None
+    except Exception:  # noqa: BLE001 - a body the view cannot parse is no sign-in either
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # a serializer CharField takes numbers as their text
+    return value if isinstance(value, str) else None

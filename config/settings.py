@@ -1,0 +1,245 @@
+"""Django settings, every value read from the environment with an embedded default.
+
+The defaults run the whole system on one machine (SQLite under ``var/``, the
+in-memory channel layer, the embedded broker and Pinot stand-in on loopback).
+Production sets the variables listed in README.md's configuration table.
+"""
+
+from __future__ import annotations
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from contract.conf import env_bool, env_int, env_list, env_str, var_dir
+
+#: The built-in key: fine on a laptop, never with debug off (see the check below).
+DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    # Sessions, password-reset links and signed values would be forgeable by anyone who
+    # has read this repository: refuse to start rather than run production with it.
+    raise ImproperlyConfigured(
+        "DJANGO_DEBUG=false but DJANGO_SECRET_KEY is not set (the built-in development key "
+        "is public). Set DJANGO_SECRET_KEY to 50+ random characters, e.g. the output of "
+        '`python -c "import secrets; print(secrets.token_urlsafe(50))"`, or set '
+        "DJANGO_DEBUG=true for local development. See docs/operations.md, production checklist."
+    )
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list(
+    "DJANGO_CSRF_TRUSTED_ORIGINS", ["http://127.0.0.1:8000", "http://localhost:8000"]
+)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "tracker.customers",
+    "tracker.restaurants",
+    "tracker.couriers",
+    "tracker.orders",
+    "tracker.outbox",
+    "tracker.notices",
+    "tracker.tracking",
+    "tracker.simulator",
+    "tracker.operations",
+    "tracker.live",
+    "api",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "config.middleware.RequestSizeLimitMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.middleware.LoginThrottleMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_CONN_MAX_AGE = env_int("DATABASE_CONN_MAX_AGE", 60)
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{var_dir() / 'ordertrack.sqlite3'}"),
+        conn_max_age=DATABASE_CONN_MAX_AGE,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes (ASGI server, relay, simulator) share the file: WAL and a
+    # generous busy timeout keep writers from failing with "database is locked".
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # Short-lived connections: long-lived ones in the relay's and the workers' threads
+    # keep stale views of the file, and keeping them gains no latency.
+    # The web's long-lived request threads keep theirs (config/asgi_threads.py).
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+#: Long-lived threads per web process for Django's sync request handling, each keeping its
+#: database connection this long (config/asgi_threads.py).
+REQUEST_THREADS = env_int("WEB_REQUEST_THREADS", 8)
+REQUEST_THREAD_CONN_MAX_AGE = DATABASE_CONN_MAX_AGE
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("DJANGO_TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = var_dir() / "static"  # collectstatic target; WhiteNoise serves it
+STATIC_ROOT.mkdir(exist_ok=True)
+WHITENOISE_USE_FINDERS = DEBUG  # in development, serve app static files without collectstatic
+FORMS_URLFIELD_ASSUME_HTTPS = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- request limits and login throttles (tracker/accounts/security.py, config/middleware.py) --
+#: Largest request body accepted (413 above it), for every path: DRF's JSON parser
+#: reads the raw stream, so Django's own form limit below does not cover the API.
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES
+#: Reverse proxies in front of the app that append to X-Forwarded-For (Caddy in
+#: docker-compose.yml: 1). 0 = ignore the header: the client is REMOTE_ADDR.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+#: Every sign-in path, throttled per client and per user name.
+LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/login/"})
+LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
+LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "10/min")
+
+#: API tokens (mobile apps) expire this many days after sign-in; 0 = never.
+API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
+
+# --- REST API -------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.ExpiringTokenAuthentication",  # mobile apps
+        "rest_framework.authentication.SessionAuthentication",  # the browser (CSRF enforced)
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.JSONParser",  # DRF's, plus a nesting limit (deep nesting was a 500)
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttles.ScopedRateThrottle"],
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # never key throttles on a client-written header
+    "DEFAULT_THROTTLE_RATES": {
+        "login": env_str("API_THROTTLE_LOGIN", "10/min"),
+        "orders": env_str("API_THROTTLE_ORDERS", "30/min"),
+        "writes": env_str("API_THROTTLE_WRITES", "240/min"),
+        "locations": env_str("API_THROTTLE_LOCATIONS", "600/min"),
+    },
+    "DATETIME_FORMAT": "iso-8601",
+    "COERCE_DECIMAL_TO_STRING": True,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Ordertrack API",
+    "DESCRIPTION": (
+        "Customer order tracking. Writes go to the system of record (database + outbox); "
+        "tracking reads come from Apache Pinot. Times are ISO-8601 UTC, money is a decimal "
+        'string, every error is {"error": {status, code, message, fields?}}.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SWAGGER_UI_DIST": "SIDECAR",  # served from our static files: works offline
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Throttle counters: per process in embedded mode, shared through Redis in production.
+REDIS_URL = env_str("REDIS_URL", "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# --- live push (Channels) -----------------------------------------------------------
+CHANNEL_LAYERS = {
+    "default": (
+        {"BACKEND": "channels_redis.core.RedisChannelLayer",
+         "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30}}
+        if REDIS_URL
+        else {"BACKEND": "tracker.live.layers.SweepingInMemoryChannelLayer",
+              "CONFIG": {"capacity": 1000}}
+    )
+}  # fmt: skip
+#: Run the Kafka -> WebSocket bridge inside the ASGI process (embedded mode). With
+#: several ASGI servers, set false and run `manage.py pushbridge` with REDIS_URL.
+PUSH_BRIDGE_EMBEDDED = env_bool("PUSH_BRIDGE_EMBEDDED", not REDIS_URL)
+PUSH_HEARTBEAT_SECONDS = float(env_str("PUSH_HEARTBEAT_SECONDS", "20"))
+#: Safety net behind the revocation messages (tracker/live/signals.py): every open socket
+#: re-checks its credential and its access this often, so a change made where the
+#: channel layer does not reach (another process in embedded mode) still closes it.
+PUSH_RECHECK_SECONDS = float(env_str("PUSH_RECHECK_SECONDS", "30"))
+
+# --- the event pipeline -------------------------------------------------------
+OUTBOX_RELAY_BATCH_SIZE = env_int("OUTBOX_RELAY_BATCH_SIZE", 500)
+OUTBOX_RELAY_POLL_SECONDS = float(env_str("OUTBOX_RELAY_POLL_SECONDS", "0.05"))
+
+# --- production hardening (on whenever DEBUG is off) -----------------------------
+if not DEBUG:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    X_FRAME_OPTIONS = "DENY"

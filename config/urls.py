@@ -1,0 +1,14 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from tracker.operations.views import healthz
+
+admin.site.site_header = "Ordertrack operations"
+admin.site.site_title = "Ordertrack"
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("api/", include("api.urls")),
+    path("", include("frontend.urls")),
+]

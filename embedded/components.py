@@ -1,0 +1,99 @@
+"""Every process of the running system, in start order: the one list ``python -m embedded`` reads.
+
+A new component is one line here: its command, the line it prints when it is
+ready, and the stage it starts in (a stage starts when the previous one is ready).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from contract.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
+
+PYTHON = sys.executable
+MANAGE = str(BASE_DIR / "manage.py")
+
+
+@dataclass(frozen=True)
+class Component:
+    """One process of the embedded system: how to start it, how to tell it is ready, and when."""
+
+    name: str
+    argv: list[str]
+    #: A substring of the child's output that means "ready".
+    ready_text: str
+    stage: int
+    #: What to tell the user while waiting (Spark takes ~20 s to warm up).
+    waiting_note: str = ""
+    enabled: Callable[[], bool] = field(default=lambda: True)
+    ready_timeout: float = 120.0
+    #: The child's whole environment (default: the supervisor's own, inherited).
+    env: dict[str, str] | None = None
+
+
+def web_address() -> tuple[str, int]:
+    return env_str("WEB_HOST", "127.0.0.1"), env_int("WEB_PORT", 8000)
+
+
+def components() -> list[Component]:
+    host, port = web_address()
+    return [
+        Component(
+            "broker",
+            [PYTHON, "-m", "embedded.broker"],
+            ready_text="topics ready",
+            stage=0,
+            waiting_note="starting the embedded Kafka-protocol broker (Tansu)",
+            enabled=lambda: kafka_config().embedded,
+        ),
+        Component(
+            "relay",
+            [PYTHON, MANAGE, "relay"],
+            ready_text="relay: publishing",
+            stage=1,
+            waiting_note="outbox relay connecting to Kafka",
+        ),
+        Component(
+            "pinot",
+            [PYTHON, "-m", "embedded.pinot_server"],
+            ready_text="pinot: ready",
+            stage=1,
+            waiting_note="Pinot-compatible local server (embedded serving layer)",
+            enabled=lambda: env_bool("PINOT_EMBEDDED", True),
+        ),
+        Component(
+            "web",
+            [
+                PYTHON, "-m", "uvicorn", "config.asgi:application",
+                "--host", host, "--port", str(port), "--no-access-log",
+                # Django runs sync views on one thread per process: two processes use both cores.
+                "--workers", str(env_int("WEB_WORKERS", 2)),
+            ],
+            ready_text="Application startup complete",
+            stage=1,
+            waiting_note=f"Django ASGI server on http://{host}:{port}",
+        ),
+        Component(
+            "streaming",
+            [PYTHON, "-m", "embedded.streaming"],
+            ready_text="streaming: ready",
+            # Its first micro-batch needs input, so it starts beside the simulator.
+            stage=2,
+            waiting_note="Spark Structured Streaming job (JVM warm-up takes ~20 s)",
+            ready_timeout=240.0,
+        ),
+        Component(
+            "simulator",
+            [
+                PYTHON, MANAGE, "simulate",
+                "--rate", str(env_float("SIMULATOR_RATE", 50.0)),
+                "--pace", str(env_float("SIMULATOR_PACE", 4.0)),
+            ],
+            ready_text="simulator: running",
+            stage=2,
+            waiting_note="simulator placing orders",
+            enabled=lambda: env_str("SIMULATOR_ENABLED", "true").lower() in {"1", "true", "yes"},
+        ),
+    ]  # fmt: skip

@@ -1,0 +1,638 @@
+"""Kafka for Spark as a Python data source: the embedded mode's connector.
+
+The spark-sql-kafka jar cannot be downloaded on the build machines, so this
+``pyspark.sql.datasource`` plays its part here; production uses Spark's native
+``kafka`` format with the same columns and options, so the job is the same code.
+
+* **Reading** (``spark.readStream.format("ordertrack_kafka")``): the driver only
+  plans offsets; executors read the ranges. Offsets are ``{topic: {partition:
+  next}}`` in Spark's offset log. Topic partitions are packed into at most
+  ``numPartitions`` input partitions (default 2: one per core here), because
+  every Python task has a fixed cost.
+* **Writing** (``writeStream.foreach(KafkaRowWriter(...))``): the micro-batch's
+  own executor tasks produce the rows' ``(topic, key, value)``; a task fails unless
+  the broker acknowledged all.
+* Tansu's listed high watermark is the base offset of the *last batch* + 1, so the
+  end of each partition is read forward, from where the last scan ended, to the
+  exact watermark of the fetch response. Fetch waits leave the broker time to find
+  the data (docs/broker.md): it answers nothing, without an error, when listing a
+  partition's batches takes longer than the fetch's max wait.
+* The embedded broker is in memory: after it restarts, topics are empty and
+  refilled from offset 0. A checkpointed offset beyond a partition's true end
+  therefore means "the topic was reset": the partition restarts from its
+  beginning (logged), and the join's commutative aggregates make the replay
+  produce the same final records.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+log = logging.getLogger(__name__)
+
+KAFKA_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+    ]
+)
+
+#: topic -> partition (as text: JSON keys) -> next offset, plus ``_topic_ids``: topic -> id.
+Offsets = dict[str, dict[str, Any]]
+TOPIC_IDS = "_topic_ids"
+#: How long one micro-batch's end-of-partition scan may take: the scan runs on the driver
+#: before every batch, and records it leaves behind only wait for the next batch. When
+#: nothing is new the scan is one fetch that waits (up to the fetch wait) for data.
+END_SCAN_SECONDS = 0.5
+#: Fewer records than this in a micro-batch are read by one task (see ``partitions``).
+MIN_RECORDS_PER_TASK = 1000
+#: Executors read ranges that exist: the fetch returns as soon as the broker has found
+#: them, and this is how long it may look (docs/broker.md).
+RANGE_FETCH_WAIT_MS = 500
+
+
+def _consumer(bootstrap: str, **overrides: Any) -> Any:
+    from contract.conf import KafkaConfig
+    from contract.kafka import consumer
+
+    return consumer(
+        KafkaConfig(bootstrap_servers=bootstrap),
+        **{"group.id": "ordertrack-spark-source", **overrides},
+    )
+
+
+_CACHE_LOCK = threading.Lock()
+_CONSUMERS: dict[tuple[int, str], Any] = {}
+
+
+def _cached_consumer(bootstrap: str) -> Any:
+    """A consumer reused across tasks of this worker process (one per thread)."""
+    key = (threading.get_ident(), bootstrap)
+    with _CACHE_LOCK:
+        cons = _CONSUMERS.get(key)
+        if cons is None:
+            cons = _consumer(bootstrap, **{"fetch.wait.max.ms": RANGE_FETCH_WAIT_MS})
+            _CONSUMERS[key] = cons
+        return cons
+
+
+class KafkaRange:
+    """``[start, end)`` of one topic partition, in the topic incarnation ``topic_id``."""
+
+    def __init__(
+        self, topic: str, partition: int, start: int, end: int, topic_id: str | None = None
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.topic_id = topic_id
+
+
+class KafkaRanges(InputPartition):
+    """One Spark input partition: several ranges, read by one task with one assignment."""
+
+    def __init__(self, ranges: list[KafkaRange]) -> None:
+        self.ranges = ranges
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader over a fixed list of topics, assign()-based."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.bootstrap = options["kafka.bootstrap.servers"]
+        self.topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
+        self.starting = options.get("startingOffsets", "earliest")
+        self.timeout = float(options.get("timeoutSeconds", "10"))
+        self.num_partitions = max(1, int(options.get("numPartitions", "2")))
+        self.max_offsets = int(options.get("maxOffsetsPerTrigger", "0"))
+        self._consumer: Any = None
+        self._admin: Any = None
+        self._target: Offsets | None = None
+        self._partitions: dict[str, list[int]] | None = None
+        self._partitions_at = 0.0
+        self._reporter: Any = None
+        #: Where the last end scan ended, per (topic, partition), and in which topic ids.
+        self._scanned: dict[tuple[str, int], int] = {}
+        self._scanned_ids: dict[str, str] = {}
+        self._behind_logged_at = 0.0
+
+    # -- driver side ---------------------------------------------------------------
+
+    def _cons(self) -> Any:
+        if self._consumer is None:
+            self._consumer = _consumer(self.bootstrap)
+        return self._consumer
+
+    def _true_ends(self) -> Offsets:
+        """True next offset of every partition of every topic, in one forward read.
+
+        Each partition is read from where the previous scan ended up to the exact
+        high watermark of the fetch response (or end-of-partition). The first time,
+        and after its topic was recreated, it starts from the listed watermark - 1
+        instead, as :func:`contract.kafka.end_offsets` does: on Tansu ListOffsets
+        lists every batch of the partition, which grows with the log, so it is not
+        asked before every batch. With nothing new anywhere the scan is a single
+        fetch that waits for data, instead of the driver polling.
+        """
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        from contract.kafka import at_fetched_end, drain, partitions_of
+
+        cons = self._cons()
+        if self._partitions is None or time.monotonic() - self._partitions_at > 30:
+            # Refreshed now and then so partitions added to a topic are picked up.
+            self._partitions = {t: partitions_of(cons, t, self.timeout) for t in self.topics}
+            self._partitions_at = time.monotonic()
+        ids = self._topic_ids()
+        self._scanned = {
+            tp: end
+            for tp, end in self._scanned.items()
+            if self._scanned_ids.get(tp[0]) == ids[tp[0]]
+        }
+        self._scanned_ids = ids
+        ends: dict[tuple[str, int], int] = {}
+        starts = []
+        for topic, parts in self._partitions.items():
+            for p in parts:
+                known = self._scanned.get((topic, p))
+                if known is None:
+                    low, high = cons.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=self.timeout, cached=False
+                    )
+                    ends[(topic, p)] = known = high
+                    if high > low:
+                        known = max(high - 1, low)
+                ends.setdefault((topic, p), known)
+                starts.append(TopicPartition(topic, p, known))
+        cons.assign(starts)
+        pending = {(tp.topic, tp.partition) for tp in starts}
+        # A partition that keeps growing may never report end-of-partition while we
+        # read it; the highest offset seen by then is a safe end for this batch (it
+        # exists), and the next batch takes the rest.
+        deadline = time.monotonic() + END_SCAN_SECONDS
+        try:
+            while pending and time.monotonic() < deadline:
+                for msg in drain(cons, 0.01):
+                    err, tp = msg.error(), (msg.topic(), msg.partition())
+                    if err is None:
+                        ends[tp] = max(ends[tp], msg.offset() + 1)
+                        if at_fetched_end(cons, msg):
+                            pending.discard(tp)
+                    elif err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(tp)
+                    else:
+                        raise KafkaException(err)
+            behind = {
+                tp: high
+                for tp in pending
+                if (high := cons.get_watermark_offsets(TopicPartition(*tp), cached=True)[1])
+                > ends[tp]
+            }
+        finally:
+            cons.unassign()
+        if behind and time.monotonic() - self._behind_logged_at > 60:
+            self._behind_logged_at = time.monotonic()
+            log.warning(
+                "kafka source: the broker returned no records below its high watermark "
+                "within the scan (partition: end read, watermark): %s",
+                {f"{t}[{p}]": (ends[(t, p)], high) for (t, p), high in sorted(behind.items())},
+            )
+        self._scanned.update(ends)
+        result: Offsets = {t: {} for t in self.topics}
+        for (topic, p), end in sorted(ends.items()):
+            result[topic][str(p)] = end
+        result[TOPIC_IDS] = ids
+        return result
+
+    def _topic_ids(self) -> dict[str, str]:
+        """Each topic's id: a topic deleted and created again (the embedded broker restarted)
+        gets a new one, even once it has refilled past the checkpointed offsets."""
+        from contract.conf import KafkaConfig
+        from contract.kafka import admin
+        from contract.positions import topic_ids
+
+        if self._admin is None:
+            self._admin = admin(KafkaConfig(bootstrap_servers=self.bootstrap))
+        return topic_ids(self._admin, self.topics, self.timeout)
+
+    def _begin(self, start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
+        """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``.
+
+        A new topic id after a rollover of the embedded broker moves the offset to the same
+        record in the new log (the rollover log says by how much); any other new id, or an
+        offset beyond the end, means the broker lost its data: read again from 0."""
+        begun = start.get(topic, {}).get(p, 0)
+        old_id = start.get(TOPIC_IDS, {}).get(topic)
+        new_id = end.get(TOPIC_IDS, {}).get(topic)
+        if old_id is not None and new_id is not None and old_id != new_id:
+            moved = _rollover_log(self.bootstrap).translate(old_id, {int(p): begun}, new_id)
+            return (0, True) if moved is None else (moved[int(p)], False)
+        if begun > end[topic][p]:
+            return 0, True
+        return begun, False
+
+    def _ranges(self, start: dict, end: Offsets) -> dict[tuple[str, str], tuple[int, int]]:
+        return {
+            (t, p): (self._begin(start, end, t, p)[0], stop)
+            for t, parts in end.items()
+            if t != TOPIC_IDS
+            for p, stop in parts.items()
+        }
+
+    def initialOffset(self) -> dict:
+        if self.starting == "latest":
+            return self._true_ends()
+        if self.starting != "earliest":
+            return json.loads(self.starting)
+        from contract.kafka import partitions_of
+
+        offsets: Offsets = {
+            topic: {str(p): 0 for p in partitions_of(self._cons(), topic, self.timeout)}
+            for topic in self.topics
+        }
+        offsets[TOPIC_IDS] = self._topic_ids()
+        return offsets
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._true_ends()
+
+    def _ends_when_reachable(self) -> Offsets:
+        """:meth:`_true_ends`, waiting out a broker that is briefly unreachable (the
+        embedded one restarts empty in a few seconds) instead of failing the query."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + 6 * self.timeout
+        while True:
+            try:
+                return self._true_ends()
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("kafka source: broker unreachable (%s); retrying", exc)
+                self._partitions = None
+                time.sleep(1)
+
+    def latestOffset(self, start: dict, limit: Any) -> dict:
+        ends = self._target if self._target is not None else self._ends_when_reachable()
+        for topic, parts in ends.items():
+            if topic == TOPIC_IDS:
+                continue
+            for p in parts:
+                if self._begin(start, ends, topic, p)[1]:
+                    log.warning(
+                        "kafka source: %s[%s] was reset since offset %s (new topic id or "
+                        "offset beyond its end): re-reading the partition from its beginning",
+                        topic,
+                        p,
+                        start.get(topic, {}).get(p),
+                    )
+        return self._capped(start, ends)
+
+    def _capped(self, start: dict, ends: Offsets) -> Offsets:
+        """Ends moved back so one batch reads at most ``maxOffsetsPerTrigger`` records,
+        shared in proportion to each partition's backlog (as the native source does)."""
+        if self.max_offsets <= 0 or self._target is not None:
+            return ends
+        ranges = self._ranges(start, ends)
+        total = sum(stop - begin for begin, stop in ranges.values())
+        if total <= self.max_offsets:
+            return ends
+        capped: Offsets = {t: dict(parts) for t, parts in ends.items()}
+        for (t, p), (begin, stop) in ranges.items():
+            share = (stop - begin) * self.max_offsets // total
+            capped[t][p] = begin + max(share, min(stop - begin, 1))
+        return capped
+
+    def reportLatestOffset(self) -> dict | None:
+        return None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        ids = end.get(TOPIC_IDS, {})
+        ranges = [
+            KafkaRange(t, int(p), begin, stop, ids.get(t))
+            for (t, p), (begin, stop) in self._ranges(start, end).items()
+            if stop > begin
+        ]
+        # A task per MIN_RECORDS_PER_TASK records, up to numPartitions: every Python task
+        # has a fixed cost, and at a quiet time a batch has a handful of records.
+        records = sum(r.end - r.start for r in ranges)
+        tasks = min(self.num_partitions, len(ranges), -(-records // MIN_RECORDS_PER_TASK))
+        # Biggest ranges first, each to the lightest partition: even tasks.
+        groups: list[list[KafkaRange]] = [[] for _ in range(tasks)]
+        sizes = [0] * len(groups)
+        for r in sorted(ranges, key=lambda r: r.start - r.end):
+            i = sizes.index(min(sizes))
+            groups[i].append(r)
+            sizes[i] += r.end - r.start
+        return [KafkaRanges(g) for g in groups]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        assert isinstance(partition, KafkaRanges)
+        return read_ranges(
+            _cached_consumer(self.bootstrap),
+            partition.ranges,
+            self.timeout,
+            topic_ids=lambda topics: _describe_topic_ids(self.bootstrap, topics, self.timeout),
+            rollovers=_rollover_log(self.bootstrap),
+        )
+
+    def commit(self, end: dict) -> None:
+        """Offsets live in Spark's checkpoint; the broker only hears how far the job has
+        read, so that the embedded broker's rollover carries what it has not."""
+        from contract.conf import KafkaConfig
+        from contract.positions import PositionReporter
+
+        if self._reporter is None:
+            self._reporter = PositionReporter(
+                "stream", KafkaConfig(bootstrap_servers=self.bootstrap)
+            )
+        if not self._reporter.due():
+            return
+        ids = end.get(TOPIC_IDS, {})
+        for topic, parts in end.items():
+            if topic != TOPIC_IDS and topic in ids:
+                self._reporter.report(topic, ids[topic], {int(p): o for p, o in parts.items()})
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._admin = None
+
+
+_ROLLOVER_LOGS: dict[str, Any] = {}
+
+
+def _rollover_log(bootstrap: str) -> Any:
+    """The embedded broker's rollover log, one per process and broker."""
+    from contract.conf import KafkaConfig
+    from contract.positions import RolloverLog
+
+    with _CACHE_LOCK:
+        found = _ROLLOVER_LOGS.get(bootstrap)
+        if found is None:
+            found = _ROLLOVER_LOGS[bootstrap] = RolloverLog(
+                KafkaConfig(bootstrap_servers=bootstrap)
+            )
+        return found
+
+
+_ADMINS: dict[str, Any] = {}
+
+
+def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
+    """Topic ids, through one admin client per worker process (an admin client dropped
+    with a request still pending can take the worker down)."""
+    from contract.conf import KafkaConfig
+    from contract.kafka import admin
+    from contract.positions import topic_ids
+
+    with _CACHE_LOCK:
+        client = _ADMINS.get(bootstrap)
+        if client is None:
+            client = _ADMINS[bootstrap] = admin(KafkaConfig(bootstrap_servers=bootstrap))
+    return topic_ids(client, topics, timeout)
+
+
+def read_ranges(
+    cons: Any,
+    parts: Sequence[KafkaRange],
+    timeout: float,
+    topic_ids: Callable[[list[str]], dict[str, str]] | None = None,
+    rollovers: Any = None,
+) -> Iterator[tuple]:
+    """Yield the rows of ``[start, end)`` of each partition, with one assignment.
+
+    A slow broker only slows the read: the task fails (TimeoutError, so the
+    micro-batch fails and is retried) when no planned record has arrived for
+    ``timeout`` seconds, never returning a short range. The embedded broker may roll over before
+    or during the read (``rollovers``, a :class:`~contract.positions.RolloverLog`):
+    the rest of each range is then read from the new log, where the same records sit
+    at lower offsets, and rows keep the offsets they were planned with. One exception:
+    a range planned in a topic that has since been recreated empty (the embedded
+    broker crashed) can never complete; it is dropped with a warning, and the next
+    batch reads the new topic from its start.
+    """
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    todo = {(p.topic, p.partition): p for p in parts if p.end > p.start}
+    if not todo:
+        return
+    next_offset = {tp: p.start for tp, p in todo.items()}
+    #: planned offset - offset in the log now being read (after rollovers)
+    shift = dict.fromkeys(todo, 0)
+
+    def assign() -> None:
+        cons.assign([TopicPartition(t, p, next_offset[(t, p)] - shift[(t, p)]) for t, p in todo])
+
+    def follow_rollover() -> None:
+        current = topic_ids(sorted({t for t, _ in todo})) if topic_ids else {}
+        for tp, part in list(todo.items()):
+            now = current.get(tp[0])
+            if part.topic_id is None or now is None or now == part.topic_id:
+                continue
+            moved = rollovers.translate(part.topic_id, {tp[1]: next_offset[tp]}, now)
+            if moved is None:
+                continue  # recreated empty: the timeout path below drops it
+            shift[tp] = next_offset[tp] - moved[tp[1]]
+        assign()
+
+    if rollovers is not None:
+        rollovers.changed()
+        if any(rollovers.knows(p.topic_id) for p in todo.values()):
+            follow_rollover()  # planned before a rollover, read after it
+        else:
+            assign()
+    else:
+        assign()
+    deadline = time.monotonic() + timeout
+    try:
+        while todo:
+            missing = sum(p.end - next_offset[tp] for tp, p in todo.items())
+            # Ask for exactly what is missing: consume() returns as soon as it has that
+            # many messages, whereas a larger count always waits out the timeout.
+            batch = cons.consume(min(missing, 5000), timeout=0.1)
+            if rollovers is not None and rollovers.changed():
+                # Some of these may come from the new log, at shifted offsets: read again.
+                follow_rollover()
+                continue
+            for msg in batch:
+                tp = (msg.topic(), msg.partition())
+                part = todo.get(tp)
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaException(err)
+                if part is None:
+                    continue
+                offset = msg.offset() + shift[tp]
+                if offset < next_offset[tp]:
+                    continue
+                # Only progress in a planned range counts: records of partitions read to
+                # their end keep coming and must not hide one that gets nothing.
+                deadline = time.monotonic() + timeout
+                if offset >= part.end:
+                    del todo[tp]
+                    continue
+                next_offset[tp] = offset + 1
+                if offset + 1 >= part.end:
+                    del todo[tp]
+                ts = msg.timestamp()[1]
+                yield (
+                    msg.key(),
+                    msg.value(),
+                    part.topic,
+                    part.partition,
+                    offset,
+                    datetime.fromtimestamp(ts / 1000, UTC) if ts and ts > 0 else None,
+                )
+            if todo and time.monotonic() > deadline:
+                current = topic_ids(sorted({t for t, _ in todo})) if topic_ids else {}
+                gone = [
+                    tp
+                    for tp, part in todo.items()
+                    if part.topic_id is not None
+                    and current.get(tp[0], part.topic_id) != part.topic_id
+                ]
+                for tp in gone:
+                    log.warning(
+                        "kafka source: %s was recreated after this batch was planned; "
+                        "its records up to offset %d no longer exist",
+                        tp,
+                        todo[tp].end,
+                    )
+                    del todo[tp]
+                if todo:
+                    raise TimeoutError(
+                        f"kafka source: no record of {sorted(todo)} for {timeout:g} s "
+                        "before the end of the planned range"
+                    )
+                deadline = time.monotonic() + timeout
+    finally:
+        cons.unassign()
+
+
+class KafkaDataSource(DataSource):
+    """``readStream.format("ordertrack_kafka")``: the stream reader, native options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ordertrack_kafka"
+
+    def schema(self) -> StructType:
+        return KAFKA_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options))
+
+
+class SinkError(RuntimeError):
+    """The broker did not acknowledge every record: the task (and its batch) must fail."""
+
+
+_PRODUCERS: dict[str, Any] = {}
+
+
+def _shared_producer(bootstrap: str) -> Any:
+    """One producer per worker process (creating one per task costs a broker handshake),
+    replaced when a batch fails (its broker may have lost the producer's state)."""
+    from contract.conf import KafkaConfig
+    from contract.kafka import SharedProducer
+
+    with _CACHE_LOCK:
+        shared = _PRODUCERS.get(bootstrap)
+        if shared is None:
+            shared = SharedProducer(
+                KafkaConfig(bootstrap_servers=bootstrap),
+                **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
+            )
+            _PRODUCERS[bootstrap] = shared
+        return shared
+
+
+class KafkaRowWriter:
+    """``writeStream.foreach``: each executor task produces its rows' ``(topic, key,
+    value)`` and fails unless the broker acknowledged every one, so Spark re-runs the
+    micro-batch instead of committing it.
+
+    A streaming ``foreach`` sink runs inside the micro-batch's own tasks (no second
+    job per batch, as ``foreachBatch`` plus a batch write needs) and, unlike a Python
+    stream writer, accepts the update mode of the join's aggregation.
+    """
+
+    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self._batch: Any = None
+        #: this task's rows, to send again with a new producer if the first one fails
+        self._rows: list[tuple] = []
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        from contract.kafka import Deliveries
+
+        self._batch = Deliveries(_shared_producer(self.bootstrap).get())
+        self._rows = []
+        return True
+
+    def process(self, row: Any) -> None:
+        from confluent_kafka import KafkaException
+
+        self._rows.append((row.topic, row.key, row.value))
+        try:
+            self._batch.produce(row.topic, row.key, row.value)
+        except KafkaException:  # a producer in a fatal state refuses on the spot
+            _shared_producer(self.bootstrap).replace(self._batch.producer)
+            raise
+
+    def close(self, error: BaseException | None) -> None:
+        from contract.kafka import Deliveries, Undelivered
+
+        batch, self._batch = self._batch, None
+        rows, self._rows = self._rows, []
+        if error is not None or batch is None:
+            return
+        try:
+            batch.flush(self.timeout)
+        except Undelivered as exc:
+            # The producer's broker may have lost its state (the embedded broker rolled over):
+            # once more with a new producer, then fail the task (Spark re-runs the batch;
+            # same records, same ids).
+            shared = _shared_producer(self.bootstrap)
+            shared.replace(batch.producer)
+            retry, acked = Deliveries(shared.get()), set(exc.acked)
+            for tag, (topic, key, value) in enumerate(rows):
+                if tag not in acked:
+                    retry.produce(topic, key, value, tag=tag)
+            try:
+                retry.flush(self.timeout)
+            except Undelivered as again:
+                shared.replace(retry.producer)
+                raise SinkError(str(again)) from exc

@@ -1,0 +1,201 @@
+"""Start, watch and stop every component of the system from one terminal.
+
+What a person running ``make run`` needs: progress while each part warms up, a
+clear "ready" with where to look, every child's output prefixed with its name
+(and kept under ``var/logs/``), a loud report and a restart with backoff when a
+child dies, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from contract.conf import BASE_DIR, var_dir
+from embedded.components import Component
+
+COLOURS = ["36", "33", "32", "35", "34", "31", "96", "93"]
+
+
+@dataclass
+class Child:
+    """A running (or restarting) component and what the supervisor knows about it."""
+
+    component: Component
+    colour: str
+    process: subprocess.Popen[str] | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
+    restarts: int = 0
+    started_at: float = 0.0
+    stopped: bool = False  # stopped on purpose: not restarted
+
+
+class Supervisor:
+    """Runs the components in stages, restarts one that dies, and stops them all on Ctrl-C.
+
+    One foreground process owning every child means ``make run`` leaves nothing
+    behind, and a crash is reported where the person running it is looking.
+    """
+
+    def __init__(
+        self,
+        comps: list[Component],
+        out: TextIO = sys.stdout,
+        max_restarts: int = 5,
+    ) -> None:
+        self.children = [
+            Child(c, COLOURS[i % len(COLOURS)]) for i, c in enumerate(comps) if c.enabled()
+        ]
+        self.out = out
+        self.max_restarts = max_restarts
+        self.stopping = threading.Event()
+        self.failed = threading.Event()
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+        self.log_dir = var_dir() / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.width = max((len(c.component.name) for c in self.children), default=6)
+
+    # ----------------------------------------------------------------- output
+
+    def say(self, text: str, name: str = "system", colour: str = "1") -> None:
+        stamp = f"{time.monotonic() - self._t0:6.1f}s"
+        tty = self.out.isatty()
+        label = name.ljust(self.width)
+        label = f"\033[{colour}m{label}\033[0m" if tty else label
+        with self._lock:
+            self.out.write(f"{stamp} {label} | {text}\n")
+            self.out.flush()
+
+    def _pump(self, child: Child, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        with open(self.log_dir / f"{child.component.name}.log", "a", encoding="utf-8") as log:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                self.say(line.rstrip("\n"), child.component.name, child.colour)
+                if not child.ready.is_set() and child.component.ready_text in line:
+                    child.ready.set()
+                    self.say(
+                        f"{child.component.name} ready "
+                        f"({time.monotonic() - child.started_at:.1f}s)",
+                    )
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def _spawn(self, child: Child) -> None:
+        base = os.environ if child.component.env is None else child.component.env
+        env = {**base, "PYTHONUNBUFFERED": "1"}
+        child.ready.clear()
+        child.started_at = time.monotonic()
+        proc = subprocess.Popen(
+            child.component.argv,
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
+        )
+        child.process = proc
+        threading.Thread(target=self._pump, args=(child, proc), daemon=True).start()
+        if child.component.waiting_note:
+            self.say(f"{child.component.waiting_note} ...")
+
+    def _watch(self) -> None:
+        """Report children that exit on their own, and restart them with backoff."""
+        while not self.stopping.is_set():
+            for child in self.children:
+                proc = child.process
+                if proc is None or proc.poll() is None or self.stopping.is_set() or child.stopped:
+                    continue
+                name = child.component.name
+                self.say(f"!! {name} exited with code {proc.returncode}; see var/logs/{name}.log")
+                if child.restarts >= self.max_restarts:
+                    self.say(f"!! {name} keeps failing; stopping the system")
+                    child.process = None
+                    self.failed.set()
+                    self.stopping.set()
+                    return
+                child.restarts += 1
+                delay = min(2**child.restarts, 30)
+                self.say(f"restarting {name} in {delay}s (restart {child.restarts})")
+                child.process = None
+                if self.stopping.wait(delay):
+                    return
+                self._spawn(child)
+            self.stopping.wait(0.5)
+
+    def start(self, ready_message: str = "") -> bool:
+        """Start the stages in order; return False if a stage never became ready."""
+        stages = sorted({c.component.stage for c in self.children})
+        for stage in stages:
+            group = [c for c in self.children if c.component.stage == stage]
+            for child in group:
+                self._spawn(child)
+            for child in group:
+                deadline = time.monotonic() + child.component.ready_timeout
+                while not child.ready.wait(0.5):
+                    proc = child.process
+                    if self.stopping.is_set():
+                        return False
+                    if proc is not None and proc.poll() is not None:
+                        name = child.component.name
+                        self.say(
+                            f"!! {name} failed to start (exit {proc.returncode}); "
+                            f"see var/logs/{name}.log"
+                        )
+                        return False
+                    if time.monotonic() > deadline:
+                        self.say(
+                            f"!! {child.component.name} not ready after "
+                            f"{child.component.ready_timeout:.0f}s"
+                        )
+                        return False
+        threading.Thread(target=self._watch, daemon=True).start()
+        if ready_message:
+            self.say(ready_message)
+        return True
+
+    def stop_component(self, name: str, timeout: float = 30.0) -> None:
+        """Stop one component for good (e.g. the load generator), leaving the rest running."""
+        for child in self.children:
+            if child.component.name == name and child.process is not None:
+                child.stopped = True
+                child.process.send_signal(signal.SIGTERM)
+                try:
+                    child.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.process.pid, signal.SIGKILL)
+                    child.process.wait()
+                self.say(f"stopped {name}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopping.set()
+        for child in reversed(self.children):
+            proc = child.process
+            if proc is not None and proc.poll() is None:
+                self.say(f"stopping {child.component.name}")
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for child in reversed(self.children):
+            proc = child.process
+            if proc is None:
+                continue
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                self.say(f"{child.component.name} did not stop in time: killing it")
+            # Whatever the child left behind in its session (e.g. Spark's JVM) goes too.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self.say("all components stopped")

@@ -1,0 +1,232 @@
+"""Changes reach every web worker, not only the one that made them (issue 28, findings 0, 5).
+
+Two real web processes (uvicorn, as ``make run`` starts them with ``WEB_WORKERS=2``)
+share one SQLite file and nothing else: each has its own in-memory channel layer and
+its own kept copies of orders. A socket held by one is closed within a second when the
+other signs its user out, and a third process (a shell, as an operator's script or the
+admin's saves) deactivates a user, reassigns an order, moves a customer profile to
+another user or renames what an order shows: every process acts on it within a second.
+The periodic socket re-check is set to ten minutes, so it cannot be what closes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from contract.conf import BASE_DIR, KafkaConfig
+from contract.kafka import ensure_topics
+from tests.conftest import free_port
+
+WITHIN = 1.0  # seconds: the promise
+
+SETUP = """
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from tests.factories import make_courier, make_customer, make_restaurant, place
+from tracker.orders import services
+users = get_user_model().objects
+alice, dave = make_customer("alice"), make_customer("dave")
+erin = users.create_user("erin", password="pw-erin")
+ops = users.create_user("ops", password="pw-ops", is_staff=True)
+rider1, rider2 = make_courier("rider1"), make_courier("rider2")
+restaurant = make_restaurant("Old Pizza")
+order, daves = place(alice, restaurant), place(dave, restaurant)
+for each in (order, daves):
+    for _ in range(3):
+        services.advance_order(each.pk)
+    services.transition_order(each.pk, "OUT_FOR_DELIVERY", courier=rider1)
+tokens = {u.username: Token.objects.create(user=u).key
+          for u in (alice.user, dave.user, erin, ops, rider1.user)}
+out = {"tokens": tokens, "order": order.pk, "daves": daves.pk, "restaurant": restaurant.pk}
+"""
+
+
+def _django(env: dict[str, str], code: str) -> dict:
+    """Run ``code`` in a fresh Django process (another process than both web workers);
+    it leaves what it reports in ``out``."""
+    script = (
+        f"import django, json, time\ndjango.setup()\nout = {{}}\n{code}\nprint(json.dumps(out))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=BASE_DIR, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def two_workers(kafka_broker):
+    """Two web processes on one SQLite file, a Pinot stand-in they both read, the data."""
+    from embedded.pinot_server import LocalPinot
+
+    var = BASE_DIR / "var" / f"workers-test-{uuid.uuid4().hex[:8]}"
+    var.mkdir(parents=True)
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    before = os.environ.get("KAFKA_TOPIC_PREFIX")
+    os.environ["KAFKA_TOPIC_PREFIX"] = prefix
+    ensure_topics(config=KafkaConfig())
+    pinot = LocalPinot(port=0).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "REDIS_"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=f"sqlite:///{var / 'db.sqlite3'}",
+        PINOT_BROKER_URL=pinot.url,
+        PUSH_BRIDGE_EMBEDDED="false",  # no pushes are needed here
+        PUSH_RECHECK_SECONDS="600",
+        ORDERTRACK_VAR_DIR=str(var),
+    )
+    servers, ports = [], [free_port(), free_port()]
+    try:
+        data = _django(env, SETUP)
+        for port in ports:
+            servers.append(subprocess.Popen(
+                [sys.executable, "-m", "uvicorn", "config.asgi:application",
+                 "--host", "127.0.0.1", "--port", str(port), "--no-access-log"],
+                env=env, cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
+        for port in ports:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).is_success:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, f"web worker on {port} did not start"
+                time.sleep(0.1)
+        yield {"env": env, "urls": [f"127.0.0.1:{port}" for port in ports], **data}
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(20)
+        pinot.stop()
+        if before is None:
+            os.environ.pop("KAFKA_TOPIC_PREFIX", None)
+        else:
+            os.environ["KAFKA_TOPIC_PREFIX"] = before
+        shutil.rmtree(var, ignore_errors=True)
+
+
+def _socket(url: str, path: str, token: str):
+    socket = connect(f"ws://{url}{path}", additional_headers={"Authorization": f"Token {token}"})
+    first = json.loads(socket.recv(timeout=20))
+    assert first["type"] == "snapshot", first
+    return socket
+
+
+def _closed_within(socket, code: int, since: float) -> None:
+    """The socket says why and closes with ``code``, at most WITHIN after ``since``
+    (wall-clock time, so a change made by another process can be timed)."""
+    error = json.loads(socket.recv(timeout=WITHIN + 1))
+    assert error["type"] == "error" and error["code"] == code, error
+    with pytest.raises(ConnectionClosed) as closed:
+        socket.recv(timeout=WITHIN)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == code
+    assert time.time() - since <= WITHIN, f"closed {time.time() - since:.2f}s after the change"
+
+
+def test_sign_out_deactivation_and_reassignment_close_sockets_on_the_other_worker(two_workers):
+    one, other = two_workers["urls"]
+    tokens, order = two_workers["tokens"], two_workers["order"]
+    # Sign-out through the API of the worker that does not hold the socket.
+    alices = _socket(one, f"/ws/orders/{order}/", tokens["alice"])
+    started = time.time()
+    signed_out = httpx.post(
+        f"http://{other}/api/v1/auth/logout/", headers={"Authorization": f"Token {tokens['alice']}"}
+    )
+    assert signed_out.status_code == 204
+    _closed_within(alices, 4401, started)
+    # Deactivation and reassignment, made by a third process (a shell, the admin's saves).
+    ops = _socket(one, "/ws/operations/", tokens["ops"])
+    riders = _socket(other, f"/ws/orders/{order}/", tokens["rider1"])
+    deactivated = _django(
+        two_workers["env"],
+        """
+from django.contrib.auth import get_user_model
+user = get_user_model().objects.get(username="ops")
+user.is_active = False
+user.save()
+out["at"] = time.time()
+""",
+    )
+    _closed_within(ops, 4401, deactivated["at"])
+    reassigned = _django(
+        two_workers["env"],
+        f"""
+from tracker.couriers.models import Courier
+from tracker.orders import services
+services.transition_order({order}, "ARRIVING_AT_DOOR",
+                          courier=Courier.objects.get(user__username="rider2"))
+out["at"] = time.time()
+""",
+    )
+    _closed_within(riders, 4404, reassigned["at"])
+
+
+def test_admin_changes_to_kept_orders_reach_every_worker(two_workers):
+    """Finding 5: each worker keeps the orders it has shown; moving a customer profile to
+    another user, or renaming a restaurant, a product or a courier (the admin's saves,
+    made here by a third process) changes what every worker shows within a second."""
+    tokens, order = two_workers["tokens"], two_workers["daves"]
+
+    def detail(url: str, who: str) -> httpx.Response:
+        headers = {"Authorization": f"Token {tokens[who]}"}
+        return httpx.get(f"http://{url}/api/v1/orders/{order}/", headers=headers, timeout=10)
+
+    def shown(body: dict) -> tuple:
+        return (body["customer"]["name"], body["restaurant"]["name"],
+                body["items"][0]["name"], body["courier"]["name"])  # fmt: skip
+
+    for url in two_workers["urls"]:
+        for _ in range(2):  # the first read keeps the copy that must not outlive the change
+            kept = detail(url, "dave")
+            assert kept.status_code == 200
+            assert shown(kept.json()) == ("dave", "Old Pizza", "Margherita", "rider1")
+        assert detail(url, "erin").status_code == 404
+    changed = _django(
+        two_workers["env"],
+        f"""
+from django.contrib.auth import get_user_model
+from tracker.couriers.models import Courier
+from tracker.customers.models import Customer
+from tracker.orders.models import Order
+order = Order.objects.get(pk={order})
+profile = order.customer
+profile.user = get_user_model().objects.get(username="erin")
+profile.save()
+order.restaurant.name = "New Pizza"
+order.restaurant.save()
+product = order.items.get(product__name="Margherita").product
+product.name = "Margherita Nuova"
+product.save()
+rider = Courier.objects.get(user__username="rider1").user
+rider.first_name = "Rita"
+rider.save()
+out["at"] = time.time()
+""",
+    )
+    NEW_NAMES = ("erin", "New Pizza", "Margherita Nuova", "Rita")  # noqa: N806
+    for url in two_workers["urls"]:
+        while True:
+            theirs, old_owner = detail(url, "erin"), detail(url, "dave")
+            now_shown = shown(theirs.json()) if theirs.status_code == 200 else None
+            if old_owner.status_code == 404 and now_shown == NEW_NAMES:
+                break
+            late = time.time() - changed["at"]
+            assert late <= WITHIN, (url, old_owner.status_code, theirs.status_code, theirs.text)
+            time.sleep(0.05)

@@ -1,0 +1,176 @@
+"""Request-level protections shared by the API, the browser pages and the admin.
+
+* :func:`client_ip`: the caller's address, trusting ``X-Forwarded-For`` only as far as
+  ``TRUSTED_PROXY_COUNT`` proxies we run ourselves (0 in embedded mode: the header is
+  then ignored, so a client cannot pick its own throttle key).
+* :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
+  every login path (API token, browser sign-in, admin sign-in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import unicodedata
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+
+_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+
+
+def client_ip(meta: dict) -> str:
+    """The client's address: ``REMOTE_ADDR``, or the entry our last trusted proxy added.
+
+    Each trusted proxy appends the address it received the request from, so with
+    ``n`` proxies the client is the n-th entry from the right; anything further left
+    was written by the client and is ignored.
+    """
+    remote = meta.get("REMOTE_ADDR") or ""
+    proxies = settings.TRUSTED_PROXY_COUNT
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR")
+    if proxies <= 0 or not forwarded:
+        return remote
+    addresses = [a.strip() for a in forwarded.split(",") if a.strip()]
+    if not addresses:
+        return remote
+    return addresses[-min(proxies, len(addresses))]
+
+
+def parse_rate(rate: str) -> tuple[int, int]:
+    """``"10/min"`` -> (10, 60)."""
+    count, _, period = rate.partition("/")
+    try:
+        return int(count), _PERIODS[period.strip().lower()]
+    except (ValueError, KeyError):
+        raise ValueError(f"rate must look like '10/min', got {rate!r}") from None
+
+
+def login_name(username: str) -> str:
+    """The account a sign-in attempt is aimed at, for its per-user-name budget.
+
+    Django's sign-in forms strip the name and normalise it with NFKC (``ａlice`` signs in
+    as ``alice``), and user names are stored NFKC-normalised; the lower-casing makes the
+    budget shared by names that differ only in case (stricter than the lookup, never
+    looser). Stripping again after NFKC catches spaces it produces (U+3000, U+00A0)."""
+    return unicodedata.normalize("NFKC", username.strip()).strip().lower()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    retry_after: int
+    reason: str
+
+
+class LoginRateLimiter:
+    """Fixed-window counters in the cache (Redis in production, shared by every process).
+
+    Every attempt counts, successful or not: a correct guess must not reset the budget.
+    Limiting per user name stops a distributed guess at one account; limiting per
+    client stops one machine from trying many accounts.
+    """
+
+    def __init__(self, per_client: str | None = None, per_username: str | None = None) -> None:
+        self.per_client = parse_rate(per_client or settings.LOGIN_THROTTLE_PER_CLIENT)
+        self.per_username = parse_rate(per_username or settings.LOGIN_THROTTLE_PER_USERNAME)
+
+    def _hit(self, kind: str, ident: str, rate: tuple[int, int]) -> int | None:
+        limit, period = rate
+        now = int(time.time())
+        window = now // period
+        digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
+        key = f"login-throttle:{kind}:{digest}:{window}"
+        cache.add(key, 0, timeout=period + 1)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.set(key, 1, timeout=period + 1)
+            count = 1
+        if count > limit:
+            return period - now % period or 1
+        return None
+
+    def attempt(self, *, client: str, username: str | None) -> Refusal | None:
+        """Count one attempt; a Refusal when either budget is spent."""
+        wait = self._hit("client", client, self.per_client)
+        if wait is not None:
+            return Refusal(wait, "Too many sign-in attempts from this address.")
+        name = login_name(username) if username else ""
+        if name:
+            wait = self._hit("user", name, self.per_username)
+            if wait is not None:
+                return Refusal(wait, "Too many sign-in attempts for this user name.")
+        return None
+
+
+# --------------------------------------------------------------------------- API tokens
+
+
+def token_expired(token) -> bool:
+    """True when ``token`` is older than ``API_TOKEN_TTL_DAYS`` (0 = tokens never expire)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    days = settings.API_TOKEN_TTL_DAYS
+    return days > 0 and token.created < timezone.now() - timedelta(days=days)
+
+
+def token_of(key: str):
+    """The API token with this key, its user loaded, or None: one query per API request,
+    always, so a revoked token or a deactivated user is refused at once. Written out as
+    SQL because compiling the ORM's ``select_related`` get cost several times more than
+    running it."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    users, q = get_user_model(), connection.ops.quote_name
+    found = list(
+        users.objects.raw(
+            f"SELECT u.*, t.{q('created')} AS token_created FROM {q(users._meta.db_table)} u "
+            f"JOIN {q(Token._meta.db_table)} t ON t.{q('user_id')} = u.{q('id')} "
+            f"WHERE t.{q('key')} = %s",
+            [key],
+        )
+    )
+    if not found:
+        return None
+    user = found[0]
+    # A raw query converts only the model's own columns: the token's time as the ORM would.
+    col = Token._meta.get_field("created").get_col(Token._meta.db_table)
+    created = user.token_created
+    for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+        created = convert(created, col, connection)
+    return Token(key=key, user=user, created=created)
+
+
+def user_for_token(key: str):
+    """The active user a token key belongs to, or None (unknown, expired, deactivated)."""
+    token = token_of(key)
+    if token is None or token_expired(token) or not token.user.is_active:
+        return None
+    return token.user
+
+
+def issue_token(user):
+    """The user's API token; a fresh one when the current one has expired.
+
+    A user has one token (a unique column), and two sign-ins at once both find none: the
+    one that creates it second gets a unique violation and takes the first one's token.
+    """
+    from django.db import IntegrityError, transaction
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.filter(user=user).first()
+    if token is not None and token_expired(token):
+        token.delete()
+        token = None
+    if token is not None:
+        return token
+    try:
+        with transaction.atomic():  # a savepoint when called inside a transaction
+            return Token.objects.create(user=user)
+    except IntegrityError:
+        return Token.objects.get(user=user)

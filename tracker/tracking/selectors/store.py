@@ -1,0 +1,101 @@
+"""The transport every selector shares: one pinotdb connection per process, and ``query``.
+
+Any failure to get an answer raises :class:`TrackingUnavailable` (API: 503); a query
+whose kept-alive connection the broker had dropped is sent once more (it only reads).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pinotdb
+from pinotdb import exceptions as pinot_errors
+
+from contract.conf import env_float, env_str
+from contract.events import (
+    TERMINAL_STATUSES,
+    OrderStatus,
+)
+from tracker.tracking.exceptions import TrackingUnavailable
+
+DEFAULT_BROKER_URL = "http://127.0.0.1:8099"
+
+#: The terminal statuses as a SQL list: ``status IN (...)`` is "finished".
+_TERMINAL_SQL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATUSES))
+
+# ---------------------------------------------------------------------- transport
+
+#: The process's pinotdb connection and what it was opened for, shared by every thread: a
+#: connection per thread would open a TCP connection (and a broker thread) for every
+#: short-lived request thread. pinotdb locks cursor creation and its httpx client pools
+#: keep-alive connections for concurrent queries.
+_shared: tuple[tuple[str, float], Any] | None = None
+_shared_lock = threading.Lock()
+
+#: Idle keep-alive connections to the broker are kept this long: httpx's default of 5 s
+#: turns every pause of a few seconds into a burst of new connections, and Pinot's broker
+#: closes idle ones after 30 s.
+KEEPALIVE_SECONDS = 20.0
+
+#: Failures where the broker never answered: a kept-alive connection it had dropped, or a
+#: new one its full accept queue reset. A query only reads, so it is sent once more.
+_DROPPED = (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+
+
+def broker_url() -> str:
+    return env_str("PINOT_BROKER_URL", DEFAULT_BROKER_URL)
+
+
+def _connection() -> Any:
+    """The shared connection, opened anew when the broker URL or timeout setting changed."""
+    global _shared
+    key = (broker_url(), env_float("PINOT_QUERY_TIMEOUT_S", 5.0))
+    shared = _shared
+    if shared is not None and shared[0] == key:
+        return shared[1]
+    with _shared_lock:
+        if _shared is None or _shared[0] != key:
+            url, timeout = key
+            parts = urlsplit(url)
+            session = httpx.Client(
+                timeout=timeout,
+                limits=httpx.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+            )
+            _shared = (key, pinotdb.connect(
+                host=parts.hostname or "127.0.0.1",
+                port=parts.port or (443 if parts.scheme == "https" else 8099),
+                path=parts.path if parts.path not in ("", "/") else "/query/sql",
+                scheme=parts.scheme or "http",
+                session=session,
+            ))  # fmt: skip
+        return _shared[1]
+
+
+def _rows(conn: Any, sql: str, params: dict[str, Any] | None) -> list[dict[str, Any]]:
+    cur = conn.cursor()
+    cur.execute(sql, params or {})
+    names = [d[0] for d in cur.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Run one Pinot query; rows as dicts keyed by result column name."""
+    global _shared
+    conn = _connection()
+    try:
+        try:
+            return _rows(conn, sql, params)
+        except _DROPPED:
+            return _rows(conn, sql, params)  # httpx dropped that connection: a new one
+    except (pinot_errors.Error, httpx.HTTPError, OSError) as exc:
+        with _shared_lock:  # reconnect next time (queries in flight keep the old one)
+            if _shared is not None and _shared[1] is conn:
+                _shared = None
+        raise TrackingUnavailable(f"Pinot query failed: {exc}") from exc
+
+
+def _status(value: str | None) -> str:
+    return OrderStatus(value).value  # refuses unknown statuses early
