@@ -72,18 +72,14 @@ TOPIC_IDS = "_topic_ids"
 END_SCAN_SECONDS = 0.5
 #: Fewer records than this in a micro-batch are read by one task (see ``partitions``).
 MIN_RECORDS_PER_TASK = 1000
-#: Executors read ranges that exist: the fetch returns as soon as the broker has found
-#: them, and this is how long it may look (docs/broker.md).
-RANGE_FETCH_WAIT_MS = 500
 
 
-def _consumer(bootstrap: str, **overrides: Any) -> Any:
+def _consumer(bootstrap: str) -> Any:
     from contract.conf import KafkaConfig
     from contract.kafka import consumer
 
     return consumer(
-        KafkaConfig(bootstrap_servers=bootstrap),
-        **{"group.id": "ordertrack-spark-source", **overrides},
+        KafkaConfig(bootstrap_servers=bootstrap), **{"group.id": "ordertrack-spark-source"}
     )
 
 
@@ -97,7 +93,7 @@ def _cached_consumer(bootstrap: str) -> Any:
     with _CACHE_LOCK:
         cons = _CONSUMERS.get(key)
         if cons is None:
-            cons = _consumer(bootstrap, **{"fetch.wait.max.ms": RANGE_FETCH_WAIT_MS})
+            cons = _consumer(bootstrap)
             _CONSUMERS[key] = cons
         return cons
 
