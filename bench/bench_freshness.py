@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
     BOOK_PEAK_PER_MIN,
+    baseline_tree,
     free_port,
     machine,
     percentile,
@@ -642,10 +643,14 @@ def print_watchers(level: dict) -> None:
         print(f"  {phase['mode']}: p50 ms per stage: {stages}")
 
 
-def in_child(arguments: list[str]) -> dict:
-    """Run one measurement in a fresh process (Django and the system start once per process)."""
+def in_child(arguments: list[str], root: Path = ROOT) -> dict:
+    """Run one measurement in a fresh process (Django and the system start once per
+    process), with the code in ``root`` (a baseline's tree, or this checkout)."""
     child = subprocess.run(
-        [sys.executable, __file__, *arguments], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, str(root / "bench" / "bench_freshness.py"), *arguments],
+        cwd=root,
+        capture_output=True,
+        text=True,
     )
     lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
     if not lines:
@@ -664,6 +669,9 @@ def main() -> None:
     parser.add_argument("--changes", type=float, default=2, help="status changes per second")
     parser.add_argument("--watch-multiple", type=float, default=1, help="background load")
     parser.add_argument("--grace", type=float, default=15, help="wait for the last changes")
+    parser.add_argument(
+        "--baseline", help="also measure this commit's system, level by level (old vs new)"
+    )
     parser.add_argument("--one-level", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--one-watchers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -694,7 +702,12 @@ def main() -> None:
             )  # fmt: skip
         )
         print_watchers(watchers[-1])
-    for multiple in [float(m) for m in args.multiples.split(",") if m]:
+    codes = [("new", ROOT)]
+    if args.baseline:
+        codes.insert(0, (f"old {args.baseline}", baseline_tree(args.baseline)))
+    for multiple, (code, root) in (
+        (float(m), code) for m in args.multiples.split(",") if m for code in codes
+    ):
         level = in_child(
             [
                 "--one-level",
@@ -703,8 +716,10 @@ def main() -> None:
                 str(args.probes),
                 "--warmup",
                 str(args.warmup),
-            ]
+            ],
+            root,
         )
+        level["code"] = code
         levels.append(level)
         rows = [
             (
@@ -723,7 +738,7 @@ def main() -> None:
             )
         ]
         print_table(
-            f"Freshness at {multiple:g}x the book's peak ({BOOK_PEAK_PER_MIN * multiple:g} orders/min)",
+            f"Freshness at {multiple:g}x the book's peak ({BOOK_PEAK_PER_MIN * multiple:g} orders/min), {code}",
             rows, header=("path", "n", "p50 ms", "p95 ms", "p99 ms", "max ms"),
         )  # fmt: skip
         push = level["websocket"]

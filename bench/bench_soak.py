@@ -238,6 +238,10 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--sockets", type=int, default=200)
     parser.add_argument(
+        "--every", type=float, default=30.0,
+        help="seconds between samples of memory, CPU and orders not yet in Pinot (lag)",
+    )  # fmt: skip
+    parser.add_argument(
         "--production", action="store_true",
         help="the production-like run (PostgreSQL, Redis, Spark cluster) instead of make run's",
     )  # fmt: skip
@@ -260,7 +264,7 @@ def main() -> None:
     try:
         operator = wait_for_operator()
         token = Token.objects.get_or_create(user=operator)[0].key
-        sampler = MemorySampler(children)
+        sampler = MemorySampler(children, every=args.every)
         sampler.start()
         soak = asyncio.run(
             readers_and_subscribers(
@@ -332,7 +336,7 @@ def main() -> None:
     )  # fmt: skip
     names = [c.component.name for c in children]
     print_table(
-        "Memory (RSS MiB, with children) every 30 s; orders not yet in Pinot",
+        f"Memory (RSS MiB, with children) every {args.every:g} s; orders not yet in Pinot",
         [
             (f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names),
              str(row["orders_not_in_pinot"]))

@@ -40,7 +40,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.common import process_tree_rss, write_result  # noqa: E402
+from bench.common import RESULTS, baseline_tree, process_tree_rss, write_result  # noqa: E402
 from contract import geo  # noqa: E402
 from contract.conf import KafkaConfig  # noqa: E402
 from contract.events import (  # noqa: E402
@@ -272,7 +272,9 @@ def run_level(
         warm = producer()
         publish(warm, order_placed(order_base))
         warm.flush(10)
-        legacy = code != BASE_DIR
+        # A baseline from before the contract's ``placed_at`` gets events without it.
+        contracts = [code / "contract" / "events.py", code / "tracker" / "core" / "events.py"]
+        legacy = not any(c.exists() and "placed_at" in c.read_text() for c in contracts)
         started = time.monotonic()
         for line in job.stdout:
             if "streaming: ready" in line:
@@ -385,14 +387,9 @@ def main() -> int:
     ).stdout.strip()
     codes = [(f"new {head}", BASE_DIR)]
     if args.baseline:
-        old = bench_dir / "baseline"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(old), args.baseline],
-            cwd=BASE_DIR,
-            check=True,
-            capture_output=True,
-        )
+        old = baseline_tree(args.baseline)
         codes.insert(0, (f"old {args.baseline}", old))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
     try:
         for i, level in enumerate(int(x) for x in args.levels.split(",")):
@@ -401,21 +398,24 @@ def main() -> int:
                 # A broker of its own per run, so a run never inherits the records (and the
                 # memory) the in-memory broker kept for the runs before it.
                 os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
-                broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
+                # Logs kept beside the result: the broker's and the job's.
+                logs = RESULTS / f"streaming-{stamp}-{label.split()[0]}-{level}x"
+                broker = EmbeddedBroker(KafkaConfig(), log_path=Path(f"{logs}.broker.log")).start(
+                    create_topics=False
+                )
                 try:
                     result = run_level(args, level, bench_dir, base, code, label)
                 finally:
                     broker.stop()
+                    for job_log in bench_dir.glob("bench*.log"):
+                        shutil.move(str(job_log), f"{logs}.job.log")
+                result["logs"] = Path(logs).name + ".{broker,job}.log"
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:
-        if args.baseline:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(bench_dir / "baseline")],
-                cwd=BASE_DIR,
-                capture_output=True,
-            )
         shutil.rmtree(bench_dir, ignore_errors=True)
+        if args.baseline:
+            shutil.rmtree(old, ignore_errors=True)
 
     cols = [
         ("code", "code"),

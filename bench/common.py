@@ -99,6 +99,20 @@ def write_result(name: str, result: dict) -> Path:
     return path
 
 
+def baseline_tree(commit: str) -> Path:
+    """``commit``'s tree unpacked in a temporary directory (the repository's worktrees are
+    not touched), with the frontend's vendor files (not in git) copied: the old code of an
+    old-vs-new benchmark, run with the same virtualenv."""
+    root = RESULTS.parent.parent
+    target = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
+    tree = subprocess.run(["git", "archive", commit], cwd=root, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=tree.stdout, check=True)
+    vendor = root / "frontend" / "static" / "vendor"
+    if vendor.is_dir():
+        subprocess.run(["cp", "-r", str(vendor), str(target / "frontend" / "static")], check=True)
+    return target
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -1,14 +1,19 @@
 """The Kafka layer: producers, consumers and topics over confluent-kafka.
 
 One place builds every client so that the reliability settings (idempotent
-producer, acks=all, short fetch waits) are the same for Django, the relay, the
+producer, acks=all, fetch waits) are the same for Django, the relay, the
 simulator, the Spark data source and the Pinot stand-in.
 
 Tansu, the embedded broker, reports a partition's high watermark as the base
-offset of the *last record batch* + 1, so a reader that trusts the watermark
-misses the tail of a batched write. :func:`end_offsets` finds the true end by
-reading forward from the listed end to end-of-partition; every reader here
-uses it (or reads to end-of-partition directly), never the raw watermark.
+offset of the *last record batch* + 1 in ListOffsets (a fetch response carries the
+exact one), so a reader that trusts the listed watermark misses the tail of a
+batched write. :func:`end_offsets` finds the true end by reading forward from the
+listed end until the fetch response's watermark; every reader here uses it (or
+reads to end-of-partition directly), never the raw listed watermark.
+
+Fetch waits are long enough for the broker to find the data (docs/broker.md):
+Tansu lists every stored batch of a partition when a fetch has something to
+return and answers *nothing* when that takes longer than the fetch's max wait.
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ def producer(config: KafkaConfig | None = None, **overrides: object) -> Producer
     return Producer(settings)
 
 
+#: Default fetch max wait of every reader: Tansu's time to find the data, which grows
+#: with the batches a partition holds (docs/broker.md), and how long an idle reader's
+#: fetch lasts in the broker instead of the reader polling.
+FETCH_WAIT_MS = 100
+
+
 def consumer(config: KafkaConfig | None = None, **overrides: object) -> Consumer:
     """A consumer for assign()-based reading: the caller owns the offsets.
 
@@ -72,7 +83,9 @@ def consumer(config: KafkaConfig | None = None, **overrides: object) -> Consumer
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 5,
+        # Data arriving during the wait is seen at the broker's next check, at most
+        # FETCH_WAIT_MS / 2 later (Tansu does not return a waiting fetch early).
+        "fetch.wait.max.ms": FETCH_WAIT_MS,
         "fetch.error.backoff.ms": 50,
     }
     settings.update(overrides)
@@ -287,16 +300,30 @@ def partitions_of(cons: Consumer, topic: str, timeout: float = 10.0) -> list[int
     return sorted(metadata.partitions)
 
 
+def at_fetched_end(cons: Consumer, msg: Message) -> bool:
+    """Whether ``msg`` is the last record below the high watermark of the fetch response
+    that carried it (exact on Tansu, unlike ListOffsets): the partition's end is then
+    known without a further fetch that waits its whole max wait for end-of-partition."""
+    _, high = cons.get_watermark_offsets(TopicPartition(msg.topic(), msg.partition()), cached=True)
+    return high >= 0 and msg.offset() + 1 >= high
+
+
+def drain(cons: Consumer, timeout: float) -> list[Message]:
+    """What is buffered, or else the first message within ``timeout``: ``consume(n, t)``
+    alone waits out ``t`` whenever fewer than ``n`` messages come."""
+    return cons.consume(1000, timeout=0) or cons.consume(1, timeout=timeout)
+
+
 def end_offsets(
     cons: Consumer, topic: str, partitions: Iterable[int] | None = None, timeout: float = 10.0
 ) -> dict[int, int]:
     """The true next offset of each partition, robust to Tansu's watermark.
 
-    Lists the high watermark, then reads forward from (listed end - 1) to
-    end-of-partition and takes the highest offset seen + 1. On a broker whose
-    watermark is right (Apache Kafka) the forward read sees one record or none.
-    ``cons`` must have ``enable.partition.eof`` set (as :func:`consumer` does);
-    its assignment is replaced.
+    Lists the high watermark, then reads forward from (listed end - 1) to the
+    fetched high watermark (or end-of-partition) and takes the highest offset seen
+    + 1. On a broker whose watermark is right (Apache Kafka) the forward read sees
+    one record. ``cons`` must have ``enable.partition.eof`` set (as :func:`consumer`
+    does); its assignment is replaced.
     """
     parts = list(partitions) if partitions is not None else partitions_of(cons, topic, timeout)
     ends: dict[int, int] = {}
@@ -313,10 +340,12 @@ def end_offsets(
     deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
-            for msg in cons.consume(500, timeout=0.05):
+            for msg in drain(cons, 0.05):
                 err = msg.error()
                 if err is None:
                     ends[msg.partition()] = max(ends[msg.partition()], msg.offset() + 1)
+                    if at_fetched_end(cons, msg):
+                        pending.discard(msg.partition())
                 elif err.code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
                 else:

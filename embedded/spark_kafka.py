@@ -12,10 +12,11 @@ The spark-sql-kafka jar cannot be downloaded on the build machines, so this
 * **Writing** (``writeStream.foreach(KafkaRowWriter(...))``): the micro-batch's
   own executor tasks produce the rows' ``(topic, key, value)``; a task fails unless
   the broker acknowledged all.
-* Tansu's high watermark is the base offset of the *last batch* + 1, so the end
-  of each partition is read forward to end-of-partition; ``fetch.wait.max.ms``
-  is a few ms, since every read of a micro-batch would otherwise wait out the
-  default 500 ms at its partition's end.
+* Tansu's listed high watermark is the base offset of the *last batch* + 1, so the
+  end of each partition is read forward, from where the last scan ended, to the
+  exact watermark of the fetch response. Fetch waits leave the broker time to find
+  the data (docs/broker.md): it answers nothing, without an error, when listing a
+  partition's batches takes longer than the fetch's max wait.
 * The embedded broker is in memory: after it restarts, topics are empty and
   refilled from offset 0. A checkpointed offset beyond a partition's true end
   therefore means "the topic was reset": the partition restarts from its
@@ -66,8 +67,11 @@ KAFKA_SCHEMA = StructType(
 Offsets = dict[str, dict[str, Any]]
 TOPIC_IDS = "_topic_ids"
 #: How long one micro-batch's end-of-partition scan may take: the scan runs on the driver
-#: before every batch, and records it leaves behind only wait for the next batch.
-END_SCAN_SECONDS = 0.1
+#: before every batch, and records it leaves behind only wait for the next batch. When
+#: nothing is new the scan is one fetch that waits (up to the fetch wait) for data.
+END_SCAN_SECONDS = 0.5
+#: Fewer records than this in a micro-batch are read by one task (see ``partitions``).
+MIN_RECORDS_PER_TASK = 1000
 
 
 def _consumer(bootstrap: str) -> Any:
@@ -75,8 +79,7 @@ def _consumer(bootstrap: str) -> Any:
     from contract.kafka import consumer
 
     return consumer(
-        KafkaConfig(bootstrap_servers=bootstrap),
-        **{"fetch.wait.max.ms": 5, "group.id": "ordertrack-spark-source"},
+        KafkaConfig(bootstrap_servers=bootstrap), **{"group.id": "ordertrack-spark-source"}
     )
 
 
@@ -131,6 +134,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._partitions: dict[str, list[int]] | None = None
         self._partitions_at = 0.0
         self._reporter: Any = None
+        #: Where the last end scan ended, per (topic, partition), and in which topic ids.
+        self._scanned: dict[tuple[str, int], int] = {}
+        self._scanned_ids: dict[str, str] = {}
+        self._behind_logged_at = 0.0
 
     # -- driver side ---------------------------------------------------------------
 
@@ -142,54 +149,82 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _true_ends(self) -> Offsets:
         """True next offset of every partition of every topic, in one forward read.
 
-        Same method as :func:`contract.kafka.end_offsets` (list the watermark, read
-        from listed end - 1 to end-of-partition), but all topics share one assign
-        and short polls: per-topic calls would each add a round trip to every micro-batch.
+        Each partition is read from where the previous scan ended up to the exact
+        high watermark of the fetch response (or end-of-partition). The first time,
+        and after its topic was recreated, it starts from the listed watermark - 1
+        instead, as :func:`contract.kafka.end_offsets` does: on Tansu ListOffsets
+        lists every batch of the partition, which grows with the log, so it is not
+        asked before every batch. With nothing new anywhere the scan is a single
+        fetch that waits for data, instead of the driver polling.
         """
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        from contract.kafka import partitions_of
+        from contract.kafka import at_fetched_end, drain, partitions_of
 
         cons = self._cons()
         if self._partitions is None or time.monotonic() - self._partitions_at > 30:
             # Refreshed now and then so partitions added to a topic are picked up.
             self._partitions = {t: partitions_of(cons, t, self.timeout) for t in self.topics}
             self._partitions_at = time.monotonic()
+        ids = self._topic_ids()
+        self._scanned = {
+            tp: end
+            for tp, end in self._scanned.items()
+            if self._scanned_ids.get(tp[0]) == ids[tp[0]]
+        }
+        self._scanned_ids = ids
         ends: dict[tuple[str, int], int] = {}
         starts = []
         for topic, parts in self._partitions.items():
             for p in parts:
-                low, high = cons.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=self.timeout, cached=False
-                )
-                ends[(topic, p)] = high
-                if high > low:
-                    starts.append(TopicPartition(topic, p, max(high - 1, low)))
-        if starts:
-            cons.assign(starts)
-            pending = {(tp.topic, tp.partition) for tp in starts}
-            # A partition that keeps growing may never report end-of-partition while we
-            # read it; the highest offset seen by then is a safe end for this batch (it
-            # exists), and the next batch takes the rest.
-            deadline = time.monotonic() + END_SCAN_SECONDS
-            try:
-                while pending:
-                    if time.monotonic() > deadline:
-                        break
-                    for msg in cons.consume(1000, timeout=0.005):
-                        err, tp = msg.error(), (msg.topic(), msg.partition())
-                        if err is None:
-                            ends[tp] = max(ends[tp], msg.offset() + 1)
-                        elif err.code() == KafkaError._PARTITION_EOF:
+                known = self._scanned.get((topic, p))
+                if known is None:
+                    low, high = cons.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=self.timeout, cached=False
+                    )
+                    ends[(topic, p)] = known = high
+                    if high > low:
+                        known = max(high - 1, low)
+                ends.setdefault((topic, p), known)
+                starts.append(TopicPartition(topic, p, known))
+        cons.assign(starts)
+        pending = {(tp.topic, tp.partition) for tp in starts}
+        # A partition that keeps growing may never report end-of-partition while we
+        # read it; the highest offset seen by then is a safe end for this batch (it
+        # exists), and the next batch takes the rest.
+        deadline = time.monotonic() + END_SCAN_SECONDS
+        try:
+            while pending and time.monotonic() < deadline:
+                for msg in drain(cons, 0.01):
+                    err, tp = msg.error(), (msg.topic(), msg.partition())
+                    if err is None:
+                        ends[tp] = max(ends[tp], msg.offset() + 1)
+                        if at_fetched_end(cons, msg):
                             pending.discard(tp)
-                        else:
-                            raise KafkaException(err)
-            finally:
-                cons.unassign()
+                    elif err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(tp)
+                    else:
+                        raise KafkaException(err)
+            behind = {
+                tp: high
+                for tp in pending
+                if (high := cons.get_watermark_offsets(TopicPartition(*tp), cached=True)[1])
+                > ends[tp]
+            }
+        finally:
+            cons.unassign()
+        if behind and time.monotonic() - self._behind_logged_at > 60:
+            self._behind_logged_at = time.monotonic()
+            log.warning(
+                "kafka source: the broker returned no records below its high watermark "
+                "within the scan (partition: end read, watermark): %s",
+                {f"{t}[{p}]": (ends[(t, p)], high) for (t, p), high in sorted(behind.items())},
+            )
+        self._scanned.update(ends)
         result: Offsets = {t: {} for t in self.topics}
         for (topic, p), end in sorted(ends.items()):
             result[topic][str(p)] = end
-        result[TOPIC_IDS] = self._topic_ids()
+        result[TOPIC_IDS] = ids
         return result
 
     def _topic_ids(self) -> dict[str, str]:
@@ -301,8 +336,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for (t, p), (begin, stop) in self._ranges(start, end).items()
             if stop > begin
         ]
+        # A task per MIN_RECORDS_PER_TASK records, up to numPartitions: every Python task
+        # has a fixed cost, and at a quiet time a batch has a handful of records.
+        records = sum(r.end - r.start for r in ranges)
+        tasks = min(self.num_partitions, len(ranges), -(-records // MIN_RECORDS_PER_TASK))
         # Biggest ranges first, each to the lightest partition: even tasks.
-        groups: list[list[KafkaRange]] = [[] for _ in range(min(self.num_partitions, len(ranges)))]
+        groups: list[list[KafkaRange]] = [[] for _ in range(tasks)]
         sizes = [0] * len(groups)
         for r in sorted(ranges, key=lambda r: r.start - r.end):
             i = sizes.index(min(sizes))
@@ -388,8 +427,8 @@ def read_ranges(
     """Yield the rows of ``[start, end)`` of each partition, with one assignment.
 
     A slow broker only slows the read: the task fails (TimeoutError, so the
-    micro-batch fails and is retried) when no record has arrived for ``timeout``
-    seconds, never returning a short range. The embedded broker may roll over before
+    micro-batch fails and is retried) when no planned record has arrived for
+    ``timeout`` seconds, never returning a short range. The embedded broker may roll over before
     or during the read (``rollovers``, a :class:`~contract.positions.RolloverLog`):
     the rest of each range is then read from the new log, where the same records sit
     at lower offsets, and rows keep the offsets they were planned with. One exception:
@@ -441,7 +480,6 @@ def read_ranges(
                 follow_rollover()
                 continue
             for msg in batch:
-                deadline = time.monotonic() + timeout
                 tp = (msg.topic(), msg.partition())
                 part = todo.get(tp)
                 err = msg.error()
@@ -454,6 +492,9 @@ def read_ranges(
                 offset = msg.offset() + shift[tp]
                 if offset < next_offset[tp]:
                     continue
+                # Only progress in a planned range counts: records of partitions read to
+                # their end keep coming and must not hide one that gets nothing.
+                deadline = time.monotonic() + timeout
                 if offset >= part.end:
                     del todo[tp]
                     continue

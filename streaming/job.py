@@ -31,6 +31,7 @@ from . import enrich
 log = logging.getLogger("streaming")
 
 READY_LINE = "streaming: ready"
+PROGRESS_POLL_SECONDS = 1.0
 
 
 def _default_checkpoint_dir() -> str:
@@ -330,7 +331,9 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
             last = query.lastProgress
             if last is not None and last["batchId"] > last_batch:
                 drain(query.recentProgress)
-            stop.wait(0.05)
+            # Each look is a call into the JVM; recentProgress keeps the last 100 batches,
+            # so looking once a second loses no progress line.
+            stop.wait(PROGRESS_POLL_SECONDS)
         drain(query.recentProgress)
         if query.exception() is not None:
             log.error("streaming: query failed: %s", query.exception())

@@ -42,3 +42,27 @@ def test_reading_to_idle_returns_the_last_records_of_a_batch(kafka_topics):
     _produce_batched(10)
     records = kafka.read_topic(Topic.ORDERS, idle_timeout=0.3)
     assert [r.value for r in records] == [str(i).encode() for i in range(10)]
+
+
+def test_a_reader_gets_the_tail_of_a_partition_holding_many_batches(kafka_topics):
+    """Tansu lists every batch of a partition when a fetch has data to return and answers
+    nothing when that outlasts the fetch's max wait (docs/broker.md): with the old 5 ms
+    wait, a reader of a partition past ~15,000 batches got nothing, for ever. The
+    readers' wait must leave the broker time to find the records."""
+    name = topic_name(Topic.ORDERS)
+    prod = kafka.producer(**{"linger.ms": 0, "batch.num.messages": 1})
+    batches = 30_000
+    for i in range(batches):
+        kafka.produce(prod, name, b"42", str(i).encode())
+        prod.poll(0)
+    assert prod.flush(30) == 0
+    cons = kafka.consumer()
+    try:
+        partition = next(
+            p for p, end in kafka.end_offsets(cons, name, timeout=5).items() if end == batches
+        )
+        cons.assign([kafka.TopicPartition(name, partition, batches - 1)])
+        got = [m for m in cons.consume(1, timeout=3) if m.error() is None]
+    finally:
+        cons.close()
+    assert [m.value() for m in got] == [str(batches - 1).encode()]

@@ -193,14 +193,19 @@ def test_source_packs_partitions_into_few_even_tasks():
     reader = KafkaStreamReader(
         {"kafka.bootstrap.servers": "unused", "subscribe": "a,b,c", "numPartitions": "2"}
     )
-    end = {t: {str(p): 10 * (p + 1) for p in range(3)} for t in "abc"}
+    end = {t: {str(p): 1000 * (p + 1) for p in range(3)} for t in "abc"}
     parts = reader.partitions({}, end)
     assert len(parts) == 2
     sizes = [sum(r.end - r.start for r in p.ranges) for p in parts]
-    assert sum(sizes) == 180 and abs(sizes[0] - sizes[1]) <= 10
+    assert sum(sizes) == 18_000 and abs(sizes[0] - sizes[1]) <= 1000
     assert sorted((r.topic, r.partition) for p in parts for r in p.ranges) == [
         (t, p) for t in "abc" for p in range(3)
     ]
+    # A quiet batch (a few records) is one task: each task has a fixed cost.
+    quiet = reader.partitions(
+        end, {t: {p: o + 2 for p, o in parts_.items()} for t, parts_ in end.items()}
+    )
+    assert len(quiet) == 1 and sum(r.end - r.start for r in quiet[0].ranges) == 18
 
 
 @pytest.mark.spark
