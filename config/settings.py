@@ -190,7 +190,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Customer order tracking. Writes go to the system of record (database + outbox); "
         "tracking reads come from Apache Pinot. Times are ISO-8601 UTC, money is a decimal "
-        'string, every error is {"error": {status, code, message, fields?}}.'
+        'string, every error is {"error": {status, code, message, fields?}}. The live updates over '
+        "WebSocket (/ws/...) are described by the AsyncAPI document at /api/asyncapi/."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
