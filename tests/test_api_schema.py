@@ -78,7 +78,7 @@ def test_every_operation_has_typed_request_and_response_bodies(schema):
             for code, response in operation["responses"].items():
                 content = response.get("content")
                 if content is None:
-                    if code != "204":
+                    if code not in ("204", "304"):
                         problems.append(f"{where} {code}: no body")
                     continue
                 for media, media_content in content.items():
@@ -190,3 +190,11 @@ def test_the_main_operations_carry_examples(schema):
     for name in ("signIn", "placeOrder", "advanceOrder", "reportCourierLocations"):
         examples = by_id[name]["requestBody"]["content"]["application/json"]["examples"]
         assert examples, name
+
+
+def test_polled_reads_are_conditional(schema):
+    for path in ("/api/v1/orders/", "/api/v1/orders/{id}/"):
+        operation = schema["paths"][path]["get"]
+        assert "If-None-Match" in [p["name"] for p in operation["parameters"]]
+        assert "304" in operation["responses"]
+        assert "ETag" in operation["responses"]["200"]["headers"]

@@ -182,7 +182,9 @@ class TimelineStepSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["done", "current", "pending", "skipped"])
     entered_at = serializers.DateTimeField(allow_null=True)
     left_at = serializers.DateTimeField(allow_null=True)
-    duration_seconds = serializers.FloatField(allow_null=True)
+    duration_seconds = serializers.FloatField(
+        allow_null=True, help_text="How long the order was in the step; null while it still is."
+    )
 
 
 class TrackingSourceSerializer(serializers.Serializer):

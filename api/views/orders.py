@@ -15,6 +15,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, conditional_response
 from api.pagination import PinotPagination
 from api.permissions import CanCancelOrder, IsCourier
 from api.schema import errors
@@ -89,9 +90,10 @@ class OrderListView(OrderView):
         summary="List my orders",
         description="The orders the caller may see, newest first: a customer's own, a "
         "courier's assigned, a restaurant's for its staff, every order for operators. "
-        "Pages with `limit`/`offset`; `next` is set while a page comes back full.",
-        parameters=[OrderListQuerySerializer],
-        responses={200: OrderSummarySerializer(many=True), **errors(503)},
+        "Pages with `limit`/`offset`; `next` is set while a page comes back full. Poll it "
+        "with `If-None-Match`: 304 while nothing shown has changed.",
+        parameters=[OrderListQuerySerializer, IF_NONE_MATCH, ETAG],
+        responses={200: OrderSummarySerializer(many=True), 304: NOT_MODIFIED, **errors(503)},
     )
     def get(self, request: Request) -> Response:
         query = OrderListQuerySerializer(data=request.query_params)
@@ -105,7 +107,8 @@ class OrderListView(OrderView):
             request,
         )
         summaries = [read_model.order_summary(r) for r in rows]
-        return self.get_paginated_response(OrderSummarySerializer(summaries, many=True).data)
+        page = self.get_paginated_response(OrderSummarySerializer(summaries, many=True).data)
+        return conditional_response(request, page.data)
 
     @extend_schema(
         operation_id="placeOrder",
@@ -166,11 +169,13 @@ class OrderDetailView(OrderView):
         operation_id="getOrder",
         summary="Get an order",
         description="Items, total, status, the seven-step timeline, the courier's last "
-        "position, distance left and the arrival prediction (`eta`).",
-        responses={200: OrderDetailSerializer, **errors(503)},
+        "position, distance left and the arrival prediction (`eta`). Poll it with "
+        "`If-None-Match`: 304 while nothing shown has changed.",
+        parameters=[IF_NONE_MATCH, ETAG],
+        responses={200: OrderDetailSerializer, 304: NOT_MODIFIED, **errors(503)},
     )
     def get(self, request: Request, pk: int) -> Response:
-        return self.detail(self.get_object().id)
+        return conditional_response(request, read_model.order_detail(self.get_object().id))
 
 
 class OrderCancelView(OrderView):
