@@ -405,8 +405,9 @@ def open_loop_conditional(args: argparse.Namespace) -> dict:
         pids = {"web": stack.web_pid, "pinot": stack.pinot_pid}
         idle = idle_cpu_rates(pids, 2.0)
         per_round = max(1, int(args.rate * args.seconds / args.rounds))
+        pollers = data["details"][: args.pollers]  # each client polls its own order
         cases = {
-            "detail": lambda r: detail_requests(data["details"], per_round, seed=r),
+            "detail": lambda r: detail_requests(pollers, per_round, seed=r),
             "my orders": lambda r: list_requests(data["customers"], per_round, seed=r),
         }
         runs: dict[str, list[dict]] = {}
@@ -674,6 +675,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds with --baseline")
     parser.add_argument(
         "--conditional", action="store_true", help="open loop, seeded: plain vs If-None-Match"
+    )
+    parser.add_argument(
+        "--pollers", type=int, default=50, help="with --conditional: orders being polled"
     )
     parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
     parser.add_argument(
