@@ -9,12 +9,13 @@ client's line per Pinot query and other INFO lines appear only with ``LOG_LEVEL=
 
 The status lines read what exists in every deployment: the database (orders, status
 changes, the outbox's backlog and publishing rate), the Pinot stand-in's
-``/debug/ingestion`` (rows and how far ingestion is behind the topics) and the stream
-job's own progress lines (batches, rows, the slowest batch).
+``/debug/ingestion`` (rows and how far ingestion is behind the topics), the web's
+``/healthz`` and the stream job's own progress lines (batches, rows, the slowest batch).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -101,6 +102,8 @@ class Console:
     def run(self, say: Callable[[str, str], None], running: Callable[[str], bool],
             stop: threading.Event) -> None:  # fmt: skip
         """Every ``interval``: one line per running component (``say(text, name)``)."""
+        if not self.debug:  # this process's own request to the Pinot stand-in, each time
+            logging.getLogger("httpx").setLevel(logging.WARNING)
         self.status(running)  # the baseline the first deltas are counted from
         while not stop.wait(self.interval):
             for name, text in self.status(running).items():
@@ -115,6 +118,7 @@ class Console:
             "relay": self._outbox,
             "streaming": self._stream,
             "pinot": self._pinot,
+            "web": self._web,
         }
         for name, source in sources.items():
             if not running(name):
@@ -172,6 +176,14 @@ class Console:
             f"{batches.count} batches, {batches.rows / elapsed:.0f} rows/s, "
             f"slowest batch {batches.slowest_ms / 1000:.1f} s"
         )
+
+    def _web(self, elapsed: float) -> str:
+        from embedded.components import web_address
+
+        host, port = web_address()
+        answer = httpx.get(f"http://{host}:{port}/healthz", timeout=2.0)
+        checks = ", ".join(f"{k} {v}" for k, v in answer.json()["checks"].items())
+        return f"{answer.json()['status']} ({checks})"
 
     def _pinot(self, elapsed: float) -> str:
         info = httpx.get(f"{self.pinot_url}/debug/ingestion", timeout=2.0).json()

@@ -56,7 +56,7 @@ def test_after_start_up_only_problems_reach_the_console():
 @pytest.mark.django_db
 def test_status_lines_count_orders_events_batches_and_pinot_lag(pinot):
     console = Console(debug=False, pinot_url=pinot.url)
-    running = {"simulator", "relay", "streaming", "pinot"}.__contains__
+    running = {"simulator", "relay", "streaming", "pinot"}.__contains__  # no web here
     assert set(console.status(running)) == {"streaming", "pinot"}  # the rest needs a baseline
     customer, restaurant = make_customer(), make_restaurant()
     for _ in range(3):
