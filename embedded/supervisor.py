@@ -94,7 +94,8 @@ class Supervisor:
                 log.write(line)
                 log.flush()
                 text = line.rstrip("\n")
-                if not self.up.is_set() or self.console.shows(child.component.name, text):
+                shown = self.console.shows(child.component.name, text)  # it counts batches
+                if shown or not self.up.is_set():
                     self.say(text, child.component.name, child.colour)
                 if not child.ready.is_set() and child.component.ready_text in line:
                     child.ready.set()
