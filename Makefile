@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
 # make run-prod: docker-compose.yml's topology as local processes (embedded/compose.py).
-.PHONY: run run-prod test test-backends install system-deps lint format tail bench clean
+.PHONY: run run-prod test test-backends install system-deps schema lint format tail bench clean
 
 run: install
 	$(PY) -m embedded
@@ -45,6 +45,10 @@ $(STAMP): requirements.txt
 $(SYSTEM_STAMP): .ci/system-deps.sh
 	bash .ci/system-deps.sh
 	mkdir -p var && touch $(SYSTEM_STAMP)
+
+# The committed OpenAPI schema (tests/test_api_clients.py fails when it differs from the server's).
+schema: install
+	$(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from api import errors
-from api.views import accounts, menu, operations, orders
+from api.views import accounts, docs, menu, operations, orders
 
 app_name = "api"
 
@@ -42,6 +42,7 @@ v1 = [
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("asyncapi/", docs.asyncapi, name="asyncapi"),
     *[path(f"v1/{p.pattern}", p.callback, name=p.name) for p in v1],
     re_path(r"^.*$", errors.not_found),
 ]

@@ -30,6 +30,13 @@ temporary git worktree, on the same broker and database, and runs the open loop 
 old and new in alternating rounds, so both see the same data and the same machine:
 
     .venv/bin/python bench/bench_api.py --rate 100 --seconds 40 --baseline main
+
+``--conditional`` (seeded mode) runs the order detail and "my orders" each as a plain GET
+and as a repeat poll with the ``If-None-Match`` of the answer the client already has (the
+ETag read just before), in alternating rounds; a 304 counts as answered, its share and the
+bytes received are reported:
+
+    .venv/bin/python bench/bench_api.py --rate 100 --seconds 40 --conditional
 """
 
 from __future__ import annotations
@@ -194,10 +201,14 @@ class Connection:
     async def open(cls, host: str, port: int) -> Connection:
         return cls(*await asyncio.open_connection(host, port))
 
-    async def get(self, host: str, path: str, token: str) -> tuple[int, bool]:
-        """Status and whether the server keeps the connection open."""
+    async def get(
+        self, host: str, path: str, token: str, etag: str | None = None
+    ) -> tuple[int, bool, int]:
+        """Status, whether the server keeps the connection open, and the body's size."""
+        condition = f"If-None-Match: {etag}\r\n" if etag else ""
         self.writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n\r\n".encode()
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n"
+            f"{condition}\r\n".encode()
         )
         status_line = await self.reader.readline()
         if not status_line:  # closed by the server before answering (its keep-alive timeout)
@@ -214,23 +225,25 @@ class Connection:
             elif name == b"connection":
                 keep = value != b"close"
         if chunked:
+            length = 0
             while size := int((await self.reader.readline()).split(b";")[0], 16):
                 await self.reader.readexactly(size + 2)
+                length += size
             await self.reader.readline()
         else:
             await self.reader.readexactly(length)
-        return status, keep
+        return status, keep, length
 
     def close(self) -> None:
         self.writer.close()
 
 
 async def open_loop(
-    url: str, requests: list[tuple[str, str]], rate: float, max_connections: int = 256,
+    url: str, requests: list[tuple], rate: float, max_connections: int = 256,
     timeout: float = 30.0,
 ) -> dict:  # fmt: skip
-    """Send ``requests`` (path, token) at ``rate`` per second from now; each latency is
-    from the request's scheduled time to its last response byte."""
+    """Send ``requests`` (path, token[, etag]) at ``rate`` per second from now; each latency
+    is from the request's scheduled time to its last response byte."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     loop = asyncio.get_running_loop()
@@ -239,6 +252,7 @@ async def open_loop(
     free = asyncio.Condition()
     latencies: list[float] = []
     errors: dict[str, int] = {}
+    received = {"bytes": 0, "not_modified": 0}
 
     async def connection(fresh: bool = False) -> Connection:
         nonlocal opened
@@ -263,13 +277,15 @@ async def open_loop(
                 idle.append(conn)
             free.notify()
 
-    async def one(path: str, token: str, at: float) -> None:
+    async def one(path: str, token: str, at: float, etag: str | None = None) -> None:
         nonlocal opened
         conn = None
         try:
             conn = await asyncio.wait_for(connection(), timeout)
             try:
-                status, keep = await asyncio.wait_for(conn.get(host, path, token), timeout)
+                status, keep, size = await asyncio.wait_for(
+                    conn.get(host, path, token, etag), timeout
+                )
             except ConnectionClosedIdle:
                 # As HTTP clients do: send again on a new connection (in the closed one's
                 # slot); the latency still counts from the scheduled time.
@@ -277,7 +293,9 @@ async def open_loop(
                 conn = await asyncio.wait_for(connection(fresh=True), timeout)
                 async with free:
                     opened -= 1  # the closed connection's slot went to the new one
-                status, keep = await asyncio.wait_for(conn.get(host, path, token), timeout)
+                status, keep, size = await asyncio.wait_for(
+                    conn.get(host, path, token, etag), timeout
+                )
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
             errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
             if conn is not None:
@@ -285,7 +303,9 @@ async def open_loop(
                 await release(None)
             return
         latencies.append(loop.time() - at)
-        if status != 200:
+        received["bytes"] += size
+        received["not_modified"] += status == 304
+        if status not in (200, 304):
             errors[f"HTTP {status}"] = errors.get(f"HTTP {status}", 0) + 1
         if not keep:
             conn.close()
@@ -295,11 +315,11 @@ async def open_loop(
     cpu_before = time.thread_time()
     start = loop.time() + 0.05
     tasks = []
-    for i, (path, token) in enumerate(requests):
+    for i, request in enumerate(requests):
         at = start + i / rate
         if (delay := at - loop.time()) > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(path, token, at)))
+        tasks.append(asyncio.create_task(one(*request[:2], at, *request[2:])))
     await asyncio.gather(*tasks)
     elapsed = loop.time() - start
     generator_cpu = time.thread_time() - cpu_before
@@ -316,6 +336,7 @@ async def open_loop(
         "max_ms": max(latencies, default=0.0) * 1000,
         "connections": opened,
         "generator_cpu_s": generator_cpu,
+        **received,
     }
 
 
@@ -356,6 +377,81 @@ def idle_cpu_rates(pids: dict[str, int], seconds: float) -> dict[str, float]:
 def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     return [(f"/api/v1/orders/{order_id}/", token) for order_id, token in rng.choices(details, k=n)]
+
+
+def list_requests(tokens: list[str], n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    return [("/api/v1/orders/?limit=20", token) for token in rng.choices(tokens, k=n)]
+
+
+def with_etags(url: str, requests: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """Each request with the ETag of the answer its client has now (read once per client)."""
+    import httpx
+
+    tags: dict[tuple[str, str], str] = {}
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for path, token in set(requests):
+            answer = client.get(path, headers={"Authorization": f"Token {token}"})
+            tags[path, token] = answer.headers["ETag"]
+    return [(path, token, tags[path, token]) for path, token in requests]
+
+
+def open_loop_conditional(args: argparse.Namespace) -> dict:
+    """Plain and conditional polls of the detail and the list, alternating rounds."""
+    with embedded_stack(web_workers=args.workers) as stack:
+        data = seed(args.orders)
+        stack.wait_caught_up()
+        warm_up(stack.web_url, data["details"])
+        pids = {"web": stack.web_pid, "pinot": stack.pinot_pid}
+        idle = idle_cpu_rates(pids, 2.0)
+        per_round = max(1, int(args.rate * args.seconds / args.rounds))
+        pollers = data["details"][: args.pollers]  # each client polls its own order
+        cases = {
+            "detail": lambda r: detail_requests(pollers, per_round, seed=r),
+            "my orders": lambda r: list_requests(data["customers"], per_round, seed=r),
+        }
+        runs: dict[str, list[dict]] = {}
+        for r in range(args.rounds):
+            for name, make in cases.items():
+                plain = make(r)
+                variants = {name: plain, f"{name}, If-None-Match": None}
+                for label in variants if r % 2 == 0 else reversed(variants):
+                    requests = variants[label] or with_etags(stack.web_url, plain)
+                    run = measured(pids, stack.web_url, requests, args.rate, idle)
+                    runs.setdefault(label, []).append(run)
+    results = {}
+    for label, rs in runs.items():
+        results[label] = combine(rs)
+        results[label]["not_modified"] = sum(r["not_modified"] for r in rs)
+        results[label]["bytes_per_answer"] = sum(r["bytes"] for r in rs) / max(
+            1, sum(r["answered"] for r in rs)
+        )
+    return {"load": f"seeded, {args.orders} orders, pipeline idle", "results": results}
+
+
+def print_conditional(args: argparse.Namespace, result: dict) -> None:
+    rows = [
+        (
+            label,
+            f"{r['answered']}/{r['requests']}",
+            f"{r['not_modified'] / max(1, r['answered']) * 100:.0f}%",
+            f"{r['bytes_per_answer']:.0f}",
+            f"{r['p50_ms']:.1f}",
+            f"{r['p90_ms']:.1f}",
+            f"{r['p99_ms']:.1f}",
+            f"{r['cpu_ms_per_request']['web']:.2f}",
+            f"{r['cpu_ms_per_request']['pinot']:.2f}",
+            str(sum(r["errors"].values())),
+        )
+        for label, r in result["results"].items()
+    ]
+    print_table(
+        f"Open loop at {args.rate:g}/s, plain vs conditional polls, {result['load']}, "
+        f"{args.workers} web worker(s)",
+        rows,
+        header=("request", "answered", "304", "body bytes", "p50 ms", "p90 ms", "p99 ms",
+                "web CPU ms/req", "Pinot CPU ms/req", "errors"),
+    )  # fmt: skip
 
 
 def warm_up(url: str, details: list[tuple[int, str]], n: int = 300) -> None:
@@ -577,6 +673,12 @@ def main() -> None:
     )
     parser.add_argument("--baseline", help="open loop, seeded: also serve this commit, alternating")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds with --baseline")
+    parser.add_argument(
+        "--conditional", action="store_true", help="open loop, seeded: plain vs If-None-Match"
+    )
+    parser.add_argument(
+        "--pollers", type=int, default=50, help="with --conditional: orders being polled"
+    )
     parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
     parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="full system: idle CPU window"
@@ -589,6 +691,15 @@ def main() -> None:
         return
     if args.multiple and args.baseline:
         parser.error("--baseline runs on the seeded stack; leave out --multiple")
+    if args.conditional:
+        if args.multiple or args.baseline:
+            parser.error("--conditional runs alone on the seeded stack")
+        result = open_loop_conditional(args)
+        print_conditional(args, result)
+        path = write_result(f"api-conditional-{args.rate:g}rps", {"machine": machine(),
+                            "params": vars(args), **result})  # fmt: skip
+        print("  written to", path)
+        return
     result = open_loop_system(args) if args.multiple else open_loop_seeded(args)
     print_open_loop(args, result)
     name = f"api-open-{args.rate:g}rps" + (f"-{args.multiple:g}x" if args.multiple else "")

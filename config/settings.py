@@ -135,8 +135,16 @@ FORMS_URLFIELD_ASSUME_HTTPS = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "contract.logs.JSONFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if env_str("LOG_FORMAT", "plain").lower() == "json" else "plain",
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
@@ -165,12 +173,13 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON only: one request encoding for generated clients (forms would be 415). Pages and
+    # the admin post Django forms, not to the API.
     "DEFAULT_PARSER_CLASSES": [
         "api.parsers.JSONParser",  # DRF's, plus a nesting limit (deep nesting was a 500)
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.AutoSchema",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",  # APIClient speaks what the API accepts
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["api.throttles.ScopedRateThrottle"],
     "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # never key throttles on a client-written header
@@ -189,7 +198,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Customer order tracking. Writes go to the system of record (database + outbox); "
         "tracking reads come from Apache Pinot. Times are ISO-8601 UTC, money is a decimal "
-        'string, every error is {"error": {status, code, message, fields?}}.'
+        'string, every error is {"error": {status, code, message, fields?}}. The live updates over '
+        "WebSocket (/ws/...) are described by the AsyncAPI document at /api/asyncapi/."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -197,6 +207,19 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # served from our static files: works offline
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,  # read-only fields (ids) stay out of request bodies
+    "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
+    "ENUM_NAME_OVERRIDES": {"OrderStatus": "api.serializers.orders.STATUSES"},
+    "TAGS": [
+        {"name": "Account", "description": "Signing in and out, who I am, my addresses."},
+        {"name": "Menu", "description": "Restaurants and their menus."},
+        {"name": "Orders", "description": "Placing, following and moving orders; GPS points."},
+        {
+            "name": "Operations",
+            "description": "Analytics for operators, and for restaurant "
+            "staff on their own restaurant.",
+        },
+    ],  # fmt: skip
 }
 
 # Throttle counters: per process in embedded mode, shared through Redis in production.

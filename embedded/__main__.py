@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         f"    REST API docs    {base}/api/docs/\n"
         f"    customers        customer1..customer200 / {DEMO_PASSWORD}\n"
         "    watch events     make tail TOPIC=orders_enriched\n"
+        f"    live channel     {base}/api/asyncapi/\n"
+        "  From now on: a status line per component every few seconds, and every warning\n"
+        "  or error; everything else is in var/logs/ (LOG_LEVEL=debug shows it here too).\n"
         "  Ctrl-C stops everything.\n"
         "  ============================================================"
     )

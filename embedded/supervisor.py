@@ -1,14 +1,16 @@
 """Start, watch and stop every component of the system from one terminal.
 
 What a person running ``make run`` needs: progress while each part warms up, a
-clear "ready" with where to look, every child's output prefixed with its name
-(and kept under ``var/logs/``), a loud report and a restart with backoff when a
+clear "ready" with where to look, then a status line per component every few seconds
+and every warning or error as it happens (:mod:`embedded.console`; every child's whole
+output is kept under ``var/logs/``), a loud report and a restart with backoff when a
 child dies, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -18,8 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from contract.conf import BASE_DIR, var_dir
+from contract.conf import BASE_DIR, env_str, var_dir
 from embedded.components import Component
+from embedded.console import Console
 
 COLOURS = ["36", "33", "32", "35", "34", "31", "96", "93"]
 
@@ -49,6 +52,7 @@ class Supervisor:
         comps: list[Component],
         out: TextIO = sys.stdout,
         max_restarts: int = 5,
+        console: Console | None = None,
     ) -> None:
         self.children = [
             Child(c, COLOURS[i % len(COLOURS)]) for i, c in enumerate(comps) if c.enabled()
@@ -62,10 +66,19 @@ class Supervisor:
         self.log_dir = var_dir() / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.width = max((len(c.component.name) for c in self.children), default=6)
+        self.console = console or Console()
+        self.up = threading.Event()  # start-up is over: only status lines and problems now
+        self.json = env_str("LOG_FORMAT", "plain").lower() == "json"
 
     # ----------------------------------------------------------------- output
 
     def say(self, text: str, name: str = "system", colour: str = "1") -> None:
+        if self.json:
+            record = {"time": time.time(), "component": name, "message": text}
+            with self._lock:
+                self.out.write(json.dumps(record) + "\n")
+                self.out.flush()
+            return
         stamp = f"{time.monotonic() - self._t0:6.1f}s"
         tty = self.out.isatty()
         label = name.ljust(self.width)
@@ -80,7 +93,10 @@ class Supervisor:
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
-                self.say(line.rstrip("\n"), child.component.name, child.colour)
+                text = line.rstrip("\n")
+                shown = self.console.shows(child.component.name, text)  # it counts batches
+                if shown or not self.up.is_set():
+                    self.say(text, child.component.name, child.colour)
                 if not child.ready.is_set() and child.component.ready_text in line:
                     child.ready.set()
                     self.say(
@@ -163,7 +179,21 @@ class Supervisor:
         threading.Thread(target=self._watch, daemon=True).start()
         if ready_message:
             self.say(ready_message)
+        self.up.set()
+        threading.Thread(
+            target=self.console.run, args=(self._status, self._running, self.stopping), daemon=True
+        ).start()
         return True
+
+    def _status(self, text: str, name: str) -> None:
+        child = next((c for c in self.children if c.component.name == name), None)
+        self.say(text, name, child.colour if child else "1")
+
+    def _running(self, name: str) -> bool:
+        return any(
+            c.component.name == name and c.process is not None and c.process.poll() is None
+            for c in self.children
+        )
 
     def stop_component(self, name: str, timeout: float = 30.0) -> None:
         """Stop one component for good (e.g. the load generator), leaving the rest running."""

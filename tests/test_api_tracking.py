@@ -89,7 +89,7 @@ def test_order_detail_combines_the_record_with_pinots_tracking(world):
         ("DELIVERED", "pending"),
     ]  # fmt: skip
     assert [s["duration_seconds"] for s in body["timeline"][:4]] == [60.0, 120.0, 180.0, 240.0]
-    assert body["timeline"][4]["duration_seconds"] >= 600  # still in it: counts up to now
+    assert body["timeline"][4]["duration_seconds"] is None  # still in it: count from entered_at
     assert body["position"]["lat"] == 12.961
     assert body["distance_left_km"] == 1.25
     eta = body["eta"]  # on the road: the 1.25 km left, at the default speed (no history)
@@ -100,12 +100,8 @@ def test_order_detail_combines_the_record_with_pinots_tracking(world):
 
 
 def _without_clock(detail: dict) -> dict:
-    """The detail minus what moves with the clock (the ETA, the current step's duration)."""
-    steps = [
-        {**s, "duration_seconds": None} if s["state"] == "current" else s
-        for s in detail["timeline"]
-    ]
-    return {**detail, "eta": None, "timeline": steps}
+    """The detail minus what moves with the clock (the ETA, every PREDICTION_STEP_MS)."""
+    return {**detail, "eta": None}
 
 
 def test_rest_sends_the_read_models_shapes_unchanged(world):
@@ -175,11 +171,21 @@ def test_a_kept_order_still_lets_no_one_else_in(world):
     assert client_for(users["owner"]).get("/api/v1/orders/999999/").status_code == 404
 
 
-def test_a_changed_order_is_seen(world, pinot):
-    """The kept placed part never hides what moves: status, courier position and trail."""
+def test_a_changed_order_is_seen(world, pinot, monkeypatch):
+    """The kept placed part never hides what moves: status, courier position and trail;
+    a conditional read answers 304 until then, and the full answer after."""
+    monkeypatch.setattr(read_model, "PREDICTION_STEP_MS", 86_400_000)  # no step mid-test
     order, t0 = world["order"], world["t0"]
     client = client_for(world["users"]["owner"])
-    before = client.get(f"/api/v1/orders/{order.pk}/").json()
+    detail_url, list_url = f"/api/v1/orders/{order.pk}/", "/api/v1/orders/?state=active"
+    first, listed = client.get(detail_url), client.get(list_url)
+    tags = {"detail": first["ETag"], "list": listed["ETag"]}
+    assert first["Cache-Control"] == "private, no-cache" and "Authorization" in first["Vary"]
+    for url, tag in ((detail_url, tags["detail"]), (list_url, tags["list"])):
+        again = client.get(url, HTTP_IF_NONE_MATCH=f'W/"other", {tag}')
+        assert (again.status_code, again.content, again["ETag"]) == (304, b"", tag)
+    assert client.get(detail_url, HTTP_IF_NONE_MATCH='"other"').status_code == 200
+    before = first.json()
     assert before["status"] == "OUT_FOR_DELIVERY" and len(before["path"]) == 1
     assert before["courier"]["name"] == "rider"
     common = dict(customer_id=order.customer_id, restaurant_id=order.restaurant_id,
@@ -191,7 +197,11 @@ def test_a_changed_order_is_seen(world, pinot):
                     courier=(order.courier_id, 12.965, 77.62, t0 + 12 * MIN)),
     )  # fmt: skip
     pinot.sync()
-    after = client.get(f"/api/v1/orders/{order.pk}/").json()
+    changed = client.get(detail_url, HTTP_IF_NONE_MATCH=tags["detail"])
+    assert changed.status_code == 200 and changed["ETag"] != tags["detail"]
+    changed_list = client.get(list_url, HTTP_IF_NONE_MATCH=tags["list"])
+    assert changed_list.status_code == 200 and changed_list["ETag"] != tags["list"]
+    after = changed.json()
     assert after["status"] == "ARRIVING_AT_DOOR" and after["tracking"]["version"] == 7
     assert after["position"]["lat"] == 12.965
     assert [p["lat"] for p in after["path"]] == [12.961, 12.965]

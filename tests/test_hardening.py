@@ -153,7 +153,8 @@ def test_login_is_throttled_per_user_name_across_clients(fresh_cache):
 def test_the_per_user_name_limit_holds_whatever_the_encoding(fresh_cache):
     """Issue 28, finding 2: every way of sending a user name that sign-in accepts counts
     against that name's one budget: content types DRF's parser takes besides
-    ``application/json`` (``*/*``, ``application/*``, another charset, multipart), and
+    ``application/json`` (``*/*``, ``application/*``, another charset; multipart is
+    refused with 415 before any password is checked), and
     names Django's sign-in normalises (NFKC, surrounding spaces, case)."""
     import json
 
@@ -179,7 +180,7 @@ def test_the_per_user_name_limit_holds_whatever_the_encoding(fresh_cache):
         api("\u3000Alice ", "*/*"),
         ("/accounts/login/", {"username": "ａlice", "password": "bad"}, None),
         ("/admin/login/", {"username": " ALICE", "password": "bad"}, None),
-        ("/api/v1/auth/token/", {"username": "alicE", "password": "bad"}, None),  # multipart
+        api("alicE", "application/json; charset=utf-8"),
         ("/accounts/login/", {"username": "ａlice", "password": "bad"}, None),
         api("alice", "application/*"),
     ]
@@ -190,6 +191,10 @@ def test_the_per_user_name_limit_holds_whatever_the_encoding(fresh_cache):
         codes.append(sent.status_code)
     # Each was a sign-in attempt the view processed: 401 (API) or the form again (200).
     assert codes == [401] * 5 + [200, 200, 401, 200, 401], codes
+    multipart = Client(REMOTE_ADDR="192.0.2.98").post(
+        "/api/v1/auth/token/", {"username": "alice", "password": "x"}
+    )
+    assert multipart.status_code == 415  # not a sign-in attempt: the API reads JSON only
     eleventh = Client(REMOTE_ADDR="192.0.2.99").post(
         "/api/v1/auth/token/",
         {"username": "alice", "password": "x"},

@@ -27,7 +27,7 @@ STATUSES = [s.value for s in OrderStatus]
 # --------------------------------------------------------------------------- requests
 
 
-class ItemRequestSerializer(serializers.Serializer):
+class OrderLineSerializer(serializers.Serializer):
     product_id = serializers.IntegerField(min_value=1)
     quantity = serializers.IntegerField(min_value=1, max_value=MAX_QUANTITY_PER_LINE)
 
@@ -39,14 +39,14 @@ class DeliverySerializer(serializers.Serializer):
 
 
 class PlaceOrderSerializer(serializers.Serializer):
-    """Either ``address_id`` (one of my saved addresses) or an explicit ``delivery``.
+    """A new order: the restaurant, its products and quantities (each product once), and
+    where to deliver: either `address_id` (one of my saved addresses) or `delivery`."""
 
-    Validated data: ``restaurant`` (the object), ``items`` and ``delivery`` (address,
-    lat, lon) whichever way it was given. Needs ``context["customer"]``.
-    """
+    # Validated data: ``restaurant`` (the object), ``items`` and ``delivery`` (address,
+    # lat, lon) whichever way it was given. Needs the customer in the context.
 
     restaurant_id = serializers.IntegerField(min_value=1)
-    items = ItemRequestSerializer(many=True, allow_empty=False, max_length=MAX_LINES_PER_ORDER)
+    items = OrderLineSerializer(many=True, allow_empty=False, max_length=MAX_LINES_PER_ORDER)
     address_id = serializers.IntegerField(min_value=1, required=False)
     delivery = DeliverySerializer(required=False)
 
@@ -105,7 +105,7 @@ class LocationPointSerializer(serializers.Serializer):
 
 
 class LocationBatchSerializer(serializers.Serializer):
-    """One point (``lat``/``lon``) or a batch (``points``) a mobile app buffered offline."""
+    """One point (`lat`/`lon`) or a batch (`points`) a mobile app buffered offline."""
 
     lat = serializers.FloatField(min_value=-90, max_value=90, required=False)
     lon = serializers.FloatField(min_value=-180, max_value=180, required=False)
@@ -182,7 +182,9 @@ class TimelineStepSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["done", "current", "pending", "skipped"])
     entered_at = serializers.DateTimeField(allow_null=True)
     left_at = serializers.DateTimeField(allow_null=True)
-    duration_seconds = serializers.FloatField(allow_null=True)
+    duration_seconds = serializers.FloatField(
+        allow_null=True, help_text="How long the order was in the step; null while it still is."
+    )
 
 
 class TrackingSourceSerializer(serializers.Serializer):
@@ -195,7 +197,7 @@ class TrackingSourceSerializer(serializers.Serializer):
 
 
 class EtaBasisSerializer(serializers.Serializer):
-    """What the prediction rests on (see tracker/tracking/eta.py)."""
+    """What the prediction rests on: whose kitchen times, which courier speed, the route."""
 
     kitchen = serializers.ChoiceField(
         choices=["restaurant_by_hour", "restaurant", "hour_of_day", "all_restaurants", "default"],
@@ -268,7 +270,7 @@ class SummaryItemSerializer(serializers.Serializer):
 
 
 class OrderSummarySerializer(OrderHeadSerializer):
-    """An order in a list, from its Pinot row."""
+    """An order in a list: its status and tracking as the read side has them."""
 
     item_count = serializers.IntegerField()
     items = SummaryItemSerializer(many=True)

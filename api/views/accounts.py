@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth import authenticate, logout
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import generics, permissions, status
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
@@ -35,7 +35,17 @@ class TokenLoginView(APIView):
     def get_authenticate_header(self, request: Request) -> str:
         return 'Token realm="api"'  # so wrong credentials are a 401, not a 403
 
-    @extend_schema(request=LoginSerializer, responses={200: TokenSerializer})
+    @extend_schema(
+        operation_id="signIn",
+        summary="Sign in for a token",
+        description="Exchange a username and password for an API token; send it as "
+        "`Authorization: Token <token>`. Tokens expire; a 401 means sign in again.",
+        request=LoginSerializer,
+        responses={200: TokenSerializer},
+        examples=[
+            OpenApiExample("Sign in", {"username": "customer1", "password": "…"}, request_only=True)
+        ],
+    )
     def post(self, request: Request) -> Response:
         body = LoginSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -49,13 +59,25 @@ class TokenLoginView(APIView):
 class LogoutView(APIView):
     """Revoke the caller's token (every device using it) and end the browser session."""
 
-    @extend_schema(request=None, responses={204: None})
+    @extend_schema(
+        operation_id="signOut",
+        summary="Sign out",
+        description="Revoke the caller's token (every device using it) and end the browser "
+        "session.",
+        request=None,
+        responses={204: None},
+    )
     def post(self, request: Request) -> Response:
         Token.objects.filter(user=request.user).delete()
         logout(request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="getMe", summary="Who I am", description="My profile and the roles I hold."
+    )
+)
 class MeView(generics.RetrieveAPIView):
     serializer_class = MeSerializer
 
@@ -63,6 +85,14 @@ class MeView(generics.RetrieveAPIView):
         return self.request.user
 
 
+@extend_schema_view(
+    get=extend_schema(operation_id="listAddresses", summary="List my delivery addresses"),
+    post=extend_schema(
+        operation_id="createAddress",
+        summary="Add a delivery address",
+        description="`is_default: true` makes it my only default address.",
+    ),
+)
 class AddressListView(generics.ListCreateAPIView):
     """My delivery addresses."""
 
@@ -81,8 +111,18 @@ class AddressListView(generics.ListCreateAPIView):
         serializer.save(customer=customer)
 
 
+@extend_schema_view(
+    get=extend_schema(operation_id="getAddress", summary="Get one of my addresses"),
+    put=extend_schema(operation_id="replaceAddress", summary="Replace one of my addresses"),
+    patch=extend_schema(operation_id="updateAddress", summary="Change one of my addresses"),
+    delete=extend_schema(
+        operation_id="deleteAddress",
+        summary="Delete one of my addresses",
+        description="Deleting the default makes the oldest remaining address the default.",
+    ),
+)
 class AddressDetailView(generics.RetrieveUpdateDestroyAPIView):
-    """One of my addresses: read, change (``is_default`` true makes it the only default),
+    """One of my addresses: read, change (`is_default` true makes it the only default),
     delete (deleting the default makes the oldest remaining address the default)."""
 
     serializer_class = AddressSerializer

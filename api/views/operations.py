@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.permissions import IsOperator, IsOperatorOrRestaurantStaff
+from api.schema import errors
 from api.serializers.operations import (
     DeadLetterResults,
     DeadLettersQuerySerializer,
@@ -54,7 +55,12 @@ class TimeInStatusView(APIView):
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(parameters=[RestaurantQuerySerializer], responses=StatusPercentilesResults)
+    @extend_schema(
+        operation_id="getTimeInStatus",
+        summary="Time in status",
+        parameters=[RestaurantQuerySerializer],
+        responses={200: StatusPercentilesResults, **errors(503)},
+    )
     def get(self, request: Request) -> Response:
         query = query_params(RestaurantQuerySerializer, request)
         rows = selectors.time_in_status_percentiles(
@@ -68,7 +74,12 @@ class StuckOrdersView(APIView):
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(parameters=[StuckOrdersQuerySerializer], responses=StuckOrderResults)
+    @extend_schema(
+        operation_id="listStuckOrders",
+        summary="Stuck orders",
+        parameters=[StuckOrdersQuerySerializer],
+        responses={200: StuckOrderResults, **errors(503)},
+    )
     def get(self, request: Request) -> Response:
         query = query_params(StuckOrdersQuerySerializer, request)
         rows = selectors.stuck_orders(
@@ -85,7 +96,12 @@ class DeliveriesInAreaView(APIView):
 
     permission_classes = [IsOperator]
 
-    @extend_schema(request=GeoJSONPolygonSerializer, responses=DeliveryInAreaResults)
+    @extend_schema(
+        operation_id="findDeliveriesInArea",
+        summary="Deliveries in an area",
+        request=GeoJSONPolygonSerializer,
+        responses={200: DeliveryInAreaResults, **errors(503)},
+    )
     def post(self, request: Request) -> Response:
         body = GeoJSONPolygonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -99,7 +115,12 @@ class RestaurantDashboardView(APIView):
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(parameters=[RestaurantQuerySerializer], responses=RestaurantDashboardResults)
+    @extend_schema(
+        operation_id="getRestaurantDashboard",
+        summary="Restaurant dashboard",
+        parameters=[RestaurantQuerySerializer],
+        responses={200: RestaurantDashboardResults, **errors(503)},
+    )
     def get(self, request: Request) -> Response:
         query = query_params(RestaurantQuerySerializer, request)
         boards = selectors.restaurant_dashboard(restaurant_scope(request, query.get("restaurant")))
@@ -113,7 +134,12 @@ class SalesSeriesView(APIView):
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(parameters=[SalesSeriesQuerySerializer], responses=SalesSeriesResults)
+    @extend_schema(
+        operation_id="getSalesSeries",
+        summary="Sales over time",
+        parameters=[SalesSeriesQuerySerializer],
+        responses={200: SalesSeriesResults, **errors(503)},
+    )
     def get(self, request: Request) -> Response:
         query = query_params(SalesSeriesQuerySerializer, request)
         rows = selectors.restaurant_sales_series(
@@ -127,7 +153,12 @@ class DeadLettersView(APIView):
 
     permission_classes = [IsOperator]
 
-    @extend_schema(parameters=[DeadLettersQuerySerializer], responses=DeadLetterResults)
+    @extend_schema(
+        operation_id="listDeadLetters",
+        summary="Dead letters",
+        parameters=[DeadLettersQuerySerializer],
+        responses={200: DeadLetterResults, **errors(503)},
+    )
     def get(self, request: Request) -> Response:
         query = query_params(DeadLettersQuerySerializer, request)
         letters = recent_dead_letters(query["limit"])

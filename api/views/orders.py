@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, conditional_response
 from api.pagination import PinotPagination
 from api.permissions import CanCancelOrder, IsCourier
+from api.schema import errors
 from api.serializers.orders import (
     AcceptedSerializer,
     LocationBatchSerializer,
@@ -35,8 +37,21 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
     str,
     OpenApiParameter.HEADER,
-    description="Retry-safe key: the same key returns the same order",
+    description="Retry-safe key (at most 100 characters): sending the same key again "
+    "returns the order the first request placed, with 200 instead of 201.",
 )
+PLACE_EXAMPLE = OpenApiExample(
+    "Two dishes to a saved address",
+    {"restaurant_id": 1, "items": [{"product_id": 3, "quantity": 2}, {"product_id": 5,
+     "quantity": 1}], "address_id": 7},
+    request_only=True,
+)  # fmt: skip
+PLACE_EXAMPLE_DELIVERY = OpenApiExample(
+    "One dish to an explicit address",
+    {"restaurant_id": 1, "items": [{"product_id": 3, "quantity": 1}],
+     "delivery": {"address": "12 MG Road, Bengaluru", "lat": 12.9756, "lon": 77.6066}},
+    request_only=True,
+)  # fmt: skip
 
 
 class OrderView(generics.GenericAPIView):
@@ -71,9 +86,14 @@ class OrderListView(OrderView):
         return super().get_throttles() if self.request.method == "POST" else []
 
     @extend_schema(
-        operation_id="v1_orders_list",
-        parameters=[OrderListQuerySerializer],
-        responses=OrderSummarySerializer(many=True),
+        operation_id="listOrders",
+        summary="List my orders",
+        description="The orders the caller may see, newest first: a customer's own, a "
+        "courier's assigned, a restaurant's for its staff, every order for operators. "
+        "Pages with `limit`/`offset`; `next` is set while a page comes back full. Poll it "
+        "with `If-None-Match`: 304 while nothing shown has changed.",
+        parameters=[OrderListQuerySerializer, IF_NONE_MATCH, ETAG],
+        responses={200: OrderSummarySerializer(many=True), 304: NOT_MODIFIED, **errors(503)},
     )
     def get(self, request: Request) -> Response:
         query = OrderListQuerySerializer(data=request.query_params)
@@ -87,12 +107,24 @@ class OrderListView(OrderView):
             request,
         )
         summaries = [read_model.order_summary(r) for r in rows]
-        return self.get_paginated_response(OrderSummarySerializer(summaries, many=True).data)
+        page = self.get_paginated_response(OrderSummarySerializer(summaries, many=True).data)
+        return conditional_response(request, page.data)
 
     @extend_schema(
+        operation_id="placeOrder",
+        summary="Place an order",
+        description="Customers only. Deliver to one of my saved addresses (`address_id`) "
+        "or to an explicit `delivery`. Send an `Idempotency-Key` so a retry after a lost "
+        "answer cannot place the order twice.",
         request=PlaceOrderSerializer,
         parameters=[IDEMPOTENCY_KEY],
-        responses={201: OrderDetailSerializer, 200: OrderDetailSerializer},
+        responses={
+            201: OpenApiResponse(OrderDetailSerializer, "The order was placed."),
+            200: OpenApiResponse(
+                OrderDetailSerializer, "This `Idempotency-Key` already placed this order."
+            ),
+        },
+        examples=[PLACE_EXAMPLE, PLACE_EXAMPLE_DELIVERY],
     )
     def post(self, request: Request) -> Response:
         customer = policy.customer_of(request.user)
@@ -133,8 +165,17 @@ class OrderDetailView(OrderView):
         self.check_object_permissions(self.request, placed)
         return placed
 
+    @extend_schema(
+        operation_id="getOrder",
+        summary="Get an order",
+        description="Items, total, status, the seven-step timeline, the courier's last "
+        "position, distance left and the arrival prediction (`eta`). Poll it with "
+        "`If-None-Match`: 304 while nothing shown has changed.",
+        parameters=[IF_NONE_MATCH, ETAG],
+        responses={200: OrderDetailSerializer, 304: NOT_MODIFIED, **errors(503)},
+    )
     def get(self, request: Request, pk: int) -> Response:
-        return self.detail(self.get_object().id)
+        return conditional_response(request, read_model.order_detail(self.get_object().id))
 
 
 class OrderCancelView(OrderView):
@@ -144,7 +185,14 @@ class OrderCancelView(OrderView):
     permission_classes = [IsAuthenticated, CanCancelOrder]
     throttle_scope = "writes"
 
-    @extend_schema(request=None)
+    @extend_schema(
+        operation_id="cancelOrder",
+        summary="Cancel an order",
+        description="Its customer, its restaurant's staff or an operator; only before it is "
+        "out for delivery (409 after).",
+        request=None,
+        responses={200: OrderDetailSerializer, **errors(409)},
+    )
     def post(self, request: Request, pk: int) -> Response:
         order = self.get_object()
         services.cancel_order(order.pk, actor=f"api:{request.user.get_username()}")
@@ -157,7 +205,19 @@ class OrderAdvanceView(OrderView):
 
     throttle_scope = "writes"
 
-    @extend_schema(request=TransitionSerializer)
+    @extend_schema(
+        operation_id="advanceOrder",
+        summary="Move an order to its next status",
+        description="Restaurant staff up to `OUT_FOR_DELIVERY`, the assigned courier for "
+        "`ARRIVING_AT_DOOR` and `DELIVERED`, operators any step. Without a body the order "
+        "moves one step along its lifecycle.",
+        request=TransitionSerializer,
+        responses={200: OrderDetailSerializer, **errors(409)},
+        examples=[
+            OpenApiExample("Next step", {}, request_only=True),
+            OpenApiExample("A named step", {"status": "OUT_FOR_DELIVERY"}, request_only=True),
+        ],
+    )
     def post(self, request: Request, pk: int) -> Response:
         order = self.get_object()
         body = TransitionSerializer(data=request.data)
@@ -185,7 +245,27 @@ class CourierLocationView(OrderView):
     def get_queryset(self) -> QuerySet[Order]:
         return super().get_queryset().filter(courier=policy.courier_of(self.request.user))
 
-    @extend_schema(request=LocationBatchSerializer, responses={202: AcceptedSerializer})
+    @extend_schema(
+        operation_id="reportCourierLocations",
+        summary="Report the courier's position",
+        description="The order's assigned courier only: one GPS point, or a batch of up to "
+        "500 buffered while offline. Points are idempotent, so a retried batch is harmless.",
+        request=LocationBatchSerializer,
+        responses={202: AcceptedSerializer, **errors(503)},
+        examples=[
+            OpenApiExample("One point", {"lat": 12.9716, "lon": 77.5946}, request_only=True),
+            OpenApiExample(
+                "An offline batch",
+                {
+                    "points": [
+                        {"lat": 12.9716, "lon": 77.5946, "recorded_at": "2026-11-24T12:00:00Z"},
+                        {"lat": 12.9721, "lon": 77.5950, "recorded_at": "2026-11-24T12:00:05Z"},
+                    ]
+                },
+                request_only=True,
+            ),  # fmt: skip
+        ],
+    )
     def post(self, request: Request, pk: int) -> Response:
         order = self.get_object()
         body = LocationBatchSerializer(data=request.data)

@@ -401,9 +401,15 @@ RETRY_SECONDS = 15.0
 
 
 def _load(key: str) -> Statistics:
+    """Statistics as of the start of the current refresh window: every process (each web
+    worker keeps its own) then predicts from the same numbers, so one order reads the same
+    whichever worker answers (and its ETag holds), and all move on at the window's end."""
+    step_ms = int(refresh_seconds() * 1000)
+    now = now_ms()
+    window = now - now % step_ms
     try:
-        stats = load_statistics()
-        loaded = time.monotonic()
+        stats = load_statistics(as_of_ms=window)
+        loaded = time.monotonic() - (now - window) / 1000
     except TrackingUnavailable as exc:
         log.warning("ETA statistics not loaded (defaults meanwhile): %s", exc)
         stats = _cache.get(key, (Statistics(), 0.0))[0]

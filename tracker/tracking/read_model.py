@@ -57,6 +57,17 @@ def iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: Reads predict the arrival as of the clock rounded down to this step, so one order reads
+#: the same for that long and a conditional request can answer 304 (its ``computed_at``
+#: says when; pushed updates predict as of the moment they are sent).
+PREDICTION_STEP_MS = 30_000
+
+
+def prediction_clock() -> int:
+    now = now_ms()
+    return now - now % PREDICTION_STEP_MS
+
+
 def arrival(trip: eta.Trip, now: int) -> dict[str, Any] | None:
     """The predicted arrival with its range and what it rests on (None once delivered or
     cancelled), from the process's cached statistics: no query of its own."""
@@ -248,8 +259,11 @@ def forget_copies() -> None:
     _trails.clear()
 
 
-def timeline(current: str, periods: list[StatusPeriod], now: int) -> list[dict[str, Any]]:
-    """The seven lifecycle steps (plus CANCELLED when cancelled), each done/current/pending."""
+def timeline(current: str, periods: list[StatusPeriod]) -> list[dict[str, Any]]:
+    """The seven lifecycle steps (plus CANCELLED when cancelled), each done/current/pending.
+
+    The step still going on has no duration (it would change with every read, and so would
+    the answer's ETag): a client counts from its ``entered_at``."""
     entered = {p.status: p for p in periods}
     cancelled = current == OrderStatus.CANCELLED
     out = []
@@ -262,8 +276,6 @@ def timeline(current: str, periods: list[StatusPeriod], now: int) -> list[dict[s
                         "duration_seconds": None})  # fmt: skip
             continue
         end = period.left_at
-        if end is None and status not in TERMINAL_STATUSES:
-            end = now
         out.append(
             {
                 **step,
@@ -300,7 +312,7 @@ def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
     if placed is None:
         raise Order.DoesNotExist(f"no order {order_id}")
     state = selectors.order_state(order_id) if tracking else None
-    now = now_ms()
+    now = prediction_clock()
     path: list[dict[str, Any]] = []
     if state is not None:
         current, status_time = state.status, state.status_time
@@ -337,7 +349,7 @@ def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
         "can_cancel": current in CANCELLABLE_STATUSES,
         **placed.shown,
         "courier": None if courier is None else {"id": courier_id, "name": courier},
-        "timeline": timeline(current, periods, now),
+        "timeline": timeline(current, periods),
         "position": (
             {"lat": position.lat, "lon": position.lon, "at": iso_ms(position.at)}
             if position
@@ -365,6 +377,6 @@ def order_summary(state: OrderState) -> dict[str, Any]:
         "restaurant": {"id": state.restaurant_id, "name": state.restaurant_name},
         "customer": {"id": state.customer_id, "name": state.customer_name},
         "distance_left_km": state.distance_left_km,
-        "eta": arrival(eta.Trip.of_enriched(state), now_ms()),
+        "eta": arrival(eta.Trip.of_enriched(state), prediction_clock()),
         "version": state.version,
     }

@@ -1,0 +1,96 @@
+"""How the API describes itself in OpenAPI, so client generators take the schema as is.
+
+Every operation names itself (``extend_schema(operation_id=...)`` in the views, camelCase);
+this schema class adds what every operation shares: its tag (from the path) and the error
+answers it can give, each with the one error body of :mod:`api.errors`. An operation lists
+the errors only it can give (409, 503) itself, through :func:`errors`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular import openapi
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse
+from rest_framework.permissions import AllowAny
+
+from api.serializers.errors import ErrorSerializer
+
+#: Tag of each path's first segment under /api/v1/ (described in SPECTACULAR_SETTINGS).
+TAGS = {
+    "auth": "Account",
+    "me": "Account",
+    "restaurants": "Menu",
+    "orders": "Orders",
+    "operations": "Operations",
+}
+_ERRORS = {
+    400: ("invalid", "The request is invalid; `fields` names each bad field.",
+          "items[0].quantity: Ensure this value is greater than or equal to 1."),
+    401: ("not_authenticated", "Not signed in, or the token is wrong or expired.",
+          "Authentication credentials were not provided."),
+    403: ("permission_denied", "Signed in, but not allowed to do this.",
+          "You do not have permission to perform this action."),
+    404: ("not_found", "No such resource, or not yours (the same answer).",
+          "No Order matches the given query."),
+    409: ("conflict", "The order's current status does not allow this.",
+          "order 42 is OUT_FOR_DELIVERY; it can no longer be cancelled"),
+    413: ("too_large", "The request body is over the size limit.",
+          "Request body is over the 1048576-byte limit."),
+    415: ("unsupported_media_type", "The request body is not JSON.",
+          'Unsupported media type "multipart/form-data" in request.'),
+    429: ("throttled", "Too many requests; retry after the `Retry-After` header's seconds.",
+          "Request was throttled. Expected available in 42 seconds."),
+    503: ("unavailable", "Tracking data is temporarily unavailable; retry shortly.",
+          "Tracking data is temporarily unavailable; retry shortly."),
+}  # fmt: skip
+
+
+def error_response(status: int) -> OpenApiResponse:
+    code, description, message = _ERRORS[status]
+    example: dict[str, Any] = {"status": status, "code": code, "message": message}
+    if status == 400:
+        example["fields"] = {"items[0].quantity": [message.split(": ", 1)[1]]}
+    return OpenApiResponse(
+        ErrorSerializer,
+        description=description,
+        examples=[OpenApiExample(code, {"error": example}, response_only=True)],
+    )
+
+
+def errors(*statuses: int) -> dict[int, OpenApiResponse]:
+    """Error answers particular to one operation, for ``extend_schema(responses=...)``."""
+    return {status: error_response(status) for status in statuses}
+
+
+class AutoSchema(openapi.AutoSchema):
+    def get_tags(self) -> list[str]:
+        segments = self.path.removeprefix("/api/").split("/")
+        first = segments[1] if segments[0].startswith("v") else segments[0]
+        return [TAGS.get(first, first.title())]
+
+    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+        responses = super()._get_response_bodies(direction)
+        for status in self._common_errors():
+            if str(status) not in responses:
+                responses[str(status)] = self._get_response_for_code(
+                    error_response(status), str(status), direction=direction
+                )
+        return dict(sorted(responses.items()))
+
+    def _common_errors(self) -> list[int]:
+        """What any operation like this one can answer, whatever it does."""
+        statuses = [401]  # every operation: no or a bad credential (wrong password at sign-in)
+        has_body = self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer()
+        has_query = any(p.get("in") == "query" for p in self._get_parameters())
+        if has_body or has_query:
+            statuses.append(400)
+        if not any(isinstance(p, AllowAny) for p in self.view.get_permissions()):
+            statuses.append(403)
+        if "{" in self.path:
+            statuses.append(404)
+        if has_body:
+            statuses += [413, 415]
+        if getattr(self.view, "throttle_scope", None) and self.view.get_throttles():
+            statuses.append(429)
+        return statuses

@@ -1,0 +1,200 @@
+"""What ``make run`` prints once the system is up: one status line per component every
+``CONSOLE_STATUS_SECONDS`` (10), and every warning or error the moment it is written.
+
+Everything a child writes still goes to ``var/logs/<component>.log``; on the console,
+after start-up, the per-micro-batch lines (the stream job's progress, Spark's "Current
+batch is falling behind" from ``...streaming.runtime.ProcessingTimeExecutor``), the HTTP
+client's line per Pinot query and other INFO lines appear only with ``LOG_LEVEL=debug``.
+``LOG_FORMAT=json`` writes every console line as one JSON object, for log shippers.
+
+The status lines read what exists in every deployment: the database (orders, status
+changes, the outbox's backlog and publishing rate), the Pinot stand-in's
+``/debug/ingestion`` (rows and how far ingestion is behind the topics), the web's
+``/healthz`` and the stream job's own progress lines (batches, rows, the slowest batch).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from contract.conf import env_float, env_str
+
+#: A line someone must see: a warning or an error, in any of the children's formats.
+PROBLEM = re.compile(r"\b(WARNING|WARN|ERROR|CRITICAL|FATAL|SEVERE)\b|Traceback|^\S*Error\b")
+#: Problems or progress written per micro-batch or per request: debug only.
+PER_BATCH = re.compile(
+    r"Current batch is falling behind"  # Spark's ProcessingTimeExecutor, per slow batch
+    r"|streaming: batch="  # the stream job's progress line
+    r"|\bhttpx\b.*HTTP Request"  # one per Pinot query
+)
+#: Where a new log record starts; anything else continues the one before (a traceback).
+RECORD_START = re.compile(
+    r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d|^\d\d/\d\d/\d\d \d\d:\d\d|^INFO:|^[A-Z]+:"
+)
+BATCH = re.compile(r"streaming: batch=\d+ rows=(\d+) duration_ms=(\d+)")
+
+
+def debug_console() -> bool:
+    return env_str("LOG_LEVEL", "INFO").lower() == "debug"
+
+
+@dataclass
+class _Batches:
+    """The stream job's progress lines since the last status line."""
+
+    count: int = 0
+    rows: int = 0
+    slowest_ms: int = 0
+    last_at: float = 0.0
+
+
+@dataclass
+class Console:
+    """Decides which child lines reach the console, and writes the status lines."""
+
+    debug: bool = field(default_factory=debug_console)
+    interval: float = field(default_factory=lambda: env_float("CONSOLE_STATUS_SECONDS", 10.0))
+    pinot_url: str = field(
+        default_factory=lambda: env_str("PINOT_BROKER_URL", "http://127.0.0.1:8099")
+    )
+    _continuing: dict[str, bool] = field(default_factory=dict)
+    _batches: _Batches = field(default_factory=_Batches)
+    _last: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ------------------------------------------------------------ child lines
+
+    def shows(self, name: str, line: str) -> bool:
+        """Whether ``line`` of ``name`` goes to the console now (the system is up)."""
+        self._observe(line)
+        if self.debug:
+            return True
+        if PER_BATCH.search(line):
+            self._continuing[name] = False
+            return False
+        if PROBLEM.search(line):
+            self._continuing[name] = True
+            return True
+        if self._continuing.get(name) and line.strip() and not RECORD_START.match(line):
+            return True  # the rest of a traceback or a multi-line error
+        self._continuing[name] = False
+        return False
+
+    def _observe(self, line: str) -> None:
+        match = BATCH.search(line)
+        if match:
+            with self._lock:
+                self._batches.count += 1
+                self._batches.rows += int(match.group(1))
+                self._batches.slowest_ms = max(self._batches.slowest_ms, int(match.group(2)))
+                self._batches.last_at = time.monotonic()
+
+    # ------------------------------------------------------------ status lines
+
+    def run(self, say: Callable[[str, str], None], running: Callable[[str], bool],
+            stop: threading.Event) -> None:  # fmt: skip
+        """Every ``interval``: one line per running component (``say(text, name)``)."""
+        if not self.debug:  # this process's own request to the Pinot stand-in, each time
+            logging.getLogger("httpx").setLevel(logging.WARNING)
+        self.status(running)  # the baseline the first deltas are counted from
+        while not stop.wait(self.interval):
+            for name, text in self.status(running).items():
+                say(text, name)
+
+    def status(self, running: Callable[[str], bool]) -> dict[str, str]:
+        lines: dict[str, str] = {}
+        now = time.monotonic()
+        elapsed = now - self._last.get("at", now) or self.interval
+        sources = {
+            "simulator": self._orders,
+            "relay": self._outbox,
+            "streaming": self._stream,
+            "pinot": self._pinot,
+            "web": self._web,
+        }
+        for name, source in sources.items():
+            if not running(name):
+                continue
+            try:
+                text = source(elapsed)
+            except Exception as exc:  # noqa: BLE001 - a status must never stop the console
+                text = f"status unavailable: {exc.__class__.__name__}: {exc}"
+            if text:
+                lines[name] = text
+        self._last["at"] = now
+        return lines
+
+    def _delta(self, key: str, value: int) -> int | None:
+        before = self._last.get(key)
+        self._last[key] = value
+        return None if before is None else value - before
+
+    def _orders(self, elapsed: float) -> str:
+        from tracker.orders.models import Order, OrderStatusChange
+
+        orders, changes = Order.objects.count(), OrderStatusChange.objects.count()
+        new, moved = self._delta("orders", orders), self._delta("changes", changes)
+        if new is None or moved is None:
+            return ""
+        active = Order.objects.exclude(status__in=["DELIVERED", "CANCELLED"]).count()
+        return (
+            f"orders {orders:,} ({active:,} active), {new / elapsed * 60:.0f} placed/min, "
+            f"{moved / elapsed:.1f} status changes/s"
+        )
+
+    def _outbox(self, elapsed: float) -> str:
+        from django.utils import timezone
+
+        from tracker.outbox.models import OutboxEvent
+
+        waiting = OutboxEvent.objects.filter(published_at__isnull=True)
+        backlog = waiting.count()
+        oldest = waiting.order_by("id").values_list("created_at", flat=True).first()
+        published = self._delta("published", OutboxEvent.objects.count() - backlog)
+        if published is None:
+            return ""
+        lag = (
+            "" if oldest is None else f", oldest {(timezone.now() - oldest).total_seconds():.1f} s"
+        )
+        return f"{published / elapsed:.1f} events/s to Kafka; outbox backlog {backlog:,}{lag}"
+
+    def _stream(self, elapsed: float) -> str:
+        with self._lock:
+            batches, self._batches = self._batches, _Batches(last_at=self._batches.last_at)
+        if batches.count == 0:
+            since = time.monotonic() - batches.last_at if batches.last_at else None
+            return "no micro-batch" + (f" for {since:.0f} s" if since else " yet")
+        return (
+            f"{batches.count} batches, {batches.rows / elapsed:.0f} rows/s, "
+            f"slowest batch {batches.slowest_ms / 1000:.1f} s"
+        )
+
+    def _web(self, elapsed: float) -> str:
+        from embedded.components import web_address
+
+        host, port = web_address()
+        answer = httpx.get(f"http://{host}:{port}/healthz", timeout=2.0)
+        checks = ", ".join(f"{k} {v}" for k, v in answer.json()["checks"].items())
+        return f"{answer.json()['status']} ({checks})"
+
+    def _pinot(self, elapsed: float) -> str:
+        info = httpx.get(f"{self.pinot_url}/debug/ingestion", timeout=2.0).json()
+        rows = sum(info["rows"].values()) if isinstance(info.get("rows"), dict) else 0
+        lag = info.get("lag")
+        behind = sum(lag.values()) if isinstance(lag, dict) else None
+        added = self._delta("rows", rows)
+        rate = "" if added is None else f", {added / elapsed:.0f} rows/s ingested"
+        text = f"{rows:,} rows{rate}; " + (
+            f"behind the topics by {behind:,} records" if behind is not None else f"lag: {lag}"
+        )
+        if info.get("lastError"):
+            text += f"; last error: {info['lastError']}"
+        return text

@@ -1,0 +1,111 @@
+"""``make run``'s console after start-up: a status line per component, every warning and
+error at once, per-batch and per-request lines only with ``LOG_LEVEL=debug``."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+import time
+
+import pytest
+
+from embedded.components import Component
+from embedded.console import Console
+from embedded.supervisor import Supervisor
+from tests.factories import make_customer, make_restaurant, place
+from tracker.outbox.models import OutboxEvent
+
+# Lines as the children write them (from var/logs/ of a long run).
+SPARK_BEHIND = (
+    "stream execution thread for ordertrack_enrich [id = 5ac1, runId = a2b3] WARN Current batch "
+    "is falling behind. The trigger interval is 500 milliseconds, but spent 1713 milliseconds"
+)
+BATCH = (
+    "2026-11-24 22:57:01,120 INFO streaming streaming: batch=42 rows=310 duration_ms=1713 "
+    "add_batch_ms=900 latest_offset_ms=12 planning_ms=80 wal_ms=5 commit_ms=9 state_rows=900"
+)
+HTTPX = '2026-11-24 22:57:01,300 INFO httpx HTTP Request: POST http://127.0.0.1:8099/query/sql "HTTP/1.1 200 OK"'
+RELAY_WARNING = (
+    "2026-11-24 22:58:10,001 WARNING tracker.outbox.relay relay: broker unavailable (3 of 3 "
+    "outbox events not acknowledged); retrying in 1.0s"
+)
+PINOT_INFO = "2026-11-24 22:58:11,002 pinot INFO topic orders_enriched rolled over"
+TRACEBACK = [
+    "2026-11-24 22:59:00,000 ERROR django.request Internal Server Error: /api/v1/orders/",
+    "Traceback (most recent call last):",
+    '  File "tracker/orders/services.py", line 10, in place_order',
+    "ZeroDivisionError: division by zero",
+]
+
+
+def test_after_start_up_only_problems_reach_the_console():
+    console = Console(debug=False)
+    assert not console.shows("streaming", SPARK_BEHIND)
+    assert not console.shows("streaming", BATCH)
+    assert not console.shows("web", HTTPX)
+    assert not console.shows("pinot", PINOT_INFO)
+    assert console.shows("relay", RELAY_WARNING)
+    assert [console.shows("web", line) for line in TRACEBACK] == [True] * 4
+    assert not console.shows("web", HTTPX)  # a new record ends the traceback
+    debug = Console(debug=True)
+    assert all(debug.shows("streaming", line) for line in (SPARK_BEHIND, BATCH, HTTPX))
+
+
+@pytest.mark.django_db
+def test_status_lines_count_orders_events_batches_and_pinot_lag(pinot):
+    console = Console(debug=False, pinot_url=pinot.url)
+    running = {"simulator", "relay", "streaming", "pinot"}.__contains__  # no web here
+    assert set(console.status(running)) == {"streaming", "pinot"}  # the rest needs a baseline
+    customer, restaurant = make_customer(), make_restaurant()
+    for _ in range(3):
+        place(customer, restaurant)
+    console.shows("streaming", BATCH)
+    lines = console.status(running)
+    assert lines["simulator"].startswith("orders 3 (3 active), ")
+    waiting = OutboxEvent.objects.filter(published_at__isnull=True).count()
+    assert waiting >= 3 and f"outbox backlog {waiting}, oldest" in lines["relay"]
+    assert (
+        lines["streaming"].startswith("1 batches, ") and "slowest batch 1.7 s" in lines["streaming"]
+    )
+    assert "rows" in lines["pinot"] and "behind the topics by 0 records" in lines["pinot"]
+    assert console.status(running)["streaming"].startswith("no micro-batch for ")
+
+
+CHILD = """
+import sys, time
+print("child: ready", flush=True)
+time.sleep(0.3)
+for line in sys.argv[1:]:
+    print(line, flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("log_format", ["plain", "json"])
+def test_the_supervisor_shows_start_up_then_status_and_problems(monkeypatch, log_format):
+    monkeypatch.setenv("LOG_FORMAT", log_format)
+    monkeypatch.setenv("LOG_LEVEL", "INFO")
+    out = io.StringIO()
+    lines = [SPARK_BEHIND, BATCH, HTTPX, RELAY_WARNING, PINOT_INFO]
+    child = Component("streaming", [sys.executable, "-c", CHILD, *lines], "child: ready", 0)
+    console = Console(interval=0.5)
+    console.status = lambda running: {"streaming": "1 batches"} if running("streaming") else {}
+    supervisor = Supervisor([child], out=out, console=console)
+    try:
+        assert supervisor.start(ready_message="ready!")
+        time.sleep(1.6)
+    finally:
+        supervisor.stop()
+    text = out.getvalue()
+    if log_format == "json":
+        records = [json.loads(line) for line in text.splitlines()]
+        messages = [(r["component"], r["message"]) for r in records]
+    else:
+        messages = [m.groups() for m in re.finditer(r"^ *[\d.]+s (\S+) +\| (.*)$", text, re.M)]
+    shown = [m for name, m in messages if name == "streaming"]
+    assert "child: ready" in shown  # start-up output is shown as before
+    assert RELAY_WARNING in shown
+    assert not {SPARK_BEHIND, BATCH, HTTPX, PINOT_INFO} & set(shown)
+    assert shown.count("1 batches") >= 2
