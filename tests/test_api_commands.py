@@ -7,6 +7,8 @@ in test_api_tracking.py.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
@@ -409,15 +411,29 @@ def test_courier_posts_a_point_and_a_batch_for_its_order(world, kafka_topics):
         f"/api/v1/orders/{order.pk}/locations/", {"lat": 12.96, "lon": 77.63}, format="json"
     )
     assert one.status_code == 202 and one.json() == {"accepted": 1}
+    # Points recorded on the way, out of order (the contract refuses points recorded before
+    # the order was placed, as the next test checks).
+    second, first = (
+        (order.created_at + timedelta(seconds=s)).isoformat().replace("+00:00", "Z") for s in (2, 1)
+    )
     batch = client.post(
         f"/api/v1/orders/{order.pk}/locations/",
         {"points": [
-            {"lat": 12.962, "lon": 77.628, "recorded_at": "2026-01-01T10:00:02Z"},
-            {"lat": 12.961, "lon": 77.629, "recorded_at": "2026-01-01T10:00:01Z"},
+            {"lat": 12.962, "lon": 77.628, "recorded_at": second},
+            {"lat": 12.961, "lon": 77.629, "recorded_at": first},
         ]},
         format="json",
     )  # fmt: skip
     assert batch.status_code == 202 and batch.json() == {"accepted": 2}
+    before_placed = client.post(
+        f"/api/v1/orders/{order.pk}/locations/",
+        {"points": [{"lat": 12.96, "lon": 77.63, "recorded_at": "2026-01-01T10:00:01Z"}]},
+        format="json",
+    )
+    assert before_placed.status_code == 400
+    assert before_placed.json()["error"]["fields"] == {
+        "[0].recorded_at": ["is before the order was placed"]
+    }
     events = [
         parse_event(Topic.DELIVERY_LOCATIONS, r.value)
         for r in kafka.read_topic(Topic.DELIVERY_LOCATIONS, idle_timeout=0.3)

@@ -306,6 +306,13 @@ class CourierPosition:
     at: datetime | None = None
 
 
+#: The contract's name of a GPS event field -> what the client sent it as.
+_POINT_FIELDS: dict[str, tuple[str, str | None]] = {
+    "event_time": ("recorded_at", None),
+    "placed_at": ("recorded_at", "is before the order was placed"),
+}
+
+
 def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 10.0) -> int:
     """Publish courier GPS points straight to Kafka; return how many the broker acked.
 
@@ -349,7 +356,10 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
                 )
             )
         except events.EventValidationError as exc:
-            raise events.EventValidationError(f"[{index}].{exc.field}", exc.reason) from None
+            # Name the field the client sent: the event's times are its recorded_at (and
+            # the order's placement, which only a point recorded before it contradicts).
+            field, reason = _POINT_FIELDS.get(exc.field, (exc.field, exc.reason))
+            raise events.EventValidationError(f"[{index}].{field}", reason or exc.reason) from None
     if not batch:
         return 0
     return _send_points(batch, timeout)
