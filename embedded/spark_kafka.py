@@ -347,7 +347,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, KafkaRanges)
         return read_ranges(
-            _cached(_consumer, self.bootstrap),
+            lambda: _cached(_consumer, self.bootstrap),
             partition.ranges,
             self.timeout,
             topic_ids=lambda topics: _describe_topic_ids(self.bootstrap, topics, self.timeout),
@@ -402,13 +402,16 @@ def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> di
 
 
 def read_ranges(
-    cons: Any,
+    consumer: Callable[[], Any],
     parts: Sequence[KafkaRange],
     timeout: float,
     topic_ids: Callable[[list[str]], dict[str, str]] | None = None,
     rollovers: Any = None,
 ) -> Iterator[tuple]:
     """Yield the rows of ``[start, end)`` of each partition, with one assignment.
+
+    ``consumer()`` gives the consumer to read with; it is asked again after a rollover,
+    when :func:`_cached` gives a new one (see :class:`_UntilRollover`).
 
     A slow broker only slows the read: the task fails (TimeoutError, so the
     micro-batch fails and is retried) when no record has arrived for ``timeout``
@@ -429,7 +432,11 @@ def read_ranges(
     #: planned offset - offset in the log now being read (after rollovers)
     shift = dict.fromkeys(todo, 0)
 
+    cons: Any = None
+
     def assign() -> None:
+        nonlocal cons
+        cons = consumer()
         cons.assign([TopicPartition(t, p, next_offset[(t, p)] - shift[(t, p)]) for t, p in todo])
 
     def follow_rollover() -> None:
@@ -515,7 +522,8 @@ def read_ranges(
                     )
                 deadline = time.monotonic() + timeout
     finally:
-        cons.unassign()
+        if cons is not None:
+            cons.unassign()
 
 
 class KafkaDataSource(DataSource):
