@@ -83,19 +83,59 @@ def _consumer(bootstrap: str) -> Any:
     )
 
 
+def _admin(bootstrap: str) -> Any:
+    from contract.conf import KafkaConfig
+    from contract.kafka import admin
+
+    return admin(KafkaConfig(bootstrap_servers=bootstrap))
+
+
+class _UntilRollover:
+    """A Kafka client kept for reuse until the embedded broker rolls over, then a new one.
+
+    A rollover recreates every topic under its name with a new id. A librdkafka client
+    that knew the old topics and meets the new ones can crash its whole process (a
+    segfault in librdkafka's main thread: a NULL topic name given to strcmp), which in a
+    Spark Python worker fails the task and the query; a client made after the rollover
+    never knew the old ids. Production brokers never roll over: one client for good.
+    """
+
+    def __init__(self, bootstrap: str, make: Callable[[str], Any]) -> None:
+        from contract.conf import KafkaConfig
+        from contract.positions import RolloverLog
+
+        self.bootstrap = bootstrap
+        self._make = make
+        self._client: Any = None
+        self._rollovers = RolloverLog(KafkaConfig(bootstrap_servers=bootstrap))
+        self._rollovers.changed()
+
+    def get(self) -> Any:
+        if self._client is not None and self._rollovers.changed():
+            self.close()
+        if self._client is None:
+            self._client = self._make(self.bootstrap)
+        return self._client
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and hasattr(client, "close"):  # an AdminClient has no close()
+            client.close()
+
+
 _CACHE_LOCK = threading.Lock()
-_CONSUMERS: dict[tuple[int, str], Any] = {}
+_CACHED: dict[tuple[Any, ...], _UntilRollover] = {}
 
 
-def _cached_consumer(bootstrap: str) -> Any:
-    """A consumer reused across tasks of this worker process (one per thread)."""
-    key = (threading.get_ident(), bootstrap)
+def _cached(make: Callable[[str], Any], bootstrap: str) -> Any:
+    """A client of ``make``'s kind reused across tasks of this worker process (one per
+    thread), until the embedded broker rolls over."""
+    key = (make, threading.get_ident(), bootstrap)
     with _CACHE_LOCK:
-        cons = _CONSUMERS.get(key)
-        if cons is None:
-            cons = _consumer(bootstrap)
-            _CONSUMERS[key] = cons
-        return cons
+        found = _CACHED.get(key)
+        if found is None:
+            found = _CACHED[key] = _UntilRollover(bootstrap, make)
+    return found.get()
 
 
 class KafkaRange:
@@ -128,8 +168,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.timeout = float(options.get("timeoutSeconds", "10"))
         self.num_partitions = max(1, int(options.get("numPartitions", "2")))
         self.max_offsets = int(options.get("maxOffsetsPerTrigger", "0"))
-        self._consumer: Any = None
-        self._admin: Any = None
+        self._consumer = _UntilRollover(self.bootstrap, _consumer)
+        self._admin = _UntilRollover(self.bootstrap, _admin)
         self._target: Offsets | None = None
         self._partitions: dict[str, list[int]] | None = None
         self._partitions_at = 0.0
@@ -142,9 +182,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- driver side ---------------------------------------------------------------
 
     def _cons(self) -> Any:
-        if self._consumer is None:
-            self._consumer = _consumer(self.bootstrap)
-        return self._consumer
+        return self._consumer.get()
 
     def _true_ends(self) -> Offsets:
         """True next offset of every partition of every topic, in one forward read.
@@ -230,13 +268,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _topic_ids(self) -> dict[str, str]:
         """Each topic's id: a topic deleted and created again (the embedded broker restarted)
         gets a new one, even once it has refilled past the checkpointed offsets."""
-        from contract.conf import KafkaConfig
-        from contract.kafka import admin
         from contract.positions import topic_ids
 
-        if self._admin is None:
-            self._admin = admin(KafkaConfig(bootstrap_servers=self.bootstrap))
-        return topic_ids(self._admin, self.topics, self.timeout)
+        return topic_ids(self._admin.get(), self.topics, self.timeout)
 
     def _begin(self, start: dict, end: Offsets, topic: str, p: str) -> tuple[int, bool]:
         """Where to read ``topic[p]`` from, and whether the topic was reset since ``start``.
@@ -352,7 +386,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, KafkaRanges)
         return read_ranges(
-            _cached_consumer(self.bootstrap),
+            lambda: _cached(_consumer, self.bootstrap),
             partition.ranges,
             self.timeout,
             topic_ids=lambda topics: _describe_topic_ids(self.bootstrap, topics, self.timeout),
@@ -377,10 +411,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._reporter.report(topic, ids[topic], {int(p): o for p, o in parts.items()})
 
     def stop(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
-        self._admin = None
+        self._consumer.close()
+        self._admin.close()
 
 
 _ROLLOVER_LOGS: dict[str, Any] = {}
@@ -400,31 +432,25 @@ def _rollover_log(bootstrap: str) -> Any:
         return found
 
 
-_ADMINS: dict[str, Any] = {}
-
-
 def _describe_topic_ids(bootstrap: str, topics: list[str], timeout: float) -> dict[str, str]:
-    """Topic ids, through one admin client per worker process (an admin client dropped
-    with a request still pending can take the worker down)."""
-    from contract.conf import KafkaConfig
-    from contract.kafka import admin
+    """Topic ids, through the worker's admin client (kept: an admin client dropped with a
+    request still pending can take the worker down)."""
     from contract.positions import topic_ids
 
-    with _CACHE_LOCK:
-        client = _ADMINS.get(bootstrap)
-        if client is None:
-            client = _ADMINS[bootstrap] = admin(KafkaConfig(bootstrap_servers=bootstrap))
-    return topic_ids(client, topics, timeout)
+    return topic_ids(_cached(_admin, bootstrap), topics, timeout)
 
 
 def read_ranges(
-    cons: Any,
+    consumer: Callable[[], Any],
     parts: Sequence[KafkaRange],
     timeout: float,
     topic_ids: Callable[[list[str]], dict[str, str]] | None = None,
     rollovers: Any = None,
 ) -> Iterator[tuple]:
     """Yield the rows of ``[start, end)`` of each partition, with one assignment.
+
+    ``consumer()`` gives the consumer to read with; it is asked again after a rollover,
+    when :func:`_cached` gives a new one (see :class:`_UntilRollover`).
 
     A slow broker only slows the read: the task fails (TimeoutError, so the
     micro-batch fails and is retried) when no planned record has arrived for
@@ -445,7 +471,11 @@ def read_ranges(
     #: planned offset - offset in the log now being read (after rollovers)
     shift = dict.fromkeys(todo, 0)
 
+    cons: Any = None
+
     def assign() -> None:
+        nonlocal cons
+        cons = consumer()
         cons.assign([TopicPartition(t, p, next_offset[(t, p)] - shift[(t, p)]) for t, p in todo])
 
     def follow_rollover() -> None:
@@ -533,7 +563,8 @@ def read_ranges(
                     )
                 deadline = time.monotonic() + timeout
     finally:
-        cons.unassign()
+        if cons is not None:
+            cons.unassign()
 
 
 class KafkaDataSource(DataSource):

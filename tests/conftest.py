@@ -23,6 +23,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """SQLite tests run on a database file, as ``make run`` does, not Django's default
+    in-memory database: that one is shared between threads through SQLite's shared cache,
+    where a statement still reading a table makes another connection's write to it fail
+    at once ("database table is locked", no busy timeout), which the file's WAL mode and
+    busy timeout never do. Tests with threads (relay, notice listener, the served app)
+    would fail on that, not on the code under test."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        test = database.setdefault("TEST", {})
+        test["NAME"] = str(tmp_path_factory.mktemp("database") / "test.sqlite3")
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """PBKDF2 is slow on purpose; tests create many users."""

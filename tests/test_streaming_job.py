@@ -262,18 +262,18 @@ def test_a_range_that_never_reaches_its_end_fails_instead_of_reading_short(kafka
     )
     ends = reader._true_ends()[topic]
     exact = [KafkaRange(topic, int(p), 0, end) for p, end in ends.items()]
-    assert len(list(read_ranges(consumer(), exact, 5))) == 2
+    assert len(list(read_ranges(consumer, exact, 5))) == 2
     beyond = [KafkaRange(topic, int(p), 0, end + 5) for p, end in ends.items()]
     with pytest.raises(TimeoutError, match="no record of"):
-        list(read_ranges(consumer(), beyond, 2))
+        list(read_ranges(consumer, beyond, 2))
     # Planned in an incarnation of the topic that no longer exists (the embedded broker
     # restarted empty): those records can never come, so the range is dropped, not waited on.
     ids = reader._topic_ids()
     lost = [KafkaRange(topic, int(p), 0, end + 5, "an-older-id") for p, end in ends.items()]
-    assert len(list(read_ranges(consumer(), lost, 1, topic_ids=lambda topics: ids))) == 2
+    assert len(list(read_ranges(consumer, lost, 1, topic_ids=lambda topics: ids))) == 2
     same = [KafkaRange(topic, int(p), 0, end + 5, ids[topic]) for p, end in ends.items()]
     with pytest.raises(TimeoutError, match="no record of"):
-        list(read_ranges(consumer(), same, 1, topic_ids=lambda topics: ids))
+        list(read_ranges(consumer, same, 1, topic_ids=lambda topics: ids))
 
 
 def test_the_sink_acknowledges_its_rows_and_fails_its_task_when_the_broker_does_not(

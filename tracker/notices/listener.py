@@ -85,11 +85,6 @@ def _read(since: datetime) -> list[tuple[int, datetime, str, int]]:
     from tracker.notices.models import Notice
 
     close_old_connections()  # as around a request: honours CONN_MAX_AGE, drops broken ones
-    if connection.vendor == "sqlite":
-        # Only matters for a shared-cache database (tests' in-memory one), where a
-        # reader's table lock would make a writer fail at once instead of waiting.
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA read_uncommitted = 1")
     rows = Notice.objects.filter(created_at__gte=since).order_by("id")
     return list(rows.values_list("id", "created_at", "topic", "key"))
 
