@@ -21,6 +21,8 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from django.test import Client as DjangoClient
 
 from tests.factories import make_courier, make_customer, make_restaurant
@@ -82,7 +84,21 @@ def client_module(schema_file, tmp_path_factory):
             del sys.modules[name]
 
 
-def test_a_generated_python_client_follows_an_order_through_its_life(client_module, pinot):
+@pytest.fixture
+def served_in_process():
+    """The app served in-process as Django's test client serves it: the start and end of a
+    request do not close the test's database connection, whose transaction holds the
+    test's data."""
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    yield WSGIHandler()
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
+
+
+def test_a_generated_python_client_follows_an_order_through_its_life(
+    client_module, pinot, served_in_process
+):
     make_customer("alice"), make_courier("rider")
     restaurant = make_restaurant()
     chef = get_user_model().objects.create_user("chef", password="pw-chef")
@@ -96,7 +112,7 @@ def test_a_generated_python_client_follows_an_order_through_its_life(client_modu
         ("orders", "advance_order"), ("orders", "cancel_order"),
         ("orders", "report_courier_locations"),
     ]}  # fmt: skip
-    transport = httpx.WSGITransport(app=WSGIHandler())
+    transport = httpx.WSGITransport(app=served_in_process)
     base = "http://testserver"
 
     def signed_in(username: str):
