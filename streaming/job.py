@@ -25,8 +25,9 @@ from typing import Any
 
 from contract.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
 from contract.events import SOURCE_TOPICS, Topic, topic_name
+from contract.metrics import serve_metrics
 
-from . import enrich
+from . import enrich, metrics
 
 log = logging.getLogger("streaming")
 
@@ -303,6 +304,8 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         return 2
     spark = spark_session(settings)
     query = start_query(spark, settings)
+    if not settings.available_now:
+        serve_metrics("streaming")
     log.info(
         "streaming: started connector=%s master=%s checkpoint=%s trigger=%s",
         settings.connector,
@@ -319,6 +322,7 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
             if progress["batchId"] <= last_batch:
                 continue
             last_batch = progress["batchId"]
+            metrics.record(progress)
             if progress["numInputRows"]:
                 log.info("%s", progress_line(progress))
             if not ready:
