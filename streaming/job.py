@@ -322,7 +322,10 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
             if progress["batchId"] <= last_batch:
                 continue
             last_batch = progress["batchId"]
-            metrics.record(progress)
+            try:
+                metrics.record(progress)
+            except Exception:  # noqa: BLE001 - metrics must never stop the job
+                log.exception("streaming: could not record batch %s's metrics", last_batch)
             if progress["numInputRows"]:
                 log.info("%s", progress_line(progress))
             if not ready:

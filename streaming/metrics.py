@@ -82,7 +82,9 @@ def record(progress: dict[str, Any]) -> None:
     for topic, count in records_behind(progress).items():
         BEHIND.labels(topic).set(count)
     STATE_ROWS.set(sum(op.get("numRowsTotal") or 0 for op in progress.get("stateOperators") or []))
-    observed = (progress.get("observedMetrics") or {}).get(DEAD_LETTER_METRICS) or {}
-    for reason, count in (observed.get("by_reason") or {}).items():
+    observed = (progress.get("observedMetrics") or {}).get(DEAD_LETTER_METRICS)
+    if hasattr(observed, "asDict"):  # a Row in PySpark's progress objects
+        observed = observed.asDict()
+    for reason, count in ((observed or {}).get("by_reason") or {}).items():
         DEAD_LETTERS.labels(reason).inc(count)
     LAST_BATCH.set(time.time())
