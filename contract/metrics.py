@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 from contract.conf import env_int, env_str
@@ -83,8 +84,19 @@ def serve_metrics(process: str) -> int | None:
 def use_multiprocess_dir(directory: Path) -> None:
     """Point prometheus-client at a directory shared by sibling worker processes.
 
-    Must run before ``prometheus_client`` is first imported in the process (it chooses
-    its value store on import). A directory already set in the environment wins.
+    Takes effect only before ``prometheus_client`` is first imported in the process (it
+    chooses its value store on import); otherwise (a test server inside another process)
+    nothing changes. A directory already set in the environment wins.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(directory))
+    if "prometheus_client" in sys.modules:
+        return
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        directory.mkdir(parents=True, exist_ok=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+
+def multiprocess_mode() -> bool:
+    """Whether this process keeps its metrics in the shared directory."""
+    from prometheus_client import values
+
+    return values.ValueClass is not values.MutexValue

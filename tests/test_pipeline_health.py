@@ -189,11 +189,11 @@ def test_every_process_serves_every_documented_metric(system):
     producer = kafka.producer()
     producer.produce("orders", key=b"1", value=b'{"not": "an order"}')
     producer.flush(10)
-    with operator_client(system["web"]) as client:
-        assert client.get("/api/v1/orders/").status_code == 200
+    client = operator_client(system["web"])
+    assert client.get("/api/v1/orders/").status_code == 200  # a REST latency sample
     import websockets.sync.client as ws
 
-    token = operator_client(system["web"]).headers["Authorization"]
+    token = client.headers["Authorization"]
     url = f"ws://127.0.0.1:{ports['web']}/ws/operations/"
     with ws.connect(url, additional_headers={"Authorization": token}) as sock:
         first = sock.recv(10)
@@ -216,7 +216,11 @@ def test_every_process_serves_every_documented_metric(system):
 def test_a_stopped_stage_is_reported_stalled_everywhere(system, tmp_path):
     web = system["web"]
     client = operator_client(web)
-    stages = lambda: {s["name"]: s for s in client.get("/api/v1/operations/pipeline/").json()["stages"]}  # noqa: E731
+
+    def stages() -> dict[str, dict]:
+        answer = client.get("/api/v1/operations/pipeline/").raise_for_status().json()
+        return {s["name"]: s for s in answer["stages"]}
+
     wait_for(lambda: stages()["pinot"]["status"] == "ok" and stages()["stream"]["status"] == "ok",
              timeout=30, what="a healthy pipeline")  # fmt: skip
     assert httpx.get(f"{web}/readyz").status_code == 200
@@ -276,14 +280,18 @@ def browser_sees_red(web: str) -> None:
             assert colour == "rgb(180, 35, 24)"  # --bad
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             page.locator("#pipeline-strip").scroll_into_view_if_needed()
-            page.screenshot(path=str(SCREENSHOT), clip={"x": 0, "y": 0, "width": 1280, "height": 420})
+            page.screenshot(
+                path=str(SCREENSHOT), clip={"x": 0, "y": 0, "width": 1280, "height": 420}
+            )
         finally:
             browser.close()
 
 
 @pytest.mark.skipif(not shutil.which("promtool"), reason="Debian's prometheus package")
 def test_alert_rules_pass_promtool_check_and_unit_tests():
-    check = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True, text=True)
+    check = subprocess.run(
+        ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "SUCCESS: 3 rules found" in check.stdout
     unit = subprocess.run(["promtool", "test", "rules", str(RULE_TESTS)], capture_output=True,
@@ -294,3 +302,30 @@ def test_alert_rules_pass_promtool_check_and_unit_tests():
         capture_output=True, text=True,
     )  # fmt: skip
     assert config.returncode == 0, config.stdout + config.stderr
+
+
+def test_the_stall_rule_needs_growing_input_and_a_position_that_does_not_move():
+    """The judgement alone, on the figures a sample would take (input, lag) per second."""
+    from tracker.operations.pipeline import PipelineMonitor, StageState
+
+    judge = PipelineMonitor(interval=1, stall_seconds=10, behind_records=100)._judge
+
+    def run(samples: list[tuple[int, int]]) -> list[str]:
+        state, seen = StageState("pinot", "Pinot"), []
+        for second, value in enumerate(samples):
+            judge(state, value, float(second))
+            seen.append(state.status)
+        return seen
+
+    idle = [(50, 0)] * 20
+    assert set(run(idle)) == {"ok"}
+    moving_behind = [(1000 + 100 * t, 500) for t in range(20)]  # keeps up, far behind
+    assert set(run(moving_behind)) == {"behind"}
+    frozen = [(10 + t, t) for t in range(20)]  # input grows, position stays at 10
+    statuses = run(frozen)
+    assert statuses[4] == "ok" and statuses[6] == "behind" and statuses[11:] == ["stalled"] * 9
+    stopped_input = [(10, 0)] + [(20, 10)] * 19  # work waits, no new input: behind only
+    assert run(stopped_input)[12:] == ["behind"] * 8
+    recovers = frozen + [(40, 0)]
+    assert run(recovers)[-1] == "ok"
+    assert run([(5, 0), "broker: down"])[-1] == "unknown"

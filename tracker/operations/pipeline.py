@@ -7,10 +7,10 @@ process cannot report on itself. Every few seconds one thread per web process sa
 * for each Kafka reader, the end offsets of the topics it reads (its input) and the
   positions it reports to the broker (:mod:`contract.positions`): lag = end - position.
 
-A stage is **stalled** when its lag has grown while its input grew, without its position
-moving, for longer than ``PIPELINE_STALL_SECONDS``; **behind** when its lag is above
-``PIPELINE_BEHIND_RECORDS`` or it has not moved for half that time while input arrived;
-otherwise **ok**. The same figures are exported as metrics, answered by
+A stage is **stalled** when its position has not moved for ``PIPELINE_STALL_SECONDS``
+while its input grew within that time and its lag grew; **behind** when its lag is
+above ``PIPELINE_BEHIND_RECORDS`` or it has not moved for half that time while records
+wait; otherwise **ok** (also when idle: nothing to read). The same figures are exported as metrics, answered by
 ``/api/v1/operations/pipeline/`` and ``/readyz``, and pushed to the operators' sockets.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -96,14 +97,14 @@ class StageState:
     input_total: int | None = None
     #: Records per second the stage processed over the last sample interval.
     rate: float | None = None
-    #: Seconds since it last moved while input was waiting (0 when moving or idle).
+    #: Seconds it has not moved while records wait (0 when moving or idle).
     stuck_seconds: float = 0.0
     error: str | None = None
     # not reported:
     _position: int | None = field(default=None, repr=False)
     _moved_at: float = field(default=0.0, repr=False)
-    _input_at_move: int = field(default=0, repr=False)
     _lag_at_move: int = field(default=0, repr=False)
+    _inputs: deque[tuple[float, int]] = field(default_factory=deque, repr=False)
     _sampled_at: float = field(default=0.0, repr=False)
 
     def public(self) -> dict[str, Any]:
@@ -238,19 +239,23 @@ class PipelineMonitor:
         position = total - lag
         state.error = None
         if state._position is None or position > state._position or lag == 0:
-            if state._position is not None and state._sampled_at and now > state._sampled_at:
+            if state._position is not None and now > state._sampled_at:
                 state.rate = max(0, position - state._position) / (now - state._sampled_at)
-            state._moved_at, state._input_at_move, state._lag_at_move = now, total, lag
+            state._moved_at, state._lag_at_move = now, lag
         else:
             state.rate = 0.0
         state._position, state._sampled_at = position, now
         state.lag, state.input_total = lag, total
+        # Input over the stall window: the oldest sample still inside it.
+        state._inputs.append((now, total))
+        while len(state._inputs) > 1 and state._inputs[1][0] <= now - self.stall_seconds:
+            state._inputs.popleft()
+        input_grew = total > state._inputs[0][1]
         waited = now - state._moved_at
-        growing = total > state._input_at_move and lag > state._lag_at_move
-        state.stuck_seconds = round(waited, 1) if growing else 0.0
-        if growing and waited >= self.stall_seconds:
+        state.stuck_seconds = round(waited, 1) if lag else 0.0
+        if waited >= self.stall_seconds and input_grew and lag > state._lag_at_move:
             state.status = STALLED
-        elif lag > self.behind_records or (growing and waited >= self.stall_seconds / 2):
+        elif lag > self.behind_records or (lag and waited >= self.stall_seconds / 2):
             state.status = BEHIND
         else:
             state.status = OK

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 from django.core.cache import cache
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from contract.metrics import multiprocess_mode
 from tracker.operations.pipeline import STALLED, monitor
 
 
@@ -61,11 +60,10 @@ def readyz(request):
 
 def metrics(request):
     """Prometheus exposition of this web server: every worker process's figures
-    (multi-process mode when ``PROMETHEUS_MULTIPROC_DIR`` is set, as ``config.asgi``
-    does). Not routed by the production proxy; Prometheus scrapes each replica."""
+    (multi-process mode, which ``config.asgi`` turns on for uvicorn's workers). Not routed by the production proxy; Prometheus scrapes each replica."""
     monitor()  # the pipeline figures are sampled by the monitor's thread
     registry = REGISTRY
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if multiprocess_mode():
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
