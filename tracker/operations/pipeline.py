@@ -163,11 +163,12 @@ class PipelineMonitor:
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                self.sample()
+                try:
+                    self.sample()
+                finally:
+                    close_old_connections()
             except Exception:  # noqa: BLE001 - the monitor must outlive every outage
                 log.exception("pipeline monitor: sample failed")
-            finally:
-                close_old_connections()
             self._stop.wait(max(0.1, self.interval - (time.monotonic() - started)))
 
     def sample(self, now: float | None = None) -> None:
