@@ -68,14 +68,21 @@ def metrics_host() -> str:
 
 
 def serve_metrics(process: str) -> int | None:
-    """Serve the default registry on ``process``'s port; the port, or None when it is 0."""
+    """Serve the default registry on ``process``'s port; the port, or None when it is 0
+    or taken (logged: the process goes on without metrics)."""
     from prometheus_client import start_http_server
 
     variable, default = PORTS[process]
     port = env_int(variable, default)
     if port <= 0:
         return None
-    server, _ = start_http_server(port, addr=metrics_host())
+    try:
+        server, _ = start_http_server(port, addr=metrics_host())
+    except OSError as exc:  # a port in use must not stop the work itself
+        log.warning(
+            "%s: no metrics: cannot listen on %s:%d (%s)", process, metrics_host(), port, exc
+        )
+        return None
     port = server.server_address[1]
     log.info("%s: metrics on http://%s:%d/metrics", process, metrics_host(), port)
     return port
