@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the project needs beyond Python wheels: a Java runtime for
-# PySpark, Chromium for the browser tests, and PostgreSQL + Redis for the production
+# PySpark, Chromium for the browser tests, Prometheus for the alert-rule tests, and
+# PostgreSQL + Redis for the production
 # path (`make run-prod`, and the PostgreSQL/Redis tests `make test` runs).
 # Installs only what is missing.
 set -euo pipefail
@@ -12,6 +13,9 @@ command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 # Run as ordinary processes by embedded/compose.py (initdb under var/); no service is started.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# promtool checks and unit-tests the alert rules; prometheus scrapes the embedded system
+# in one test (run as an ordinary process, like PostgreSQL).
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing system packages: ${need[*]}"

@@ -36,6 +36,7 @@ v1 = [
         operations.RestaurantDashboardView.as_view(),
         name="restaurant-dashboard",
     ),
+    path("operations/pipeline/", operations.PipelineView.as_view(), name="pipeline"),
     path("operations/sales-series/", operations.SalesSeriesView.as_view(), name="sales-series"),
 ]
 

@@ -10,11 +10,23 @@ updates waiting for their socket) die young instead of being promoted into the
 generation whose growth triggers the full collections.
 """
 
+import atexit
 import gc
 import os
 import threading
 
-from config.asgi_threads import get_asgi_application
+from contract.conf import var_dir
+from contract.metrics import use_multiprocess_dir
+
+# Before anything imports prometheus_client: the workers of one server (siblings, one
+# parent) share a directory, so /metrics in any of them reports them all.
+use_multiprocess_dir(var_dir() / "metrics" / f"web-{os.getppid()}")
+
+from prometheus_client import multiprocess  # noqa: E402
+
+from config.asgi_threads import get_asgi_application  # noqa: E402
+
+atexit.register(multiprocess.mark_process_dead, os.getpid())  # its live gauges go with it
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

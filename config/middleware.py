@@ -1,16 +1,25 @@
-"""Django middleware: request-body cap and login throttles (see :mod:`tracker.accounts.security`).
+"""Django middleware: request-body cap, login throttles and request latency (see :mod:`tracker.accounts.security`).
 
 Both answer in the API's error format under ``/api/`` and in plain text elsewhere.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import Histogram
 
 from tracker.accounts.security import LoginRateLimiter, client_ip
+
+REQUEST_DURATION = Histogram(
+    "ordertrack_http_request_duration_seconds",
+    "Time to answer an HTTP request, by route pattern, method and status class",
+    ["route", "method", "status"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
 
 
 def error_response(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
@@ -92,3 +101,21 @@ def _username(request: HttpRequest) -> str | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)  # a serializer CharField takes numbers as their text
     return value if isinstance(value, str) else None
+
+
+class RequestLatencyMiddleware:
+    """``ordertrack_http_request_duration_seconds`` by route pattern (never the raw path,
+    whose ids would make a series per order), method and status class."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        route = f"/{match.route}" if match is not None and match.route else "unmatched"
+        REQUEST_DURATION.labels(route, request.method, f"{response.status_code // 100}xx").observe(
+            time.perf_counter() - started
+        )
+        return response

@@ -1,13 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from tracker.operations.views import healthz
+from tracker.operations.views import healthz, metrics, readyz
 
 admin.site.site_header = "Ordertrack operations"
 admin.site.site_title = "Ordertrack"
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
     path("", include("frontend.urls")),

@@ -170,23 +170,37 @@ class PositionReporter:
             log.debug("position report of %s for %s failed: %s", self.reader, topic, exc)
 
 
-def reported_positions(client: AdminClient, ids: dict[str, str]) -> dict[str, dict[int, int]]:
-    """The lowest position any reader reported on each topic's current incarnation
-    (``ids``: topic -> its id now); topics nobody reported on are absent."""
-    lowest: dict[str, dict[int, int]] = {}
+def positions_by_reader(
+    client: AdminClient, ids: dict[str, str]
+) -> dict[str, dict[str, dict[int, int]]]:
+    """Every reader's reported positions on each topic's current incarnation:
+    reader -> topic -> partition -> next offset (``ids``: topic -> its id now)."""
+    found: dict[str, dict[str, dict[int, int]]] = {}
     groups = client.list_consumer_groups().result(10)
     current = {topic_id: topic for topic, topic_id in ids.items()}
     for listing in groups.valid:
         group = listing.group_id
         if not group.startswith(GROUP_PREFIX):
             continue
-        topic = current.get(group.rsplit(".", 1)[-1])
+        reader, _, topic_id = group[len(GROUP_PREFIX) :].rpartition(".")
+        topic = current.get(topic_id)
         if topic is None:
             continue  # reported on an incarnation that no longer exists
         request = ConsumerGroupTopicPartitions(group)
         result = client.list_consumer_group_offsets([request])[group].result(10)
         for tp in result.topic_partitions:
             if tp.topic == topic and tp.offset >= 0:
-                mine = lowest.setdefault(topic, {})
-                mine[tp.partition] = min(tp.offset, mine.get(tp.partition, tp.offset))
+                found.setdefault(reader, {}).setdefault(topic, {})[tp.partition] = tp.offset
+    return found
+
+
+def reported_positions(client: AdminClient, ids: dict[str, str]) -> dict[str, dict[int, int]]:
+    """The lowest position any reader reported on each topic's current incarnation
+    (``ids``: topic -> its id now); topics nobody reported on are absent."""
+    lowest: dict[str, dict[int, int]] = {}
+    for topics in positions_by_reader(client, ids).values():
+        for topic, parts in topics.items():
+            mine = lowest.setdefault(topic, {})
+            for p, offset in parts.items():
+                mine[p] = min(offset, mine.get(p, offset))
     return lowest

@@ -76,6 +76,7 @@ STAND_INS: dict[str, str | None] = {
     "pinot-init": None,  # the stand-in creates its tables from pinot/tables itself
     "zookeeper": None,
     "proxy": None,  # TLS termination: not reproduced
+    "prometheus": None,  # scrapes the others; tests/test_pipeline_health.py runs it on its own
 }
 #: Services that run once and must succeed before the application starts.
 ONE_SHOTS = ("kafka-topics", "migrate")

@@ -1,8 +1,8 @@
 """The local Pinot server (embedded mode): broker query API over DuckDB.
 
 Serves ``POST /query/sql`` with the JSON shape of Pinot's broker (what pinotdb
-parses), ``GET /health`` ("OK" once the tables exist) and ``GET /debug/ingestion``
-(offsets, lag, row counts). It reads the table definitions from ``pinot/tables``,
+parses), ``GET /health`` ("OK" once the tables exist), ``GET /debug/ingestion``
+(offsets, lag, row counts) and ``GET /metrics`` (the same figures for Prometheus). It reads the table definitions from ``pinot/tables``,
 consumes the topics they name and keeps Pinot's semantics for the supported SQL
 subset (see :mod:`pinot.sql`); everything else gets a Pinot-style error.
 
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from contract.conf import KafkaConfig, env_int, env_str, var_dir
 from pinot.definitions import TABLES_DIR, load_tables
@@ -77,6 +79,54 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+class IngestionCollector:
+    """The ingester's figures at scrape time: lag and delay per table, records consumed
+    and skipped (its ``stats``, the counts ``/debug/ingestion`` shows)."""
+
+    def __init__(self, server: LocalPinot) -> None:
+        self.server = server
+
+    def collect(self):
+        ingester = self.server.ingester
+        lag_records = GaugeMetricFamily(
+            "ordertrack_pinot_ingestion_lag_records",
+            "Records in each table's topic not ingested yet",
+            labels=["table"],
+        )
+        delay = GaugeMetricFamily(
+            "ordertrack_pinot_ingestion_delay_seconds",
+            "Age of the newest record ingested while records wait (0 when caught up)",
+            labels=["table"],
+        )
+        try:
+            lag = ingester.lag()
+        except Exception:  # noqa: BLE001 - broker down: no lag figures, the rest still
+            lag = {}
+        now = time.time() * 1000
+        for topic, table in sorted(ingester.by_topic.items()):
+            if topic not in lag:
+                continue
+            lag_records.add_metric([table.name], lag[topic])
+            newest = ingester.newest_ms.get(topic)
+            waited = (now - newest) / 1000 if lag[topic] and newest else 0.0
+            delay.add_metric([table.name], max(0.0, waited))
+        yield lag_records
+        yield delay
+        yield CounterMetricFamily(
+            "ordertrack_pinot_records_consumed",
+            "Records read from the tables' topics",
+            ingester.stats["consumed"],
+        )
+        skipped = CounterMetricFamily(
+            "ordertrack_pinot_records_skipped",
+            "Records the store could not take, by reason",
+            labels=["reason"],
+        )
+        for reason, count in sorted(ingester.skipped.items()):
+            skipped.add_metric([reason], count)
+        yield skipped
+
+
 class LocalPinot:
     """Store + ingester + HTTP server in one object (tests run it in-process)."""
 
@@ -96,6 +146,8 @@ class LocalPinot:
         self.config = config or KafkaConfig()
         self.ingester = Ingester(self.store, self.config, retention_ms=retention_ms)
         self.allowed_hosts = allowed_hosts(host)
+        self.metrics = CollectorRegistry()
+        self.metrics.register(IngestionCollector(self))
         #: Queries at least this slow are logged with their SQL (Pinot's broker does too).
         self.slow_query_ms = env_int("PINOT_LOCAL_SLOW_QUERY_MS", 1000)
         self.httpd = BrokerHTTPServer((host, port), _handler_for(self))
@@ -206,6 +258,8 @@ def _handler_for(server: LocalPinot) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             if path == "/health":
                 self._send(200, "OK", "text/plain")
+            elif path == "/metrics":
+                self._send(200, generate_latest(server.metrics).decode(), CONTENT_TYPE_LATEST)
             elif path == "/debug/ingestion":
                 try:
                     lag: Any = server.ingester.lag()

@@ -74,6 +74,8 @@ class Ingester:
         self.skipped: Counter[str] = Counter()
         self.stats["skipped_by_reason"] = self.skipped  # type: ignore[assignment]
         self.last_error: str | None = None
+        #: topic -> broker timestamp (ms) of the newest record consumed (ingestion delay)
+        self.newest_ms: dict[str, int] = {}
         self._verify = bool(self.positions)  # a persisted position must match the broker
         self.rollovers = RolloverLog(config)
         self.reporter = PositionReporter("pinot", config)
@@ -278,6 +280,7 @@ class Ingester:
                 self._reset(cons, topic, part, seek=False)
             positions[(topic, part)] = (offset + 1, fingerprint(msg.key(), msg.value()))
             self.stats["consumed"] += 1
+            self.newest_ms[topic] = max(self.newest_ms.get(topic, 0), msg.timestamp()[1])
             try:
                 row = to_row(table, json.loads(msg.value()))
             except (*RECORD_ERRORS, ValueError, TypeError) as exc:

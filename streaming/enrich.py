@@ -720,6 +720,25 @@ def _dead_letter_output(output_prefix: str) -> str:
     )
 
 
+#: The name of the per-batch observed metrics (``observedMetrics`` in the query progress).
+DEAD_LETTER_METRICS = "dead_letters"
+
+
+def observe_dead_letters(parsed: Any) -> Any:
+    """Count each micro-batch's dead letters by reason, reported to the driver in the
+    query's progress (Spark's observed metrics: aggregated on the executors with the
+    batch). Element indices are dropped from the reason (``items[3].price`` ->
+    ``items[].price``), so the reasons are bounded by the contract's rule table."""
+    from pyspark.sql import functions as F
+
+    reasons = "collect_list(regexp_replace(reason, '\\\\[[0-9]+\\\\]', '[]'))"
+    by_reason = (
+        f"map_from_entries(transform(array_distinct({reasons}), "
+        f"r -> struct(r, size(filter({reasons}, x -> x = r)))))"
+    )
+    return parsed.observe(DEAD_LETTER_METRICS, F.expr(by_reason).alias("by_reason"))
+
+
 def outputs(
     source: Any,
     *,
@@ -728,5 +747,5 @@ def outputs(
     retention: str = DEFAULT_RETENTION,
 ) -> Any:
     """Every record the job produces for ``source``: columns topic, key, value."""
-    work = _work(parse(source, input_prefix), output_prefix)
+    work = _work(observe_dead_letters(parse(source, input_prefix)), output_prefix)
     return _outputs_of(_state(work, retention), output_prefix)

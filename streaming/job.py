@@ -25,8 +25,9 @@ from typing import Any
 
 from contract.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
 from contract.events import SOURCE_TOPICS, Topic, topic_name
+from contract.metrics import serve_metrics
 
-from . import enrich
+from . import enrich, metrics
 
 log = logging.getLogger("streaming")
 
@@ -304,6 +305,8 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         return 2
     spark = spark_session(settings)
     query = start_query(spark, settings)
+    if not settings.available_now:
+        serve_metrics("streaming")
     log.info(
         "streaming: started connector=%s master=%s checkpoint=%s trigger=%s",
         settings.connector,
@@ -320,6 +323,10 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
             if progress["batchId"] <= last_batch:
                 continue
             last_batch = progress["batchId"]
+            try:
+                metrics.record(progress)
+            except Exception:  # noqa: BLE001 - metrics must never stop the job
+                log.exception("streaming: could not record batch %s's metrics", last_batch)
             if progress["numInputRows"]:
                 log.info("%s", progress_line(progress))
             if not ready:

@@ -246,3 +246,24 @@ DeliveryInAreaResults = results_of(DeliveryInAreaSerializer, "DeliveryInAreaResu
 RestaurantDashboardResults = results_of(RestaurantDashboardSerializer, "RestaurantDashboardResults")
 DeadLetterResults = results_of(DeadLetterSerializer, "DeadLetterResults")
 SalesSeriesResults = results_of(SalesBucketSerializer, "SalesSeriesResults")
+
+
+class PipelineStageSerializer(serializers.Serializer):
+    name = serializers.ChoiceField(choices=["relay", "stream", "pinot", "bridge"])
+    label = serializers.CharField()
+    status = serializers.ChoiceField(choices=["ok", "behind", "stalled", "unknown"])
+    lag = serializers.IntegerField(allow_null=True, help_text="Records not processed yet")
+    input_total = serializers.IntegerField(allow_null=True, help_text="Records that reached it")
+    rate = serializers.FloatField(allow_null=True, help_text="Records per second, last sample")
+    stuck_seconds = serializers.FloatField(
+        help_text="Seconds it has not moved while its input grew (0 when moving or idle)"
+    )
+    error = serializers.CharField(allow_null=True, help_text="Why the status is unknown")
+
+
+class PipelineSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok", "behind", "stalled"])
+    sampled_at = serializers.FloatField(allow_null=True, help_text="Epoch seconds")
+    stall_seconds = serializers.FloatField()
+    behind_records = serializers.IntegerField()
+    stages = PipelineStageSerializer(many=True)

@@ -17,6 +17,7 @@ from api.serializers.operations import (
     DeadLettersQuerySerializer,
     DeliveryInAreaResults,
     GeoJSONPolygonSerializer,
+    PipelineSerializer,
     RestaurantDashboardResults,
     RestaurantQuerySerializer,
     SalesSeriesQuerySerializer,
@@ -26,6 +27,7 @@ from api.serializers.operations import (
     StuckOrdersQuerySerializer,
 )
 from tracker.operations.deadletters import recent_dead_letters
+from tracker.operations.pipeline import monitor
 from tracker.orders import policy
 from tracker.tracking import selectors
 
@@ -163,3 +165,13 @@ class DeadLettersView(APIView):
         query = query_params(DeadLettersQuerySerializer, request)
         letters = recent_dead_letters(query["limit"])
         return Response(DeadLetterResults({"results": letters}).data)
+
+
+class PipelineView(APIView):
+    """Each stage of the pipeline: ok, behind or stalled, its lag and rate."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses=PipelineSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(PipelineSerializer(monitor().snapshot()).data)

@@ -37,6 +37,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, TopicPartition
+from prometheus_client import Counter as MetricCounter
+from prometheus_client import Gauge
 
 from contract import kafka
 from contract.events import (
@@ -60,6 +62,16 @@ from tracker.live.messages import (
 )
 
 log = logging.getLogger(__name__)
+
+BRIDGE_DELAY = Gauge(
+    "ordertrack_push_bridge_delay_seconds",
+    "Age of the newest record the push bridge handled from each topic (0 when caught up)",
+    ["topic"],
+    multiprocess_mode="livemax",
+)
+BRIDGE_RECORDS = MetricCounter(
+    "ordertrack_push_bridge_records_total", "Records the push bridge consumed", ["topic"]
+)
 
 #: Sends (group, message) pairs to the channel layer, in order, before returning.
 Publish = Callable[[list[tuple[str, dict[str, Any]]]], None]
@@ -236,20 +248,36 @@ class Bridge:
                         cons.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
                         continue
                     records = []
+                    seen = {name: [0, 0] for name in names}  # topic -> [records, newest ms]
                     for msg in batch:
                         err = msg.error()
                         if err is None:
                             records.append((names[msg.topic()], msg.value()))
                             positions[(msg.topic(), msg.partition())] = msg.offset() + 1
+                            mine = seen[msg.topic()]
+                            mine[0], mine[1] = mine[0] + 1, max(mine[1], msg.timestamp()[1])
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
                     if records:
                         self.handle_batch(records)
+                    _measure(seen, len(batch) < 1000)
             except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
                 log.exception("push bridge: consumer failed; reconnecting in 1s")
                 stop.wait(1.0)
             finally:
                 cons.close()
+
+
+def _measure(seen: dict[str, list[int]], drained: bool) -> None:
+    """The delay gauges: how old the newest record handled is; 0 once the poll came back
+    short (caught up) with nothing from that topic."""
+    now = now_ms()
+    for topic, (count, stamp) in seen.items():
+        if count:
+            BRIDGE_RECORDS.labels(topic).inc(count)
+            BRIDGE_DELAY.labels(topic).set(max(0.0, (now - stamp) / 1000))
+        elif drained:
+            BRIDGE_DELAY.labels(topic).set(0.0)
 
 
 def _report(reporter: PositionReporter, ids: dict[str, str], positions: dict) -> None:

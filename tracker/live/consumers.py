@@ -39,11 +39,13 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from prometheus_client import Gauge
 
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
 from tracker.live.bridge import ensure_embedded_bridge
 from tracker.live.signals import relay_access_notices
+from tracker.operations import pipeline
 from tracker.orders import policy
 from tracker.restaurants.models import Restaurant
 from tracker.tracking import read_model, selectors
@@ -54,11 +56,21 @@ MAX_QUEUED_STATUS_UPDATES = 256
 log = logging.getLogger(__name__)
 
 
+OPEN_SOCKETS = Gauge(
+    "ordertrack_websockets_open",
+    "WebSockets open, by kind of socket",
+    ["socket"],
+    multiprocess_mode="livesum",
+)
+
+
 class TrackingSocket(AsyncJsonWebsocketConsumer):
     """Shared machinery: auth, snapshot-then-deltas, coalescing writer, heartbeats."""
 
     async def connect(self) -> None:
         await self.accept()
+        self._open_gauge = OPEN_SOCKETS.labels(type(self).__name__)
+        self._open_gauge.inc()
         self._versions: dict[int, int] = {}
         self._held: list[dict[str, Any]] | None = []  # deltas during the snapshot
         self._statuses: deque[dict[str, Any]] = deque()
@@ -174,6 +186,9 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         return None
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "_open_gauge", None) is not None:
+            self._open_gauge.dec()
+            self._open_gauge = None
         for task in getattr(self, "_tasks", []):
             task.cancel()
         for group in getattr(self, "_joined", []):
@@ -379,6 +394,23 @@ class OperationsSocket(TrackingSocket):
                 del self._versions[key]
         self._positions[order_id] = message
         self._wake.set()
+
+    async def connect(self) -> None:
+        await super().connect()
+        if not getattr(self, "_closing", True):
+            self._tasks.append(asyncio.create_task(self._pipeline_feed()))
+
+    async def _pipeline_feed(self) -> None:
+        """Each new sample of the pipeline's stages (:mod:`tracker.operations.pipeline`),
+        for the page's strip; the monitor samples in this process, so no channel layer."""
+        watch = pipeline.monitor()
+        last = None
+        while not self._closing:
+            snap = watch.snapshot()
+            if snap["sampled_at"] != last:
+                last = snap["sampled_at"]
+                await self.send_json({"type": "pipeline", **snap})
+            await asyncio.sleep(min(1.0, watch.interval))
 
     async def send_snapshot(self) -> None:
         await self.send_json({"type": "snapshot"})

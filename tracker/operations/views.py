@@ -1,19 +1,18 @@
-"""Liveness/readiness for load balancers and orchestrators."""
+"""Liveness/readiness for load balancers and orchestrators, and the web's ``/metrics``."""
 
 from __future__ import annotations
 
 from django.core.cache import cache
 from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from contract.metrics import multiprocess_mode
+from tracker.operations.pipeline import STALLED, monitor
 
 
-def healthz(request):
-    """200 when the database (and the cache, if configured) answer; 503 otherwise.
-
-    Deliberately excludes Kafka and Pinot: the API keeps accepting orders without
-    them (outbox) and answers tracking reads with a clear 503, so a broker outage
-    must not take every web server out of the load balancer.
-    """
+def _checks() -> dict[str, str]:
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -26,8 +25,45 @@ def healthz(request):
         checks["cache"] = "ok" if cache.get("healthz") == "1" else "error: no round trip"
     except Exception as exc:  # noqa: BLE001
         checks["cache"] = f"error: {exc.__class__.__name__}"
+    return checks
+
+
+def healthz(request):
+    """200 when the database (and the cache, if configured) answer; 503 otherwise.
+
+    Deliberately excludes Kafka and Pinot: the API keeps accepting orders without
+    them (outbox) and answers tracking reads with a clear 503, so a broker outage
+    must not take every web server out of the load balancer (``/readyz`` reports them).
+    """
+    checks = _checks()
     healthy = all(value == "ok" for value in checks.values())
     return JsonResponse(
         {"status": "ok" if healthy else "unhealthy", "checks": checks},
         status=200 if healthy else 503,
     )
+
+
+def readyz(request):
+    """``/healthz`` plus the pipeline: 503 while a stage is stalled, with every stage's
+    status, lag and rate (:mod:`tracker.operations.pipeline`). For monitors and
+    orchestrators that should know the live path is stuck; the proxy's health check
+    stays ``/healthz`` so a stalled stream job does not stop order taking."""
+    checks = _checks()
+    pipeline = monitor().snapshot()
+    healthy = all(value == "ok" for value in checks.values())
+    status = "unhealthy" if not healthy else pipeline["status"]
+    return JsonResponse(
+        {"status": status, "checks": checks, "pipeline": pipeline},
+        status=200 if healthy and pipeline["status"] != STALLED else 503,
+    )
+
+
+def metrics(request):
+    """Prometheus exposition of this web server: every worker process's figures
+    (multi-process mode, which ``config.asgi`` turns on for uvicorn's workers). Not routed by the production proxy; Prometheus scrapes each replica."""
+    monitor()  # the pipeline figures are sampled by the monitor's thread
+    registry = REGISTRY
+    if multiprocess_mode():
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -111,6 +111,10 @@ class Relay:
         self.in_doubt = 0
         #: Rows skipped because the broker can never take them, by reason.
         self.skipped: Counter[str] = Counter()
+        #: Rows not published yet and the age of the oldest (s), measured by :meth:`run`.
+        self.backlog = 0
+        self.oldest_age = 0.0
+        self._measured_at = 0.0
 
     @property
     def producer(self):
@@ -290,6 +294,40 @@ class Relay:
             rows = rows.filter(event_time__gte=since)
         return rows.update(published_at=None)
 
+    def _measure_backlog(self, every: float = 1.0) -> None:
+        """What is still to publish (the metrics report it), at most every ``every`` s."""
+        if time.monotonic() - self._measured_at < every:
+            return
+        self._measured_at = time.monotonic()
+        pending = OutboxEvent.objects.filter(published_at__isnull=True)
+        self.backlog = pending.count()
+        oldest = pending.order_by("id").values_list("created_at", flat=True).first()
+        self.oldest_age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
+
+    def collect(self):
+        """The relay's figures for prometheus-client (``REGISTRY.register(relay)``)."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        yield GaugeMetricFamily(
+            "ordertrack_outbox_backlog_rows", "Outbox rows not published yet", self.backlog
+        )
+        yield GaugeMetricFamily(
+            "ordertrack_outbox_oldest_unpublished_age_seconds",
+            "Age of the oldest outbox row not published yet (0 when none)",
+            self.oldest_age,
+        )
+        yield CounterMetricFamily(
+            "ordertrack_outbox_published",
+            "Outbox rows the broker acknowledged",
+            self.published_total,
+        )
+        skipped = CounterMetricFamily(
+            "ordertrack_outbox_skipped", "Outbox rows never publishable", labels=["reason"]
+        )
+        for reason, count in self.skipped.items():
+            skipped.add_metric([reason], count)
+        yield skipped
+
     def run(self, stop: threading.Event | None = None, check_topics_every: float = 2.0) -> None:
         """Relay until ``stop`` is set, backing off while the broker is unavailable."""
         stop = stop or threading.Event()
@@ -301,6 +339,7 @@ class Relay:
                     self._prepare_topics()
                     next_topic_check = time.monotonic() + check_topics_every
                 sent = self.publish_batch()
+                self._measure_backlog()
                 backoff = 0.1
                 if sent == 0:
                     stop.wait(self.poll_seconds)

@@ -6,6 +6,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.management.base import BaseCommand
 
+from contract.metrics import serve_metrics
 from tracker.live.bridge import Bridge, send_in_order
 
 
@@ -20,6 +21,7 @@ class Command(BaseCommand):
         layer = get_channel_layer()
         send = async_to_sync(send_in_order)
         bridge = Bridge(lambda sends: send(layer, sends))
+        serve_metrics("pushbridge")
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())

@@ -4,7 +4,9 @@ import threading
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
+from prometheus_client import REGISTRY
 
+from contract.metrics import serve_metrics
 from tracker.outbox.relay import Relay
 
 
@@ -36,6 +38,8 @@ class Command(BaseCommand):
                 total += sent
             self.stdout.write(f"published {total} events")
             return
+        REGISTRY.register(relay)
+        serve_metrics("relay")
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())

@@ -20,6 +20,7 @@ import { L, createMap, pinIcon, staticMarker } from "../map.js";
 import { PolygonDrawer } from "../polygon-draw.js";
 import { LiveSocket } from "../live.js";
 import { connectionIndicator } from "../connection.js";
+import { renderPipeline } from "../pipeline-strip.js";
 
 const PUSH_SETTLE_MS = 1500; // a burst of changes refreshes once
 const MIN_GAP_MS = 3000; // and never more often than this
@@ -373,6 +374,7 @@ async function start() {
     onMessage: (message) => {
       if (message.type === "update") refreshSoon();
       else if (message.type === "snapshot" && data.board) refreshSoon(); // back after a drop
+      else if (message.type === "pipeline") renderPipeline(document.getElementById("pipeline-strip"), message);
     },
   }).start();
 }

@@ -1,0 +1,283 @@
+"""How far behind each stage of the pipeline is: ok, behind or stalled.
+
+Measured from outside the stages, the way Kafka consumer lag is: a stopped or hung
+process cannot report on itself. Every few seconds one thread per web process samples
+
+* the outbox: rows written (its input) and rows not yet published (the relay's lag);
+* for each Kafka reader, the end offsets of the topics it reads (its input) and the
+  positions it reports to the broker (:mod:`contract.positions`): lag = end - position.
+
+A stage is **stalled** when its position has not moved for ``PIPELINE_STALL_SECONDS``
+while its input grew within that time and its lag grew; **behind** when its lag is
+above ``PIPELINE_BEHIND_RECORDS`` or it has not moved for half that time while records
+wait; otherwise **ok** (also when idle: nothing to read). The same figures are exported as metrics, answered by
+``/api/v1/operations/pipeline/`` and ``/readyz``, and pushed to the operators' sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db import close_old_connections
+from django.db.models import Max
+from prometheus_client import Gauge
+
+from contract import kafka
+from contract.conf import env_float, env_int
+from contract.events import ENRICHED_TOPICS, SOURCE_TOPICS, Topic, topic_name
+from contract.positions import positions_by_reader, topic_ids
+from tracker.outbox.models import OutboxEvent
+
+log = logging.getLogger(__name__)
+
+OK, BEHIND, STALLED, UNKNOWN = "ok", "behind", "stalled", "unknown"
+
+
+@dataclass(frozen=True)
+class StageDef:
+    name: str
+    label: str
+    #: The reader name it reports positions as (a prefix: ``bridge`` matches
+    #: ``bridge-<pid>``); None for the relay, measured from the outbox.
+    reader: str | None
+    topics: tuple[Topic, ...] = ()
+
+
+STAGES = (
+    StageDef("relay", "Outbox relay", None),
+    StageDef("stream", "Spark stream job", "stream", SOURCE_TOPICS),
+    StageDef("pinot", "Pinot ingestion", "pinot", ENRICHED_TOPICS),
+    StageDef("bridge", "Push bridge", "bridge", (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)),
+)
+
+STAGE_LAG = Gauge(
+    "ordertrack_pipeline_stage_lag",
+    "Records (outbox rows for the relay) a stage has not processed yet",
+    ["stage"],
+    multiprocess_mode="livemax",
+)
+STAGE_INPUT = Gauge(
+    "ordertrack_pipeline_stage_input_total",
+    "Records that have reached a stage's input (topic end offsets; outbox rows written)",
+    ["stage"],
+    multiprocess_mode="livemax",
+)
+STAGE_STALLED = Gauge(
+    "ordertrack_pipeline_stage_stalled",
+    "1 while a stage is stalled: its lag grows with its input and it does not move",
+    ["stage"],
+    multiprocess_mode="livemax",
+)
+STAGE_BEHIND = Gauge(
+    "ordertrack_pipeline_stage_behind",
+    "1 while a stage is behind or stalled",
+    ["stage"],
+    multiprocess_mode="livemax",
+)
+TOPIC_END = Gauge(
+    "ordertrack_kafka_topic_end_offset",
+    "Next offset of each topic, summed over its partitions (records ever written)",
+    ["topic"],
+    multiprocess_mode="livemax",
+)
+
+
+@dataclass
+class StageState:
+    name: str
+    label: str
+    status: str = UNKNOWN
+    lag: int | None = None
+    input_total: int | None = None
+    #: Records per second the stage processed over the last sample interval.
+    rate: float | None = None
+    #: Seconds it has not moved while records wait (0 when moving or idle).
+    stuck_seconds: float = 0.0
+    error: str | None = None
+    # not reported:
+    _position: int | None = field(default=None, repr=False)
+    _moved_at: float = field(default=0.0, repr=False)
+    _lag_at_move: int = field(default=0, repr=False)
+    _inputs: deque[tuple[float, int]] = field(default_factory=deque, repr=False)
+    _sampled_at: float = field(default=0.0, repr=False)
+
+    def public(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+
+
+class PipelineMonitor:
+    """Samples every stage every ``interval`` seconds on a background thread."""
+
+    def __init__(
+        self,
+        interval: float | None = None,
+        stall_seconds: float | None = None,
+        behind_records: int | None = None,
+    ) -> None:
+        self.interval = interval or env_float("PIPELINE_SAMPLE_SECONDS", 2.0)
+        self.stall_seconds = stall_seconds or env_float("PIPELINE_STALL_SECONDS", 30.0)
+        self.behind_records = behind_records or env_int("PIPELINE_BEHIND_RECORDS", 5000)
+        self.stages = {s.name: StageState(s.name, s.label) for s in STAGES}
+        self.sampled_at: float | None = None
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._cons = None
+        self._admin = None
+
+    # ------------------------------------------------------------------ reading
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the endpoint, readiness and the operators' strip show."""
+        with self._lock:
+            stages = [self.stages[s.name].public() for s in STAGES]
+        statuses = {s["status"] for s in stages}
+        overall = next((s for s in (STALLED, BEHIND) if s in statuses), OK)
+        return {
+            "status": overall,
+            "sampled_at": self.sampled_at,
+            "stall_seconds": self.stall_seconds,
+            "behind_records": self.behind_records,
+            "stages": stages,
+        }
+
+    # ------------------------------------------------------------------ sampling
+
+    def start(self) -> PipelineMonitor:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pipeline-monitor", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                try:
+                    self.sample()
+                finally:
+                    close_old_connections()
+            except Exception:  # noqa: BLE001 - the monitor must outlive every outage
+                log.exception("pipeline monitor: sample failed")
+            self._stop.wait(max(0.1, self.interval - (time.monotonic() - started)))
+
+    def sample(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        measured: dict[str, tuple[int, int] | str] = {}
+        try:
+            measured["relay"] = self._outbox()
+        except Exception as exc:  # noqa: BLE001
+            measured["relay"] = f"database: {exc.__class__.__name__}"
+        try:
+            measured.update(self._readers())
+        except Exception as exc:  # noqa: BLE001 - broker down: the Kafka stages are unknown
+            self._cons = self._admin = None
+            for stage in STAGES[1:]:
+                measured[stage.name] = f"broker: {exc.__class__.__name__}: {exc}"[:200]
+        with self._lock:
+            for name, value in measured.items():
+                self._judge(self.stages[name], value, now)
+            self.sampled_at = time.time()
+        snap = self.snapshot()
+        for stage in snap["stages"]:
+            if stage["lag"] is not None:
+                STAGE_LAG.labels(stage["name"]).set(stage["lag"])
+                STAGE_INPUT.labels(stage["name"]).set(stage["input_total"])
+            STAGE_STALLED.labels(stage["name"]).set(stage["status"] == STALLED)
+            STAGE_BEHIND.labels(stage["name"]).set(stage["status"] in (BEHIND, STALLED))
+        for listener in list(self._listeners):
+            listener(snap)
+
+    def _outbox(self) -> tuple[int, int]:
+        """(rows written, rows not published yet)."""
+        written = OutboxEvent.objects.aggregate(n=Max("id"))["n"] or 0
+        backlog = OutboxEvent.objects.filter(published_at__isnull=True).count()
+        return written, backlog
+
+    def _readers(self) -> dict[str, tuple[int, int] | str]:
+        """Each Kafka stage's (input, lag) from end offsets and reported positions."""
+        if self._cons is None:
+            self._cons = kafka.consumer()
+            self._admin = kafka.admin()
+        names = sorted({topic_name(t) for s in STAGES for t in s.topics})
+        ends = {name: kafka.end_offsets(self._cons, name, timeout=5) for name in names}
+        for name, parts in ends.items():
+            TOPIC_END.labels(name).set(sum(parts.values()))
+        reported = positions_by_reader(self._admin, topic_ids(self._admin, names, timeout=5))
+        out = {}
+        for stage in STAGES[1:]:
+            readers = [r for r in reported if r == stage.reader or r.startswith(f"{stage.reader}-")]
+            if not readers:
+                out[stage.name] = "not running: no position reported on its topics"
+                continue
+            total = lag = 0
+            for topic in (topic_name(t) for t in stage.topics):
+                for partition, end in ends[topic].items():
+                    # Several processes (one bridge per web worker): the most advanced one.
+                    at = max(
+                        (reported[r].get(topic, {}).get(partition, 0) for r in readers), default=0
+                    )
+                    total += end
+                    lag += max(0, end - at)
+            out[stage.name] = (total, lag)
+        return out
+
+    def _judge(self, state: StageState, value: tuple[int, int] | str, now: float) -> None:
+        if isinstance(value, str):
+            state.status, state.error, state.rate = UNKNOWN, value, None
+            return
+        total, lag = value
+        position = total - lag
+        state.error = None
+        if state._position is None or position > state._position or lag == 0:
+            if state._position is not None and now > state._sampled_at:
+                state.rate = max(0, position - state._position) / (now - state._sampled_at)
+            state._moved_at, state._lag_at_move = now, lag
+        else:
+            state.rate = 0.0
+        state._position, state._sampled_at = position, now
+        state.lag, state.input_total = lag, total
+        # Input over the stall window: the oldest sample still inside it.
+        state._inputs.append((now, total))
+        while len(state._inputs) > 1 and state._inputs[1][0] <= now - self.stall_seconds:
+            state._inputs.popleft()
+        input_grew = total > state._inputs[0][1]
+        waited = now - state._moved_at
+        state.stuck_seconds = round(waited, 1) if lag else 0.0
+        if waited >= self.stall_seconds and input_grew and lag > state._lag_at_move:
+            state.status = STALLED
+        elif lag > self.behind_records or (lag and waited >= self.stall_seconds / 2):
+            state.status = BEHIND
+        else:
+            state.status = OK
+
+    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``listener(snapshot)`` after every sample (from the monitor's thread)."""
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Callable[[dict[str, Any]], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+
+_monitor: PipelineMonitor | None = None
+_monitor_lock = threading.Lock()
+
+
+def monitor() -> PipelineMonitor:
+    """This process's monitor, started on first use."""
+    global _monitor
+    with _monitor_lock:
+        if _monitor is None:
+            _monitor = PipelineMonitor().start()
+        return _monitor
