@@ -39,9 +39,7 @@ from contract import geo
 from contract.events import (
     CANCELLABLE_STATUSES,
     IN_TRANSIT_STATUSES,
-    INT64_MAX,
     LIFECYCLE,
-    MAX_CLOCK_SKEW_MS,
     SCHEMA_VERSION,
     DeadLetter,
     DeliveryLocation,
@@ -53,11 +51,11 @@ from contract.events import (
     OrderStatus,
     OrderStatusChanged,
     Topic,
-    rules_of,
     status_rank,
     status_time_field,
     topic_name,
 )
+from contract.rules import INT64_MAX, MAX_CLOCK_SKEW_MS, rules_of
 
 #: Namespace of the deterministic output event ids (uuid5).
 OUTPUT_NAMESPACE = uuid.UUID("8f4b6a36-5d0c-4d55-9a43-2b7f0c7e8c11")
