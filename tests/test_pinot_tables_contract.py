@@ -175,12 +175,12 @@ def test_every_contract_bound_fits_its_spark_type():
     event_time and placed_at into timestamps: both are bounded towards the future."""
     from pyspark.sql import types as T
 
-    from streaming import enrich
+    from streaming import validation
 
-    for event in enrich.SOURCE_EVENTS.values():
-        for name, annotation, _ in enrich._fields(event):
+    for event in validation.SOURCE_EVENTS.values():
+        for name, annotation, _ in validation.fields_of(event):
             if annotation is int:
-                assert isinstance(enrich.spark_type(annotation), T.LongType)
+                assert isinstance(validation.spark_type(annotation), T.LongType)
                 low, high = _int_bounds(event, name)
                 assert INT64_MIN <= low <= high <= INT64_MAX
     for event in (events.OrderStatusChanged, events.DeliveryLocation):
