@@ -33,7 +33,8 @@ from bench.common import RESULTS, machine, percentile  # noqa: E402
 
 
 def _load_enrich(commit: str):
-    """``streaming/enrich.py`` of ``commit`` as a module (it imports today's contract)."""
+    """``streaming/enrich.py`` of ``commit`` as a module (it imports today's contract, and
+    today's ``streaming/validation.py`` if ``commit`` is after the validation moved there)."""
     text = subprocess.run(
         ["git", "show", f"{commit}:streaming/enrich.py"],
         capture_output=True, text=True, check=True, cwd=BASE_DIR,
@@ -49,6 +50,8 @@ def _load_enrich(commit: str):
 def _sizes(enrich) -> dict[str, int]:
     """Characters of the validation SQL Spark plans (old: per class, reason and verdict in
     one CASE; new: one verdict, one reason, one constant check table)."""
+    if not hasattr(enrich, "validation_reason"):  # since split off into streaming/validation.py
+        enrich = importlib.import_module("streaming.validation")
     if hasattr(enrich, "check_table"):
         verdict, reason = len(enrich.validation_verdict()), len(enrich.validation_reason())
         return {

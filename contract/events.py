@@ -26,22 +26,37 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import json
-import math
-import time
-import types
-import typing
 import uuid
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from contract.rules import (
+    DISTANCE,
+    EVENT_TIME,
+    ID,
+    LATITUDE,
+    LONGITUDE,
+    MAX_CATEGORY,
+    MAX_LINES,
+    MAX_NAME,
+    MAX_PERSON_NAME,
+    MAX_QUANTITY,
+    MAX_TOTAL,
+    MAX_UNIT_PRICE,
+    PLACED_AT,
+    VERSION,
+    EventValidationError,
+    Record,
+    Rule,
+    field_specs,
+    now_ms,
+    shown,
+)
 
 SCHEMA_VERSION = 1
-
-#: Events more than this far ahead of the receiver's clock are refused.
-MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
 
 
 class Topic(StrEnum):
@@ -134,19 +149,6 @@ def status_time_field(status: OrderStatus | str) -> str:
 STATUS_TIME_FIELDS: tuple[str, ...] = tuple(status_time_field(s) for s in OrderStatus)
 
 
-class EventValidationError(ValueError):
-    """An event failed validation; ``field`` names the offending field."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def epoch_ms(moment: datetime) -> int:
     """An aware datetime as the contract's time: integer epoch milliseconds."""
     return int(moment.timestamp() * 1000)
@@ -156,240 +158,12 @@ def new_event_id() -> str:
     return str(uuid.uuid4())
 
 
-# --------------------------------------------------------------------------- validation
-
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-def _shown(value: Any, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters: reasons must stay short whatever came in."""
-    try:
-        text = repr(value)
-    except ValueError:  # an integer past Python's digit limit for str()
-        return f"<an integer of about {value.bit_length() * 0.30103:.0f} digits>"
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def _check_type(name: str, value: Any, annotation: Any) -> Any:
-    """Validate ``value`` against a dataclass annotation; return the normalised value."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(annotation)
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _check_type(name, value, inner)
-    if value is None:
-        raise EventValidationError(name, "is required")
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise EventValidationError(name, f"must be a boolean, got {_shown(value)}")
-        return value
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise EventValidationError(name, f"must be an integer, got {_shown(value)}")
-        if not INT64_MIN <= value <= INT64_MAX:  # Spark and Pinot store LONG
-            raise EventValidationError(name, f"must fit in 64 bits, got {_shown(value)}")
-        return value
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise EventValidationError(name, f"must be a number, got {_shown(value)}")
-        try:
-            number = float(value)  # an integer of hundreds of digits is no float
-        except OverflowError:
-            number = math.inf
-        if not math.isfinite(number):
-            raise EventValidationError(name, f"must be finite, got {_shown(value)}")
-        return number
-    if annotation is str:
-        if not isinstance(value, str):
-            raise EventValidationError(name, f"must be a string, got {_shown(value)}")
-        return value
-    if origin is list:
-        (item_type,) = typing.get_args(annotation)
-        if not isinstance(value, list):
-            raise EventValidationError(name, f"must be a list, got {type(value).__name__}")
-        return [_check_type(f"{name}[{i}]", item, item_type) for i, item in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
-        return value
-    if dataclasses.is_dataclass(annotation):
-        if not isinstance(value, dict):
-            raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
-        return annotation.from_dict(value, prefix=f"{name}.")
-    raise TypeError(f"unsupported annotation {annotation!r} for {name}")  # programming error
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    """What one field may hold beyond its type: the contract's bounds, stated once.
-
-    The Python validator (:meth:`_Record.validate`) and the stream job's Spark checks
-    (``streaming.enrich``) are both generated from these, and a test holds every bound
-    to the narrowest store the value lands in (Pinot column, PostgreSQL column, Spark
-    type). Bounds are inclusive. ``min``/``max`` bound a number (a money string as a
-    decimal); ``max_length`` a string in characters; ``min_items``/``max_items`` a list;
-    ``not_after`` names an integer field this one must not exceed; ``not_future``
-    allows at most :data:`MAX_CLOCK_SKEW_MS` ahead of the receiver's clock (times are
-    bounded only towards the future, so rebuilds from old topics still validate).
-    """
-
-    min: int | float | Decimal | None = None
-    max: int | float | Decimal | None = None
-    max_length: int | None = None
-    choices: tuple[str, ...] = ()
-    uuid: bool = False
-    money: bool = False
-    min_items: int | None = None
-    max_items: int | None = None
-    not_after: str | None = None
-    not_future: bool = False
-    #: What a value outside ``choices`` is called in the reason ("unknown status").
-    what: str = "value"
-
-    def reason(self, check: str) -> str:
-        """The reason text of one check (``uuid``, ``money``, ``range``, ``length``,
-        ``choices``, ``min_items``, ``max_items``, ``not_after``, ``not_future``): the
-        Python validator and the Spark checks say the same."""
-        if check == "range":
-            if self.max is None:
-                return f"must be at least {self.min}"
-            if self.min is None:
-                return f"must be at most {self.max}"
-            return f"must be between {self.min} and {self.max}"
-        return {
-            "uuid": "must be a UUID",
-            "money": "must be a decimal amount",
-            "length": f"must be at most {self.max_length} characters",
-            "choices": f"unknown {self.what}",
-            "min_items": "must not be empty" if self.min_items == 1 else f"needs {self.min_items}",
-            "max_items": f"must have at most {self.max_items} entries",
-            "not_after": f"must not be after {self.not_after}",
-            "not_future": "is in the future",
-        }[check]
-
-    def violation(self, value: Any, record: Any) -> str | None:
-        """Why ``value`` (already of the field's type) breaks this rule, or None."""
-        if self.uuid:
-            try:
-                uuid.UUID(value)
-            except ValueError:
-                return self.reason("uuid")
-        if self.money:
-            try:
-                value = Decimal(value)
-            except InvalidOperation:
-                return self.reason("money")
-            if not value.is_finite():
-                return self.reason("money")
-        if self.max_length is not None and len(value) > self.max_length:
-            return self.reason("length")
-        if self.choices and value not in self.choices:
-            return f"{self.reason('choices')} {_shown(value)}"
-        if self.min_items is not None and len(value) < self.min_items:
-            return self.reason("min_items")
-        if self.max_items is not None and len(value) > self.max_items:
-            return self.reason("max_items")
-        if (self.min is not None and value < self.min) or (
-            self.max is not None and value > self.max
-        ):
-            return f"{self.reason('range')}, got {_shown(value)}"
-        if self.not_after is not None and value > getattr(record, self.not_after):
-            return self.reason("not_after")
-        if self.not_future and value > now_ms() + MAX_CLOCK_SKEW_MS:
-            return self.reason("not_future")
-        return None
-
-
-INT32_MAX = 2**31 - 1
-#: Database ids (PostgreSQL bigint, Pinot LONG).
-ID = Rule(min=1, max=INT64_MAX)
-LATITUDE = Rule(min=-90.0, max=90.0)
-LONGITUDE = Rule(min=-180.0, max=180.0)
-#: Epoch milliseconds: positive, and never ahead of the receiver's clock by more than the skew.
-EVENT_TIME = Rule(min=1, not_future=True)
-#: An order's placement time on its status and GPS events: the stream job's watermark
-#: column, so it may never be ahead of the event itself (a month-ahead value would move
-#: the watermark a month ahead and drop every later event as late).
-PLACED_AT = Rule(min=1, not_after="event_time")
-VERSION = Rule(min=1, max=INT64_MAX)
-#: Kilometres left to the door: the other side of the Earth at most.
-DISTANCE = Rule(min=0.0, max=20_100.0)
+#: An order's status, on every event that carries one.
 STATUS = Rule(choices=tuple(s.value for s in OrderStatus), what="status")
-#: Lines of one order and units of one line: their product (``item_count``) stays within
-#: Pinot's INT; far above what the API accepts (services.MAX_LINES_PER_ORDER, ...).
-MAX_LINES = 1000
-MAX_QUANTITY = 1_000_000
-#: A line's price and an order's total: PostgreSQL numeric(10, 2) and numeric(12, 2).
-MAX_UNIT_PRICE = Decimal("99999999.99")
-MAX_TOTAL = Decimal("9999999999.99")
-#: Names: what PostgreSQL holds (CharField max_length) and within Pinot's 512-character STRING.
-MAX_NAME = 120
-MAX_CATEGORY = 60
-MAX_PERSON_NAME = 301  # first (150) + " " + last (150) name of a Django user
-
-
-def rules_of(cls: type) -> dict[str, Rule]:
-    """Every field rule of a contract class, its bases' included, in field order."""
-    merged: dict[str, Rule] = {}
-    for klass in reversed(cls.__mro__):
-        merged.update(klass.__dict__.get("RULES", {}))
-    order = [name for name, _, _ in _field_specs(cls)]
-    return {name: merged[name] for name in order if name in merged}
-
-
-@functools.cache
-def _field_specs(cls: type) -> tuple[tuple[str, Any, Any], ...]:
-    """(name, resolved annotation, default) per field; resolved once per class."""
-    hints = typing.get_type_hints(cls)
-    return tuple((f.name, hints[f.name], f.default) for f in dataclasses.fields(cls))
-
-
-class _Record:
-    """Shared (de)serialisation for the contract's dataclasses."""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], prefix: str = "") -> Any:
-        if not isinstance(data, dict):
-            raise EventValidationError(prefix.rstrip(".") or "event", "must be a JSON object")
-        values = {}
-        for field_name, annotation, default in _field_specs(cls):
-            if field_name not in data:
-                if default is not dataclasses.MISSING:
-                    values[field_name] = default
-                    continue
-                raise EventValidationError(prefix + field_name, "is required")
-            values[field_name] = _check_type(prefix + field_name, data[field_name], annotation)
-        record = cls(**values)
-        record.validate(prefix)
-        return record
-
-    RULES: ClassVar[dict[str, Rule]] = {}
-
-    def validate(self, prefix: str = "") -> None:
-        """The rule table's checks beyond types, field by field in declaration order."""
-        for name, rule in rules_of(type(self)).items():
-            value = getattr(self, name)
-            if value is not None:
-                reason = rule.violation(value, self)
-                if reason is not None:
-                    raise EventValidationError(prefix + name, reason)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict (faster than dataclasses.asdict on the GPS hot path)."""
-        out = {}
-        for name, _, _ in _field_specs(type(self)):
-            value = getattr(self, name)
-            if isinstance(value, list):
-                value = [v.to_dict() if isinstance(v, _Record) else v for v in value]
-            out[name] = value
-        return out
 
 
 @dataclasses.dataclass(frozen=True)
-class Event(_Record):
+class Event(Record):
     """Fields common to every event on every topic."""
 
     TOPIC: ClassVar[Topic]
@@ -414,7 +188,7 @@ class Event(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderItem(_Record):
+class OrderItem(Record):
     """One line of an order as events carry it: product, name, category, quantity, unit price."""
 
     RULES: ClassVar[dict[str, Rule]] = {
@@ -646,7 +420,7 @@ class OrderItemEnriched(Event):
 
 
 @dataclasses.dataclass(frozen=True)
-class DeadLetter(_Record):
+class DeadLetter(Record):
     """Topic ``dead_letters``: an input that could not be used, with why and its bytes."""
 
     event_id: str
@@ -728,8 +502,8 @@ def parse_event(topic: Topic | str, value: bytes | str | None) -> Event:
     if version is None:
         raise EventValidationError("schema_version", "is required")
     if version != SCHEMA_VERSION:
-        raise EventValidationError("schema_version", f"unsupported version {_shown(version)}")
-    unknown = sorted(set(data) - {name for name, _, _ in _field_specs(cls)})
+        raise EventValidationError("schema_version", f"unsupported version {shown(version)}")
+    unknown = sorted(set(data) - {name for name, _, _ in field_specs(cls)})
     if unknown:
         raise EventValidationError(unknown[0], "is not a field of this event")
     return cls.from_dict(data)

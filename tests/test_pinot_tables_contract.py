@@ -14,6 +14,7 @@ import pytest
 
 from contract import events
 from contract.events import EVENT_TYPES, OrderEnriched
+from contract.rules import INT64_MAX, INT64_MIN, Rule, rules_of
 from pinot.definitions import load_tables
 from tracker.tracking import selectors
 
@@ -70,9 +71,9 @@ def _column_specs(table: str) -> dict[str, dict]:
 
 def _int_bounds(event: type, name: str) -> tuple[int, int]:
     """The values the contract lets through for an integer field (type, then rule)."""
-    rule = events.rules_of(event).get(name, events.Rule())
-    low = rule.min if rule.min is not None else events.INT64_MIN
-    high = rule.max if rule.max is not None else events.INT64_MAX
+    rule = rules_of(event).get(name, Rule())
+    low = rule.min if rule.min is not None else INT64_MIN
+    high = rule.max if rule.max is not None else INT64_MAX
     return low, high
 
 
@@ -82,7 +83,7 @@ def test_every_contract_bound_fits_its_pinot_column(table):
     forever on a quantity of 3,000,000,000 (accepted as a 64-bit integer, stored in an INT)."""
     event = EVENT_TYPES[TABLES[table].topic]
     hints = typing.get_type_hints(event)
-    rules = events.rules_of(event)
+    rules = rules_of(event)
     too_wide = {}
     for name, spec in _column_specs(table).items():
         if name not in hints:
@@ -93,7 +94,7 @@ def test_every_contract_bound_fits_its_pinot_column(table):
             if not low <= _int_bounds(event, name)[0] <= _int_bounds(event, name)[1] <= high:
                 too_wide[name] = (spec["dataType"], _int_bounds(event, name))
         elif spec["dataType"] == "STRING" and kind is str:
-            rule = rules.get(name, events.Rule())
+            rule = rules.get(name, Rule())
             longest = (
                 rule.max_length
                 or max(map(len, rule.choices), default=None)
@@ -107,10 +108,10 @@ def test_every_contract_bound_fits_its_pinot_column(table):
 
 def test_the_enriched_sums_fit_their_columns():
     """item_count is the sum of an order's quantities: lines x units stays within its INT."""
-    lines = events.rules_of(events.OrderPlaced)["items"].max_items
-    units = events.rules_of(events.OrderItem)["quantity"].max
-    assert lines * units <= events.rules_of(OrderEnriched)["item_count"].max <= 2**31 - 1
-    assert events.rules_of(events.OrderItemEnriched)["line"].max == lines
+    lines = rules_of(events.OrderPlaced)["items"].max_items
+    units = rules_of(events.OrderItem)["quantity"].max
+    assert lines * units <= rules_of(OrderEnriched)["item_count"].max <= 2**31 - 1
+    assert rules_of(events.OrderItemEnriched)["line"].max == lines
 
 
 def _decimal_max(field) -> Decimal:
@@ -131,9 +132,9 @@ def test_every_contract_bound_fits_the_postgresql_column_the_value_comes_from():
     def int_range(field) -> tuple[int, int]:
         return connection.ops.integer_field_range(field.get_internal_type())
 
-    item_rules = events.rules_of(events.OrderItem)
-    placed_rules = events.rules_of(events.OrderPlaced)
-    status_rules = events.rules_of(events.OrderStatusChanged)
+    item_rules = rules_of(events.OrderItem)
+    placed_rules = rules_of(events.OrderPlaced)
+    status_rules = rules_of(events.OrderStatusChanged)
     numbers = {
         "OrderItem.quantity": (item_rules["quantity"], int_range(orders.OrderItem._meta.get_field("quantity"))),
         "OrderPlaced.order_id": (placed_rules["order_id"], int_range(orders.Order._meta.pk)),
@@ -174,14 +175,14 @@ def test_every_contract_bound_fits_its_spark_type():
     event_time and placed_at into timestamps: both are bounded towards the future."""
     from pyspark.sql import types as T
 
-    from streaming import enrich
+    from streaming import validation
 
-    for event in enrich.SOURCE_EVENTS.values():
-        for name, annotation, _ in enrich._fields(event):
+    for event in validation.SOURCE_EVENTS.values():
+        for name, annotation, _ in validation.fields_of(event):
             if annotation is int:
-                assert isinstance(enrich.spark_type(annotation), T.LongType)
+                assert isinstance(validation.spark_type(annotation), T.LongType)
                 low, high = _int_bounds(event, name)
-                assert events.INT64_MIN <= low <= high <= events.INT64_MAX
+                assert INT64_MIN <= low <= high <= INT64_MAX
     for event in (events.OrderStatusChanged, events.DeliveryLocation):
-        rules = events.rules_of(event)
+        rules = rules_of(event)
         assert rules["event_time"].not_future and rules["placed_at"].not_after == "event_time"

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contract import events, kafka
+from contract import events, kafka, rules
 from contract.events import (
     LIFECYCLE,
     DeadLetter,
@@ -39,10 +39,10 @@ from contract.events import (
     Topic,
     now_ms,
     parse_event,
-    rules_of,
     status_time_field,
     topic_name,
 )
+from contract.rules import rules_of
 
 pytestmark = pytest.mark.spark
 
@@ -51,7 +51,7 @@ ORDER_RULES = rules_of(OrderPlaced)
 _ids = iter(range(7_000_000, 8_000_000))
 
 # Edges first: hypothesis' simplest example (the first it runs) takes the first of each.
-EDGE_IDS = st.sampled_from([events.INT64_MAX, 1, 2])
+EDGE_IDS = st.sampled_from([rules.INT64_MAX, 1, 2])
 EDGE_QUANTITY = st.sampled_from([ITEM_RULES["quantity"].max, 1, 2])
 EDGE_PRICE = st.sampled_from([str(ITEM_RULES["unit_price"].max), "0", "0.01", "9.50"])
 EDGE_LAT = st.sampled_from([90.0, -90.0, 0.0, 12.97])

@@ -17,13 +17,8 @@ from contract.conf import BASE_DIR
 from contract.events import OrderStatus, Topic, now_ms, topic_name
 from contract.kafka import consumer, producer, publish, read_topic
 from embedded import spark_kafka as connector
-from embedded.spark_kafka import (
-    KafkaRange,
-    KafkaRowWriter,
-    KafkaStreamReader,
-    SinkError,
-    read_ranges,
-)
+from embedded.kafka_reads import KafkaRange, read_ranges
+from embedded.spark_kafka import KafkaRowWriter, KafkaStreamReader, SinkError
 from streaming.job import CheckpointError
 from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
