@@ -172,6 +172,16 @@ class PipelineView(APIView):
 
     permission_classes = [IsOperator]
 
-    @extend_schema(responses=PipelineSerializer)
+    @extend_schema(
+        operation_id="getPipelineHealth",
+        summary="Pipeline health",
+        description=(
+            "Each stage of the tracking pipeline (outbox relay, stream job, Pinot ingestion, "
+            "push bridge) as ok, behind or stalled, with how many records it is behind and "
+            "its input rate. A stage is stalled when its input grew while it did not move "
+            "for longer than the configured stall time."
+        ),
+        responses={200: PipelineSerializer},
+    )
     def get(self, request: Request) -> Response:
         return Response(PipelineSerializer(monitor().snapshot()).data)
