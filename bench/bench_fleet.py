@@ -219,7 +219,18 @@ def run(args) -> dict:
             result["summary"] = await page.locator("#fleet-summary").text_content()
             if args.screenshot:
                 await page.locator("#fleet-map").screenshot(path=args.screenshot)
-            return frames(sample)
+            sample = frames(sample)
+            if args.order_screenshot:  # a simulator's order on the road, as the operator sees it
+                order = await page.evaluate(
+                    f"""() => [...document.getElementById('fleet-map').fleetMap.couriers.values()]
+                        .map((c) => c.point.order_id).find((id) => id < {FIRST_ORDER})"""
+                )
+                if order is not None:
+                    await page.goto(f"/orders/{order}/")
+                    await page.locator("#live-pill").filter(has_text="Live").wait_for()
+                    await page.wait_for_timeout(4000)  # a few fixes arrive
+                    await page.screenshot(path=args.order_screenshot, full_page=True)
+            return sample
 
         result["frames"] = asyncio.run(
             browser_phase(base, args.seconds, [("idle", idle), ("moving", moving)])
@@ -244,6 +255,7 @@ def main() -> None:
     parser.add_argument("--multiple", type=float, default=1, help="simulator background load")
     parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--screenshot", default="", help="save the fleet map here (PNG)")
+    parser.add_argument("--order-screenshot", default="", help="save an order page here (PNG)")
     args = parser.parse_args()
     result = run(args)
     rows = [
