@@ -103,7 +103,14 @@ async def rest_poll(client, url: str, headers: dict, want: str, accepted: float,
         await asyncio.sleep(1.0)
 
 
-async def probe(base: str, naive_base: str, keys: dict, probes: int, gps_points: int = 5) -> dict:
+async def probe(
+    base: str,
+    naive_base: str,
+    keys: dict,
+    probes: int,
+    gps_points: int = 5,
+    rest_poll: float = 0.02,
+) -> dict:
     """Place probe orders, then time each change from API accept to REST and WebSocket.
 
     On the socket, each change is timed twice, in the same run: when the stream job's
@@ -227,7 +234,7 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int, gps_points:
                     if want(reply.json()):
                         rest.append(time.perf_counter() - accepted)
                         break
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(rest_poll)
                 try:
                     first, pushed, version = await asyncio.wait_for(push_task, timeout=30)
                     push.append(pushed)
@@ -260,12 +267,14 @@ def summary(values: list[float]) -> dict:
     }
 
 
-def one_level(multiple: float, probes: int, warmup: float, gps_points: int = 5) -> dict:
+def one_level(
+    multiple: float, probes: int, warmup: float, gps_points: int = 5, rest_poll: float = 0.02
+) -> dict:
     supervisor, naive, base, naive_base = start_system(multiple)
     try:
         time.sleep(warmup)
         keys = tokens()
-        measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points))
+        measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points, rest_poll))
         rss = {
             c.component.name: process_tree_rss(c.process.pid)
             for c in supervisor.children
@@ -679,6 +688,9 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")
     parser.add_argument("--gps-points", type=int, default=5, help="GPS points per probe order")
+    parser.add_argument(
+        "--rest-poll", type=float, default=0.02, help="seconds between the REST visibility reads"
+    )
     parser.add_argument("--watchers", default="100,1000", help="watched orders per run")
     parser.add_argument("--watch-seconds", type=float, default=60, help="seconds per phase")
     parser.add_argument("--changes", type=float, default=2, help="status changes per second")
@@ -690,7 +702,9 @@ def main() -> None:
     if args.one_level is not None:  # a child run: one fresh system per load level
         print(
             "RESULT "
-            + json.dumps(one_level(args.one_level, args.probes, args.warmup, args.gps_points))
+            + json.dumps(
+                one_level(args.one_level, args.probes, args.warmup, args.gps_points, args.rest_poll)
+            )
         )
         return
     if args.one_watchers is not None:
@@ -728,6 +742,8 @@ def main() -> None:
                 str(args.warmup),
                 "--gps-points",
                 str(args.gps_points),
+                "--rest-poll",
+                str(args.rest_poll),
             ]
         )
         levels.append(level)
