@@ -88,7 +88,7 @@ TOPICS = (Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS, Topic.ORDERS_ENRICHED)
 #: Orders whose last version/status the bridge remembers (bounded memory).
 MAX_TRACKED_ORDERS = 200_000
 
-#: A raw status event older than this is no news: after the relay replays its outbox
+#: A raw status event (or GPS point) older than this is no news: after the relay replays its outbox
 #: (a broker that lost its data) a bridge that forgot those orders would otherwise
 #: re-announce their whole history; snapshots and enriched updates carry it anyway.
 FAST_STATUS_MAX_AGE_MS = 5 * 60 * 1000
