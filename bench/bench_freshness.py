@@ -109,7 +109,7 @@ async def probe(
     keys: dict,
     probes: int,
     gps_points: int = 5,
-    rest_poll: float = 0.02,
+    rest_every: float = 0.02,
 ) -> dict:
     """Place probe orders, then time each change from API accept to REST and WebSocket.
 
@@ -234,7 +234,7 @@ async def probe(
                     if want(reply.json()):
                         rest.append(time.perf_counter() - accepted)
                         break
-                    await asyncio.sleep(rest_poll)
+                    await asyncio.sleep(rest_every)
                 try:
                     first, pushed, version = await asyncio.wait_for(push_task, timeout=30)
                     push.append(pushed)
@@ -268,13 +268,13 @@ def summary(values: list[float]) -> dict:
 
 
 def one_level(
-    multiple: float, probes: int, warmup: float, gps_points: int = 5, rest_poll: float = 0.02
+    multiple: float, probes: int, warmup: float, gps_points: int = 5, rest_every: float = 0.02
 ) -> dict:
     supervisor, naive, base, naive_base = start_system(multiple)
     try:
         time.sleep(warmup)
         keys = tokens()
-        measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points, rest_poll))
+        measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points, rest_every))
         rss = {
             c.component.name: process_tree_rss(c.process.pid)
             for c in supervisor.children
