@@ -104,12 +104,24 @@ async def rest_poll(client, url: str, headers: dict, want: str, accepted: float,
         await asyncio.sleep(1.0)
 
 
-async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
-    """Place probe orders, then time each change from API accept to REST and WebSocket."""
+async def probe(
+    base: str,
+    naive_base: str,
+    keys: dict,
+    probes: int,
+    gps_points: int = 5,
+    rest_every: float = 0.02,
+) -> dict:
+    """Place probe orders, then time each change from API accept to REST and WebSocket.
+
+    On the socket, each change is timed twice, in the same run: when the stream job's
+    ``update`` shows it (the only path before the fast paths: "old"), and when the first
+    message showing it arrives, a fast ``status``/``position`` or that update ("new")."""
     import httpx
     import websockets
 
     rest, push, naive, rest_polled, errors = [], [], [], [], 0
+    socket = {f"{kind}_{path}": [] for kind in ("status", "gps") for path in ("old", "new")}
     auth = lambda key: {"Authorization": f"Token {key}"}  # noqa: E731
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         menu = (
@@ -118,7 +130,7 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
         product = menu["categories"][0]["products"][0]["id"]
         # A saturated system must not hang the benchmark: stop probing after 5 minutes
         # and report how many probes completed (the table's n).
-        budget = time.monotonic() + 300
+        budget = time.monotonic() + 600
         for index in range(probes):
             if time.monotonic() > budget:
                 errors += 1
@@ -140,12 +152,12 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                 await asyncio.sleep(0.05)
             ws = await websockets.connect(
                 base.replace("http", "ws") + f"/ws/orders/{order_id}/",
-                additional_headers=auth(keys["operator"]),
+                additional_headers=auth(keys["customer"]),  # the customer's own socket
                 max_queue=None,
             )
             snapshot = json.loads(await ws.recv())
             version = snapshot["version"]
-            for step in range(5):  # four kitchen steps, then GPS points while out for delivery
+            for step in range(4 + gps_points):  # four kitchen steps, then GPS points on the road
                 accepted = time.perf_counter()
                 if step < 4:
                     response = await client.post(
@@ -156,15 +168,17 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                         continue
                     body = response.json()
                     want = lambda d, s=body["status"]: d["status"] == s  # noqa: E731
+                    fast = lambda d, s=body["status"]: d["type"] == "status" and d["status"] == s  # noqa: E731
                 else:
                     courier = body["courier"]["id"]
-                    lat = 12.97 + index * 1e-4
+                    lat = 12.97 + index * 1e-4 + step * 1e-5
                     response = await client.post(
                         f"/api/v1/orders/{order_id}/locations/",
                         json={"lat": lat, "lon": 77.62},
                         headers=auth(keys["couriers"][courier]),
                     )
                     want = lambda d, lat=lat: bool(d["position"]) and d["position"]["lat"] == lat  # noqa: E731
+                    fast = lambda d, want=want: d["type"] == "position" and want(d)  # noqa: E731
                     accepted = time.perf_counter()  # 202: the broker has it
                 if response.status_code >= 300:
                     errors += 1
@@ -191,15 +205,22 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                         )
                     )
 
-                async def wait_push(min_version=version, accepted=accepted, ws=ws, want=want):
+                async def wait_push(
+                    min_version=version, accepted=accepted, ws=ws, want=want, fast=fast
+                ):
+                    """(first message showing the change, the update showing it, version)."""
+                    first = None
                     while True:
                         message = json.loads(await ws.recv())
+                        now = time.perf_counter() - accepted
+                        if first is None and fast(message):
+                            first = now
                         if (
                             message.get("type") == "update"
                             and message["version"] > min_version
                             and want(message)
                         ):
-                            return time.perf_counter() - accepted, message["version"]
+                            return (now if first is None else first), now, message["version"]
 
                 push_task = asyncio.create_task(wait_push())
                 step_deadline = time.monotonic() + 60
@@ -214,10 +235,13 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
                     if want(reply.json()):
                         rest.append(time.perf_counter() - accepted)
                         break
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(rest_every)
                 try:
-                    pushed, version = await asyncio.wait_for(push_task, timeout=30)
+                    first, pushed, version = await asyncio.wait_for(push_task, timeout=30)
                     push.append(pushed)
+                    kind = "status" if step < 4 else "gps"
+                    socket[f"{kind}_old"].append(pushed)
+                    socket[f"{kind}_new"].append(first)
                 except TimeoutError:
                     errors += 1
                 if naive_task is not None:
@@ -229,6 +253,7 @@ async def probe(base: str, naive_base: str, keys: dict, probes: int) -> dict:
         "push": push,
         "naive": naive,
         "rest_polling": rest_polled,
+        "socket": socket,
         "errors": errors,
     }
 
@@ -243,12 +268,14 @@ def summary(values: list[float]) -> dict:
     }
 
 
-def one_level(multiple: float, probes: int, warmup: float) -> dict:
+def one_level(
+    multiple: float, probes: int, warmup: float, gps_points: int = 5, rest_every: float = 0.02
+) -> dict:
     supervisor, naive, base, naive_base = start_system(multiple)
     try:
         time.sleep(warmup)
         keys = tokens()
-        measured = asyncio.run(probe(base, naive_base, keys, probes))
+        measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points, rest_every))
         rss = {
             c.component.name: process_tree_rss(c.process.pid)
             for c in supervisor.children
@@ -264,6 +291,7 @@ def one_level(multiple: float, probes: int, warmup: float) -> dict:
         "websocket": summary(measured["push"]),
         "naive_polling": summary(measured["naive"]),
         "rest_polling": summary(measured["rest_polling"]),
+        "socket": {name: summary(values) for name, values in measured["socket"].items()},
         "errors": measured["errors"],
         "rss_mb": rss,
     }
@@ -664,6 +692,10 @@ def main() -> None:
     parser.add_argument("--multiples", default="1,10,100")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")
+    parser.add_argument("--gps-points", type=int, default=5, help="GPS points per probe order")
+    parser.add_argument(
+        "--rest-poll", type=float, default=0.02, help="seconds between the REST visibility reads"
+    )
     parser.add_argument("--watchers", default="100,1000", help="watched orders per run")
     parser.add_argument("--watch-seconds", type=float, default=60, help="seconds per phase")
     parser.add_argument("--changes", type=float, default=2, help="status changes per second")
@@ -676,7 +708,12 @@ def main() -> None:
     parser.add_argument("--one-watchers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_level is not None:  # a child run: one fresh system per load level
-        print("RESULT " + json.dumps(one_level(args.one_level, args.probes, args.warmup)))
+        print(
+            "RESULT "
+            + json.dumps(
+                one_level(args.one_level, args.probes, args.warmup, args.gps_points, args.rest_poll)
+            )
+        )
         return
     if args.one_watchers is not None:
         print("RESULT " + json.dumps(one_watchers(args.one_watchers, args)))
@@ -716,6 +753,10 @@ def main() -> None:
                 str(args.probes),
                 "--warmup",
                 str(args.warmup),
+                "--gps-points",
+                str(args.gps_points),
+                "--rest-poll",
+                str(args.rest_poll),
             ],
             root,
         )
@@ -732,7 +773,11 @@ def main() -> None:
             )
             for path, s in (
                 ("accepted -> REST (Pinot)", level["rest"]),
-                ("accepted -> WebSocket push", level["websocket"]),
+                ("accepted -> WebSocket push (update)", level["websocket"]),
+                ("status accepted -> socket, old (update)", level["socket"]["status_old"]),
+                ("status accepted -> socket, new (first message)", level["socket"]["status_new"]),
+                ("GPS accepted -> socket, old (update)", level["socket"]["gps_old"]),
+                ("GPS accepted -> socket, new (first message)", level["socket"]["gps_new"]),
                 ("baseline: poll DB view every 1 s", level["naive_polling"]),
                 ("baseline: poll REST (Pinot) every 1 s", level["rest_polling"]),
             )

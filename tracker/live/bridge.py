@@ -1,12 +1,20 @@
-"""From Kafka to WebSockets: fan ``order_statuses`` and ``orders_enriched`` out to groups.
+"""From Kafka to WebSockets: fan ``order_statuses``, ``delivery_locations`` and
+``orders_enriched`` out to groups.
 
-Two paths, one consumer:
+Three paths, one consumer:
 
 * **Fast status** (``order_statuses``, the outbox relay's raw events): a status
   change is pushed as a ``status`` message the moment its event exists, seconds
   before the stream job's micro-batch joins it. It carries the new status only,
   and no version (versions are the stream job's); clients apply it only when it
   is further along the lifecycle than what they show.
+* **Fast position** (``delivery_locations``, the couriers' raw GPS points): each
+  point is pushed as a ``position`` message to its order's group only (the point
+  names no customer or restaurant, and only the order's own sockets may see where
+  its courier is). Within one poll only an order's newest point is sent. The same
+  points feed the operators' **fleet**: one ``fleet`` message a second at most,
+  each courier in it at most once, with how late its order runs against the
+  arrival predicted at pickup (:func:`tracker.tracking.eta.running_late_seconds`).
 * **Full state** (``orders_enriched``): each record is the order's full state at a
   version, so a client that gets only the latest record loses nothing. The bridge
   therefore coalesces: within one poll, only the newest position-only change of an
@@ -29,9 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -42,8 +52,11 @@ from prometheus_client import Gauge
 
 from contract import kafka
 from contract.events import (
+    IN_TRANSIT_STATUSES,
+    DeliveryLocation,
     EventValidationError,
     OrderEnriched,
+    OrderStatus,
     OrderStatusChanged,
     Topic,
     now_ms,
@@ -51,15 +64,20 @@ from contract.events import (
     status_rank,
     topic_name,
 )
+from contract.geo import haversine_km
 from contract.positions import PositionReporter, RolloverLog, topic_ids
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
+    fleet_message,
     order_group,
+    position_from_event,
     restaurant_group,
     status_from_event,
     update_from_enriched,
 )
+from tracker.tracking import eta
+from tracker.tracking.read_model import iso_ms
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +95,32 @@ BRIDGE_RECORDS = MetricCounter(
 Publish = Callable[[list[tuple[str, dict[str, Any]]]], None]
 
 #: The topics the bridge follows, read by one consumer in poll order.
-TOPICS = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
+TOPICS = (Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS, Topic.ORDERS_ENRICHED)
 
 #: Orders whose last version/status the bridge remembers (bounded memory).
 MAX_TRACKED_ORDERS = 200_000
 
-#: A raw status event older than this is no news: after the relay replays its outbox
+#: A raw status event (or GPS point) older than this is no news: after the relay replays its outbox
 #: (a broker that lost its data) a bridge that forgot those orders would otherwise
 #: re-announce their whole history; snapshots and enriched updates carry it anyway.
 FAST_STATUS_MAX_AGE_MS = 5 * 60 * 1000
+
+#: The operators' fleet map gets each courier at most this often (seconds).
+FLEET_INTERVAL_SECONDS = 1.0
+
+#: Couriers the fleet remembers (bounded memory; a courier reports every few seconds).
+MAX_TRACKED_COURIERS = 50_000
+
+
+_ENDED = frozenset({OrderStatus.DELIVERED.value, OrderStatus.CANCELLED.value})
+
+
+class _Trip(NamedTuple):
+    """An order on the road, as its last enriched record described it (for the fleet)."""
+
+    trip: eta.Trip
+    picked_up_at: int
+    promised: int | None  # the arrival predicted at pickup (epoch ms)
 
 
 class _Published(NamedTuple):
@@ -108,6 +143,16 @@ class Bridge:
     def __init__(self, publish: Publish) -> None:
         self.publish = publish
         self._seen: OrderedDict[int, _Published] = OrderedDict()
+        #: order -> event time of the last fast position published
+        self._located: OrderedDict[int, int] = OrderedDict()
+        #: order -> its trip, while it is on the road
+        self._trips: OrderedDict[int, _Trip] = OrderedDict()
+        #: courier -> its newest point not sent to the fleet yet; when it was last sent
+        self._fleet_due: dict[int, DeliveryLocation] = {}
+        self._fleet_sent: OrderedDict[int, float] = OrderedDict()
+        self._fleet_orders: dict[int, int] = {}  # courier -> the order it last carried
+        self._fleet_gone: list[int] = []
+        self.clock: Callable[[], float] = time.monotonic
         self.published = 0
         self.coalesced = 0
         #: Records skipped (invalid, or failing to be handled), by reason.
@@ -118,9 +163,10 @@ class Bridge:
         (one hop to the event loop or one Redis round of sends per poll, not per group)."""
         sends: list[tuple[str, dict[str, Any]]] = []
         pending_positions: dict[int, dict[str, Any]] = {}
+        points: dict[int, DeliveryLocation] = {}
         for topic, value in records:
             try:
-                self._take(topic, value, sends, pending_positions)
+                self._take(topic, value, sends, pending_positions, points)
             except EventValidationError as exc:
                 self.skipped[f"invalid {exc.field}"] += 1
                 log.warning("push bridge: skipping an invalid %s record: %s", topic, exc)
@@ -129,6 +175,16 @@ class Bridge:
                 log.exception("push bridge: skipping a %s record it could not handle", topic)
         for message in pending_positions.values():
             self._add(sends, message)
+        for point in points.values():
+            self._fast_position(sends, point)
+        self._fleet(sends)
+        if sends:
+            self.publish(sends)
+
+    def tick(self) -> None:
+        """Between polls: send the fleet entries that have waited out their interval."""
+        sends: list[tuple[str, dict[str, Any]]] = []
+        self._fleet(sends)
         if sends:
             self.publish(sends)
 
@@ -138,14 +194,22 @@ class Bridge:
         value: bytes,
         sends: list[tuple[str, dict[str, Any]]],
         pending_positions: dict[int, dict[str, Any]],
+        points: dict[int, DeliveryLocation],
     ) -> None:
-        """One record of a poll: a fast status, or an enriched update (pending when it
-        only moves the courier, so a later one of the same order replaces it)."""
+        """One record of a poll: a fast status, a courier's point (the newest per order
+        waits for the end of the poll), or an enriched update (pending when it only
+        moves the courier, so a later one of the same order replaces it)."""
         event = parse_event(topic, value)
         if isinstance(event, OrderStatusChanged):
             self._fast_status(sends, event)
             return
+        if isinstance(event, DeliveryLocation):
+            newest = points.get(event.order_id)
+            if newest is None or event.event_time > newest.event_time:
+                points[event.order_id] = event
+            return
         assert isinstance(event, OrderEnriched)
+        self._follow_trip(event)
         last = self._seen.get(event.order_id)
         if last is not None and event.version <= last.version:
             return  # a re-emit or replay: already published
@@ -188,11 +252,91 @@ class Bridge:
             sends.append((restaurant_group(event.restaurant_id), message))
         self.published += 1
 
+    def _fast_position(
+        self, sends: list[tuple[str, dict[str, Any]]], point: DeliveryLocation
+    ) -> None:
+        """Publish a courier's point to its order's sockets, once, if it is newer than
+        the last one published for that order; and queue it for the fleet."""
+        if point.event_time < now_ms() - FAST_STATUS_MAX_AGE_MS:
+            return
+        last = self._located.get(point.order_id)
+        if last is not None and point.event_time <= last:
+            return  # a re-send or replay
+        _bounded_put(self._located, point.order_id, point.event_time, MAX_TRACKED_ORDERS)
+        sends.append((order_group(point.order_id), position_from_event(point)))
+        self.published += 1
+        seen = self._seen.get(point.order_id)
+        if seen is None or seen.status not in _ENDED:  # a late point of a finished ride
+            self._fleet_due[point.courier_id] = point
+            self._fleet_orders[point.courier_id] = point.order_id
+
+    def _fleet_entry(self, point: DeliveryLocation) -> dict[str, Any]:
+        """One courier on the fleet map: where, for which order, and how late it runs."""
+        on_road = self._trips.get(point.order_id)
+        late = None
+        if on_road is not None and on_road.promised is not None:
+            here = dataclasses.replace(
+                on_road.trip,
+                courier=(point.lat, point.lon),
+                distance_left_km=haversine_km(point.lat, point.lon, *on_road.trip.destination),
+            )
+            late = eta.running_late_seconds(
+                here, eta.current_statistics(), now_ms(), on_road.promised
+            )
+        return {
+            "courier_id": point.courier_id,
+            "order_id": point.order_id,
+            "lat": point.lat,
+            "lon": point.lon,
+            "at": iso_ms(point.event_time),
+            "late_seconds": late,
+        }
+
+    def _follow_trip(self, event: OrderEnriched) -> None:
+        """Keep what the fleet needs of an order on the road; forget it once delivered."""
+        if event.status in IN_TRANSIT_STATUSES and event.out_for_delivery_at is not None:
+            known = self._trips.get(event.order_id)
+            trip = eta.Trip.of_enriched(event)
+            if known is not None and known.picked_up_at == event.out_for_delivery_at:
+                promised = known.promised
+            else:
+                promised = eta.promised_arrival(
+                    trip, eta.current_statistics(), event.out_for_delivery_at
+                )
+            _bounded_put(
+                self._trips,
+                event.order_id,
+                _Trip(trip, event.out_for_delivery_at, promised),
+                MAX_TRACKED_ORDERS,
+            )
+        elif event.status in _ENDED:
+            self._trips.pop(event.order_id, None)
+            courier = event.courier_id
+            if courier is not None and self._fleet_orders.get(courier) == event.order_id:
+                del self._fleet_orders[courier]
+                self._fleet_due.pop(courier, None)
+                self._fleet_gone.append(courier)
+
+    def _fleet(self, sends: list[tuple[str, dict[str, Any]]]) -> None:
+        """The couriers whose interval has passed, and those whose delivery ended, to the
+        operators' group in one message."""
+        now = self.clock()
+        due = [
+            courier
+            for courier in self._fleet_due
+            if now - self._fleet_sent.get(courier, -FLEET_INTERVAL_SECONDS)
+            >= FLEET_INTERVAL_SECONDS
+        ]
+        if not due and not self._fleet_gone:
+            return
+        couriers = [self._fleet_entry(self._fleet_due.pop(courier)) for courier in due]
+        for courier in due:
+            _bounded_put(self._fleet_sent, courier, now, MAX_TRACKED_COURIERS)
+        sends.append((OPERATIONS_GROUP, fleet_message(couriers, self._fleet_gone)))
+        self._fleet_gone = []
+
     def _remember(self, order_id: int, published: _Published) -> None:
-        self._seen[order_id] = published
-        self._seen.move_to_end(order_id)
-        if len(self._seen) > MAX_TRACKED_ORDERS:
-            self._seen.popitem(last=False)
+        _bounded_put(self._seen, order_id, published, MAX_TRACKED_ORDERS)
 
     def _add(self, sends: list[tuple[str, dict[str, Any]]], message: dict[str, Any]) -> None:
         sends.append((order_group(message["order_id"]), message))
@@ -260,6 +404,8 @@ class Bridge:
                             log.warning("push bridge: %s", err)
                     if records:
                         self.handle_batch(records)
+                    else:
+                        self.tick()
                     _measure(seen, len(batch) < 1000)
             except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
                 log.exception("push bridge: consumer failed; reconnecting in 1s")
@@ -278,6 +424,14 @@ def _measure(seen: dict[str, list[int]], drained: bool) -> None:
             BRIDGE_DELAY.labels(topic).set(max(0.0, (now - stamp) / 1000))
         elif drained:
             BRIDGE_DELAY.labels(topic).set(0.0)
+
+
+def _bounded_put(table: OrderedDict, key: Any, value: Any, limit: int) -> None:
+    """Put ``key`` last in ``table``, forgetting the oldest key beyond ``limit``."""
+    table[key] = value
+    table.move_to_end(key)
+    if len(table) > limit:
+        table.popitem(last=False)
 
 
 def _report(reporter: PositionReporter, ids: dict[str, str], positions: dict) -> None:

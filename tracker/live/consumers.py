@@ -74,7 +74,8 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         self._versions: dict[int, int] = {}
         self._held: list[dict[str, Any]] | None = []  # deltas during the snapshot
         self._statuses: deque[dict[str, Any]] = deque()
-        self._positions: dict[int, dict[str, Any]] = {}
+        #: Coalescing, the latest per key: an order's update, or its fast position.
+        self._positions: dict[Any, dict[str, Any]] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._joined: list[str] = []
@@ -213,6 +214,12 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             # The fast path's: no version to compare. The bridge sends each status once
             # and the client keeps the furthest status it has seen.
             self._statuses.append(message)
+            self._wake.set()
+            return
+        if message["type"] == "position":
+            # The fast path's courier point: no version either; the latest one suffices
+            # (the client keeps the newest point by its time, whichever path brought it).
+            self._positions[("position", message["order_id"])] = message
             self._wake.set()
             return
         order_id, version = message["order_id"], message["version"]
@@ -368,11 +375,13 @@ class RestaurantOrdersSocket(TrackingSocket):
 
 
 class OperationsSocket(TrackingSocket):
-    """``/ws/operations/``: operators only; a status change of any order.
+    """``/ws/operations/``: operators only; a status change of any order, and the fleet
+    (every courier on the road, at most once a second each).
 
     The operators' page refreshes its aggregate panels when one arrives, so a
     burst needs only the latest change per order: everything coalesces (bounded
-    by the number of orders that changed since the last write).
+    by the number of orders that changed since the last write); so do the fleet
+    messages, into one with each courier's latest point.
     """
 
     async def authorise(self, user: Any) -> list[str]:
@@ -385,6 +394,10 @@ class OperationsSocket(TrackingSocket):
             raise PermissionError("The operations feed is for operators.")
 
     def _enqueue(self, message: dict[str, Any]) -> None:
+        if message["type"] == "fleet":
+            self._positions["fleet"] = _merge_fleet(self._positions.get("fleet"), message)
+            self._wake.set()
+            return
         order_id, version = message["order_id"], message["version"]
         if version <= self._versions.get(order_id, -1):
             return
@@ -414,3 +427,16 @@ class OperationsSocket(TrackingSocket):
 
     async def send_snapshot(self) -> None:
         await self.send_json({"type": "snapshot"})
+
+
+def _merge_fleet(pending: dict[str, Any] | None, message: dict[str, Any]) -> dict[str, Any]:
+    """One fleet message in place of two not written yet: each courier's latest point,
+    and a courier gone since only if it did not come back."""
+    if pending is None:
+        return message
+    couriers = {c["courier_id"]: c for c in pending["couriers"]}
+    for courier in message["gone"]:
+        couriers.pop(courier, None)
+    couriers.update((c["courier_id"], c) for c in message["couriers"])
+    gone = {*pending["gone"], *message["gone"]} - couriers.keys()
+    return m.fleet_message(list(couriers.values()), sorted(gone))

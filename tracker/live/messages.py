@@ -5,7 +5,10 @@ stream job), so a client can drop anything older than what it has, and resume
 after a reconnect with ``?since=<version>``. A ``status`` message is the fast
 path's, straight from the raw status event ahead of the stream job: it has no
 version, and a client applies it only when it moves the order further along the
-lifecycle than what it shows.
+lifecycle than what it shows. A ``position`` message is the fast path's courier
+point, straight from the raw GPS event: it goes to the order's own sockets only,
+and a client keeps whichever point, from it or from an ``update``, is newest by
+its ``at``. A ``fleet`` message (operators only) carries the couriers that moved.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from contract.events import (
+    DeliveryLocation,
     OrderEnriched,
     OrderStatus,
     OrderStatusChanged,
@@ -47,7 +51,7 @@ def restaurant_group(restaurant_id: int) -> str:
     return f"restaurant.{restaurant_id}"
 
 
-#: Every change to any order (the operators' page): status changes only.
+#: Every change to any order (the operators' page): status changes, and the fleet.
 OPERATIONS_GROUP = "operations"
 
 
@@ -103,3 +107,20 @@ def status_from_event(event: OrderStatusChanged) -> dict[str, Any]:
         "status_time": iso_ms(event.event_time),
         "previous_status": event.previous_status,
     }
+
+
+def position_from_event(event: DeliveryLocation) -> dict[str, Any]:
+    """A ``position`` message from one raw delivery_locations event: the courier's
+    point only, ahead of the stream job's ``update`` with distance left and ETA."""
+    return {
+        "type": "position",
+        "order_id": event.order_id,
+        "courier_id": event.courier_id,
+        "position": {"lat": event.lat, "lon": event.lon, "at": iso_ms(event.event_time)},
+    }
+
+
+def fleet_message(couriers: list[dict[str, Any]], gone: list[int]) -> dict[str, Any]:
+    """A ``fleet`` message (operators only): the couriers that moved since the last one,
+    each at most once a second, and the couriers whose delivery ended."""
+    return {"type": "fleet", "couriers": couriers, "gone": gone}

@@ -43,7 +43,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -308,6 +308,27 @@ def predict(trip: Trip, stats: Statistics, now: int) -> Prediction | None:
         computed_at=now,
         basis=basis,
     )
+
+
+def promised_arrival(trip: Trip, stats: Statistics, picked_up_at: int) -> int | None:
+    """The arrival predicted when the courier picked the order up (epoch ms): from the
+    restaurant, at that moment. Derived, not remembered, so a restarted process agrees."""
+    at_pickup = replace(
+        trip,
+        status=OrderStatus.OUT_FOR_DELIVERY.value,
+        status_time=picked_up_at,
+        distance_left_km=None,
+        courier=None,
+    )
+    prediction = predict(at_pickup, stats, picked_up_at)
+    return None if prediction is None else prediction.arrives_at
+
+
+def running_late_seconds(trip: Trip, stats: Statistics, now: int, promised: int) -> int | None:
+    """How far the order's arrival predicted now runs behind ``promised`` (seconds;
+    negative: ahead). None once it is delivered or cancelled."""
+    prediction = predict(trip, stats, now)
+    return None if prediction is None else round((prediction.arrives_at - promised) / 1000)
 
 
 def _kitchen(

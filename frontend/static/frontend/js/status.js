@@ -46,6 +46,17 @@ export function furthest(shown, received) {
   return rank(received) > rank(shown) ? received : shown;
 }
 
+/**
+ * The courier point to show: the newest by its time `at`, whichever path brought it (a
+ * fast `position` message, or an enriched `update` that may come later with an older
+ * point). Docs: docs/api.md, "Live updates".
+ */
+export function newestPoint(shown, received) {
+  if (!received) return shown;
+  if (!shown) return received;
+  return Date.parse(received.at) > Date.parse(shown.at) ? received : shown;
+}
+
 export function label(status) {
   return LABELS[status] || String(status || "").replaceAll("_", " ").toLowerCase();
 }

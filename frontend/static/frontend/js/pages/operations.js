@@ -2,7 +2,8 @@
  * The operator dashboard: live KPIs, the restaurant dashboard (orders, sales,
  * top-3 dishes for 1 h / 24 h / 7 d with the change against the period before,
  * and a chart), time-in-status percentiles, stuck orders, and a map on which
- * the operator draws an area to see the deliveries in transit inside it.
+ * the operator draws an area to see the deliveries in transit inside it, and the
+ * fleet map (every courier on the road, moving; fleet-map.js).
  *
  * Live: /ws/operations/ pushes every order's status change; the aggregate panels
  * (queries over Pinot) refresh a moment after a change, once per burst. Figures
@@ -18,6 +19,7 @@ import { distance, duration, etaText, money } from "../format.js";
 import { IN_TRANSIT } from "../status.js";
 import { L, createMap, pinIcon, staticMarker } from "../map.js";
 import { PolygonDrawer } from "../polygon-draw.js";
+import { FleetMap } from "../fleet-map.js";
 import { LiveSocket } from "../live.js";
 import { connectionIndicator } from "../connection.js";
 import { renderPipeline } from "../pipeline-strip.js";
@@ -361,6 +363,10 @@ async function start() {
     if (!document.hidden) refresh();
   });
   setUpAreaMap();
+  const fleet = new FleetMap(document.getElementById("fleet-map"), {
+    legend: document.getElementById("fleet-legend"),
+    summary: document.getElementById("fleet-summary"),
+  });
   try {
     const restaurants = await api("restaurants/");
     restaurants.forEach((r) => data.restaurants.set(r.id, r.name));
@@ -372,7 +378,8 @@ async function start() {
     resume: false,
     onState: connectionIndicator(() => socket),
     onMessage: (message) => {
-      if (message.type === "update") refreshSoon();
+      if (message.type === "fleet") fleet.apply(message);
+      else if (message.type === "update") refreshSoon();
       else if (message.type === "snapshot" && data.board) refreshSoon(); // back after a drop
       else if (message.type === "pipeline") renderPipeline(document.getElementById("pipeline-strip"), message);
     },

@@ -6,7 +6,8 @@
  *
  * First paint from REST; then /ws/orders/<id>/ with ?since=<version>: the
  * server answers "resumed" (nothing missed) or a fresh snapshot, then updates,
- * and fast `status` messages ahead of them (status.js `furthest` decides what shows).
+ * and fast `status` and `position` messages ahead of them (status.js `furthest` and
+ * `newestPoint` decide what shows).
  */
 import { api } from "../api.js";
 import { config } from "../config.js";
@@ -15,7 +16,7 @@ import { announce, errorState, h, loadingState, replace, toast } from "../dom.js
 import { statusBadge } from "../components.js";
 import { arrival, clock, distance, duration, etaText, money, trackArrival, when } from "../format.js";
 import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
-import { IN_TRANSIT, buildTimeline, furthest, isActive, label, timesFromTimeline } from "../status.js";
+import { IN_TRANSIT, buildTimeline, furthest, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
 import { LiveSocket } from "../live.js";
 import { notificationControl, notifyStatus, setTitleStatus } from "../notify.js";
 
@@ -49,7 +50,7 @@ function fromDetail(detail, version) {
   const times = timesFromTimeline(detail.timeline);
   if (state.status !== detail.status) times[state.status] = state.statusTimes[state.status];
   state.statusTimes = times;
-  state.position = detail.position;
+  state.position = newestPoint(state.position, detail.position);
   state.distanceKm = detail.distance_left_km;
   setEta(detail.eta);
 }
@@ -284,9 +285,16 @@ function placeCourier(latlng) {
   layers.remaining.setLatLngs(IN_TRANSIT.has(state.status) ? [latlng, layers.home] : []);
 }
 
-/** A new GPS fix: extend the path and glide there over about the time between fixes. */
+/** A fast `position` message: the courier's point, ahead of the update with distance and ETA. */
+function applyPosition(message) {
+  moveCourier(message.position);
+  renderDelivery();
+}
+
+/** A GPS fix newer than the shown one: extend the path and glide there over about the time between fixes. */
 function moveCourier(position) {
   const previous = state.position;
+  if (newestPoint(previous, position) !== position) return; // older than what shows
   state.position = position;
   if (!layers) return;
   const target = [position.lat, position.lon];
@@ -347,6 +355,8 @@ function onMessage(message) {
     applyUpdate(message);
   } else if (message.type === "status" && message.order_id === orderId) {
     applyStatus(message);
+  } else if (message.type === "position" && message.order_id === orderId) {
+    applyPosition(message);
   }
 }
 
