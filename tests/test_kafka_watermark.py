@@ -55,7 +55,7 @@ def test_a_reader_gets_the_tail_of_a_partition_holding_many_batches(kafka_topics
     for i in range(batches):
         kafka.produce(prod, name, b"42", str(i).encode())
         prod.poll(0)
-    assert prod.flush(30) == 0
+    assert prod.flush(120) == 0  # 30,000 single-record batches, one request each
     cons = kafka.consumer()
     try:
         partition = next(

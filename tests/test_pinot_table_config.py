@@ -18,6 +18,7 @@ from contract.events import now_ms
 from pinot.definitions import TABLES_DIR
 from tests.fixtures_pinot import delivery_event
 from tracker.tracking import selectors as s
+from tracker.tracking.selectors import orders as order_selectors
 
 # org.apache.pinot.spi.config.table.IndexConfig: {"disabled": ...} (every index config).
 INDEX_BASE = {"disabled"}
@@ -139,7 +140,7 @@ def test_the_indexed_location_is_a_geography_with_an_h3_index():
 def test_the_app_polygon_query_passes_the_column_itself(monkeypatch):
     """Pinot uses the H3 index only when the indexed column is the argument."""
     seen = []
-    monkeypatch.setattr(s, "query", lambda sql, params=None: seen.append(sql) or [])
+    monkeypatch.setattr(order_selectors, "query", lambda sql, params=None: seen.append(sql) or [])
     s.deliveries_in_area([(13.39, 52.49), (13.43, 52.49), (13.43, 52.52)])
     (sql,) = seen
     assert "ST_Contains(ST_GeogFromText(%(wkt)s), location) = 1" in sql

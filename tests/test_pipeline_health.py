@@ -238,8 +238,14 @@ def test_a_stopped_stage_is_reported_stalled_everywhere(system, tmp_path):
             what="the relay reported stalled",
         )
         assert stalled["lag"] > 0 and stalled["stuck_seconds"] >= STALL_SECONDS
-        ready = httpx.get(f"{web}/readyz")
-        assert ready.status_code == 503 and ready.json()["pipeline"]["status"] == "stalled"
+        # Each web worker samples on its own: the one answering /readyz may judge the stall
+        # a sample later than the one that answered above.
+        ready = wait_for(
+            lambda: (r := httpx.get(f"{web}/readyz")).status_code == 503 and r,
+            timeout=15,
+            what="/readyz answering 503",
+        )
+        assert ready.json()["pipeline"]["status"] == "stalled"
         assert stages()["pinot"]["status"] != "stalled"  # only the stopped one is red
         browser_sees_red(web, "relay")
         if system["prometheus"]:
