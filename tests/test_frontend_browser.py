@@ -238,7 +238,10 @@ async def test_place_an_order_through_the_ui_once_despite_a_double_click(page, p
     await page.get_by_role("button", name="Place order").dblclick()
     await page.wait_for_url(re.compile(r"/orders/\d+/$"))
     order_id = int(re.search(r"/orders/(\d+)/", page.url).group(1))
-    await expect(page.get_by_role("heading", name=f"Order #{order_id}")).to_be_visible()
+    # The new page renders after its first detail read (a full suite's load can take it
+    # past the default 5 s on two cores).
+    heading = page.get_by_role("heading", name=f"Order #{order_id}")
+    await expect(heading).to_be_visible(timeout=15_000)
     await expect(page.locator(".items-table")).to_contain_text("Margherita")
     await expect(page.locator("#order-total")).to_contain_text("18.50")
 
