@@ -27,6 +27,7 @@ WebSockets do not pass through here (Channels' consumers have their own threads)
 
 from __future__ import annotations
 
+import asyncio
 from collections import ChainMap
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -93,20 +94,24 @@ class PooledThreadASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         executor = self._borrow()
+        kept = executor is not None
         if executor is None:  # every kept thread busy: a thread for this request alone
-            async with ThreadSensitiveContext():
-                try:
-                    await self.handle(scope, receive, send)
-                finally:
-                    await sync_to_async(connections.close_all)()
-            return
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overflow-request")
         try:
+            # Always a context of this request's own, given its executor: a context without
+            # one would defer to any context this task inherited, and uvicorn starts a
+            # pipelined request's task from inside the previous request's send(), so it
+            # inherits that request's context, already exited by the time it runs.
             # The context ends only after handle() awaited everything it started, so the
             # thread is free for the next request when it goes back.
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
         finally:
-            self._free.append(executor)
+            if kept:
+                self._free.append(executor)
+            else:
+                await asyncio.get_running_loop().run_in_executor(executor, connections.close_all)
+                executor.shutdown(wait=False)
 
 
 def get_asgi_application() -> PooledThreadASGIHandler:

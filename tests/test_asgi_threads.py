@@ -146,3 +146,37 @@ async def test_concurrent_requests_beyond_the_kept_threads_run_on_a_thread_of_th
     (extra, _), (kept, _), (again, _) = recorder.seen
     assert kept.startswith("request-") and again == kept
     assert not extra.startswith("request-")
+
+
+@pytest.mark.parametrize("kept_thread_busy", [False, True])
+async def test_a_request_started_inside_a_finished_requests_context_is_served(
+    handler, kept_thread_busy
+):
+    """uvicorn starts a pipelined request's task from the previous request's ``send()``,
+    so the new task inherits that request's thread context, which has exited by the time
+    the new request runs (a 500 in the kitchen board's first read, seen in CI)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import ThreadSensitiveContext
+
+    app = handler(1)
+    token = await customer_token()
+    gate = asyncio.Event()
+    held = None
+    if kept_thread_busy:
+        held = asyncio.create_task(get(app, "/api/v1/me/", token, gate))
+        await asyncio.sleep(0)
+    previous_request_done = asyncio.Event()
+
+    async def pipelined() -> int:
+        await previous_request_done.wait()
+        return await get(app, "/api/v1/me/", token)
+
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        async with ThreadSensitiveContext(executor=executor):
+            task = asyncio.create_task(pipelined())
+    previous_request_done.set()
+    assert await task == 200
+    gate.set()
+    if held is not None:
+        assert await held == 200
