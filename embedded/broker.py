@@ -272,6 +272,9 @@ class BoundedBroker:
         self.tansu = EmbeddedBroker(self.config, log_path, listen_port=free_port(self.config.host))
         self.gate = Gate(self.config.host, self.config.port, self.tansu.listen_port)
         self.rollovers = 0
+        # Each partition's end right after the last (re)start: what the log held then was
+        # written in few batches (an empty log, or the carry's batched produce).
+        self._bases: dict[tuple[str, int], int] = {}
 
     def start(self, create_topics: bool = True) -> BoundedBroker:
         # Rollovers of an earlier broker process name topic ids that no longer exist.
@@ -309,9 +312,39 @@ class BoundedBroker:
             entries = self._refill(carried, layout, old_ids)
             append_rollover(rollover_log_path(self.config), entries)
             self.rollovers += 1
+            self._bases = self._ends(exact=True)
         finally:
             self.gate.resume()
         return {topic: len(records) for topic, records in carried.items()}
+
+    def _ends(self, exact: bool = False) -> dict[tuple[str, int], int]:
+        """Every partition's end, straight from Tansu: as listed (one ListOffsets each;
+        Tansu lists the last batch's base + 1), or ``exact`` (read forward to the end)."""
+        cons = self._own(consumer)
+        try:
+            topics = cons.list_topics(timeout=10).topics
+            names = [t for t in topics if not t.startswith("__")]
+            if exact:
+                return {(t, p): end for t in names for p, end in end_offsets(cons, t).items()}
+            return {
+                (t, p): cons.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[
+                    1
+                ]
+                for t in names
+                for p in topics[t].partitions
+            }
+        finally:
+            cons.close()
+
+    def most_appended(self) -> int:
+        """Records appended to the busiest partition since the last (re)start: an upper
+        bound of the batches written to it since, since a batch holds at least one record.
+
+        Tansu lists every batch of a partition on each fetch and ListOffsets, so a
+        partition's batch count, not the broker's memory, is what first makes fetches
+        return nothing (docs/broker.md): the second bound, ``KAFKA_EMBEDDED_MAX_BATCHES``.
+        """
+        return max((end - self._bases.get(tp, 0) for tp, end in self._ends().items()), default=0)
 
     def _read_unread(self) -> tuple[dict[str, list[Any]], dict[str, dict], dict[str, str]]:
         """Every record from the lowest reported position (or, for a topic no reader
@@ -439,6 +472,9 @@ def _read_ranges(cons: Any, topic: str, starts: dict[int, int], ends: dict[int, 
     return out
 
 
+BATCH_CHECK_SECONDS = 10.0
+
+
 def _give_back_memory() -> None:
     """Return the carried records' freed memory to the system (glibc keeps freed blocks
     otherwise, and this process would stay at its largest carry)."""
@@ -451,9 +487,13 @@ def _give_back_memory() -> None:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s broker %(message)s")
     max_mb = env_int("KAFKA_EMBEDDED_MAX_MB", 512)
+    max_batches = env_int("KAFKA_EMBEDDED_MAX_BATCHES", 20_000)
     broker = BoundedBroker().start()
     log.info(
-        "Tansu listening on %s; topics ready (rollover above %d MiB)", broker.tansu.url, max_mb
+        "Tansu listening on %s; topics ready (rollover above %d MiB or %d batches in a partition)",
+        broker.tansu.url,
+        max_mb,
+        max_batches,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
@@ -461,6 +501,7 @@ def main() -> int:
     requested = threading.Event()  # SIGUSR1: roll over now (tests, operators)
     signal.signal(signal.SIGUSR1, lambda *a: requested.set())
     limit = max_mb
+    next_count = time.monotonic() + BATCH_CHECK_SECONDS
     assert broker.tansu.process is not None
     try:
         while not stop.wait(0.5):
@@ -470,10 +511,24 @@ def main() -> int:
                 log.error("Tansu exited with code %s", code)
                 return code or 1
             rss = broker.rss_mb()
-            if requested.is_set() or (max_mb > 0 and rss > limit):
+            appended = 0
+            if max_batches > 0 and time.monotonic() >= next_count:
+                next_count = time.monotonic() + BATCH_CHECK_SECONDS
+                with contextlib.suppress(KafkaException):  # counted again at the next check
+                    appended = broker.most_appended()
+            if (
+                requested.is_set()
+                or (max_mb > 0 and rss > limit)
+                or (max_batches > 0 and appended > max_batches)
+            ):
                 requested.clear()
                 log.warning(
-                    "rollover: Tansu holds %d MiB (limit %d); carrying unread records", rss, limit
+                    "rollover: Tansu holds %d MiB (limit %d), up to %d batches in a partition "
+                    "(limit %d); carrying unread records",
+                    rss,
+                    limit,
+                    appended,
+                    max_batches,
                 )
                 started = time.monotonic()
                 try:
