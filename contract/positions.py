@@ -45,7 +45,15 @@ REPORT_EVERY = 1.0
 
 
 def position_group(reader: str, topic_id: str) -> str:
-    return f"{GROUP_PREFIX}{reader}.{topic_id}"
+    return f"{GROUP_PREFIX}{reader}.{_group_safe(topic_id)}"
+
+
+def _group_safe(topic_id: str) -> str:
+    """The topic id in base64's URL-safe alphabet. Tansu cuts a group id at its first
+    "/" when listing groups, and finds no offsets under the cut name; a topic id (16
+    random bytes in base64) holds a "/" about half the time, and that topic's positions
+    were lost, so a rollover carried it whole."""
+    return topic_id.replace("+", "-").replace("/", "_")
 
 
 def rollover_log_path(config: KafkaConfig | None = None) -> Path:
@@ -177,7 +185,7 @@ def positions_by_reader(
     reader -> topic -> partition -> next offset (``ids``: topic -> its id now)."""
     found: dict[str, dict[str, dict[int, int]]] = {}
     groups = client.list_consumer_groups().result(10)
-    current = {topic_id: topic for topic, topic_id in ids.items()}
+    current = {_group_safe(topic_id): topic for topic, topic_id in ids.items()}
     for listing in groups.valid:
         group = listing.group_id
         if not group.startswith(GROUP_PREFIX):
