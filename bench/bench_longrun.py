@@ -185,6 +185,9 @@ def main() -> None:
     parser.add_argument("--max-mb", type=int, default=256, help="KAFKA_EMBEDDED_MAX_MB")
     parser.add_argument("--probe-every", type=float, default=120.0, help="seconds")
     parser.add_argument("--multiple", type=float, default=1, help="x the default load")
+    parser.add_argument(
+        "--note", default="run on a machine shared with other work", help="how it was run"
+    )
     args = parser.parse_args()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     os.environ["KAFKA_EMBEDDED_MAX_MB"] = str(args.max_mb)
@@ -212,7 +215,7 @@ def main() -> None:
     result = {
         "machine": machine(),
         "params": vars(args),
-        "note": "run under nice on a machine shared with other work",
+        "note": args.note,
         "probes": probes,
         "probes_passed": sum(p["ok"] for p in probes),
         "probes_total": len(probes),
