@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from contract.conf import KafkaConfig, kafka_config, var_dir
@@ -147,6 +147,52 @@ def append_rollover(path: Path, entries: list[dict[str, Any]]) -> None:
     tmp.replace(path)
 
 
+class GroupOffsets:
+    """Commits and fetches position groups' offsets, through one consumer per group.
+
+    Not through the admin API: in librdkafka 2.16 a coordinator-targeted admin request
+    (AlterConsumerGroupOffsets, ListConsumerGroupOffsets) whose connection drops aborts
+    the whole process ("rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt >
+    0' failed", librdkafka PR #5397, unreleased). Every rollover drops every connection,
+    and the 2-hour run lost web workers, the Pinot stand-in and the stream source that
+    way. A consumer reaches the group's coordinator through its own group machinery.
+    """
+
+    def __init__(self, config: KafkaConfig | None = None, **overrides: object) -> None:
+        self.config = config or kafka_config()
+        self.overrides = overrides
+        self._by_group: dict[str, Consumer] = {}
+
+    def _consumer(self, group: str) -> Consumer:
+        cons = self._by_group.get(group)
+        if cons is None:
+            from contract.kafka import consumer
+
+            cons = consumer(self.config, **{**self.overrides, "group.id": group})
+            self._by_group[group] = cons
+        return cons
+
+    def commit(self, group: str, offsets: list[TopicPartition]) -> None:
+        """Not waited for (a reader must not stall while the broker is held); the last
+        commit's result is served here, so none pile up."""
+        cons = self._consumer(group)
+        cons.poll(0)
+        cons.commit(offsets=offsets, asynchronous=True)
+
+    def committed(
+        self, group: str, partitions: list[TopicPartition], timeout: float
+    ) -> list[TopicPartition]:
+        return self._consumer(group).committed(partitions, timeout=timeout)
+
+    def keep_only(self, groups: set[str]) -> None:
+        """Close the consumers of other groups (topic incarnations that are gone)."""
+        for group in set(self._by_group) - groups:
+            self._by_group.pop(group).close()
+
+    def close(self) -> None:
+        self.keep_only(set())
+
+
 class PositionReporter:
     """Reports one reader's next offsets to the broker, at most every ``REPORT_EVERY`` s."""
 
@@ -154,7 +200,9 @@ class PositionReporter:
         from contract.kafka import admin
 
         self.reader = reader
-        self.admin = admin(config)
+        self.admin = admin(config)  # topic ids only (metadata, not the groups' coordinator)
+        self.offsets = GroupOffsets(config)
+        self._groups: dict[str, str] = {}  # topic -> the group of its incarnation now
         self._last = 0.0
 
     def due(self) -> bool:
@@ -167,46 +215,57 @@ class PositionReporter:
         self._last = time.monotonic()
         if not positions:
             return
-        request = ConsumerGroupTopicPartitions(
-            position_group(self.reader, topic_id),
-            [TopicPartition(topic, p, o) for p, o in sorted(positions.items())],
-        )
-        # Not waited for: a reader must not stall while the broker is held for a rollover.
+        group = position_group(self.reader, topic_id)
+        if self._groups.get(topic) != group:
+            self._groups[topic] = group
+            self.offsets.keep_only(set(self._groups.values()))
         try:
-            self.admin.alter_consumer_group_offsets([request])
+            self.offsets.commit(
+                group, [TopicPartition(topic, p, o) for p, o in sorted(positions.items())]
+            )
         except Exception as exc:  # noqa: BLE001 - the broker may be restarting
             log.debug("position report of %s for %s failed: %s", self.reader, topic, exc)
 
 
 def positions_by_reader(
-    client: AdminClient, ids: dict[str, str]
+    client: AdminClient, ids: dict[str, str], offsets: GroupOffsets
 ) -> dict[str, dict[str, dict[int, int]]]:
     """Every reader's reported positions on each topic's current incarnation:
-    reader -> topic -> partition -> next offset (``ids``: topic -> its id now)."""
+    reader -> topic -> partition -> next offset (``ids``: topic -> its id now).
+    ``offsets`` keeps a consumer for each group found, and drops the others."""
     found: dict[str, dict[str, dict[int, int]]] = {}
-    groups = client.list_consumer_groups().result(10)
+    listed = client.list_consumer_groups().result(10)
     current = {_group_safe(topic_id): topic for topic, topic_id in ids.items()}
-    for listing in groups.valid:
+    partitions = {
+        topic: sorted(meta.partitions)
+        for topic, meta in client.list_topics(timeout=10).topics.items()
+        if topic in ids
+    }
+    seen = set()
+    for listing in listed.valid:
         group = listing.group_id
         if not group.startswith(GROUP_PREFIX):
             continue
         reader, _, topic_id = group[len(GROUP_PREFIX) :].rpartition(".")
         topic = current.get(topic_id)
-        if topic is None:
+        if topic is None or topic not in partitions:
             continue  # reported on an incarnation that no longer exists
-        request = ConsumerGroupTopicPartitions(group)
-        result = client.list_consumer_group_offsets([request])[group].result(10)
-        for tp in result.topic_partitions:
-            if tp.topic == topic and tp.offset >= 0:
+        seen.add(group)
+        wanted = [TopicPartition(topic, p) for p in partitions[topic]]
+        for tp in offsets.committed(group, wanted, timeout=10):
+            if tp.error is None and tp.offset >= 0:
                 found.setdefault(reader, {}).setdefault(topic, {})[tp.partition] = tp.offset
+    offsets.keep_only(seen)
     return found
 
 
-def reported_positions(client: AdminClient, ids: dict[str, str]) -> dict[str, dict[int, int]]:
+def reported_positions(
+    client: AdminClient, ids: dict[str, str], offsets: GroupOffsets
+) -> dict[str, dict[int, int]]:
     """The lowest position any reader reported on each topic's current incarnation
     (``ids``: topic -> its id now); topics nobody reported on are absent."""
     lowest: dict[str, dict[int, int]] = {}
-    for topics in positions_by_reader(client, ids).values():
+    for topics in positions_by_reader(client, ids, offsets).values():
         for topic, parts in topics.items():
             mine = lowest.setdefault(topic, {})
             for p, offset in parts.items():

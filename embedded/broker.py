@@ -43,6 +43,7 @@ from contract.kafka import (
     producer,
 )
 from contract.positions import (
+    GroupOffsets,
     append_rollover,
     reported_positions,
     rollover_log_path,
@@ -353,7 +354,11 @@ class BoundedBroker:
         metadata = client.list_topics(timeout=10).topics
         names = [t for t in metadata if not t.startswith("__")]
         ids = topic_ids(client, names)
-        lowest = reported_positions(client, ids)
+        offsets = GroupOffsets(self.config, **{"client.id": ROLLOVER_CLIENT_ID})
+        try:
+            lowest = reported_positions(client, ids, offsets)
+        finally:
+            offsets.close()
         configs = {
             t: {"partitions": len(metadata[t].partitions), "config": self._topic_config(client, t)}
             for t in names
@@ -487,7 +492,7 @@ def _give_back_memory() -> None:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s broker %(message)s")
     max_mb = env_int("KAFKA_EMBEDDED_MAX_MB", 512)
-    max_batches = env_int("KAFKA_EMBEDDED_MAX_BATCHES", 20_000)
+    max_batches = env_int("KAFKA_EMBEDDED_MAX_BATCHES", 50_000)
     broker = BoundedBroker().start()
     log.info(
         "Tansu listening on %s; topics ready (rollover above %d MiB or %d batches in a partition)",

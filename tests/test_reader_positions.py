@@ -12,7 +12,12 @@ import time
 
 from contract.events import Topic, topic_name
 from contract.kafka import admin
-from contract.positions import PositionReporter, positions_by_reader, reported_positions
+from contract.positions import (
+    GroupOffsets,
+    PositionReporter,
+    positions_by_reader,
+    reported_positions,
+)
 
 
 def test_positions_are_found_for_topic_ids_with_every_base64_character(kafka_topics):
@@ -25,13 +30,18 @@ def test_positions_are_found_for_topic_ids_with_every_base64_character(kafka_top
     for n, (topic, topic_id) in enumerate(ids.items()):
         stream.report(topic, topic_id, {0: 10 + n, 1: 20 + n})
         bridge.report(topic, topic_id, {0: 5 + n, 1: 30 + n})
-    client = admin()
+    client, offsets = admin(), GroupOffsets()
     expected = {
         "stream": {t: {0: 10 + n, 1: 20 + n} for n, t in enumerate(ids)},
         "bridge-1": {t: {0: 5 + n, 1: 30 + n} for n, t in enumerate(ids)},
     }
     deadline = time.monotonic() + 10  # reports are not waited for
-    while (found := positions_by_reader(client, ids)) != expected and time.monotonic() < deadline:
+    while (
+        found := positions_by_reader(client, ids, offsets)
+    ) != expected and time.monotonic() < deadline:
         time.sleep(0.2)
     assert found == expected
-    assert reported_positions(client, ids) == {t: {0: 5 + n, 1: 20 + n} for n, t in enumerate(ids)}
+    assert reported_positions(client, ids, offsets) == {
+        t: {0: 5 + n, 1: 20 + n} for n, t in enumerate(ids)
+    }
+    offsets.close()

@@ -16,6 +16,7 @@ wait; otherwise **ok** (also when idle: nothing to read). The same figures are e
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -31,7 +32,7 @@ from prometheus_client import Gauge
 from contract import kafka
 from contract.conf import env_float, env_int
 from contract.events import ENRICHED_TOPICS, SOURCE_TOPICS, Topic, topic_name
-from contract.positions import positions_by_reader, topic_ids
+from contract.positions import GroupOffsets, positions_by_reader, topic_ids
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class PipelineMonitor:
         self._stop = threading.Event()
         self._cons = None
         self._admin = None
+        self._offsets: GroupOffsets | None = None
 
     # ------------------------------------------------------------------ reading
 
@@ -181,7 +183,7 @@ class PipelineMonitor:
         try:
             measured.update(self._readers())
         except Exception as exc:  # noqa: BLE001 - broker down: the Kafka stages are unknown
-            self._cons = self._admin = None
+            self._drop_clients()
             for stage in STAGES[1:]:
                 measured[stage.name] = f"broker: {exc.__class__.__name__}: {exc}"[:200]
         with self._lock:
@@ -204,16 +206,29 @@ class PipelineMonitor:
         backlog = OutboxEvent.objects.filter(published_at__isnull=True).count()
         return written, backlog
 
+    def _drop_clients(self) -> None:
+        """Close the Kafka clients (made again at the next sample): a client left to the
+        garbage collector keeps its threads and connections until it is collected."""
+        if self._cons is not None:
+            with contextlib.suppress(Exception):
+                self._cons.close()
+        if self._offsets is not None:
+            with contextlib.suppress(Exception):
+                self._offsets.close()
+        self._cons = self._admin = self._offsets = None
+
     def _readers(self) -> dict[str, tuple[int, int] | str]:
         """Each Kafka stage's (input, lag) from end offsets and reported positions."""
         if self._cons is None:
             self._cons = kafka.consumer()
             self._admin = kafka.admin()
+            self._offsets = GroupOffsets()
         names = sorted({topic_name(t) for s in STAGES for t in s.topics})
         ends = {name: kafka.end_offsets(self._cons, name, timeout=5) for name in names}
         for name, parts in ends.items():
             TOPIC_END.labels(name).set(sum(parts.values()))
-        reported = positions_by_reader(self._admin, topic_ids(self._admin, names, timeout=5))
+        ids = topic_ids(self._admin, names, timeout=5)
+        reported = positions_by_reader(self._admin, ids, self._offsets)
         out = {}
         for stage in STAGES[1:]:
             readers = [r for r in reported if r == stage.reader or r.startswith(f"{stage.reader}-")]
