@@ -23,6 +23,7 @@ import contextlib
 import logging
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -162,6 +163,8 @@ class Gate:
         self._tasks: set[asyncio.Task] = set()
         self._thread = threading.Thread(target=self.loop.run_forever, name="gate", daemon=True)
         self._server: asyncio.Server | None = None
+        #: Record batches produced to each (topic, partition) since :meth:`reset_batches`.
+        self.batches: dict[tuple[str, int], int] = {}
 
     def start(self) -> Gate:
         self._thread.start()
@@ -188,6 +191,12 @@ class Gate:
             self._open.set()
 
         self._call(resume)
+
+    def reset_batches(self) -> None:
+        async def reset() -> None:
+            self.batches = {}
+
+        self._call(reset)
 
     def drop(self) -> None:
         """Close every client's connection (Tansu is about to go)."""
@@ -224,8 +233,13 @@ class Gate:
                 await self._open.wait()
             up_reader, upstream = await asyncio.open_connection(self.host, self.upstream_port)
             upstream.write(head + first)
+            if not exempt:
+                self._count(first)
+            requests = (
+                self._pump(reader, upstream, exempt) if exempt else self._requests(reader, upstream)
+            )
             pumps = [
-                asyncio.ensure_future(self._pump(reader, upstream, exempt)),
+                asyncio.ensure_future(requests),
                 asyncio.ensure_future(self._pump(up_reader, writer, exempt)),
             ]
             try:
@@ -240,6 +254,24 @@ class Gate:
             for w in (writer, upstream):
                 if w is not None:
                     w.close()
+
+    async def _requests(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        """A client's requests, one whole request at a time, each counted."""
+        while True:
+            head = await src.readexactly(4)
+            request = await src.readexactly(int.from_bytes(head, "big"))
+            self._count(request)
+            await self._open.wait()
+            dst.write(head + request)
+            await dst.drain()
+
+    def _count(self, request: bytes) -> None:
+        try:
+            produced = produce_batches(request)
+        except (struct.error, IndexError, UnicodeDecodeError):
+            return  # not ours to judge: Tansu answers it
+        for key, n in produced:
+            self.batches[key] = self.batches.get(key, 0) + n
 
     async def _pump(
         self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, exempt: bool
@@ -259,6 +291,88 @@ def _client_id(request: bytes) -> str | None:
     return request[10 : 10 + size].decode("utf-8", "replace") if size >= 0 else None
 
 
+def produce_batches(request: bytes) -> list[tuple[tuple[str, int], int]]:
+    """``((topic, partition), record batches)`` of a Produce request (versions 3-12,
+    those that name topics); nothing for any other request."""
+    api_key, version = struct.unpack_from(">hh", request, 0)
+    if api_key != 0 or not 3 <= version <= 12:
+        return []
+    flexible = version >= 9
+    pos = 8  # past api key, version, correlation id
+    (size,) = struct.unpack_from(">h", request, pos)
+    pos += 2 + max(size, 0)  # client id (never compact)
+    if flexible:
+        pos = _skip_tags(request, pos)
+    pos = _skip_string(request, pos, flexible)  # transactional id
+    pos += 6  # acks, timeout
+    out = []
+    topics, pos = _array_length(request, pos, flexible)
+    for _ in range(topics):
+        size, pos = _length(request, pos, flexible, short=True)
+        topic = request[pos : pos + size].decode()
+        pos += size
+        partitions, pos = _array_length(request, pos, flexible)
+        for _ in range(partitions):
+            (partition,) = struct.unpack_from(">i", request, pos)
+            size, pos = _length(request, pos + 4, flexible, short=False)
+            out.append(((topic, partition), _record_batches(request, pos, pos + max(size, 0))))
+            pos += max(size, 0)
+            if flexible:
+                pos = _skip_tags(request, pos)
+        if flexible:
+            pos = _skip_tags(request, pos)
+    return out
+
+
+def _record_batches(data: bytes, pos: int, end: int) -> int:
+    """Record batches in ``data[pos:end]`` (base offset, then the batch's length)."""
+    count = 0
+    while pos + 12 <= end:
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        count += 1
+        pos += 12 + length
+    return count
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _length(data: bytes, pos: int, flexible: bool, short: bool) -> tuple[int, int]:
+    """A string's or bytes' length: compact (varint + 1) in flexible versions."""
+    if flexible:
+        value, pos = _uvarint(data, pos)
+        return value - 1, pos
+    if short:
+        return struct.unpack_from(">h", data, pos)[0], pos + 2
+    return struct.unpack_from(">i", data, pos)[0], pos + 4
+
+
+def _array_length(data: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+    return _length(data, pos, flexible, short=False)
+
+
+def _skip_string(data: bytes, pos: int, flexible: bool) -> int:
+    size, pos = _length(data, pos, flexible, short=True)
+    return pos + max(size, 0)
+
+
+def _skip_tags(data: bytes, pos: int) -> int:
+    fields, pos = _uvarint(data, pos)
+    for _ in range(fields):
+        _, pos = _uvarint(data, pos)  # tag
+        size, pos = _uvarint(data, pos)
+        pos += size
+    return pos
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -273,9 +387,6 @@ class BoundedBroker:
         self.tansu = EmbeddedBroker(self.config, log_path, listen_port=free_port(self.config.host))
         self.gate = Gate(self.config.host, self.config.port, self.tansu.listen_port)
         self.rollovers = 0
-        # Each partition's end right after the last (re)start: what the log held then was
-        # written in few batches (an empty log, or the carry's batched produce).
-        self._bases: dict[tuple[str, int], int] = {}
 
     def start(self, create_topics: bool = True) -> BoundedBroker:
         # Rollovers of an earlier broker process name topic ids that no longer exist.
@@ -313,39 +424,20 @@ class BoundedBroker:
             entries = self._refill(carried, layout, old_ids)
             append_rollover(rollover_log_path(self.config), entries)
             self.rollovers += 1
-            self._bases = self._ends(exact=True)
+            self.gate.reset_batches()  # the carry came in few batches, through no count
         finally:
             self.gate.resume()
         return {topic: len(records) for topic, records in carried.items()}
 
-    def _ends(self, exact: bool = False) -> dict[tuple[str, int], int]:
-        """Every partition's end, straight from Tansu: as listed (one ListOffsets each;
-        Tansu lists the last batch's base + 1), or ``exact`` (read forward to the end)."""
-        cons = self._own(consumer)
-        try:
-            topics = cons.list_topics(timeout=10).topics
-            names = [t for t in topics if not t.startswith("__")]
-            if exact:
-                return {(t, p): end for t in names for p, end in end_offsets(cons, t).items()}
-            return {
-                (t, p): cons.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[
-                    1
-                ]
-                for t in names
-                for p in topics[t].partitions
-            }
-        finally:
-            cons.close()
-
     def most_appended(self) -> int:
-        """Records appended to the busiest partition since the last (re)start: an upper
-        bound of the batches written to it since, since a batch holds at least one record.
+        """Record batches produced to the busiest partition since the last (re)start.
 
         Tansu lists every batch of a partition on each fetch and ListOffsets, so a
         partition's batch count, not the broker's memory, is what first makes fetches
         return nothing (docs/broker.md): the second bound, ``KAFKA_EMBEDDED_MAX_BATCHES``.
+        The gate counts them in the produce requests it relays.
         """
-        return max((end - self._bases.get(tp, 0) for tp, end in self._ends().items()), default=0)
+        return max(self.gate.batches.copy().values(), default=0)  # copy: the gate's thread writes
 
     def _read_unread(self) -> tuple[dict[str, list[Any]], dict[str, dict], dict[str, str]]:
         """Every record from the lowest reported position (or, for a topic no reader
@@ -477,9 +569,6 @@ def _read_ranges(cons: Any, topic: str, starts: dict[int, int], ends: dict[int, 
     return out
 
 
-BATCH_CHECK_SECONDS = 10.0
-
-
 def _give_back_memory() -> None:
     """Return the carried records' freed memory to the system (glibc keeps freed blocks
     otherwise, and this process would stay at its largest carry)."""
@@ -492,7 +581,7 @@ def _give_back_memory() -> None:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s broker %(message)s")
     max_mb = env_int("KAFKA_EMBEDDED_MAX_MB", 512)
-    max_batches = env_int("KAFKA_EMBEDDED_MAX_BATCHES", 50_000)
+    max_batches = env_int("KAFKA_EMBEDDED_MAX_BATCHES", 20_000)
     broker = BoundedBroker().start()
     log.info(
         "Tansu listening on %s; topics ready (rollover above %d MiB or %d batches in a partition)",
@@ -506,7 +595,6 @@ def main() -> int:
     requested = threading.Event()  # SIGUSR1: roll over now (tests, operators)
     signal.signal(signal.SIGUSR1, lambda *a: requested.set())
     limit = max_mb
-    next_count = time.monotonic() + BATCH_CHECK_SECONDS
     assert broker.tansu.process is not None
     try:
         while not stop.wait(0.5):
@@ -516,11 +604,7 @@ def main() -> int:
                 log.error("Tansu exited with code %s", code)
                 return code or 1
             rss = broker.rss_mb()
-            appended = 0
-            if max_batches > 0 and time.monotonic() >= next_count:
-                next_count = time.monotonic() + BATCH_CHECK_SECONDS
-                with contextlib.suppress(KafkaException):  # counted again at the next check
-                    appended = broker.most_appended()
+            appended = broker.most_appended()
             if (
                 requested.is_set()
                 or (max_mb > 0 and rss > limit)

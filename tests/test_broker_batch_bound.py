@@ -1,10 +1,10 @@
-"""The embedded broker's second bound: batches per partition (docs/broker.md).
+"""The embedded broker's second bound: record batches per partition (docs/broker.md).
 
 Tansu lists every batch of a partition on each fetch, so small records written one
 batch at a time make fetches come back empty long before the log's memory is large.
-The broker process counts what was appended to each partition since its last restart
-and rolls over past ``KAFKA_EMBEDDED_MAX_BATCHES``; the records a rollover carries come
-in a few batches and do not count towards the next one.
+The broker's gate counts the batches in the produce requests it relays, and the broker
+rolls over past ``KAFKA_EMBEDDED_MAX_BATCHES`` in a partition; the records a rollover
+carries do not count towards the next one.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from contract.events import Topic, topic_name
 from embedded.broker import BoundedBroker
 from tests.conftest import free_port
 
+GPS = Topic.DELIVERY_LOCATIONS
+
 
 @pytest.fixture
 def bounded(monkeypatch):
@@ -27,26 +29,33 @@ def bounded(monkeypatch):
     broker.stop()
 
 
-def _send_one_batch_each(count: int, partition: int) -> None:
-    prod = kafka.producer(**{"linger.ms": 0})
-    for i in range(count):
-        batch = kafka.Deliveries(prod)
-        batch.produce(topic_name(Topic.DELIVERY_LOCATIONS), b"k", b"%d" % i, partition=partition)
-        batch.flush(10)
+def _send(values: list[bytes], partition: int, one_batch: bool) -> None:
+    """Each value in a batch of its own (a flush each), or all in one batch."""
+    prod = kafka.producer(**{"linger.ms": 1000 if one_batch else 0})
+    batch = kafka.Deliveries(prod)
+    for value in values:
+        batch.produce(topic_name(GPS), b"k", value, partition=partition)
+        if not one_batch:
+            batch.flush(10)
+            batch = kafka.Deliveries(prod)
+    batch.flush(10)
 
 
-def test_batches_appended_to_the_busiest_partition_are_counted_from_the_last_rollover(bounded):
+def test_the_gate_counts_record_batches_per_partition_from_the_last_rollover(bounded):
     assert bounded.most_appended() == 0
-    _send_one_batch_each(120, partition=1)
-    _send_one_batch_each(30, partition=0)
-    assert bounded.most_appended() == 120
+    singles = [b"s%d" % i for i in range(40)]
+    _send(singles, partition=1, one_batch=False)
+    assert bounded.gate.batches[(topic_name(GPS), 1)] == 40
+    assert bounded.most_appended() == 40
+    bulk = [b"b%d" % i for i in range(200)]
+    _send(bulk, partition=0, one_batch=True)
+    assert bounded.gate.batches[(topic_name(GPS), 0)] == 1  # 200 records, one batch
+    assert bounded.most_appended() == 40
 
-    carried = bounded.rollover()  # nobody reported a position: all 150 are unread, carried
-    assert carried[topic_name(Topic.DELIVERY_LOCATIONS)] == 150
+    carried = bounded.rollover()  # nobody reported a position: all 240 are unread, carried
+    assert carried[topic_name(GPS)] == 240
     assert bounded.most_appended() == 0
-    _send_one_batch_each(5, partition=0)
-    assert bounded.most_appended() == 5
-    values = {r.value for r in kafka.read_topic(Topic.DELIVERY_LOCATIONS, idle_timeout=0.5)}
-    assert values == {b"%d" % i for i in range(120)} | {b"%d" % i for i in range(30)} | {
-        b"%d" % i for i in range(5)
-    }
+    _send([b"after"], partition=0, one_batch=False)
+    assert bounded.most_appended() == 1
+    values = {r.value for r in kafka.read_topic(GPS, idle_timeout=0.5)}
+    assert values == {*singles, *bulk, b"after"}
