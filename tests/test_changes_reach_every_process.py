@@ -46,7 +46,7 @@ restaurant = make_restaurant("Old Pizza")
 order, daves = place(alice, restaurant), place(dave, restaurant)
 for each in (order, daves):
     for _ in range(3):
-        services.advance_order(each.pk)
+        services.advance_order(each.pk, by=SYSTEM)
     services.transition_order(each.pk, "OUT_FOR_DELIVERY", courier=rider1)
 tokens = {u.username: Token.objects.create(user=u).key
           for u in (alice.user, dave.user, erin, ops, rider1.user)}
@@ -205,6 +205,7 @@ from django.contrib.auth import get_user_model
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order
+from tracker.orders.policy import SYSTEM
 order = Order.objects.get(pk={order})
 profile = order.customer
 profile.user = get_user_model().objects.get(username="erin")

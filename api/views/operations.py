@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
-from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -38,20 +37,6 @@ def query_params(serializer_class: type, request: Request) -> dict[str, Any]:
     return query.validated_data
 
 
-def restaurant_scope(request: Request, restaurant_id: int | None) -> int | None:
-    """Operators see every restaurant (or the one asked for); staff only their own."""
-    if policy.is_operator(request.user):
-        return restaurant_id
-    mine = policy.staff_restaurant_ids(request.user)
-    if restaurant_id is None:
-        if len(mine) != 1:
-            raise ValidationError({"restaurant": ["choose one of your restaurants"]})
-        return next(iter(mine))
-    if restaurant_id not in mine:
-        raise PermissionDenied("Not your restaurant.")
-    return restaurant_id
-
-
 class TimeInStatusView(APIView):
     """Seconds the not-yet-delivered orders have spent in their current status."""
 
@@ -66,7 +51,7 @@ class TimeInStatusView(APIView):
     def get(self, request: Request) -> Response:
         query = query_params(RestaurantQuerySerializer, request)
         rows = selectors.time_in_status_percentiles(
-            restaurant_id=restaurant_scope(request, query.get("restaurant"))
+            restaurant_id=policy.restaurant_scope(request.user, query.get("restaurant"))
         )
         return Response(StatusPercentilesResults({"results": rows}).data)
 
@@ -87,7 +72,7 @@ class StuckOrdersView(APIView):
         rows = selectors.stuck_orders(
             query["older_than"] * 1000,
             status=query.get("status"),
-            restaurant_id=restaurant_scope(request, query.get("restaurant")),
+            restaurant_id=policy.restaurant_scope(request.user, query.get("restaurant")),
             limit=query["limit"],
         )
         return Response(StuckOrderResults({"results": rows}).data)
@@ -125,7 +110,9 @@ class RestaurantDashboardView(APIView):
     )
     def get(self, request: Request) -> Response:
         query = query_params(RestaurantQuerySerializer, request)
-        boards = selectors.restaurant_dashboard(restaurant_scope(request, query.get("restaurant")))
+        boards = selectors.restaurant_dashboard(
+            policy.restaurant_scope(request.user, query.get("restaurant"))
+        )
         return Response(RestaurantDashboardResults({"results": boards}).data)
 
 
@@ -145,7 +132,7 @@ class SalesSeriesView(APIView):
     def get(self, request: Request) -> Response:
         query = query_params(SalesSeriesQuerySerializer, request)
         rows = selectors.restaurant_sales_series(
-            restaurant_scope(request, query.get("restaurant")), query["window"]
+            policy.restaurant_scope(request.user, query.get("restaurant")), query["window"]
         )
         return Response(SalesSeriesResults({"results": rows}).data)
 

@@ -39,6 +39,7 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from prometheus_client import Gauge
 
 from tracker.live import messages as m
@@ -47,7 +48,6 @@ from tracker.live.bridge import ensure_embedded_bridge
 from tracker.live.signals import relay_access_notices
 from tracker.operations import pipeline
 from tracker.orders import policy
-from tracker.restaurants.models import Restaurant
 from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 
@@ -286,7 +286,7 @@ class OrderSocket(TrackingSocket):
         return [m.order_group(self.order_id)]
 
     def still_authorised(self, user: Any) -> None:
-        if not policy.visible_orders(user).filter(pk=self.order_id).exists():
+        if not policy.can_see(user, self.order_id):
             raise PermissionError("No such order.")
 
     async def send_snapshot(self) -> None:
@@ -298,7 +298,9 @@ class OrderSocket(TrackingSocket):
                     {"type": "resumed", "order_id": self.order_id, "version": state.version}
                 )
                 return
-        detail = await database_sync_to_async(read_model.order_detail)(self.order_id)
+        detail = await database_sync_to_async(read_model.order_detail)(
+            self.order_id, viewer=self.scope["user"]
+        )
         version = detail["tracking"]["version"]
         self._versions[self.order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})
@@ -308,21 +310,22 @@ class CustomerOrdersSocket(TrackingSocket):
     """``/ws/orders/``: changes to any of the signed-in customer's orders."""
 
     async def authorise(self, user: Any) -> list[str]:
-        customer = await database_sync_to_async(policy.customer_of)(user)
-        if customer is None:
-            raise PermissionError("Only customers have an order list to follow.")
-        self.customer_id = customer.pk
-        return [m.customer_group(customer.pk)]
+        self.list_scope = await database_sync_to_async(self._customer_scope)(user)
+        return [m.customer_group(self.list_scope["customer_id"])]
 
     def still_authorised(self, user: Any) -> None:
-        customer = policy.customer_of(user)
-        if customer is None or customer.pk != self.customer_id:
+        if self._customer_scope(user) != self.list_scope:
             raise PermissionError("Only customers have an order list to follow.")
 
+    @staticmethod
+    def _customer_scope(user: Any) -> dict[str, Any]:
+        try:
+            return policy.list_scope(user, "customer")
+        except PermissionDenied:
+            raise PermissionError("Only customers have an order list to follow.") from None
+
     async def send_snapshot(self) -> None:
-        rows = await database_sync_to_async(selectors.list_orders)(
-            customer_id=self.customer_id, limit=50
-        )
+        rows = await database_sync_to_async(selectors.list_orders)(**self.list_scope, limit=50)
         for row in rows:
             self._versions[row.order_id] = row.version
         await self.send_json(
@@ -331,14 +334,10 @@ class CustomerOrdersSocket(TrackingSocket):
 
 
 def _may_run(user: Any, restaurant_id: int) -> None:
-    """Operators may watch any restaurant's board, staff only their own; anything else
-    looks like a restaurant that does not exist (4404), as in REST."""
-    if policy.is_operator(user):
-        if Restaurant.objects.filter(pk=restaurant_id).exists():
-            return
-    elif restaurant_id in policy.staff_restaurant_ids(user):
-        return
-    raise PermissionError("No such restaurant.")
+    """Anyone but its staff and operators is told the restaurant does not exist (4404),
+    as in REST."""
+    if not policy.can_see_restaurant(user, restaurant_id):
+        raise PermissionError("No such restaurant.")
 
 
 class RestaurantOrdersSocket(TrackingSocket):

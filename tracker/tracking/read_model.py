@@ -30,6 +30,7 @@ from contract.events import (
 )
 from tracker.couriers.models import Courier
 from tracker.notices import listener
+from tracker.orders import policy
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.tracking import eta, selectors
 from tracker.tracking.lru import BoundedCache
@@ -107,7 +108,7 @@ class PlacedOrder:
     restaurant, the lines at their prices, the total and the delivery address (the
     services never change these and the admin shows them read-only). Kept per process so
     that a detail runs no ORM query for them; who may see the order is still decided on
-    every request (:func:`tracker.orders.policy.can_see`)."""
+    every read (:func:`order_detail`)."""
 
     id: int
     customer_id: int
@@ -300,8 +301,11 @@ def _entered_from_pinot(order_id: int, state: OrderState) -> dict[str, int]:
     return entered
 
 
-def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
-    """Items, restaurant and total from the system of record; status, timeline, courier,
+def order_detail(order_id: int, *, viewer: policy.Actor, tracking: bool = True) -> dict[str, Any]:
+    """The order as ``viewer`` is shown it (NotVisible, like a missing order, when they may
+    not see it: :func:`tracker.orders.policy.can_see`, asked on every read).
+
+    Items, restaurant and total from the system of record; status, timeline, courier,
     position and ETA from Pinot. Until the pipeline has seen a new order (about a
     second), its status and courier come from the database and ``tracking.source`` says so.
 
@@ -309,8 +313,8 @@ def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
     answer 503 because the read side is down.
     """
     placed = placed_order(order_id)
-    if placed is None:
-        raise Order.DoesNotExist(f"no order {order_id}")
+    if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
+        raise policy.NotVisible(order_id)
     state = selectors.order_state(order_id) if tracking else None
     now = prediction_clock()
     path: list[dict[str, Any]] = []
