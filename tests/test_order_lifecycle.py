@@ -182,3 +182,39 @@ def test_admin_changelists_render_for_every_model(world, admin_client):
     ]:
         response = admin_client.get(f"/admin/{path}/?q=a")
         assert response.status_code == 200, path
+
+
+def test_the_commands_ask_the_policy_for_the_acting_user(world):
+    """Every channel calls the same commands with its user, so no channel can skip a check:
+    an order someone may not see is absent, a step they may not make is refused, and
+    nothing is written for either."""
+    from django.contrib.auth import get_user_model
+    from django.core.exceptions import PermissionDenied
+
+    from tracker.orders import policy
+
+    customer, restaurant, courier = world
+    order = place(customer, restaurant)
+    chef = get_user_model().objects.create_user("chef")
+    restaurant.staff.add(chef)
+    stranger = make_customer("mallory").user
+    written = OutboxEvent.objects.count()
+    with pytest.raises(policy.NotVisible):
+        services.advance_order(order.pk, by=stranger)
+    with pytest.raises(policy.NotVisible):
+        services.cancel_order(order.pk, by=courier.user)  # not (yet) its courier
+    with pytest.raises(PermissionDenied):
+        services.advance_order(order.pk, by=customer.user)  # customers do not cook
+    with pytest.raises(services.OrderError, match="cancel endpoint"):
+        services.advance_order(order.pk, by=SYSTEM, to=OrderStatus.CANCELLED)
+    assert OutboxEvent.objects.count() == written
+    assert services.advance_order(order.pk, by=chef).status == OrderStatus.ORDER_CONFIRMED
+    for _ in range(3):
+        services.advance_order(order.pk, by=chef, courier=courier)
+    with pytest.raises(PermissionDenied):
+        services.advance_order(order.pk, by=chef)  # the road is the courier's
+    with pytest.raises(PermissionDenied, match="Couriers cannot cancel"):
+        services.cancel_order(order.pk, by=courier.user)
+    moved = services.advance_order(order.pk, by=courier.user)
+    assert moved.status == OrderStatus.ARRIVING_AT_DOOR
+    assert OrderStatusChange.objects.filter(order=order).latest("id").actor == "user:rider"
