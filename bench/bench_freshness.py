@@ -368,7 +368,7 @@ def advance(order_id: int) -> tuple[str, float]:
     from tracker.orders import services
     from tracker.orders.policy import SYSTEM
 
-    order = services.advance_order(order_id, by=SYSTEM, actor="bench")
+    order = services.advance_order(order_id, by=SYSTEM, via="bench")
     committed = time.perf_counter()
     close_old_connections()
     return order.status, committed

@@ -112,7 +112,7 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
 
         # Refused (the customer cancelled meanwhile): the card moves back, with the reason.
         await database_sync_to_async(services.cancel_order)(
-            order.pk, by=SYSTEM, actor="test:customer"
+            order.pk, by=SYSTEM, via="test:customer"
         )
         await ticket.get_by_role("button", name="Start preparing").click()
         await expect(page.locator(".toast-error")).to_contain_text("could not move")

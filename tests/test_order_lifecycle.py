@@ -47,7 +47,7 @@ def test_an_order_walks_the_whole_lifecycle_in_order(world):
     customer, restaurant, courier = world
     order = place(customer, restaurant)
     for expected in LIFECYCLE[1:]:
-        order = services.advance_order(order.pk, by=SYSTEM, actor="test")
+        order = services.advance_order(order.pk, by=SYSTEM, via="test")
         assert order.status == expected
     assert order.courier_id == courier.pk  # assigned when it left the kitchen
     assert [e["status"] for e in _outbox(order.pk)[1:]] == [s.value for s in LIFECYCLE]
@@ -218,3 +218,5 @@ def test_the_commands_ask_the_policy_for_the_acting_user(world):
     moved = services.advance_order(order.pk, by=courier.user)
     assert moved.status == OrderStatus.ARRIVING_AT_DOOR
     assert OrderStatusChange.objects.filter(order=order).latest("id").actor == "user:rider"
+    services.advance_order(order.pk, by=courier.user, via="api")
+    assert OrderStatusChange.objects.filter(order=order).latest("id").actor == "api:rider"

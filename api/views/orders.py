@@ -175,7 +175,7 @@ class OrderCancelView(OrderView):
         responses={200: OrderDetailSerializer, **errors(409)},
     )
     def post(self, request: Request, pk: int) -> Response:
-        services.cancel_order(pk, by=request.user, actor=f"api:{request.user.get_username()}")
+        services.cancel_order(pk, by=request.user, via="api")
         return self.detail(pk, tracking=False)
 
 
@@ -205,7 +205,7 @@ class OrderAdvanceView(OrderView):
             pk,
             by=request.user,
             to=body.validated_data.get("status"),
-            actor=f"api:{request.user.get_username()}",
+            via="api",
         )
         return self.detail(pk, tracking=False)
 

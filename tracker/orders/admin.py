@@ -34,7 +34,7 @@ def _apply(modeladmin, request, queryset, command, verb: str) -> None:
     done, refused = 0, []
     for order in queryset:
         try:
-            command(order.pk, by=request.user, actor=f"admin:{request.user.get_username()}")
+            command(order.pk, by=request.user, via="admin")
             done += 1
         except (services.OrderError, PermissionDenied, policy.NotVisible) as exc:
             refused.append(str(exc))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db.models import Q, QuerySet
 
 from contract.events import LIFECYCLE, OrderStatus
@@ -61,22 +61,22 @@ KITCHEN_STEPS = frozenset(LIFECYCLE[1 : LIFECYCLE.index(OrderStatus.OUT_FOR_DELI
 ROAD_STEPS = frozenset({OrderStatus.ARRIVING_AT_DOOR, OrderStatus.DELIVERED})
 
 
-def customer_of(user: User) -> Customer | None:
+def _profile(user: User, name: str) -> Any:
+    """The user's ``customer`` or ``courier`` profile (None when they have none)."""
     if not user.is_authenticated:
         return None
     try:
-        return user.customer
-    except Customer.DoesNotExist:
+        return getattr(user, name)
+    except ObjectDoesNotExist:
         return None
+
+
+def customer_of(user: User) -> Customer | None:
+    return _profile(user, "customer")
 
 
 def courier_of(user: User) -> Courier | None:
-    if not user.is_authenticated:
-        return None
-    try:
-        return user.courier
-    except Courier.DoesNotExist:
-        return None
+    return _profile(user, "courier")
 
 
 def is_operator(user: User) -> bool:

@@ -258,9 +258,12 @@ def transition_order(
     return order
 
 
-def _acting(by: policy.Actor, actor: str) -> str:
-    """What the status change records as its actor: the label given, else the user."""
-    return actor or ("system" if by is policy.SYSTEM else f"user:{by.get_username()}")
+def _actor(by: policy.Actor, via: str) -> str:
+    """What the status change records as its actor: the channel (``via``: api, admin,
+    simulator) and the user acting through it ("api:alice"; the system: the channel)."""
+    if by is policy.SYSTEM:
+        return via or "system"
+    return f"{via or 'user'}:{by.get_username()}"
 
 
 def _visible(by: policy.Actor, order_id: int) -> Order:
@@ -276,7 +279,7 @@ def advance_order(
     *,
     by: policy.Actor,
     to: OrderStatus | str | None = None,
-    actor: str = "",
+    via: str = "",
     courier: Courier | None = None,
     at: datetime | None = None,
 ) -> Order:
@@ -295,11 +298,11 @@ def advance_order(
             raise PermissionDenied(f"You may not move this order to {target}.")
         if target == OrderStatus.CANCELLED:
             raise OrderError("use the cancel endpoint", field="status")
-        return transition_order(order_id, target, actor=_acting(by, actor), courier=courier, at=at)
+        return transition_order(order_id, target, actor=_actor(by, via), courier=courier, at=at)
 
 
 def cancel_order(
-    order_id: int, *, by: policy.Actor, actor: str = "", at: datetime | None = None
+    order_id: int, *, by: policy.Actor, via: str = "", at: datetime | None = None
 ) -> Order:
     """Cancel an order for ``by`` (its customer, its restaurant's staff or an operator:
     :func:`tracker.orders.policy.can_cancel`), only before it is out for delivery."""
@@ -307,7 +310,7 @@ def cancel_order(
         order = _visible(by, order_id)
         if not policy.can_cancel(by, order):
             raise PermissionDenied("Couriers cannot cancel orders.")
-        return transition_order(order_id, OrderStatus.CANCELLED, actor=_acting(by, actor), at=at)
+        return transition_order(order_id, OrderStatus.CANCELLED, actor=_actor(by, via), at=at)
 
 
 def _pick_courier() -> Courier:

@@ -239,11 +239,11 @@ class Simulation:
     def _advance(self, order_id: int) -> None:
         status = OrderStatus(Order.objects.values_list("status", flat=True).get(pk=order_id))
         if status in CANCELLABLE_STATUSES and self.rng.random() < self.config.cancel_rate / 4:
-            services.cancel_order(order_id, by=SYSTEM, actor="simulator", at=self.clock.now())
+            services.cancel_order(order_id, by=SYSTEM, via="simulator", at=self.clock.now())
             self.stats["cancelled"] += 1
             self._record("cancel", order_id)
             return
-        order = services.advance_order(order_id, by=SYSTEM, actor="simulator", at=self.clock.now())
+        order = services.advance_order(order_id, by=SYSTEM, via="simulator", at=self.clock.now())
         self.stats["advanced"] += 1
         new_status = OrderStatus(order.status)
         self._record("advance", order_id, new_status.value)
@@ -306,7 +306,7 @@ class Simulation:
                 transit.arriving = True
                 try:
                     transit.order = services.advance_order(
-                        order_id, by=SYSTEM, actor="simulator", at=now
+                        order_id, by=SYSTEM, via="simulator", at=now
                     )
                 except services.OrderError as exc:  # an operator changed it meanwhile
                     log.info("simulator: order %s not advanced: %s", order_id, exc)
