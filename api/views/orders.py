@@ -54,6 +54,12 @@ PLACE_EXAMPLE_DELIVERY = OpenApiExample(
 )  # fmt: skip
 
 
+#: The detail's serializer, built once: a serializer deep-copies its declared fields when
+#: it is created (0.7 ms for this nested shape, most of a warm detail read's own work),
+#: while rendering through them keeps no state.
+DETAIL = OrderDetailSerializer()
+
+
 class OrderView(generics.GenericAPIView):
     """An order the caller can see, answered with its detail."""
 
@@ -65,7 +71,7 @@ class OrderView(generics.GenericAPIView):
         """After a command (``tracking=False``) the status comes from the database only: a
         command that succeeded must not answer 503 because the read side is down."""
         detail = read_model.order_detail(order_id, viewer=self.request.user, tracking=tracking)
-        return Response(OrderDetailSerializer(detail).data, status=code)
+        return Response(DETAIL.to_representation(detail), status=code)
 
 
 class OrderListView(OrderView):
@@ -157,7 +163,7 @@ class OrderDetailView(OrderView):
     )
     def get(self, request: Request, pk: int) -> Response:
         detail = read_model.order_detail(pk, viewer=request.user)
-        return conditional_response(request, OrderDetailSerializer(detail).data)
+        return conditional_response(request, DETAIL.to_representation(detail))
 
 
 class OrderCancelView(OrderView):
