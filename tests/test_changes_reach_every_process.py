@@ -37,6 +37,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
+from tracker.orders.policy import SYSTEM
 users = get_user_model().objects
 alice, dave = make_customer("alice"), make_customer("dave")
 erin = users.create_user("erin", password="pw-erin")
@@ -205,7 +206,6 @@ from django.contrib.auth import get_user_model
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order
-from tracker.orders.policy import SYSTEM
 order = Order.objects.get(pk={order})
 profile = order.customer
 profile.user = get_user_model().objects.get(username="erin")
