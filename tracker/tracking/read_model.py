@@ -1,7 +1,9 @@
 """What a client is shown of an order: the one read model under REST and WebSocket.
 
-The REST API and the sockets send these JSON-ready dicts as they are, so a
-client sees the same order whichever channel it asks; a new channel (a kitchen
+The sockets send these JSON-ready dicts as they are; the REST API renders them
+through its serializers (``api/serializers/orders.py``), which describe this shape
+for the schema and must neither drop nor change a field (tests/test_api_tracking.py),
+so a client sees the same order whichever channel it asks. A new channel (a kitchen
 board, a mobile push) calls these functions instead of rebuilding the shape.
 
 Times are ISO-8601 UTC strings with milliseconds; money is a decimal string
