@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ from bench.common import baseline_tree, machine, print_table, write_result  # no
 
 #: Runs inside the checkout being traced (its own modules and test builders).
 CHILD = r"""
-import json, os, sys, tempfile
+import json, os, shutil, sys, tempfile
 sys.path.insert(0, os.getcwd())
 root = os.path.realpath(os.getcwd()) + os.sep
 from bench.common import free_port
@@ -178,6 +179,7 @@ try:
 finally:
     pinot.stop()
     broker.stop()
+    shutil.rmtree(os.environ["ORDERTRACK_VAR_DIR"], ignore_errors=True)
 """
 
 
@@ -209,7 +211,11 @@ def main() -> None:
     log.write_text("")
     runs = {}
     if args.baseline:
-        runs[f"old ({args.baseline})"] = trace(baseline_tree(args.baseline), log)
+        old = baseline_tree(args.baseline)
+        try:
+            runs[f"old ({args.baseline})"] = trace(old, log)
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
     runs["new"] = trace(ROOT, log)
     rows = [
         (label, part, str(r[part]["project_calls"]), str(len(r[part]["files"])),
