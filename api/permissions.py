@@ -2,7 +2,8 @@
 
 Which orders a caller may see at all is a queryset (``policy.visible_orders``),
 so an order they may not see answers 404, exactly like one that does not exist;
-the object permissions here decide what they may do with one they can see.
+what they may do with one they can see is the services' to enforce. These classes
+only let a role in.
 """
 
 from __future__ import annotations
@@ -41,12 +42,3 @@ class IsOperatorOrRestaurantStaff(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return policy.is_operator(request.user) or bool(policy.staff_restaurant_ids(request.user))
-
-
-class CanCancelOrder(BasePermission):
-    """Of those who see an order, only its courier may not cancel it."""
-
-    message = "Couriers cannot cancel orders."
-
-    def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
-        return policy.can_cancel(request.user, obj)

@@ -366,8 +366,9 @@ def advance(order_id: int) -> tuple[str, float]:
     from django.db import close_old_connections
 
     from tracker.orders import services
+    from tracker.orders.policy import SYSTEM
 
-    order = services.advance_order(order_id, actor="bench")
+    order = services.advance_order(order_id, by=SYSTEM, via="bench")
     committed = time.perf_counter()
     close_old_connections()
     return order.status, committed

@@ -22,7 +22,6 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from contract.conf import env_str
 from tracker.orders import policy
-from tracker.restaurants.models import Restaurant
 
 #: Optional internet tiles for production (e.g. https://tile.example/{z}/{x}/{y}.png).
 #: Empty (the default): the offline schematic base layer only.
@@ -116,16 +115,11 @@ def _restaurant_choice(request: HttpRequest) -> dict[str, Any]:
     ``?restaurant=<id>`` picks one; an id outside the user's choice is a 404, the
     same answer as a restaurant that does not exist (the API says 403/404 too).
     """
-    user = request.user
-    if policy.is_operator(user):
-        choices = Restaurant.objects.order_by("name", "id")
-    else:
-        ids = policy.staff_restaurant_ids(user)
-        if not ids:
-            raise PermissionDenied("This page is for restaurant staff.")
-        choices = Restaurant.objects.filter(pk__in=ids).order_by("name", "id")
+    choices = policy.visible_restaurants(request.user).order_by("name", "id")
     options = [{"id": r.pk, "name": r.name} for r in choices.only("id", "name")]
     if not options:
+        if not policy.is_operator(request.user):
+            raise PermissionDenied("This page is for restaurant staff.")
         raise Http404("No restaurants yet.")
     raw = request.GET.get("restaurant")
     if raw is None:

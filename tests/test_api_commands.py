@@ -17,6 +17,7 @@ from contract.events import OrderStatus
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
 from tracker.orders.models import Order
+from tracker.orders.policy import SYSTEM
 from tracker.outbox.models import OutboxEvent
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +59,7 @@ def order_body(restaurant, **extra) -> dict:
 
 def out_for_delivery(order_id: int, courier) -> Order:
     for _ in range(3):
-        services.advance_order(order_id)
+        services.advance_order(order_id, by=SYSTEM)
     return services.transition_order(order_id, OrderStatus.OUT_FOR_DELIVERY, courier=courier)
 
 

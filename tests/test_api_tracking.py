@@ -17,6 +17,7 @@ from tests.fixtures_pinot import delivery_event, item_event, order_event
 from tracker.customers.models import Customer
 from tracker.orders import services
 from tracker.orders.models import Order
+from tracker.orders.policy import SYSTEM
 from tracker.tracking import read_model, selectors
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +37,7 @@ def world(pinot):
     operator = get_user_model().objects.create_user("ops", is_staff=True)
     order = place(alice, restaurant)
     for _ in range(3):
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
     order = services.transition_order(order.pk, OrderStatus.OUT_FOR_DELIVERY, courier=rider)
     t0 = now_ms() - 20 * MIN
     times = {
@@ -108,9 +109,10 @@ def test_rest_sends_the_read_models_shapes_unchanged(world):
     """The WebSocket sends the read model's dicts as they are; REST renders the same dicts
     through its typed serializers, which must neither drop nor change a field."""
     order = Order.objects.get(pk=world["order"].pk)
-    client = client_for(world["users"]["owner"])
+    owner = world["users"]["owner"]
+    client = client_for(owner)
     detail = client.get(f"/api/v1/orders/{order.pk}/").json()
-    assert _without_clock(detail) == _without_clock(read_model.order_detail(order.pk))
+    assert _without_clock(detail) == _without_clock(read_model.order_detail(order.pk, viewer=owner))
     assert detail["path"] and detail["courier"] and detail["items"]  # nested parts compared too
     listed = client.get("/api/v1/orders/").json()["results"]
     assert listed[0]["eta"]["arrives_at"] and set(listed[0]["eta"]) == set(detail["eta"])

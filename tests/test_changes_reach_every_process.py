@@ -37,6 +37,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
+from tracker.orders.policy import SYSTEM
 users = get_user_model().objects
 alice, dave = make_customer("alice"), make_customer("dave")
 erin = users.create_user("erin", password="pw-erin")
@@ -46,7 +47,7 @@ restaurant = make_restaurant("Old Pizza")
 order, daves = place(alice, restaurant), place(dave, restaurant)
 for each in (order, daves):
     for _ in range(3):
-        services.advance_order(each.pk)
+        services.advance_order(each.pk, by=SYSTEM)
     services.transition_order(each.pk, "OUT_FOR_DELIVERY", courier=rider1)
 tokens = {u.username: Token.objects.create(user=u).key
           for u in (alice.user, dave.user, erin, ops, rider1.user)}

@@ -20,6 +20,7 @@ from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_browser import axe_violations, screenshot, sign_in
 from tests.fixtures_pinot import delivery_event, item_event, order_event_of
 from tracker.orders.models import Order
+from tracker.orders.policy import SYSTEM
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -190,7 +191,7 @@ def _advance_and_relay(order, steps: int) -> None:
     from tracker.outbox.relay import Relay
 
     for _ in range(steps):
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
     relay = Relay()
     while relay.publish_batch():
         pass

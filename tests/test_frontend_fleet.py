@@ -21,6 +21,7 @@ from tests.fixtures_browser import screenshot, sign_in
 from tests.fixtures_pinot import order_event_of
 from tracker.orders import services
 from tracker.orders.models import Order
+from tracker.orders.policy import SYSTEM
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +33,7 @@ def _on_the_road() -> Order:
     alice = make_customer("alice")
     order = place(alice, make_restaurant("Indiranagar Pizza Co."))
     for _ in range(3):
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
     services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=make_courier())
     get_user_model().objects.create_user("ops", password="pw-ops", is_staff=True)
     return Order.objects.select_related("courier").get(pk=order.pk)

@@ -24,6 +24,7 @@ from tests.fixtures_pinot import item_event, order_event_of
 from tracker.customers.models import Address
 from tracker.orders import services
 from tracker.orders.models import Order
+from tracker.orders.policy import SYSTEM
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -110,7 +111,9 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
         await expect(confirmed.locator(ticket)).to_be_visible()
 
         # Refused (the customer cancelled meanwhile): the card moves back, with the reason.
-        await database_sync_to_async(services.cancel_order)(order.pk, actor="test:customer")
+        await database_sync_to_async(services.cancel_order)(
+            order.pk, by=SYSTEM, via="test:customer"
+        )
         await ticket.get_by_role("button", name="Start preparing").click()
         await expect(page.locator(".toast-error")).to_contain_text("could not move")
         await expect(confirmed.locator(ticket)).to_be_visible()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tracker.orders.policy import SYSTEM
+
 ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.django_db
@@ -316,7 +318,7 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
     order = place(make_customer("alice"), make_restaurant())
     rider = make_courier("rider")
     for _ in range(3):
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
     order = services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=rider)
     client = APIClient()
     client.force_authenticate(rider.user)

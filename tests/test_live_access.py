@@ -23,6 +23,7 @@ from config.asgi import application
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event
 from tracker.live import messages
+from tracker.orders.policy import SYSTEM
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -125,7 +126,7 @@ async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
 
         first, second = make_courier("rider1"), make_courier("rider2")
         for _ in range(3):
-            services.advance_order(order.pk)
+            services.advance_order(order.pk, by=SYSTEM)
         services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=first)
         return first, second, Token.objects.create(user=first.user).key
 

@@ -20,6 +20,7 @@ from tracker.live import messages
 from tracker.live.bridge import Bridge
 from tracker.live.layers import SweepingInMemoryChannelLayer
 from tracker.orders import services
+from tracker.orders.policy import SYSTEM
 from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -234,7 +235,7 @@ def _advance_and_relay(order, steps: int = 1) -> None:
     """Change the order as the API does, then run the outbox relay (nothing else runs: no
     stream job writes orders_enriched in these tests)."""
     for _ in range(steps):
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
     relay = Relay()
     while relay.publish_batch():
         pass
@@ -297,7 +298,7 @@ def _role_tokens(order):
     users = get_user_model().objects
     rider, other_rider = make_courier("matrix-rider"), make_courier("matrix-rider2")
     for _ in range(3):
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
     services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=rider)
     order = Order.objects.select_related("restaurant").get(pk=order.pk)
     chef, other_chef = users.create_user("matrix-chef"), users.create_user("matrix-chef2")

@@ -11,6 +11,7 @@ from contract.events import LIFECYCLE, OrderStatus
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
 from tracker.orders.models import Order, OrderStatusChange
+from tracker.orders.policy import SYSTEM
 from tracker.outbox.models import OutboxEvent
 
 pytestmark = pytest.mark.django_db
@@ -46,14 +47,14 @@ def test_an_order_walks_the_whole_lifecycle_in_order(world):
     customer, restaurant, courier = world
     order = place(customer, restaurant)
     for expected in LIFECYCLE[1:]:
-        order = services.advance_order(order.pk, actor="test")
+        order = services.advance_order(order.pk, by=SYSTEM, via="test")
         assert order.status == expected
     assert order.courier_id == courier.pk  # assigned when it left the kitchen
     assert [e["status"] for e in _outbox(order.pk)[1:]] == [s.value for s in LIFECYCLE]
     history = list(OrderStatusChange.objects.filter(order=order).values_list("status", flat=True))
     assert history == [s.value for s in LIFECYCLE]
     with pytest.raises(services.IllegalTransition, match="final"):
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
 
 
 def test_skipping_a_status_is_refused_with_a_clear_error(world):
@@ -70,16 +71,16 @@ def test_skipping_a_status_is_refused_with_a_clear_error(world):
 def test_cancel_is_allowed_only_before_out_for_delivery(world):
     customer, restaurant, _ = world
     early = place(customer, restaurant)
-    services.advance_order(early.pk)
-    assert services.cancel_order(early.pk).status == OrderStatus.CANCELLED
+    services.advance_order(early.pk, by=SYSTEM)
+    assert services.cancel_order(early.pk, by=SYSTEM).status == OrderStatus.CANCELLED
 
     late = place(customer, restaurant)
     while Order.objects.get(pk=late.pk).status != OrderStatus.OUT_FOR_DELIVERY:
-        services.advance_order(late.pk)
+        services.advance_order(late.pk, by=SYSTEM)
     with pytest.raises(services.IllegalTransition, match="can no longer be cancelled"):
-        services.cancel_order(late.pk)
+        services.cancel_order(late.pk, by=SYSTEM)
     with pytest.raises(services.IllegalTransition):
-        services.advance_order(early.pk)  # cancelled is final
+        services.advance_order(early.pk, by=SYSTEM)  # cancelled is final
 
 
 def test_unknown_status_is_refused(world):
@@ -94,7 +95,7 @@ def test_a_failed_transaction_leaves_neither_the_change_nor_its_event(world):
     order = place(customer, restaurant)
     before = OutboxEvent.objects.count()
     with pytest.raises(RuntimeError), transaction.atomic():
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
         raise RuntimeError("crash after the write, before commit")
     assert Order.objects.get(pk=order.pk).status == OrderStatus.PLACED_ORDER
     assert OutboxEvent.objects.count() == before
@@ -157,7 +158,7 @@ def test_admin_actions_go_through_the_domain_functions(world, admin_client):
     assert Order.objects.get(pk=order.pk).status == OrderStatus.ORDER_CONFIRMED
     assert _outbox(order.pk)[-1]["status"] == "ORDER_CONFIRMED"
     for _ in range(3):  # BEING_PREPARED, BEING_COOKED, OUT_FOR_DELIVERY
-        services.advance_order(order.pk)
+        services.advance_order(order.pk, by=SYSTEM)
     response = admin_client.post(
         "/admin/orders/order/", {"action": "cancel", "_selected_action": [order.pk]}, follow=True
     )
@@ -181,3 +182,41 @@ def test_admin_changelists_render_for_every_model(world, admin_client):
     ]:
         response = admin_client.get(f"/admin/{path}/?q=a")
         assert response.status_code == 200, path
+
+
+def test_the_commands_ask_the_policy_for_the_acting_user(world):
+    """Every channel calls the same commands with its user, so no channel can skip a check:
+    an order someone may not see is absent, a step they may not make is refused, and
+    nothing is written for either."""
+    from django.contrib.auth import get_user_model
+    from django.core.exceptions import PermissionDenied
+
+    from tracker.orders import policy
+
+    customer, restaurant, courier = world
+    order = place(customer, restaurant)
+    chef = get_user_model().objects.create_user("chef")
+    restaurant.staff.add(chef)
+    stranger = make_customer("mallory").user
+    written = OutboxEvent.objects.count()
+    with pytest.raises(policy.NotVisible):
+        services.advance_order(order.pk, by=stranger)
+    with pytest.raises(policy.NotVisible):
+        services.cancel_order(order.pk, by=courier.user)  # not (yet) its courier
+    with pytest.raises(PermissionDenied):
+        services.advance_order(order.pk, by=customer.user)  # customers do not cook
+    with pytest.raises(services.OrderError, match="cancel endpoint"):
+        services.advance_order(order.pk, by=SYSTEM, to=OrderStatus.CANCELLED)
+    assert OutboxEvent.objects.count() == written
+    assert services.advance_order(order.pk, by=chef).status == OrderStatus.ORDER_CONFIRMED
+    for _ in range(3):
+        services.advance_order(order.pk, by=chef, courier=courier)
+    with pytest.raises(PermissionDenied):
+        services.advance_order(order.pk, by=chef)  # the road is the courier's
+    with pytest.raises(PermissionDenied, match="Couriers cannot cancel"):
+        services.cancel_order(order.pk, by=courier.user)
+    moved = services.advance_order(order.pk, by=courier.user)
+    assert moved.status == OrderStatus.ARRIVING_AT_DOOR
+    assert OrderStatusChange.objects.filter(order=order).latest("id").actor == "user:rider"
+    services.advance_order(order.pk, by=courier.user, via="api")
+    assert OrderStatusChange.objects.filter(order=order).latest("id").actor == "api:rider"

@@ -18,6 +18,7 @@ from embedded.broker import EmbeddedBroker
 from tests.conftest import free_port
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
+from tracker.orders.policy import SYSTEM
 from tracker.outbox.models import OutboxEvent
 from tracker.outbox.relay import Relay
 
@@ -63,7 +64,7 @@ def test_relay_publishes_each_event_once_in_order(kafka_topics):
     orders = [place(customer, restaurant) for _ in range(12)]
     for order in orders[::2]:
         for _ in range(5):
-            services.advance_order(order.pk)
+            services.advance_order(order.pk, by=SYSTEM)
     relay = Relay()
     relay._prepare_topics()
     total = 0
@@ -95,7 +96,7 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
         # The system of record keeps accepting writes while the broker is down.
         second = [place(customer, restaurant) for _ in range(5)]
         for order in first:
-            services.advance_order(order.pk)
+            services.advance_order(order.pk, by=SYSTEM)
         time.sleep(2.5)
         pending = OutboxEvent.objects.filter(published_at__isnull=True)
         assert pending.count() == 10 + 5
@@ -104,7 +105,7 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
         broker = EmbeddedBroker(KafkaConfig()).start(create_topics=False)  # empty again
         _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
         for order in second:
-            services.advance_order(order.pk)
+            services.advance_order(order.pk, by=SYSTEM)
         _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
         time.sleep(0.5)
         published = _published_events()

@@ -20,6 +20,7 @@ from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.test_outbox_relay import _assert_exactly_once_in_order, _published_events
 from tracker.orders import services
 from tracker.orders.models import Order, OrderStatusChange
+from tracker.orders.policy import SYSTEM
 from tracker.outbox.models import OutboxEvent
 from tracker.outbox.relay import Relay
 
@@ -59,7 +60,7 @@ def test_concurrent_advances_move_an_order_one_step_each(kafka_topics):
     lost = [r for r in results if isinstance(r, services.IllegalTransition)]
     assert len(won) == 1 and len(lost) == 5, results
     # "advance" from many callers at once: every step happens exactly once, in order
-    results = _in_threads(8, lambda i: services.advance_order(order.pk))
+    results = _in_threads(8, lambda i: services.advance_order(order.pk, by=SYSTEM))
     steps = [r for r in results if isinstance(r, Order)]
     assert all(isinstance(r, (Order, services.IllegalTransition)) for r in results), results
     history = list(
@@ -100,7 +101,7 @@ def test_several_relays_publish_each_event_once_in_order_per_order(kafka_topics)
         # writers keep committing while three relays compete for the outbox
         for _ in range(4):
             for order in orders:
-                services.advance_order(order.pk)
+                services.advance_order(order.pk, by=SYSTEM)
             time.sleep(0.05)
         deadline = time.monotonic() + 60
         while OutboxEvent.objects.filter(published_at__isnull=True).exists():

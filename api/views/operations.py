@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,65 +33,67 @@ from tracker.orders import policy
 from tracker.tracking import selectors
 
 
-def query_params(serializer_class: type, request: Request) -> dict[str, Any]:
-    query = serializer_class(data=request.query_params)
-    query.is_valid(raise_exception=True)
-    return query.validated_data
+class ResultsView(APIView):
+    """A GET answered as ``{"results": [...]}``: its query parsed by ``query_class``, one
+    read (:meth:`results`), the answer through ``results_class`` (set, with the schema,
+    by :func:`reads`)."""
+
+    query_class: type[serializers.Serializer]
+    results_class: type[serializers.Serializer]
+
+    def get(self, request: Request) -> Response:
+        query = self.query_class(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        rows = self.results(query.validated_data)
+        return Response(self.results_class({"results": rows}).data)
+
+    def results(self, query: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def restaurant(self, query: dict[str, Any]) -> int | None:
+        """The restaurant the read covers, as the policy decides (None: every one)."""
+        return policy.restaurant_scope(self.request.user, query.get("restaurant"))
 
 
-def restaurant_scope(request: Request, restaurant_id: int | None) -> int | None:
-    """Operators see every restaurant (or the one asked for); staff only their own."""
-    if policy.is_operator(request.user):
-        return restaurant_id
-    mine = policy.staff_restaurant_ids(request.user)
-    if restaurant_id is None:
-        if len(mine) != 1:
-            raise ValidationError({"restaurant": ["choose one of your restaurants"]})
-        return next(iter(mine))
-    if restaurant_id not in mine:
-        raise PermissionDenied("Not your restaurant.")
-    return restaurant_id
+def reads(operation_id: str, summary: str, query: type, results: type) -> Callable:
+    """A :class:`ResultsView`'s query and answer, and its GET in the schema."""
+
+    def declare(view: type[ResultsView]) -> type[ResultsView]:
+        view.query_class, view.results_class = query, results
+        schema = extend_schema(
+            operation_id=operation_id,
+            summary=summary,
+            parameters=[query],
+            responses={200: results, **errors(503)},
+        )
+        return extend_schema_view(get=schema)(view)
+
+    return declare
 
 
-class TimeInStatusView(APIView):
+@reads("getTimeInStatus", "Time in status", RestaurantQuerySerializer, StatusPercentilesResults)
+class TimeInStatusView(ResultsView):
     """Seconds the not-yet-delivered orders have spent in their current status."""
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(
-        operation_id="getTimeInStatus",
-        summary="Time in status",
-        parameters=[RestaurantQuerySerializer],
-        responses={200: StatusPercentilesResults, **errors(503)},
-    )
-    def get(self, request: Request) -> Response:
-        query = query_params(RestaurantQuerySerializer, request)
-        rows = selectors.time_in_status_percentiles(
-            restaurant_id=restaurant_scope(request, query.get("restaurant"))
-        )
-        return Response(StatusPercentilesResults({"results": rows}).data)
+    def results(self, query: dict[str, Any]) -> Any:
+        return selectors.time_in_status_percentiles(restaurant_id=self.restaurant(query))
 
 
-class StuckOrdersView(APIView):
+@reads("listStuckOrders", "Stuck orders", StuckOrdersQuerySerializer, StuckOrderResults)
+class StuckOrdersView(ResultsView):
     """Orders longest in their status, past a threshold: where the kitchen or the road is stuck."""
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(
-        operation_id="listStuckOrders",
-        summary="Stuck orders",
-        parameters=[StuckOrdersQuerySerializer],
-        responses={200: StuckOrderResults, **errors(503)},
-    )
-    def get(self, request: Request) -> Response:
-        query = query_params(StuckOrdersQuerySerializer, request)
-        rows = selectors.stuck_orders(
+    def results(self, query: dict[str, Any]) -> Any:
+        return selectors.stuck_orders(
             query["older_than"] * 1000,
             status=query.get("status"),
-            restaurant_id=restaurant_scope(request, query.get("restaurant")),
+            restaurant_id=self.restaurant(query),
             limit=query["limit"],
         )
-        return Response(StuckOrderResults({"results": rows}).data)
 
 
 class DeliveriesInAreaView(APIView):
@@ -111,60 +114,42 @@ class DeliveriesInAreaView(APIView):
         return Response(DeliveryInAreaResults({"results": rows}).data)
 
 
-class RestaurantDashboardView(APIView):
+@reads(
+    "getRestaurantDashboard",
+    "Restaurant dashboard",
+    RestaurantQuerySerializer,
+    RestaurantDashboardResults,
+)
+class RestaurantDashboardView(ResultsView):
     """Per restaurant, for the last 1 h, 24 h and 7 days: orders, sales and top-3 dishes,
     with the change against the period before (percent; null when there was none)."""
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(
-        operation_id="getRestaurantDashboard",
-        summary="Restaurant dashboard",
-        parameters=[RestaurantQuerySerializer],
-        responses={200: RestaurantDashboardResults, **errors(503)},
-    )
-    def get(self, request: Request) -> Response:
-        query = query_params(RestaurantQuerySerializer, request)
-        boards = selectors.restaurant_dashboard(restaurant_scope(request, query.get("restaurant")))
-        return Response(RestaurantDashboardResults({"results": boards}).data)
+    def results(self, query: dict[str, Any]) -> Any:
+        return selectors.restaurant_dashboard(self.restaurant(query))
 
 
-class SalesSeriesView(APIView):
+@reads("getSalesSeries", "Sales over time", SalesSeriesQuerySerializer, SalesSeriesResults)
+class SalesSeriesView(ResultsView):
     """Orders and sales over 1 h (5-min buckets), 24 h (hourly) or 7 d (6-hourly), each
     bucket with the same bucket of the period before; cancelled orders excluded.
     Operators: one restaurant or all; staff: their own."""
 
     permission_classes = [IsOperatorOrRestaurantStaff]
 
-    @extend_schema(
-        operation_id="getSalesSeries",
-        summary="Sales over time",
-        parameters=[SalesSeriesQuerySerializer],
-        responses={200: SalesSeriesResults, **errors(503)},
-    )
-    def get(self, request: Request) -> Response:
-        query = query_params(SalesSeriesQuerySerializer, request)
-        rows = selectors.restaurant_sales_series(
-            restaurant_scope(request, query.get("restaurant")), query["window"]
-        )
-        return Response(SalesSeriesResults({"results": rows}).data)
+    def results(self, query: dict[str, Any]) -> Any:
+        return selectors.restaurant_sales_series(self.restaurant(query), query["window"])
 
 
-class DeadLettersView(APIView):
+@reads("listDeadLetters", "Dead letters", DeadLettersQuerySerializer, DeadLetterResults)
+class DeadLettersView(ResultsView):
     """What the stream job refused (malformed, unknown status, impossible coordinates, ...)."""
 
     permission_classes = [IsOperator]
 
-    @extend_schema(
-        operation_id="listDeadLetters",
-        summary="Dead letters",
-        parameters=[DeadLettersQuerySerializer],
-        responses={200: DeadLetterResults, **errors(503)},
-    )
-    def get(self, request: Request) -> Response:
-        query = query_params(DeadLettersQuerySerializer, request)
-        letters = recent_dead_letters(query["limit"])
-        return Response(DeadLetterResults({"results": letters}).data)
+    def results(self, query: dict[str, Any]) -> Any:
+        return recent_dead_letters(query["limit"])
 
 
 class PipelineView(APIView):

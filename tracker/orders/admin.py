@@ -1,8 +1,10 @@
-"""Operators' admin for orders. Actions go through the same domain functions as the API."""
+"""Operators' admin for orders. Actions go through the same domain functions as the API,
+acting as the signed-in user (the policy decides, as for every channel)."""
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 
-from tracker.orders import services
+from tracker.orders import policy, services
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 
 
@@ -32,9 +34,9 @@ def _apply(modeladmin, request, queryset, command, verb: str) -> None:
     done, refused = 0, []
     for order in queryset:
         try:
-            command(order.pk, actor=f"admin:{request.user.get_username()}")
+            command(order.pk, by=request.user, via="admin")
             done += 1
-        except services.OrderError as exc:
+        except (services.OrderError, PermissionDenied, policy.NotVisible) as exc:
             refused.append(str(exc))
     if done:
         modeladmin.message_user(request, f"{verb} {done} order(s).", messages.SUCCESS)

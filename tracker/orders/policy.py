@@ -2,8 +2,10 @@
 
 One user may hold several roles (a staff member who also orders food); each
 entry point asks for the role it serves. Operators are Django staff users.
-Every delivery channel (REST, WebSocket, the pages) asks these functions, so a
-new channel cannot grow its own idea of who may see an order.
+Every delivery channel (REST, WebSocket, the pages, the admin) asks these
+functions, one per question (which orders, which restaurants, which
+transitions), so a new channel cannot grow its own idea of who may see an order;
+``tests/test_access_policy.py`` fails when a channel decides access itself.
 """
 
 from __future__ import annotations
@@ -11,15 +13,44 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db.models import Q, QuerySet
 
 from contract.events import LIFECYCLE, OrderStatus
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order
+from tracker.restaurants.models import Restaurant
 
 User = AbstractBaseUser | AnonymousUser
+
+
+class NotVisible(Order.DoesNotExist):
+    """The order does not exist, or the user may not see it: the same answer (404)."""
+
+    def __init__(self, order_id: int) -> None:
+        super().__init__("No Order matches the given query.")
+        self.order_id = order_id
+
+
+class ScopeRequired(ValueError):
+    """A user with several restaurants must say which one (``field`` names the input)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class _System:
+    """The system itself (the simulator's clock, a management command): no user, every
+    transition the lifecycle allows. Passed explicitly, never a default."""
+
+    def __repr__(self) -> str:
+        return "SYSTEM"
+
+
+SYSTEM = _System()
+Actor = User | _System
 
 #: Roles in the order a list picks by default when a user holds several.
 ROLES = ("customer", "courier", "restaurant_staff", "operator")
@@ -30,22 +61,22 @@ KITCHEN_STEPS = frozenset(LIFECYCLE[1 : LIFECYCLE.index(OrderStatus.OUT_FOR_DELI
 ROAD_STEPS = frozenset({OrderStatus.ARRIVING_AT_DOOR, OrderStatus.DELIVERED})
 
 
-def customer_of(user: User) -> Customer | None:
+def _profile(user: User, name: str) -> Any:
+    """The user's ``customer`` or ``courier`` profile (None when they have none)."""
     if not user.is_authenticated:
         return None
     try:
-        return user.customer
-    except Customer.DoesNotExist:
+        return getattr(user, name)
+    except ObjectDoesNotExist:
         return None
+
+
+def customer_of(user: User) -> Customer | None:
+    return _profile(user, "customer")
 
 
 def courier_of(user: User) -> Courier | None:
-    if not user.is_authenticated:
-        return None
-    try:
-        return user.courier
-    except Courier.DoesNotExist:
-        return None
+    return _profile(user, "courier")
 
 
 def is_operator(user: User) -> bool:
@@ -68,11 +99,11 @@ def roles_of(user: User) -> list[str]:
     return [role for role in ROLES if held[role]]
 
 
-def visible_orders(user: User) -> QuerySet[Order]:
+def visible_orders(user: Actor) -> QuerySet[Order]:
     """The orders ``user`` may see: a customer their own, a courier those assigned to
     it, staff their restaurants', operators all. Anything else must look absent
     (404), exactly like an order that does not exist."""
-    if is_operator(user):
+    if user is SYSTEM or is_operator(user):
         return Order.objects.all()
     if not user.is_authenticated:
         return Order.objects.none()
@@ -81,11 +112,20 @@ def visible_orders(user: User) -> QuerySet[Order]:
     )
 
 
-def can_see(user: User, order_id: int, customer_user_id: int) -> bool:
+def carried_orders(user: User) -> QuerySet[Order]:
+    """The orders ``user`` carries as their courier (none for anyone else): the only ones
+    whose position they may report."""
+    courier = courier_of(user)
+    return Order.objects.none() if courier is None else Order.objects.filter(courier=courier)
+
+
+def can_see(user: Actor, order_id: int, customer_user_id: int | None = None) -> bool:
     """Whether ``user`` may see the order: :func:`visible_orders` for one order, with no
-    query when the caller is its customer (an order's customer is fixed when it is
-    placed) or an operator; couriers and staff are looked up, since an order's courier
-    and a restaurant's staff change."""
+    query when the caller is its customer (``customer_user_id``, when the caller knows
+    it: an order's customer is fixed when it is placed) or an operator; couriers and
+    staff are looked up, since an order's courier and a restaurant's staff change."""
+    if user is SYSTEM:
+        return True
     if not user.is_authenticated:
         return False
     if user.pk == customer_user_id or is_operator(user):
@@ -93,8 +133,43 @@ def can_see(user: User, order_id: int, customer_user_id: int) -> bool:
     return visible_orders(user).filter(pk=order_id).exists()
 
 
-def can_cancel(user: User, order: Order) -> bool:
+def visible_restaurants(user: User) -> QuerySet[Restaurant]:
+    """The restaurants whose orders, boards and figures ``user`` may follow: operators
+    every one, staff their own, anyone else none (a restaurant outside looks absent)."""
+    if is_operator(user):
+        return Restaurant.objects.all()
+    if not user.is_authenticated:
+        return Restaurant.objects.none()
+    return Restaurant.objects.filter(staff=user)
+
+
+def can_see_restaurant(user: User, restaurant_id: int) -> bool:
+    """:func:`visible_restaurants` for one restaurant (which must exist)."""
+    return visible_restaurants(user).filter(pk=restaurant_id).exists()
+
+
+def restaurant_scope(user: User, restaurant_id: int | None) -> int | None:
+    """Which restaurant an analytics read covers: operators the one asked for (None: every
+    restaurant), staff the one asked for if it is theirs, or their only one.
+
+    PermissionDenied for a restaurant that is not theirs; ScopeRequired when they run
+    several and named none."""
+    if is_operator(user):
+        return restaurant_id
+    mine = staff_restaurant_ids(user)
+    if restaurant_id is None:
+        if len(mine) != 1:
+            raise ScopeRequired("choose one of your restaurants", field="restaurant")
+        return next(iter(mine))
+    if restaurant_id not in mine:
+        raise PermissionDenied("Not your restaurant.")
+    return restaurant_id
+
+
+def can_cancel(user: Actor, order: Order) -> bool:
     """Its customer, its restaurant's staff or an operator; never its courier."""
+    if user is SYSTEM:
+        return True
     customer = customer_of(user)
     return (
         is_operator(user)
@@ -103,10 +178,10 @@ def can_cancel(user: User, order: Order) -> bool:
     )
 
 
-def can_move_to(user: User, order: Order, target: OrderStatus | str) -> bool:
+def can_move_to(user: Actor, order: Order, target: OrderStatus | str) -> bool:
     """Restaurant staff move an order up to OUT_FOR_DELIVERY, the assigned courier
     to ARRIVING_AT_DOOR and DELIVERED, operators any step."""
-    if is_operator(user):
+    if user is SYSTEM or is_operator(user):
         return True
     if target in KITCHEN_STEPS and order.restaurant_id in staff_restaurant_ids(user):
         return True

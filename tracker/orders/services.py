@@ -18,6 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from confluent_kafka import KafkaException
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from contract import events, kafka
 from contract.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
+from tracker.orders import policy
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.outbox.services import enqueue
 from tracker.restaurants.models import Product, Restaurant
@@ -256,17 +258,59 @@ def transition_order(
     return order
 
 
-def advance_order(order_id: int, **kwargs) -> Order:
-    """Move an order one step along the happy path."""
-    status = Order.objects.values_list("status", flat=True).get(pk=order_id)
-    following = events.next_status(status)
-    if following is None:
-        raise IllegalTransition(f"order {order_id} is {status}, which is final", field="status")
-    return transition_order(order_id, following, **kwargs)
+def _actor(by: policy.Actor, via: str) -> str:
+    """What the status change records as its actor: the channel (``via``: api, admin,
+    simulator) and the user acting through it ("api:alice"; the system: the channel)."""
+    if by is policy.SYSTEM:
+        return via or "system"
+    return f"{via or 'user'}:{by.get_username()}"
 
 
-def cancel_order(order_id: int, **kwargs) -> Order:
-    return transition_order(order_id, OrderStatus.CANCELLED, **kwargs)
+def _visible(by: policy.Actor, order_id: int) -> Order:
+    """The order, locked for the transaction; NotVisible when ``by`` may not see it."""
+    order = policy.visible_orders(by).select_for_update(of=("self",)).filter(pk=order_id).first()
+    if order is None:
+        raise policy.NotVisible(order_id)
+    return order
+
+
+def advance_order(
+    order_id: int,
+    *,
+    by: policy.Actor,
+    to: OrderStatus | str | None = None,
+    via: str = "",
+    courier: Courier | None = None,
+    at: datetime | None = None,
+) -> Order:
+    """Move an order to ``to`` (default: its next step along the happy path) for ``by``,
+    as :func:`tracker.orders.policy.can_move_to` allows: NotVisible for an order they
+    may not see, PermissionDenied for a step they may not make, IllegalTransition for a
+    step the lifecycle does not allow. Cancelling has its own command."""
+    with transaction.atomic():
+        order = _visible(by, order_id)
+        target = to or events.next_status(order.status)
+        if target is None:
+            raise IllegalTransition(
+                f"order {order_id} is {order.status}, which is final", field="status"
+            )
+        if not policy.can_move_to(by, order, target):
+            raise PermissionDenied(f"You may not move this order to {target}.")
+        if target == OrderStatus.CANCELLED:
+            raise OrderError("use the cancel endpoint", field="status")
+        return transition_order(order_id, target, actor=_actor(by, via), courier=courier, at=at)
+
+
+def cancel_order(
+    order_id: int, *, by: policy.Actor, via: str = "", at: datetime | None = None
+) -> Order:
+    """Cancel an order for ``by`` (its customer, its restaurant's staff or an operator:
+    :func:`tracker.orders.policy.can_cancel`), only before it is out for delivery."""
+    with transaction.atomic():
+        order = _visible(by, order_id)
+        if not policy.can_cancel(by, order):
+            raise PermissionDenied("Couriers cannot cancel orders.")
+        return transition_order(order_id, OrderStatus.CANCELLED, actor=_actor(by, via), at=at)
 
 
 def _pick_courier() -> Courier:

@@ -32,6 +32,7 @@ from tracker.couriers.models import Courier
 from tracker.customers.models import Address
 from tracker.orders import services
 from tracker.orders.models import Order
+from tracker.orders.policy import SYSTEM
 from tracker.restaurants.models import Product, Restaurant
 
 log = logging.getLogger(__name__)
@@ -238,11 +239,11 @@ class Simulation:
     def _advance(self, order_id: int) -> None:
         status = OrderStatus(Order.objects.values_list("status", flat=True).get(pk=order_id))
         if status in CANCELLABLE_STATUSES and self.rng.random() < self.config.cancel_rate / 4:
-            services.cancel_order(order_id, actor="simulator", at=self.clock.now())
+            services.cancel_order(order_id, by=SYSTEM, via="simulator", at=self.clock.now())
             self.stats["cancelled"] += 1
             self._record("cancel", order_id)
             return
-        order = services.advance_order(order_id, actor="simulator", at=self.clock.now())
+        order = services.advance_order(order_id, by=SYSTEM, via="simulator", at=self.clock.now())
         self.stats["advanced"] += 1
         new_status = OrderStatus(order.status)
         self._record("advance", order_id, new_status.value)
@@ -304,7 +305,9 @@ class Simulation:
             if not transit.arriving and left <= self.config.arrive_radius_km:
                 transit.arriving = True
                 try:
-                    transit.order = services.advance_order(order_id, actor="simulator", at=now)
+                    transit.order = services.advance_order(
+                        order_id, by=SYSTEM, via="simulator", at=now
+                    )
                 except services.OrderError as exc:  # an operator changed it meanwhile
                     log.info("simulator: order %s not advanced: %s", order_id, exc)
                     self.transits.pop(order_id)

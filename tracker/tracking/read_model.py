@@ -1,7 +1,9 @@
 """What a client is shown of an order: the one read model under REST and WebSocket.
 
-The REST API and the sockets send these JSON-ready dicts as they are, so a
-client sees the same order whichever channel it asks; a new channel (a kitchen
+The sockets send these JSON-ready dicts as they are; the REST API renders them
+through its serializers (``api/serializers/orders.py``), which describe this shape
+for the schema and must neither drop nor change a field (tests/test_api_tracking.py),
+so a client sees the same order whichever channel it asks. A new channel (a kitchen
 board, a mobile push) calls these functions instead of rebuilding the shape.
 
 Times are ISO-8601 UTC strings with milliseconds; money is a decimal string
@@ -30,6 +32,7 @@ from contract.events import (
 )
 from tracker.couriers.models import Courier
 from tracker.notices import listener
+from tracker.orders import policy
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.tracking import eta, selectors
 from tracker.tracking.lru import BoundedCache
@@ -107,7 +110,7 @@ class PlacedOrder:
     restaurant, the lines at their prices, the total and the delivery address (the
     services never change these and the admin shows them read-only). Kept per process so
     that a detail runs no ORM query for them; who may see the order is still decided on
-    every request (:func:`tracker.orders.policy.can_see`)."""
+    every read (:func:`order_detail`)."""
 
     id: int
     customer_id: int
@@ -300,8 +303,11 @@ def _entered_from_pinot(order_id: int, state: OrderState) -> dict[str, int]:
     return entered
 
 
-def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
-    """Items, restaurant and total from the system of record; status, timeline, courier,
+def order_detail(order_id: int, *, viewer: policy.Actor, tracking: bool = True) -> dict[str, Any]:
+    """The order as ``viewer`` is shown it (NotVisible, like a missing order, when they may
+    not see it: :func:`tracker.orders.policy.can_see`, asked on every read).
+
+    Items, restaurant and total from the system of record; status, timeline, courier,
     position and ETA from Pinot. Until the pipeline has seen a new order (about a
     second), its status and courier come from the database and ``tracking.source`` says so.
 
@@ -309,8 +315,8 @@ def order_detail(order_id: int, *, tracking: bool = True) -> dict[str, Any]:
     answer 503 because the read side is down.
     """
     placed = placed_order(order_id)
-    if placed is None:
-        raise Order.DoesNotExist(f"no order {order_id}")
+    if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
+        raise policy.NotVisible(order_id)
     state = selectors.order_state(order_id) if tracking else None
     now = prediction_clock()
     path: list[dict[str, Any]] = []

@@ -6,6 +6,7 @@ whose kept-alive connection the broker had dropped is sent once more (it only re
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,15 +51,18 @@ def broker_url() -> str:
 
 
 def _connection() -> Any:
-    """The shared connection, opened anew when the broker URL or timeout setting changed."""
+    """The shared connection, opened anew when the broker URL or timeout setting changed.
+
+    Every query compares the two settings as they stand in the environment (tests and
+    operators change them at run time) and parses them only when they changed."""
     global _shared
-    key = (broker_url(), env_float("PINOT_QUERY_TIMEOUT_S", 5.0))
+    key = (os.environ.get("PINOT_BROKER_URL", ""), os.environ.get("PINOT_QUERY_TIMEOUT_S", ""))
     shared = _shared
     if shared is not None and shared[0] == key:
         return shared[1]
     with _shared_lock:
         if _shared is None or _shared[0] != key:
-            url, timeout = key
+            url, timeout = broker_url(), env_float("PINOT_QUERY_TIMEOUT_S", 5.0)
             parts = urlsplit(url)
             session = httpx.Client(
                 timeout=timeout,
@@ -74,22 +78,19 @@ def _connection() -> Any:
         return _shared[1]
 
 
-def _rows(conn: Any, sql: str, params: dict[str, Any] | None) -> list[dict[str, Any]]:
-    cur = conn.cursor()
-    cur.execute(sql, params or {})
-    names = [d[0] for d in cur.description or []]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
 def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Run one Pinot query; rows as dicts keyed by result column name."""
     global _shared
     conn = _connection()
     try:
+        cur = conn.cursor()
         try:
-            return _rows(conn, sql, params)
-        except _DROPPED:
-            return _rows(conn, sql, params)  # httpx dropped that connection: a new one
+            cur.execute(sql, params or {})
+        except _DROPPED:  # httpx dropped that kept-alive connection: once more, on a new one
+            cur = conn.cursor()
+            cur.execute(sql, params or {})
+        names = [d[0] for d in cur.description or []]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     except (pinot_errors.Error, httpx.HTTPError, OSError) as exc:
         with _shared_lock:  # reconnect next time (queries in flight keep the old one)
             if _shared is not None and _shared[1] is conn:
