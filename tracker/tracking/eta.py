@@ -102,7 +102,7 @@ DEFAULT_TO_PICKUP, DEFAULT_DOOR, DEFAULT_SPEED = _defaults()
 
 
 def refresh_seconds() -> float:
-    return env_float("ETA_REFRESH_SECONDS", 60.0)
+    return env_float("ETA_REFRESH_SECONDS", 300.0)
 
 
 @dataclass(frozen=True)
