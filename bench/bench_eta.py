@@ -126,7 +126,7 @@ def publish_enriched(trails: dict) -> dict:
     from tracker.orders.models import Order
 
     orders = {}
-    producer = kafka.producer(**{"linger.ms": 20})
+    sent = kafka.Deliveries(kafka.producer(**{"linger.ms": 20}))
     query = Order.objects.select_related("restaurant", "customer__user").prefetch_related(
         "status_changes"
     )
@@ -143,8 +143,7 @@ def publish_enriched(trails: dict) -> dict:
             times=times,
         )
         orders[order.pk] = facts
-        kafka.publish(
-            producer,
+        sent.publish(
             OrderEnriched(
                 event_id=new_event_id(), event_time=epoch_ms(last.changed_at),
                 order_id=order.pk, version=len(changes), customer_id=order.customer_id,
@@ -161,8 +160,7 @@ def publish_enriched(trails: dict) -> dict:
         arriving = times.get("ARRIVING_AT_DOOR")
         for version, (at, lat, lon) in enumerate(trails.get(order.pk, []), start=1):
             left = geo.haversine_km(lat, lon, *facts["destination"])
-            kafka.publish(
-                producer,
+            sent.publish(
                 DeliveryStatus(
                     event_id=new_event_id(), event_time=at, order_id=order.pk,
                     version=version, customer_id=order.customer_id,
@@ -175,8 +173,8 @@ def publish_enriched(trails: dict) -> dict:
                 ),
             )  # fmt: skip
         if count % 200 == 0:
-            producer.poll(0)
-    assert producer.flush(120) == 0
+            sent.producer.poll(0)
+    sent.flush(120)
     return orders
 
 
