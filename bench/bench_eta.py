@@ -17,11 +17,11 @@
    virtual seconds, as a server refreshes its cache), so a prediction uses only orders
    delivered before it was made.
 
-Baseline, today's rule: after pickup, straight-line distance left at 20 km/h (what the
-stream job's ``eta_seconds`` is); before pickup today shows nothing, so the baseline adds
-a fixed kitchen time for the steps still ahead (the predictor's own documented defaults
-for a city it knows nothing about: 2, 3, 5 and 8 minutes) to the fixed-speed ride. Today
-shows no range; the table gives its share within +-5 minutes for comparison.
+Baseline, the old rule: after pickup, straight-line distance left at 20 km/h (the stream
+job's retired ``eta_seconds``, :func:`fixed_speed_seconds`); before pickup it showed
+nothing, so the baseline adds a fixed kitchen time for the steps still ahead (the
+predictor's own documented defaults for a city it knows nothing about: 2, 3, 5 and 8
+minutes) to the fixed-speed ride. It showed no range; the table gives its share within +-5 minutes for comparison.
 
 Not a test. Usage::
 
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import math
 import os
 import pickle
 import random
@@ -169,13 +170,20 @@ def publish_enriched(trails: dict) -> dict:
                     else "OUT_FOR_DELIVERY",
                     lat=lat, lon=lon, destination_lat=order.delivery_lat,
                     destination_lon=order.delivery_lon, distance_left_km=left,
-                    eta_seconds=geo.eta_seconds(left),
                 ),
             )  # fmt: skip
         if count % 200 == 0:
             sent.producer.poll(0)
     sent.flush(120)
     return orders
+
+
+def fixed_speed_seconds(km: float) -> int:
+    """The baseline ride: the stream job's ETA before the learned prediction replaced it,
+    straight-line km left at the simulator's average courier speed, rounded up."""
+    from contract import geo
+
+    return math.ceil(max(km, 0.0) / geo.COURIER_SPEED_KMH * 3600)
 
 
 def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) -> dict:
@@ -230,7 +238,7 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
                 if status in eta.DEFAULT_TO_PICKUP
                 else 0
             )
-            baseline = t + (kitchen + geo.eta_seconds(km)) * 1000
+            baseline = t + (kitchen + fixed_speed_seconds(km)) * 1000
             errors["baseline"][step].append((baseline - actual) / 1000)
             rows.append({"order_id": oid, "step": step, "at": t, "km_left": km, **facts,
                          "arrives_at": p.arrives_at, "earliest": p.earliest,
