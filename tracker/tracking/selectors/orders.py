@@ -149,14 +149,19 @@ def order_state(order_id: int) -> OrderState | None:
     return _order(rows[0]) if rows else None
 
 
+def _id_list(order_ids: Iterable[int]) -> tuple[str, int]:
+    """Order ids as an SQL list (integers, so nothing to escape), and how many."""
+    ids = sorted({int(i) for i in order_ids})
+    return ", ".join(map(str, ids)), len(ids)
+
+
 def order_states(order_ids: Iterable[int]) -> dict[int, OrderState]:
     """Several orders' current states by id, in one query (absent: Pinot has not seen it)."""
-    ids = sorted({int(i) for i in order_ids})
-    if not ids:
+    ids, count = _id_list(order_ids)
+    if not count:
         return {}
     rows = query(
-        f"SELECT {ORDER_COLUMNS} FROM orders_enriched "
-        f"WHERE order_id IN ({', '.join(map(str, ids))}) LIMIT {len(ids)}"
+        f"SELECT {ORDER_COLUMNS} FROM orders_enriched WHERE order_id IN ({ids}) LIMIT {count}"
     )
     return {state.order_id: state for state in map(_order, rows)}
 
@@ -224,12 +229,12 @@ def courier_path(order_id: int, limit: int = 1000) -> list[CourierPosition]:
 def courier_paths(order_ids: Iterable[int], limit: int = 1000) -> dict[int, list[CourierPosition]]:
     """The trails of several orders in one query: order id -> positions, oldest first
     (at most ``limit`` positions in all)."""
-    ids = sorted({int(o) for o in order_ids})
-    if not ids:
+    ids, count = _id_list(order_ids)
+    if not count:
         return {}
     rows = query(
         f"SET skipUpsert = true; SELECT {_POSITION_COLUMNS} FROM delivery_statuses "
-        f"WHERE order_id IN ({', '.join(map(str, ids))}) ORDER BY order_id, version, event_time "
+        f"WHERE order_id IN ({ids}) ORDER BY order_id, version, event_time "
         f"LIMIT {max(1, min(int(limit), 100_000))}"
     )
     seen, out = set(), defaultdict(list)
