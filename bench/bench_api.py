@@ -98,7 +98,7 @@ def seed(orders: int) -> dict:
         order = place(customer, rng.choice(restaurants))
         ids.append(order.pk)
         owners[order.pk] = (customer, order.restaurant_id)
-    producer = kafka.producer(**{"linger.ms": 20})
+    sent = kafka.Deliveries(kafka.producer(**{"linger.ms": 20}))
     now = now_ms()
     carried = []
     for order_id in ids:
@@ -118,25 +118,23 @@ def seed(orders: int) -> dict:
                     order_id, version, lat, lon, at=at, courier_id=rider.pk,
                     restaurant_id=restaurant_id,
                 )  # fmt: skip
-                kafka.publish(producer, point_event)
+                sent.publish(point_event)
             courier = (rider.pk, lat, lon, at)
             carried.append(order_id)
         status = STATUSES[reached - 1]
-        kafka.publish(
-            producer,
+        sent.publish(
             order_event(order_id, version, status, customer_id=customer.pk,
                         restaurant_id=restaurant_id, created_at=created,
                         status_time=times[status], status_times=times, courier=courier),
         )  # fmt: skip
-        kafka.publish(
-            producer,
+        sent.publish(
             item_event(
                 order_id, 1, rng.choice(["Margherita", "Pepsi", "Tiramisu"]), 2, 8.5,
                 restaurant_id=restaurant_id, at=created,
             ),
         )  # fmt: skip
-        producer.poll(0)
-    producer.flush(60)
+        sent.producer.poll(0)
+    sent.flush(60)
     Order.objects.filter(pk__in=carried).update(courier=rider)  # as the database has it
     operator = get_user_model().objects.create_user("bench-ops", is_staff=True)
     return {

@@ -83,9 +83,9 @@ class Couriers:
         from contract import kafka
         from contract.events import OrderEnriched, new_event_id
 
+        placed = kafka.Deliveries(self.producer)
         for order_id, courier_id, start, door, picked_up in self.rides:
-            kafka.publish(
-                self.producer,
+            placed.publish(
                 OrderEnriched(
                     event_id=new_event_id(), event_time=picked_up, order_id=order_id, version=1,
                     customer_id=1, customer_name="Bench", restaurant_id=1, restaurant_name="Bench",
@@ -97,13 +97,14 @@ class Couriers:
                     location_time=picked_up,
                 ),
             )  # fmt: skip
-        self.producer.flush(30)
+        placed.flush(30)
 
     def drive(self) -> None:
         """One point per courier per second until ``stop``, spread over the second."""
         from contract import kafka
         from contract.events import DeliveryLocation, new_event_id
 
+        points = kafka.Deliveries(self.producer)
         tick = 0
         while not self.stop.is_set():
             second = time.monotonic()
@@ -113,8 +114,7 @@ class Couriers:
                 lat = start[0] + (door[0] - start[0]) * share
                 lon = start[1] + (door[1] - start[1]) * share
                 now = int(time.time() * 1000)
-                kafka.publish(
-                    self.producer,
+                points.publish(
                     DeliveryLocation(
                         event_id=new_event_id(), event_time=now, order_id=order_id,
                         placed_at=picked_up - 900_000, courier_id=courier_id, lat=lat, lon=lon,
@@ -130,7 +130,7 @@ class Couriers:
             left = second + 1 - time.monotonic()
             if left > 0:
                 self.stop.wait(left)
-        self.producer.flush(10)
+        points.flush(10)
 
 
 def cpu_by_component(supervisor) -> dict[str, float]:

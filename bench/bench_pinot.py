@@ -51,7 +51,7 @@ def free_port() -> int:
 
 def produce(orders: int, rng: random.Random) -> int:
     """Publish the data set; returns the number of records."""
-    prod = kafka.producer(**{"linger.ms": 20, "batch.num.messages": 10_000})
+    sent = kafka.Deliveries(kafka.producer(**{"linger.ms": 20, "batch.num.messages": 10_000}))
     now = now_ms()
     count = 0
     for oid in range(1, orders + 1):
@@ -63,31 +63,28 @@ def produce(orders: int, rng: random.Random) -> int:
         for version, step in enumerate(steps, start=1):
             at = created + step * 60_000
             times = {STATUSES[i]: created + i * 60_000 for i in range(step + 1)}
-            kafka.publish(
-                prod,
+            sent.publish(
                 order_event(oid, version, STATUSES[step], customer_id=cust, restaurant_id=rest,
                             created_at=created, status_time=at, status_times=times,
                             total=round(rng.uniform(8, 80), 2)),
             )  # fmt: skip
             count += 1
         for line in (1, 2):
-            kafka.publish(
-                prod,
+            sent.publish(
                 item_event(oid, line, rng.choice(DISHES), rng.randrange(1, 4), 7.5,
                            restaurant_id=rest, at=created),
             )  # fmt: skip
             count += 1
         if oid % 5 == 0:
             for v in range(1, 6):
-                kafka.publish(
-                    prod,
+                sent.publish(
                     delivery_event(oid, v, 52.5 + rng.random() / 10, 13.4 + rng.random() / 10,
                                    at=at + v * 1000, restaurant_id=rest),
                 )  # fmt: skip
                 count += 1
         if oid % 10_000 == 0:
-            prod.poll(0)
-    assert prod.flush(60) == 0
+            sent.producer.poll(0)
+    sent.flush(60)
     return count
 
 

@@ -138,8 +138,8 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
 
     window_start = time.perf_counter()
     readers = [asyncio.create_task(reader(ws)) for ws in sockets]
-    producer = kafka.producer(**{"linger.ms": 0})
-    producer.list_topics(timeout=10)  # warm: the first produce would wait for metadata
+    updates = kafka.Deliveries(kafka.producer(**{"linger.ms": 0}))
+    updates.producer.list_topics(timeout=10)  # warm: the first produce would wait for metadata
     versions = dict.fromkeys(order_ids, 1)
     statuses = ["ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED", "OUT_FOR_DELIVERY"]
     rng = random.Random(1)
@@ -147,7 +147,6 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     cpu_client, cpu_server = time.process_time(), common.process_tree_cpu(server_pid)
     window_start = time.perf_counter()  # read by reader() from here on
     deadline = window_start + args.seconds
-    sent = 0
     next_at = window_start
     while next_at < deadline:
         while next_at <= min(time.perf_counter(), deadline):  # open loop: catch up on due sends
@@ -158,12 +157,12 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
                 order_id, version, statuses[version % len(statuses)], created_at=now_ms() - 1000
             )
             scheduled[(order_id, version)] = next_at
-            kafka.publish(producer, event)
-            sent += 1
+            updates.publish(event)
             next_at += interval
-        producer.poll(0)
+        updates.producer.poll(0)
         await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-    producer.flush(10)
+    updates.flush(10)
+    sent = updates.total
     drain_until = time.perf_counter() + 10
     while len(latencies) < sent and time.perf_counter() < drain_until:
         await asyncio.sleep(0.1)

@@ -1,8 +1,8 @@
 """Minimal reproduction of the embedded broker's stall, and what its fetch waits cost.
 
 Against a bare Tansu (started as :class:`embedded.broker.EmbeddedBroker` does, on a
-free port), with the project's client settings (lz4, idempotent producer, assign()-based
-consumers). Three experiments, each a sub-command (default: all):
+free port), with the project's clients (``contract.kafka``: lz4, idempotent producer,
+assign()-based consumers). Three experiments, each a sub-command (default: all):
 
 * ``stall``: a partition filled with N record batches; a reader positioned at its last
   record, with ``fetch.wait.max.ms`` W, either gets it or gets nothing at all. Then a
@@ -31,9 +31,10 @@ import time
 from pathlib import Path
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from bench.common import RESULTS, free_port, machine, percentile, print_table
+from contract import kafka
 from contract.conf import KafkaConfig
 from embedded.broker import EmbeddedBroker
 
@@ -68,50 +69,28 @@ class Bare:
         return self.broker.process.pid
 
     def topic(self, name: str, partitions: int = 1) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = kafka.admin(self.config)
         for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
             future.result()
 
     def producer(self, **overrides: object) -> Producer:
-        # contract.kafka.producer()'s settings
-        settings = {
-            "bootstrap.servers": self.bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "compression.type": "lz4",
-            "log.connection.close": False,
-        }
-        return Producer({**settings, **overrides})
+        return kafka.producer(self.config, **overrides)
 
     def consumer(self, wait_ms: int, **overrides: object) -> Consumer:
-        # contract.kafka.consumer()'s settings, fetch wait as given
-        settings = {
-            "bootstrap.servers": self.bootstrap,
-            "group.id": "repro",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": wait_ms,
-            "fetch.error.backoff.ms": 50,
-            "log.connection.close": False,
-        }
-        return Consumer({**settings, **overrides})
+        """The project's consumer, with the fetch wait as given."""
+        return kafka.consumer(
+            self.config, **{"group.id": "repro", "fetch.wait.max.ms": wait_ms, **overrides}
+        )
 
     def stop(self) -> None:
         self.broker.stop()
 
 
 def fill(prod: Producer, topic: str, count: int) -> None:
+    batch = kafka.Deliveries(prod)
     for _ in range(count):
-        while True:
-            try:
-                prod.produce(topic, value=VALUE)
-                break
-            except BufferError:
-                prod.poll(0.01)
-        prod.poll(0)
-    prod.flush(60)
+        batch.produce(topic, None, VALUE)
+    batch.flush(60)
 
 
 def first_record_ms(
@@ -221,11 +200,8 @@ def sustained(bare: Bare, rate: int, seconds: float, preload: int, debug_log: Pa
     while time.monotonic() - started < seconds:
         due = int((time.monotonic() - started) * rate)
         while produced < due:
-            try:
-                prod.produce("sustained", value=VALUE, on_delivery=on_delivery)
-                produced += 1
-            except BufferError:
-                break
+            kafka.produce(prod, "sustained", None, VALUE, on_delivery)
+            produced += 1
         prod.poll(0.002)
         if time.monotonic() >= next_sample:
             next_sample += 1
@@ -276,8 +252,9 @@ def early_return(bare: Bare, waits: list[int], samples: int) -> dict:
                 pass
             time.sleep(0.3 + random.random() * wait / 1000)
             sent = time.monotonic()
-            prod.produce("early", value=VALUE)
-            prod.flush(5)
+            one = kafka.Deliveries(prod)
+            one.produce("early", None, VALUE)
+            one.flush(5)
             acked = time.monotonic()
             got = None
             while got is None and time.monotonic() - sent < 5:
@@ -302,11 +279,11 @@ def idle_cost(bare: Bare, waits: list[int], followers: int, seconds: float) -> d
     topics = [f"idle-{i}" for i in range(3)]
     for t in topics:
         bare.topic(t, partitions=3)
-    prod = bare.producer()
+    batch = kafka.Deliveries(bare.producer())
     for t in topics:
         for p in range(3):
-            prod.produce(t, value=VALUE, partition=p)
-    prod.flush(10)
+            batch.produce(t, None, VALUE, partition=p)
+    batch.flush(10)
     out: dict[str, float] = {}
     cpu0 = cpu_seconds(bare.pid)
     time.sleep(seconds)

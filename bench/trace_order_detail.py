@@ -79,7 +79,7 @@ try:
     harness.publish(
         order_event(order.pk, 6, "OUT_FOR_DELIVERY", **common, status_time=t0 + 10 * minute,
                     status_times=times, courier=(rider.pk, 12.961, 77.63, t0 + 11 * minute),
-                    distance_left_km=1.25, eta_seconds=225),
+                    distance_left_km=1.25),
         delivery_event(order.pk, 6, 12.961, 77.63, courier_id=rider.pk,
                        restaurant_id=restaurant.pk, at=t0 + 11 * minute),
     )

@@ -167,6 +167,9 @@ class Event(Record):
     """Fields common to every event on every topic."""
 
     TOPIC: ClassVar[Topic]
+    #: Fields this topic's records once carried and no longer do: read and dropped, so
+    #: records written before the change (still on the topic) stay readable.
+    RETIRED: ClassVar[frozenset[str]] = frozenset()
 
     RULES: ClassVar[dict[str, Rule]] = {
         "event_id": Rule(uuid=True),
@@ -336,7 +339,10 @@ class OrderEnriched(_OrderFacts):
     courier_lon: float | None = None
     location_time: int | None = None
     distance_left_km: float | None = None
-    eta_seconds: int | None = None
+
+    #: The stream job's fixed-speed ETA, replaced by the learned prediction
+    #: (tracker.tracking.eta) that every page and API shows.
+    RETIRED: ClassVar[frozenset[str]] = frozenset({"eta_seconds"})
 
     RULES: ClassVar[dict[str, Rule]] = {
         "version": VERSION,
@@ -351,7 +357,6 @@ class OrderEnriched(_OrderFacts):
         "courier_lon": LONGITUDE,
         "location_time": Rule(min=1),
         "distance_left_km": DISTANCE,
-        "eta_seconds": Rule(min=0),
     }
 
 
@@ -371,7 +376,8 @@ class DeliveryStatus(Event):
     destination_lat: float
     destination_lon: float
     distance_left_km: float
-    eta_seconds: int
+
+    RETIRED: ClassVar[frozenset[str]] = frozenset({"eta_seconds"})
 
     RULES: ClassVar[dict[str, Rule]] = {
         "version": VERSION,
@@ -384,7 +390,6 @@ class DeliveryStatus(Event):
         "destination_lat": LATITUDE,
         "destination_lon": LONGITUDE,
         "distance_left_km": DISTANCE,
-        "eta_seconds": Rule(min=0),
     }
 
 
@@ -503,6 +508,8 @@ def parse_event(topic: Topic | str, value: bytes | str | None) -> Event:
         raise EventValidationError("schema_version", "is required")
     if version != SCHEMA_VERSION:
         raise EventValidationError("schema_version", f"unsupported version {shown(version)}")
+    for name in cls.RETIRED & data.keys():
+        del data[name]
     unknown = sorted(set(data) - {name for name, _, _ in field_specs(cls)})
     if unknown:
         raise EventValidationError(unknown[0], "is not a field of this event")

@@ -1,7 +1,7 @@
 """Small spherical-geometry helpers shared by the simulator and the stream job.
 
-Pure functions on (lat, lon) degrees, so the Spark job computes distance left and
-ETA exactly as the simulator moves couriers.
+Pure functions on (lat, lon) degrees, so the Spark job computes distance left exactly as
+the simulator moves couriers, and the arrival prediction measures routes the same way.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 EARTH_RADIUS_KM = 6371.0088
-#: Average courier speed in a city, used for ETAs (the book's scooters ride ~20 km/h).
+#: Average courier speed in a city: the simulator's riders, and the prediction's default
+#: before it has learned any (the book's scooters ride ~20 km/h).
 COURIER_SPEED_KMH = 20.0
 
 
@@ -19,11 +20,6 @@ def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     dp, dl = p2 - p1, math.radians(lon2 - lon1)
     a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
     return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
-
-
-def eta_seconds(distance_km: float, speed_kmh: float = COURIER_SPEED_KMH) -> int:
-    """Seconds to cover ``distance_km`` at ``speed_kmh`` (rounded up)."""
-    return int(math.ceil(max(distance_km, 0.0) / speed_kmh * 3600))
 
 
 def interpolate(

@@ -349,6 +349,8 @@ class Store:
         arrays["__replayed"] = pa.array(batch.replayed, type=pa.bool_())
         cur.register("__batch", pa.table(arrays))
         try:
+            # Target columns named: a database file from an earlier schema may hold a column
+            # the schema has since dropped (as Pinot keeps it); it gets NULL, like Pinot's default.
             col_list = ", ".join(f'"{c}"' for c in names)
             pk = ", ".join(f'"{c}"' for c in table.primary_key)
             if table.upsert:
@@ -357,7 +359,7 @@ class Store:
                     f'"{c}" = excluded."{c}"' for c in names if c not in table.primary_key
                 )
                 cur.execute(
-                    f'INSERT INTO "{table.name}" SELECT {col_list} FROM __batch '
+                    f'INSERT INTO "{table.name}" ({col_list}) SELECT {col_list} FROM __batch '
                     f'QUALIFY row_number() OVER (PARTITION BY {pk} ORDER BY "{cmp_col}" DESC, '
                     f"__seq DESC) = 1 "
                     f"ON CONFLICT ({pk}) DO UPDATE SET {updates} "
@@ -367,18 +369,20 @@ class Store:
                 join = " AND ".join(f'h."{c}" = b."{c}"' for c in (*table.primary_key, cmp_col))
                 b_cols = ", ".join(f'b."{c}"' for c in names)
                 cur.execute(
-                    f'INSERT INTO "{hist}" SELECT {b_cols} '
+                    f'INSERT INTO "{hist}" ({col_list}) SELECT {b_cols} '
                     f"FROM __batch b WHERE NOT b.__replayed OR NOT EXISTS "
                     f'(SELECT 1 FROM "{hist}" h WHERE {join}) ORDER BY b.__seq'
                 )
             elif table.dedup:
                 cur.execute(
-                    f'INSERT INTO "{table.name}" SELECT {col_list} FROM __batch '
+                    f'INSERT INTO "{table.name}" ({col_list}) SELECT {col_list} FROM __batch '
                     f"QUALIFY row_number() OVER (PARTITION BY {pk} ORDER BY __seq) = 1 "
                     f"ON CONFLICT DO NOTHING"
                 )
             else:
-                cur.execute(f'INSERT INTO "{table.name}" SELECT {col_list} FROM __batch')
+                cur.execute(
+                    f'INSERT INTO "{table.name}" ({col_list}) SELECT {col_list} FROM __batch'
+                )
         finally:
             cur.unregister("__batch")
 

@@ -294,12 +294,6 @@ def _status_columns(state: Any) -> Any:
             ),
         )
         .withColumn(
-            "eta_seconds",
-            F.expr(
-                f"CAST(ceil(greatest(distance_left_km, 0.0D) / {geo.COURIER_SPEED_KMH} * 3600) AS BIGINT)"
-            ),
-        )
-        .withColumn(
             "on_the_road",
             F.expr(f"status IN ({in_transit}) AND loc IS NOT NULL AND loc.time >= {out_at}"),
         )
@@ -326,7 +320,6 @@ def _outputs_of(state: Any, output_prefix: str) -> Any:
         "courier_lon": "loc.lon",
         "location_time": "loc.time",
         "distance_left_km": "distance_left_km",
-        "eta_seconds": "eta_seconds",
     }
     for name in (
         "customer_id", "customer_name", "restaurant_id", "restaurant_name", "restaurant_lat",
@@ -349,7 +342,6 @@ def _outputs_of(state: Any, output_prefix: str) -> Any:
         "destination_lat": "o.delivery_lat",
         "destination_lon": "o.delivery_lon",
         "distance_left_km": "distance_left_km",
-        "eta_seconds": "eta_seconds",
     }
     key = "encode(cast(order_id AS STRING), 'UTF-8')"
     enriched_out = (

@@ -217,7 +217,6 @@ def delivery_event(
         destination_lat=52.53,
         destination_lon=13.42,
         distance_left_km=1.5,
-        eta_seconds=270,
     )
 
 

@@ -52,7 +52,7 @@ def world(pinot):
         order_event(
             order.pk, 6, "OUT_FOR_DELIVERY", **common, status_time=t0 + 10 * MIN,
             status_times=times, courier=(rider.pk, 12.961, 77.63, t0 + 11 * MIN),
-            distance_left_km=1.25, eta_seconds=225,
+            distance_left_km=1.25,
         ),
         order_event(order.pk, 5, "OUT_FOR_DELIVERY", **common, status_time=t0 + 10 * MIN, status_times=times),  # late
         delivery_event(order.pk, 6, 12.961, 77.63, courier_id=rider.pk, restaurant_id=restaurant.pk, at=t0 + 11 * MIN),
@@ -266,7 +266,8 @@ def test_my_orders_filters_and_paginates(world):
         assert response.status_code == 400 and field in response.json()["error"]["fields"]
 
 
-def test_operator_analytics_read_pinot(world):
+def test_operator_analytics_read_pinot(world, monkeypatch):
+    monkeypatch.setattr(read_model, "PREDICTION_STEP_MS", 86_400_000)  # no step mid-test
     client = client_for(world["users"]["operator"])
     rows = client.get("/api/v1/operations/time-in-status/").json()["results"]
     assert [r["status"] for r in rows] == ["OUT_FOR_DELIVERY"]
@@ -286,6 +287,12 @@ def test_operator_analytics_read_pinot(world):
         "results"
     ]
     assert [(f["order_id"], f["lat"]) for f in found] == [(world["order"].pk, 12.961)]
+    # One ETA: the operators' area answer shows the arrival the order's own page and the
+    # lists show (the learned prediction), not a separate fixed-speed estimate.
+    detail = client.get(f"/api/v1/orders/{world['order'].pk}/").json()
+    listed = client.get("/api/v1/orders/?state=active").json()["results"]
+    assert detail["eta"]["arrives_at"] and "eta_seconds" not in found[0]
+    assert found[0]["eta"] == detail["eta"] == listed[0]["eta"]
     outside = {
         "type": "Polygon",
         "coordinates": [[[77.0, 12.0], [77.1, 12.0], [77.1, 12.1], [77.0, 12.0]]],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 
@@ -141,3 +142,26 @@ def test_dead_letter_keeps_the_original_bytes():
     )
     assert decoded.original_value() == b"\xff\x00junk"
     assert decoded.key() == b"7"
+
+
+def test_the_retired_eta_seconds_is_read_and_dropped_never_written():
+    """The stream job's fixed-speed ETA left the contract (the learned prediction is the one
+    ETA): records an earlier job wrote, still on the topics after an upgrade, stay readable;
+    no event writes it, and a topic that never had it still refuses it."""
+    position = _event(
+        version=3, customer_id=1, restaurant_id=2, courier_id=3, status="OUT_FOR_DELIVERY",
+        lat=12.97, lon=77.59, destination_lat=12.98, destination_lon=77.6, distance_left_km=1.5,
+    )  # fmt: skip
+    written = parse_event(Topic.DELIVERY_STATUSES, json.dumps({**position, "eta_seconds": 270}))
+    assert written == parse_event(Topic.DELIVERY_STATUSES, json.dumps(position))
+    assert "eta_seconds" not in json.loads(written.to_json())
+    for event in (events.OrderEnriched, events.DeliveryStatus):
+        assert "eta_seconds" in event.RETIRED
+        assert "eta_seconds" not in {f.name for f in dataclasses.fields(event)}
+        assert "eta_seconds" not in event.RULES
+    with pytest.raises(EventValidationError) as caught:
+        parse_event(Topic.ORDER_STATUSES, json.dumps(_status_event(eta_seconds=270)).encode())
+    assert (caught.value.field, caught.value.reason) == (
+        "eta_seconds",
+        "is not a field of this event",
+    )

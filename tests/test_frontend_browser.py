@@ -21,6 +21,7 @@ from tests.fixtures_browser import axe_violations, screenshot, sign_in
 from tests.fixtures_pinot import delivery_event, item_event, order_event_of
 from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
+from tracker.tracking import read_model
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -138,7 +139,7 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     await pinot.apublish(
         order_event_of(order, 2, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
                        status_times=times, courier=(world["courier"].pk, 12.9719, 77.6412, t_out),
-                       distance_left_km=4.2, eta_seconds=900),
+                       distance_left_km=4.2),
     )  # fmt: skip
     current = page.locator('.step[aria-current="step"]')
     await expect(current).to_contain_text("Out for delivery")
@@ -155,7 +156,7 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     await pinot.apublish(
         order_event_of(order, 3, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
                        status_times=times, courier=(world["courier"].pk, 12.9650, 77.6300, now_ms()),
-                       distance_left_km=2.6, eta_seconds=540),
+                       distance_left_km=2.6),
     )  # fmt: skip
     await expect(page.locator("#distance-left")).to_have_text("2.6 km")
     await page.wait_for_timeout(1600)  # the glide
@@ -177,7 +178,7 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
         order_event_of(order, 4, "ARRIVING_AT_DOOR", created_at=t0, status_time=now_ms(),
                        status_times={**times, "OUT_FOR_DELIVERY": t_out},
                        courier=(world["courier"].pk, 12.9755, 77.6050, now_ms()),
-                       distance_left_km=0.1, eta_seconds=30),
+                       distance_left_km=0.1),
     )  # fmt: skip
     await expect(current).to_contain_text("Arriving at your door")
     await expect(page.locator("#connection")).to_be_hidden()
@@ -280,7 +281,10 @@ async def _operations_data(pinot, world):
     return transit
 
 
-async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courier(page, pinot):
+async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courier(
+    page, pinot, monkeypatch
+):
+    monkeypatch.setattr(read_model, "PREDICTION_STEP_MS", 86_400_000)  # one clock for the test
     world = await _world()
     transit = await _operations_data(pinot, world)
     await sign_in(page, "ops", "pw-ops", "/operations/")
@@ -309,6 +313,10 @@ async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courie
     results = page.locator("#area-results")
     await expect(results).to_contain_text(f"Order #{transit.pk}")
     await expect(results).to_contain_text("1 delivery in transit")
+    arrives = rf"arrives around {TIME} \({TIME}–{TIME}\)"
+    area_eta = results.locator(".area-eta")
+    await expect(area_eta).to_have_text(re.compile(rf"left · {arrives}$"))
+    shown_to_operators = (await area_eta.text_content()).split(" · ", 1)[1]
     await screenshot(page, "operations-desktop")
 
     # An area away from the courier finds nothing.
@@ -318,6 +326,10 @@ async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courie
         await page.wait_for_timeout(350)
     await page.keyboard.press("Enter")
     await expect(results).to_contain_text("No deliveries in transit")
+
+    # One ETA: the order's own page shows the arrival the operators were shown.
+    await page.goto(f"/orders/{transit.pk}/")
+    await expect(page.locator("#eta .eta-range")).to_have_text(shown_to_operators)
     assert page.js_errors == []
 
 

@@ -449,3 +449,30 @@ def test_unaliased_transforms_are_named_after_pinots_expression_tree(local_pinot
         "floor(divide(total,'2'))",
     ]
     assert body["resultTable"]["rows"] == [[6.0, 2.0]]
+
+
+def test_a_database_file_with_a_dropped_column_still_ingests(tmp_path):
+    """An embedded install keeps its DuckDB file across upgrades, as Pinot keeps a live
+    table's columns: a column the schema has since dropped (the retired eta_seconds) gets
+    NULL, and the rows the current schema describes land in their own columns."""
+    from pinot.store import Batch, Store, history_table, to_row
+
+    tables = load_tables()
+    table = tables["delivery_statuses"]
+    path = str(tmp_path / "pinot.duckdb")
+    old = Store(tables, path)
+    for name in (table.name, history_table(table.name)):
+        old.conn.execute(f'ALTER TABLE "{name}" ADD COLUMN eta_seconds BIGINT')
+    old.close()
+    store = Store(tables, path)
+    try:
+        event = delivery_event(901, 2, 52.52, 13.40, courier_id=7)
+        record = json.loads(event.to_json())
+        store.apply([Batch(table, [to_row(table, record)], [False])], {})
+        for name in (table.name, history_table(table.name)):
+            rows = store.conn.execute(
+                f'SELECT order_id, version, lat, distance_left_km, eta_seconds FROM "{name}"'
+            ).fetchall()
+            assert rows == [(901, 2, 52.52, 1.5, None)], name
+    finally:
+        store.close()

@@ -44,6 +44,18 @@ def test_every_event_field_is_a_column_of_a_matching_type(table):
     assert wrong == {}
 
 
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_every_column_is_an_event_field_or_derived_from_one(table):
+    """No column outlives its field: one the stream no longer writes (the retired
+    eta_seconds) would hold only its default, and a query of it would read that as data."""
+    definition = TABLES[table]
+    fields = {f.name for f in dataclasses.fields(EVENT_TYPES[definition.topic])}
+    ingestion = definition.config.get("ingestionConfig", {})
+    derived = {t["columnName"] for t in ingestion.get("transformConfigs", [])}
+    assert {c.name for c in definition.columns} - fields - derived == set()
+    assert not {c.name for c in definition.columns} & EVENT_TYPES[definition.topic].RETIRED
+
+
 def test_the_order_reads_know_the_null_stand_ins_of_orders_enriched():
     defaults = {c.name: c.default for c in TABLES["orders_enriched"].columns}
     optional = [f.name for f in dataclasses.fields(OrderEnriched) if f.default is None]

@@ -303,7 +303,8 @@ class _FakeController(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's naming
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).calls.append(("POST", self.path, body))
-        conflict = self.path == "/tables" and body["tableName"] in self.existing
+        name = body["tableName"] if self.path == "/tables" else body["schemaName"]
+        conflict = name in self.existing
         self.send_response(409 if conflict else 200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -341,6 +342,8 @@ def test_pinot_init_creates_every_table_with_the_deployments_brokers_and_topics(
     schemas = {b["schemaName"]: b for m, p, b in _FakeController.calls if p.startswith("/schemas")}
     configs = {b["tableName"]: b for m, p, b in _FakeController.calls if p == "/tables"}
     assert set(schemas) == set(configs) == set(tables)
+    # Never overridden: Pinot refuses a live schema that drops a column (eta_seconds did).
+    assert {p for m, p, b in _FakeController.calls if p.startswith("/schemas")} == {"/schemas"}
     for name, table in tables.items():
         assert schemas[name] == table.schema
         stream = configs[name]["tableIndexConfig"]["streamConfigs"]
@@ -352,7 +355,11 @@ def test_pinot_init_creates_every_table_with_the_deployments_brokers_and_topics(
             {k: stream[k] for k in ("stream.kafka.broker.list", "stream.kafka.topic.name")}
         )
         assert configs[name] == original
-    assert "delivery_statuses <- prod.delivery_statuses: exists, left unchanged" in out.stdout
+    assert (
+        "delivery_statuses <- prod.delivery_statuses: exists, left unchanged "
+        "(schema: exists, left unchanged)" in out.stdout
+    )
+    assert "orders_enriched <- prod.orders_enriched: created (schema: created)" in out.stdout
 
 
 def test_replica_counts_fit_the_cluster_in_the_file():

@@ -38,7 +38,7 @@ def test_order_state_takes_the_highest_version_even_when_it_arrives_first(pinot)
         "quantity": 2,
         "unit_price": "8.50",
     }
-    assert state.courier is None and state.eta_seconds is None and state.is_active
+    assert state.courier is None and state.distance_left_km is None and state.is_active
     assert s.order_state(pinot.base + 99) is None
 
 

@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.serializers.fields import EpochMillisField, MoneyField, RoundedFloatField, results_of
-from api.serializers.orders import STATUSES
+from api.serializers.orders import STATUSES, EtaSerializer
 from contract.events import DeadLetter
 from tracker.tracking.selectors import WINDOWS, WindowStats
 
@@ -144,7 +144,11 @@ class DeliveryInAreaSerializer(serializers.Serializer):
     lon = serializers.FloatField()
     at = EpochMillisField()
     distance_left_km = serializers.FloatField()
-    eta_seconds = serializers.IntegerField()
+    eta = EtaSerializer(
+        allow_null=True,
+        help_text="The arrival the order's own page shows (null until the pipeline's record "
+        "of the order is readable, or once it is delivered).",
+    )
 
 
 class DishSerializer(serializers.Serializer):

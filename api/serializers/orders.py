@@ -224,7 +224,8 @@ class EtaBasisSerializer(serializers.Serializer):
 
 
 class EtaSerializer(serializers.Serializer):
-    """The predicted arrival and its range (5th to 95th percentile)."""
+    """The predicted arrival and its range (10th to 90th percentile): the one ETA, the
+    same for an order on every page, list, answer and socket message."""
 
     arrives_at = serializers.DateTimeField()
     earliest = serializers.DateTimeField()

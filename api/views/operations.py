@@ -30,7 +30,7 @@ from api.serializers.operations import (
 from tracker.operations.deadletters import recent_dead_letters
 from tracker.operations.pipeline import monitor
 from tracker.orders import policy
-from tracker.tracking import selectors
+from tracker.tracking import read_model, selectors
 
 
 class ResultsView(APIView):
@@ -97,7 +97,8 @@ class StuckOrdersView(ResultsView):
 
 
 class DeliveriesInAreaView(APIView):
-    """Deliveries in transit whose courier is inside a GeoJSON polygon."""
+    """Deliveries in transit whose courier is inside a GeoJSON polygon, each with the
+    arrival its order's page shows."""
 
     permission_classes = [IsOperator]
 
@@ -110,7 +111,7 @@ class DeliveriesInAreaView(APIView):
     def post(self, request: Request) -> Response:
         body = GeoJSONPolygonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        rows = selectors.deliveries_in_area(body.validated_data["points"])
+        rows = read_model.deliveries_in_area(body.validated_data["points"])
         return Response(DeliveryInAreaResults({"results": rows}).data)
 
 

@@ -386,3 +386,27 @@ def order_summary(state: OrderState) -> dict[str, Any]:
         "eta": arrival(eta.Trip.of_enriched(state), prediction_clock()),
         "version": state.version,
     }
+
+
+def deliveries_in_area(points: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """Deliveries in transit whose courier is inside the polygon of (lon, lat) ``points``,
+    newest position first, each with the arrival its order's page shows (same state, same
+    clock; null until the pipeline's order record is readable)."""
+    positions = selectors.deliveries_in_area(points)
+    states = selectors.order_states(p.order_id for p in positions)
+    now = prediction_clock()
+    return [
+        {
+            "order_id": p.order_id,
+            "courier_id": p.courier_id,
+            "status": p.status,
+            "lat": p.lat,
+            "lon": p.lon,
+            "at": p.at,
+            "distance_left_km": p.distance_left_km,
+            "eta": arrival(eta.Trip.of_enriched(state), now)
+            if (state := states.get(p.order_id)) is not None
+            else None,
+        }
+        for p in positions
+    ]

@@ -31,12 +31,12 @@ _ORDER_FIELDS = [(f.name, _ORDER_HINTS[f.name]) for f in dataclasses.fields(Orde
 ORDER_COLUMNS = ", ".join(name for name, _ in _ORDER_FIELDS)
 #: What Pinot stores for a missing optional field (the schema's ``defaultNullValue``);
 #: 0 for every optional field not named here.
-NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0, "eta_seconds": -1}
+NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0}
 
 
 @dataclass(frozen=True)
 class CourierPosition:
-    """Where an order's courier last was, with the stream job's distance left and ETA."""
+    """Where an order's courier was, with the stream job's distance left to the door."""
 
     order_id: int
     courier_id: int | None
@@ -45,7 +45,6 @@ class CourierPosition:
     at: int
     status: str | None = None
     distance_left_km: float | None = None
-    eta_seconds: int | None = None
     version: int | None = None
 
 
@@ -150,6 +149,23 @@ def order_state(order_id: int) -> OrderState | None:
     return _order(rows[0]) if rows else None
 
 
+def _id_list(order_ids: Iterable[int]) -> tuple[str, int]:
+    """Order ids as an SQL list (integers, so nothing to escape), and how many."""
+    ids = sorted({int(i) for i in order_ids})
+    return ", ".join(map(str, ids)), len(ids)
+
+
+def order_states(order_ids: Iterable[int]) -> dict[int, OrderState]:
+    """Several orders' current states by id, in one query (absent: Pinot has not seen it)."""
+    ids, count = _id_list(order_ids)
+    if not count:
+        return {}
+    rows = query(
+        f"SELECT {ORDER_COLUMNS} FROM orders_enriched WHERE order_id IN ({ids}) LIMIT {count}"
+    )
+    return {state.order_id: state for state in map(_order, rows)}
+
+
 @dataclass(frozen=True)
 class StatusPeriod:
     """One step of an order's timeline: entered at, left at (None while current)."""
@@ -189,9 +205,7 @@ def status_periods(entered: Iterable[tuple[str, int]]) -> list[StatusPeriod]:
 
 # ---------------------------------------------------------------------- couriers
 
-_POSITION_COLUMNS = (
-    "order_id, courier_id, lat, lon, event_time, status, distance_left_km, eta_seconds, version"
-)
+_POSITION_COLUMNS = "order_id, courier_id, lat, lon, event_time, status, distance_left_km, version"
 
 
 def _position(row: dict[str, Any]) -> CourierPosition:
@@ -203,7 +217,6 @@ def _position(row: dict[str, Any]) -> CourierPosition:
         at=int(row["event_time"]),
         status=row["status"],
         distance_left_km=float(row["distance_left_km"]),
-        eta_seconds=int(row["eta_seconds"]),
         version=int(row["version"]),
     )
 
@@ -216,12 +229,12 @@ def courier_path(order_id: int, limit: int = 1000) -> list[CourierPosition]:
 def courier_paths(order_ids: Iterable[int], limit: int = 1000) -> dict[int, list[CourierPosition]]:
     """The trails of several orders in one query: order id -> positions, oldest first
     (at most ``limit`` positions in all)."""
-    ids = sorted({int(o) for o in order_ids})
-    if not ids:
+    ids, count = _id_list(order_ids)
+    if not count:
         return {}
     rows = query(
         f"SET skipUpsert = true; SELECT {_POSITION_COLUMNS} FROM delivery_statuses "
-        f"WHERE order_id IN ({', '.join(map(str, ids))}) ORDER BY order_id, version, event_time "
+        f"WHERE order_id IN ({ids}) ORDER BY order_id, version, event_time "
         f"LIMIT {max(1, min(int(limit), 100_000))}"
     )
     seen, out = set(), defaultdict(list)

@@ -15,7 +15,7 @@ import { orderUrl } from "../config.js";
 import { announce, emptyState, errorState, h, loadingState, replace } from "../dom.js";
 import { changeChip, statusBadge } from "../components.js";
 import { groupedBarChart } from "../chart.js";
-import { distance, duration, etaText, money } from "../format.js";
+import { arrival, distance, duration, money } from "../format.js";
 import { IN_TRANSIT } from "../status.js";
 import { L, createMap, pinIcon, staticMarker } from "../map.js";
 import { PolygonDrawer } from "../polygon-draw.js";
@@ -313,7 +313,7 @@ async function searchArea(geojson) {
             h("a", { href: orderUrl(r.order_id) }, `Order #${r.order_id}`),
             " ",
             statusBadge(r.status),
-            h("span", { class: "muted" }, ` ${distance(r.distance_left_km)} left · ${r.eta_seconds !== null ? etaText(r.eta_seconds) : "–"}`),
+            h("span", { class: "muted area-eta" }, ` ${distance(r.distance_left_km)} left · ${arrival(r.eta)}`),
           ),
         ),
       ),
