@@ -116,6 +116,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._scanned: dict[tuple[str, int], int] = {}
         self._scanned_ids: dict[str, str] = {}
         self._behind_logged_at = 0.0
+        self._driver_threads()
+
+    def _driver_threads(self) -> None:
         #: The scan's clients are used by one thread at a time (the tracker or Spark's).
         self._scan_lock = threading.Lock()
         #: endOffsets=background: the tracker thread and the newest ends it found.
@@ -124,6 +127,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._tracked_ends: Offsets | None = None
         self._tracker_error: BaseException | None = None
         self._stopping = threading.Event()
+
+    _DRIVER_ONLY = (
+        "_scan_lock", "_tracker", "_tracked", "_tracked_ends", "_tracker_error", "_stopping",
+    )  # fmt: skip
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Executors get the reader pickled (its ``read``): without the driver's threads."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._DRIVER_ONLY}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._driver_threads()
 
     # -- driver side ---------------------------------------------------------------
 
