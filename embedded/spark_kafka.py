@@ -33,7 +33,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -98,7 +98,9 @@ class KafkaRanges(InputPartition):
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over a fixed list of topics, assign()-based."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
+        # ``options`` is Spark's case-insensitive map: its keys are stored lower-cased, so
+        # it is read through its own ``get``, never copied into a plain dict.
         self.bootstrap = options["kafka.bootstrap.servers"]
         self.topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
         self.starting = options.get("startingOffsets", "earliest")
@@ -428,7 +430,7 @@ class KafkaDataSource(DataSource):
         return KAFKA_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(dict(self.options))
+        return KafkaStreamReader(self.options)
 
 
 class SinkError(RuntimeError):

@@ -34,6 +34,14 @@ log = logging.getLogger("streaming")
 READY_LINE = "streaming: ready"
 
 
+#: Optimizer rules that find nothing to do in the job's plan, at a cost on every batch.
+EXCLUDED_RULES = (
+    "org.apache.spark.sql.catalyst.optimizer.PruneFilters",
+    "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases",
+    "org.apache.spark.sql.execution.datasources.SchemaPruning",
+)
+
+
 def _default_checkpoint_dir() -> str:
     # Not "streaming": the driver-state job that wrote there had another plan and state.
     return str(var_dir() / "checkpoints" / "stream-join")
@@ -202,6 +210,15 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         # than evaluating a micro-batch's rows interpreted (docs/performance.md, "The
         # stream job").
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        # Spark optimises and plans every micro-batch again (it keeps no plan across
+        # batches), and over the contract's expressions a few of its rules cost much
+        # and change nothing in this plan: exchange and subquery reuse (one shuffle, no
+        # subquery), constraint propagation (filters inferred from the projections),
+        # PruneFilters, RemoveRedundantAliases, SchemaPruning (file sources).
+        .config("spark.sql.exchange.reuse", "false")
+        .config("spark.sql.execution.reuseSubquery", "false")
+        .config("spark.sql.constraintPropagation.enabled", "false")
+        .config("spark.sql.optimizer.excludedRules", ",".join(EXCLUDED_RULES))
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
