@@ -459,6 +459,11 @@ def main() -> int:
                 )
                 try:
                     result = run_level(args, level, bench_dir, base, code, label, overrides)
+                except (TimeoutError, OSError) as exc:
+                    # One run that fails (a job that never became ready) leaves the others'
+                    # results, and says so; its logs are kept beside them.
+                    result = {"code": label, "env": overrides, "multiple": level}
+                    result["failed"] = f"{type(exc).__name__}: {exc}"
                 finally:
                     broker.stop()
                     for job_log in bench_dir.glob("bench*.log"):
@@ -490,7 +495,10 @@ def main() -> int:
     print(f"\ntrigger={args.trigger_ms}ms, {args.seconds:.0f} s per level (times in ms)")
     print(" | ".join(f"{h:>12}" for h, _ in cols))
     for r in results:
-        print(" | ".join(f"{str(r[k]):>12}" for _, k in cols))
+        print(" | ".join(f"{str(r.get(k)):>12}" for _, k in cols))
+        if "failed" in r:
+            print(f"{'':>12}   failed: {r['failed']}")
+            continue
         print(f"{'':>12}   e2e p99 per 10 s: {r['e2e_ms_p99_per_10s']}")
         print(f"{'':>12}   batch phases p50: {r['batch_phase_ms_p50']}")
     settings = {
