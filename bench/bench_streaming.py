@@ -14,10 +14,16 @@ growing lag shows. Micro-batch durations come from the job's own progress lines.
 
 ``--baseline COMMIT`` runs that commit's job too (checked out into a temporary
 git worktree), level by level under the same load, so old and new are compared
-side by side in one run on one machine. Prints a table and writes JSON to
-bench/results/.
+side by side in one run on one machine. ``--variant "LABEL:K=V K=V"`` (repeatable)
+also runs the new code with those environment variables set (``{run}`` in a value
+becomes the run's own name, e.g. for a checkpoint directory), so each of the job's
+switchable levers (``STREAMING_*`` settings, ``SPARK_MASTER``) is measured alone in
+the same run. Latency counts events not yet processed when the run ends: an order
+whose last record never arrived adds a sample of (end of the drain - its last event's
+time), a lower bound. Prints a table and writes JSON to bench/results/.
 
     .venv/bin/python bench/bench_streaming.py [--levels 10,100] [--baseline 2fc5158]
+        [--variant "scan-ends:STREAMING_END_OFFSETS=scan SPARK_MASTER=local[2,4]"]
 """
 
 from __future__ import annotations
@@ -227,10 +233,27 @@ class Latencies:
         return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
 
 
+def longest_growth_s(windows: list[float | None], step_s: int = 10) -> int:
+    """The longest run of windows whose p99 latency grew from one window to the next, in
+    seconds (a lag that keeps growing shows as a long run)."""
+    longest = run = 0
+    for before, after in zip(windows, windows[1:], strict=False):
+        run = run + step_s if before is not None and after is not None and after > before else 0
+        longest = max(longest, run)
+    return longest
+
+
 def run_level(
-    args, multiple: int, bench_dir: Path, order_base: int, code: Path, label: str
+    args,
+    multiple: int,
+    bench_dir: Path,
+    order_base: int,
+    code: Path,
+    label: str,
+    overrides: dict[str, str] | None = None,
 ) -> dict:
-    """One load level against a fresh job of the code in ``code`` (fresh topics, checkpoint)."""
+    """One load level against a fresh job of the code in ``code`` (fresh topics, checkpoint),
+    with ``overrides`` set in its environment."""
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     os.environ["KAFKA_TOPIC_PREFIX"] = prefix
     ensure_topics(config=KafkaConfig())
@@ -242,7 +265,9 @@ def run_level(
         "STREAMING_SHUFFLE_PARTITIONS": str(args.shuffle_partitions),
         "STREAMING_SOURCE_PARTITIONS": str(args.source_partitions),
         "STREAMING_SPARK_CONF": args.spark_conf,
+        **{k: v.replace("{run}", prefix.rstrip(".")) for k, v in (overrides or {}).items()},
     }
+    load_avg = [os.getloadavg()[0]]
     log_path = bench_dir / f"{prefix}log"
     with open(log_path, "w") as log_file:
         job = subprocess.Popen(
@@ -286,13 +311,27 @@ def run_level(
         t0 = now_ms() + int(args.warmup * 1000)
         load.run(order_base + 1)
         t1 = now_ms()
-        time.sleep(3)  # let the tail drain
-        lat = latencies.since(t0, t1)
+        load_avg.append(os.getloadavg()[0])
         # Correctness: every order went through placed + 5 statuses + GPS points + 1 status,
         # so its last version must count all of them (none lost, none counted twice). A
         # micro-batch may fold several changes of one order into one record, so versions
         # in between may be skipped.
         per_order = 1 + (len(LIFECYCLE) - 1) + args.transit
+        measured = [o for o, t in load.placed_at.items() if t0 <= load.last_time[o] < t1]
+        # Let the tail drain: until every measured order's last record is out, at most 30 s.
+        drain_until = time.monotonic() + 30
+        while time.monotonic() < drain_until and any(
+            max(latencies.versions.get(o, {0})) != per_order for o in measured
+        ):
+            time.sleep(0.2)
+        drained = now_ms()
+        lat = latencies.since(t0, t1)
+        # Events not processed by now count too, as (now - their order's last event time).
+        unprocessed = [
+            drained - load.last_time[o]
+            for o in measured
+            if max(latencies.versions.get(o, {0})) != per_order
+        ]
         orders = {k: v for k, v in latencies.versions.items() if k > order_base}
         complete = sum(1 for v in orders.values() if max(v) == per_order)
         missing = {k: max(v) for k, v in orders.items() if max(v) != per_order}
@@ -316,7 +355,7 @@ def run_level(
                     phases.setdefault(key, []).append(int(value))
     steady = [d for b, rows, d in batches if b >= 3]
     rows = [r for b, r, _ in batches if b >= 3]
-    all_lat = lat["orders_enriched"] + lat["delivery_statuses"]
+    all_lat = lat["orders_enriched"] + lat["delivery_statuses"] + unprocessed
     windows = []
     samples = [
         (t, v)
@@ -329,8 +368,12 @@ def run_level(
         windows.append(pct(window, 99))
     return {
         "code": label,
+        "env": overrides or {},
         "multiple": multiple,
+        "load_avg_1m_start_end": load_avg,
         "e2e_ms_p99_per_10s": windows,
+        "lag_growth_longest_s": longest_growth_s(windows),
+        "unprocessed_at_end": len(unprocessed),
         "orders_per_min": BOOK_PEAK_PER_MIN * multiple,
         "events_sent": load.sent,
         "events_per_s": round(load.sent / args.seconds, 1),
@@ -370,6 +413,13 @@ def main() -> int:
     )
     parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
     parser.add_argument("--baseline", default=None, help="also run this commit's job, per level")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help='also run the new code as "LABEL:K=V K=V" (environment overrides); repeatable',
+    )
+    parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
     parser.add_argument("--trigger-ms", type=int, default=100)
     parser.add_argument("--shuffle-partitions", type=int, default=2)
     parser.add_argument("--source-partitions", type=int, default=2)
@@ -385,15 +435,19 @@ def main() -> int:
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=BASE_DIR, capture_output=True, text=True
     ).stdout.strip()
-    codes = [(f"new {head}", BASE_DIR)]
+    codes: list[tuple[str, Path, dict[str, str]]] = [(f"new {head}", BASE_DIR, {})]
+    for variant in args.variant:
+        name, _, pairs = variant.partition(":")
+        env = dict(pair.split("=", 1) for pair in pairs.split())
+        codes.append((f"{name} {head}", BASE_DIR, env))
     if args.baseline:
         old = baseline_tree(args.baseline)
-        codes.insert(0, (f"old {args.baseline}", old))
+        codes.insert(0, (f"old {args.baseline}", old, {}))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
     try:
         for i, level in enumerate(int(x) for x in args.levels.split(",")):
-            for j, (label, code) in enumerate(codes):
+            for j, (label, code, overrides) in enumerate(codes):
                 base = (i * len(codes) + j + 1) * 10_000_000
                 # A broker of its own per run, so a run never inherits the records (and the
                 # memory) the in-memory broker kept for the runs before it.
@@ -404,7 +458,12 @@ def main() -> int:
                     create_topics=False
                 )
                 try:
-                    result = run_level(args, level, bench_dir, base, code, label)
+                    result = run_level(args, level, bench_dir, base, code, label, overrides)
+                except (TimeoutError, OSError) as exc:
+                    # One run that fails (a job that never became ready) leaves the others'
+                    # results, and says so; its logs are kept beside them.
+                    result = {"code": label, "env": overrides, "multiple": level}
+                    result["failed"] = f"{type(exc).__name__}: {exc}"
                 finally:
                     broker.stop()
                     for job_log in bench_dir.glob("bench*.log"):
@@ -427,6 +486,8 @@ def main() -> int:
         ("batch p90", "batch_ms_p90"),
         ("e2e p50", "e2e_ms_p50"),
         ("e2e p99", "e2e_ms_p99"),
+        ("lag grew s", "lag_growth_longest_s"),
+        ("unprocessed", "unprocessed_at_end"),
         ("complete", "orders_with_all_versions"),
         ("orders", "orders_seen"),
         ("RSS MiB", "rss_mib_at_end"),
@@ -434,12 +495,17 @@ def main() -> int:
     print(f"\ntrigger={args.trigger_ms}ms, {args.seconds:.0f} s per level (times in ms)")
     print(" | ".join(f"{h:>12}" for h, _ in cols))
     for r in results:
-        print(" | ".join(f"{str(r[k]):>12}" for _, k in cols))
+        print(" | ".join(f"{str(r.get(k)):>12}" for _, k in cols))
+        if "failed" in r:
+            print(f"{'':>12}   failed: {r['failed']}")
+            continue
         print(f"{'':>12}   e2e p99 per 10 s: {r['e2e_ms_p99_per_10s']}")
         print(f"{'':>12}   batch phases p50: {r['batch_phase_ms_p50']}")
     settings = {
         "machine_cpus": os.cpu_count(),
         "baseline": args.baseline,
+        "variants": args.variant,
+        "note": args.note,
         "trigger_ms": args.trigger_ms,
         "shuffle_partitions": args.shuffle_partitions,
         "source_partitions": args.source_partitions,

@@ -15,7 +15,9 @@ The spark-sql-kafka jar cannot be downloaded on the build machines, so this
   the broker acknowledged all.
 * Tansu's listed high watermark is the base offset of the *last batch* + 1, so the
   end of each partition is read forward, from where the last scan ended, to the
-  exact watermark of the fetch response. Fetch waits leave the broker time to find
+  exact watermark of the fetch response. With ``endOffsets=background`` (the
+  default) a driver thread scans continuously and a micro-batch plans from its
+  newest ends without waiting; ``scan`` scans before every batch. Fetch waits leave the broker time to find
   the data (docs/broker.md): it answers nothing, without an error, when listing a
   partition's batches takes longer than the fetch's max wait.
 * The embedded broker is in memory: after it restarts, topics are empty and
@@ -29,8 +31,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -95,13 +98,16 @@ class KafkaRanges(InputPartition):
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over a fixed list of topics, assign()-based."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str]) -> None:
+        # ``options`` is Spark's case-insensitive map: its keys are stored lower-cased, so
+        # it is read through its own ``get``, never copied into a plain dict.
         self.bootstrap = options["kafka.bootstrap.servers"]
         self.topics = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
         self.starting = options.get("startingOffsets", "earliest")
         self.timeout = float(options.get("timeoutSeconds", "10"))
         self.num_partitions = max(1, int(options.get("numPartitions", "2")))
         self.max_offsets = int(options.get("maxOffsetsPerTrigger", "0"))
+        self.end_offsets = options.get("endOffsets", "background")
         self._consumer = UntilRollover(self.bootstrap, new_consumer)
         self._admin = UntilRollover(self.bootstrap, new_admin)
         self._target: Offsets | None = None
@@ -112,6 +118,29 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._scanned: dict[tuple[str, int], int] = {}
         self._scanned_ids: dict[str, str] = {}
         self._behind_logged_at = 0.0
+        self._driver_threads()
+
+    def _driver_threads(self) -> None:
+        #: The scan's clients are used by one thread at a time (the tracker or Spark's).
+        self._scan_lock = threading.Lock()
+        #: endOffsets=background: the tracker thread and the newest ends it found.
+        self._tracker: threading.Thread | None = None
+        self._tracked = threading.Condition()
+        self._tracked_ends: Offsets | None = None
+        self._tracker_error: BaseException | None = None
+        self._stopping = threading.Event()
+
+    _DRIVER_ONLY = (
+        "_scan_lock", "_tracker", "_tracked", "_tracked_ends", "_tracker_error", "_stopping",
+    )  # fmt: skip
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Executors get the reader pickled (its ``read``): without the driver's threads."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._DRIVER_ONLY}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._driver_threads()
 
     # -- driver side ---------------------------------------------------------------
 
@@ -232,20 +261,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         if self.starting == "latest":
-            return self._true_ends()
+            return self._ends_when_reachable()
         if self.starting != "earliest":
             return json.loads(self.starting)
         from contract.kafka import partitions_of
 
-        offsets: Offsets = {
-            topic: {str(p): 0 for p in partitions_of(self._cons(), topic, self.timeout)}
-            for topic in self.topics
-        }
-        offsets[TOPIC_IDS] = self._topic_ids()
+        with self._scan_lock:
+            offsets: Offsets = {
+                topic: {str(p): 0 for p in partitions_of(self._cons(), topic, self.timeout)}
+                for topic in self.topics
+            }
+            offsets[TOPIC_IDS] = self._topic_ids()
         return offsets
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._true_ends()
+        self._target = self._ends_when_reachable()
 
     def _ends_when_reachable(self) -> Offsets:
         """:meth:`_true_ends`, waiting out a broker that is briefly unreachable (the
@@ -255,7 +285,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deadline = time.monotonic() + 6 * self.timeout
         while True:
             try:
-                return self._true_ends()
+                with self._scan_lock:
+                    return self._true_ends()
             except KafkaException as exc:
                 if time.monotonic() > deadline:
                     raise
@@ -263,8 +294,43 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._partitions = None
                 time.sleep(1)
 
+    def _track_ends(self) -> None:
+        """The tracker thread: scan again as soon as a scan ends (a scan with nothing new
+        is one fetch that waits for data), publishing each scan's ends."""
+        while not self._stopping.is_set():
+            try:
+                ends = self._ends_when_reachable()
+            except BaseException as exc:  # noqa: BLE001 - reported by the next latestOffset
+                with self._tracked:
+                    self._tracker_error = exc
+                    self._tracked.notify_all()
+                return
+            with self._tracked:
+                self._tracked_ends = ends
+                self._tracked.notify_all()
+
+    def _tracked_latest(self) -> Offsets:
+        """The newest ends the tracker thread found (started on first use; the first call
+        waits for its first scan). Each scan's ends are at or past the previous one's."""
+        if self._tracker is None:
+            self._tracker = threading.Thread(
+                target=self._track_ends, name="kafka-source-end-offsets", daemon=True
+            )
+            self._tracker.start()
+        with self._tracked:
+            while self._tracked_ends is None and self._tracker_error is None:
+                self._tracked.wait(1)
+            if self._tracker_error is not None:
+                raise self._tracker_error
+            return self._tracked_ends
+
     def latestOffset(self, start: dict, limit: Any) -> dict:
-        ends = self._target if self._target is not None else self._ends_when_reachable()
+        if self._target is not None:
+            ends = self._target
+        elif self.end_offsets == "background":
+            ends = self._tracked_latest()
+        else:
+            ends = self._ends_when_reachable()
         for topic, parts in ends.items():
             if topic == TOPIC_IDS:
                 continue
@@ -345,8 +411,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._reporter.report(topic, ids[topic], {int(p): o for p, o in parts.items()})
 
     def stop(self) -> None:
-        self._consumer.close()
-        self._admin.close()
+        self._stopping.set()
+        if self._tracker is not None:
+            self._tracker.join(2 * END_SCAN_SECONDS + self.timeout)
+        with self._scan_lock:
+            self._consumer.close()
+            self._admin.close()
 
 
 class KafkaDataSource(DataSource):
@@ -360,7 +430,7 @@ class KafkaDataSource(DataSource):
         return KAFKA_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(dict(self.options))
+        return KafkaStreamReader(self.options)
 
 
 class SinkError(RuntimeError):

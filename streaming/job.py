@@ -32,7 +32,14 @@ from . import enrich, metrics
 log = logging.getLogger("streaming")
 
 READY_LINE = "streaming: ready"
-PROGRESS_POLL_SECONDS = 1.0
+
+
+#: Optimizer rules that find nothing to do in the job's plan, at a cost on every batch.
+EXCLUDED_RULES = (
+    "org.apache.spark.sql.catalyst.optimizer.PruneFilters",
+    "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases",
+    "org.apache.spark.sql.execution.datasources.SchemaPruning",
+)
 
 
 def _default_checkpoint_dir() -> str:
@@ -100,6 +107,17 @@ class Settings:
     fail_on_data_loss: bool = field(
         default_factory=lambda: env_bool("STREAMING_FAIL_ON_DATA_LOSS", True)
     )
+    #: Real-time mode (native connector): the long-running batch's duration, e.g.
+    #: ``5 minutes``; empty runs micro-batches every ``trigger_ms`` (docs/operations.md).
+    real_time: str = field(default_factory=lambda: env_str("STREAMING_REAL_TIME", ""))
+    #: python connector: ``background`` keeps the topics' end offsets up to date on a
+    #: driver thread, so a micro-batch plans without waiting for a scan; ``scan`` scans
+    #: the ends before every batch.
+    end_offsets: str = field(default_factory=lambda: env_str("STREAMING_END_OFFSETS", "background"))
+    #: How the driver reads each batch's progress: ``latest`` asks for the last batch's
+    #: four times a second (the batches before it only when one was missed); ``recent``
+    #: asks for the last 100 batches' once a second.
+    progress: str = field(default_factory=lambda: env_str("STREAMING_PROGRESS", "latest"))
     spark_master: str = field(default_factory=lambda: env_str("SPARK_MASTER", "local[2]"))
     #: Extra Spark settings, ``key=value`` pairs separated by ``;`` (tuning without a release).
     spark_conf: str = field(default_factory=lambda: env_str("STREAMING_SPARK_CONF", ""))
@@ -110,6 +128,18 @@ class Settings:
             raise ValueError(
                 f"STREAMING_KAFKA_CONNECTOR must be python or native: {self.connector}"
             )
+        if self.real_time and self.connector != "native":
+            raise ValueError(
+                "STREAMING_REAL_TIME needs STREAMING_KAFKA_CONNECTOR=native: real-time mode "
+                "reads only from sources that support it (Spark's kafka format), not from "
+                "a Python data source"
+            )
+        if self.end_offsets not in ("background", "scan"):
+            raise ValueError(
+                f"STREAMING_END_OFFSETS must be background or scan: {self.end_offsets}"
+            )
+        if self.progress not in ("latest", "recent"):
+            raise ValueError(f"STREAMING_PROGRESS must be latest or recent: {self.progress}")
 
     @property
     def source_topics(self) -> list[str]:
@@ -180,6 +210,15 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         # than evaluating a micro-batch's rows interpreted (docs/performance.md, "The
         # stream job").
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        # Spark optimises and plans every micro-batch again (it keeps no plan across
+        # batches), and over the contract's expressions a few of its rules cost much
+        # and change nothing in this plan: exchange and subquery reuse (one shuffle, no
+        # subquery), constraint propagation (filters inferred from the projections),
+        # PruneFilters, RemoveRedundantAliases, SchemaPruning (file sources).
+        .config("spark.sql.exchange.reuse", "false")
+        .config("spark.sql.execution.reuseSubquery", "false")
+        .config("spark.sql.constraintPropagation.enabled", "false")
+        .config("spark.sql.optimizer.excludedRules", ",".join(EXCLUDED_RULES))
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
@@ -193,6 +232,11 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )
+    if settings.real_time:
+        # Real-time mode re-runs a failed long-running batch; version 2 gives each batch's
+        # state its own checkpoint ids, so a re-run never reuses a failed batch's files
+        # (Spark refuses version 1 for real-time mode). Fixed in the checkpoint.
+        builder = builder.config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
     for pair in filter(None, (p.strip() for p in settings.spark_conf.split(";"))):
         key, sep, value = pair.partition("=")
         if not sep:
@@ -223,7 +267,9 @@ def source_frame(spark: Any, settings: Settings) -> Any:
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
     if settings.connector == "python":
-        reader = reader.option("numPartitions", str(settings.source_partitions))
+        reader = reader.option("numPartitions", str(settings.source_partitions)).option(
+            "endOffsets", settings.end_offsets
+        )
     else:
         reader = (
             reader.option("kafka.fetch.max.wait.ms", "5")
@@ -260,16 +306,42 @@ def start_query(spark: Any, settings: Settings) -> Any:
         output_prefix=settings.output_prefix,
         retention=settings.retention,
     )
+    if settings.real_time:
+        check_task_slots(spark, settings)
     writer = (
         sink(stream, settings)
         .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "spark"))
         .queryName("ordertrack_enrich")
     )
+    return with_trigger(writer, settings).start()
+
+
+def with_trigger(writer: Any, settings: Settings) -> Any:
+    """The query's trigger: catch up and stop, real-time mode, or micro-batches."""
     if settings.available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{settings.trigger_ms} milliseconds")
-    return writer.start()
+        return writer.trigger(availableNow=True)
+    if settings.real_time:
+        return writer.trigger(realTime=settings.real_time)
+    return writer.trigger(processingTime=f"{settings.trigger_ms} milliseconds")
+
+
+def check_task_slots(spark: Any, settings: Settings) -> None:
+    """Refuse real-time mode without a task slot for every source partition plus every
+    shuffle partition: its tasks run for the whole long-running batch, all at once, and
+    a stage left waiting for a slot holds the others' output."""
+    from contract.kafka import admin
+
+    config = replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers)
+    topics = admin(config).list_topics(timeout=10).topics
+    source = sum(len(topics[t].partitions) for t in settings.source_topics if t in topics)
+    needed = source + settings.shuffle_partitions
+    slots = spark.sparkContext.defaultParallelism
+    if slots < needed:
+        raise RuntimeError(
+            f"streaming: real-time mode needs {needed} task slots ({source} topic partitions "
+            f"+ {settings.shuffle_partitions} shuffle partitions); the cluster has {slots}. "
+            "Give the job more executor cores or unset STREAMING_REAL_TIME."
+        )
 
 
 def progress_line(progress: dict[str, Any]) -> str:
@@ -333,14 +405,21 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
                 ready = True
                 print(READY_LINE, flush=True)
 
+    # Each look is a few calls into the JVM and one progress serialised to JSON; the
+    # last 100 batches' (recentProgress) are read only when a batch was missed, since
+    # reading them costs a hundred of each.
+    recent = settings.progress == "recent"
+    poll_seconds = 1.0 if recent else 0.25
     try:
         while not stop.is_set() and query.isActive:
             last = query.lastProgress
             if last is not None and last["batchId"] > last_batch:
-                drain(query.recentProgress)
-            # Each look is a call into the JVM; recentProgress keeps the last 100 batches,
-            # so looking once a second loses no progress line.
-            stop.wait(PROGRESS_POLL_SECONDS)
+                missed = last_batch >= 0 and last["batchId"] > last_batch + 1
+                if recent or missed:
+                    drain(query.recentProgress)
+                else:
+                    drain([last])
+            stop.wait(poll_seconds)
         drain(query.recentProgress)
         if query.exception() is not None:
             log.error("streaming: query failed: %s", query.exception())

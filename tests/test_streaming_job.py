@@ -239,6 +239,26 @@ def test_source_reads_at_most_max_offsets_per_trigger_in_proportion_to_backlog()
     assert reader._capped({"a": {"0": 990, "1": 100, "2": 5}}, ends) == ends  # under the cap
 
 
+def test_source_honours_the_job_options_spark_passes_with_lower_cased_keys():
+    # Spark hands a Python data source its options in a case-insensitive map, whose
+    # keys it stores lower-cased: copied into a dict, "maxOffsetsPerTrigger" was lost.
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    options = CaseInsensitiveDict(
+        {
+            "kafka.bootstrap.servers": "unused",
+            "subscribe": "a,b",
+            "startingOffsets": "latest",
+            "maxOffsetsPerTrigger": "100",
+            "numPartitions": "1",
+            "endOffsets": "scan",
+        }
+    )
+    reader = connector.KafkaDataSource(options).streamReader(connector.KAFKA_SCHEMA)
+    assert (reader.starting, reader.max_offsets, reader.num_partitions) == ("latest", 100, 1)
+    assert reader.end_offsets == "scan" and reader.topics == ["a", "b"]
+
+
 def test_source_detects_a_reset_topic_by_its_id_even_once_refilled_past_the_old_offset():
     reader = KafkaStreamReader({"kafka.bootstrap.servers": "unused", "subscribe": "t"})
     start = {"t": {"0": 5}, "_topic_ids": {"t": "old-id"}}
