@@ -153,10 +153,9 @@ class GroupOffsets:
     Not through the admin API: in librdkafka 2.16 a coordinator-targeted admin request
     (AlterConsumerGroupOffsets, ListConsumerGroupOffsets) whose connection drops aborts
     the whole process ("rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt >
-    0' failed", librdkafka PR #5397, unreleased). Every rollover drops every connection,
-    and the 2-hour run lost web workers, the Pinot stand-in and the stream source that
-    way. A consumer reaches the group's coordinator through its own group machinery.
-    """
+    0' failed", librdkafka PR #5397, unreleased), and every rollover drops every
+    connection. A consumer reaches the group's coordinator through its own group
+    machinery (docs/broker.md has the evidence)."""
 
     def __init__(self, config: KafkaConfig | None = None, **overrides: object) -> None:
         self.config = config or kafka_config()
