@@ -71,3 +71,18 @@ def test_simulated_orders_follow_the_lifecycle_and_emit_every_event(kafka_topics
         assert event.order_id in in_transit
         assert record.key == str(event.order_id).encode()
         assert json.loads(record.value)["schema_version"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_simulator_without_an_action_log_keeps_no_state_per_order(kafka_topics):
+    """`manage.py simulate` runs for hours: what it keeps must not grow with every order."""
+    seed_small_world()
+    config = SimConfig(orders_per_minute=20, pace=20, log_limit=0)
+    sim = Simulation(random.Random(3), config, VirtualClock(START))
+    stats = sim.run(duration=4 * 60)
+    assert stats["placed"] > 50 and stats["points"] > 0
+    assert len(sim.log) == 0
+    assert sim._order_number == {}
+    # Only orders still riding are tracked; finished rides are let go.
+    riding = Order.objects.filter(status__in=["OUT_FOR_DELIVERY", "ARRIVING_AT_DOOR"]).count()
+    assert len(sim.transits) <= riding

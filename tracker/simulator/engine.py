@@ -106,7 +106,8 @@ class SimConfig:
     arrive_radius_km: float = 0.15
     max_lines: int = 4
     #: Most recent actions kept in :attr:`Simulation.log` (None: all, for replays and tests;
-    #: a simulator running for days keeps a window, or its memory grows with every action).
+    #: 0: none, for a simulator running for days, whose memory would otherwise grow with
+    #: every action until the window is full).
     log_limit: int | None = None
 
 
@@ -181,6 +182,8 @@ class Simulation:
         return wait
 
     def _record(self, kind: str, order_id: int | None = None, *detail: object) -> None:
+        if self.log.maxlen == 0:
+            return
         number = self._order_number.get(order_id) if order_id is not None else None
         self.log.append(
             (round((self.clock.now() - self._t0).total_seconds(), 3), kind, number, *detail)
@@ -225,7 +228,8 @@ class Simulation:
             at=self.clock.now(),
         )
         self.stats["placed"] += 1
-        self._order_number[order.pk] = self.stats["placed"]
+        if self.log.maxlen != 0:
+            self._order_number[order.pk] = self.stats["placed"]
         self._record(
             "place",
             order.pk,

@@ -64,7 +64,8 @@ class Command(BaseCommand):
             clock = VirtualClock(timezone.now() - timedelta(seconds=duration))
         else:
             clock = RealClock()
-        config = SimConfig(orders_per_minute=rate, pace=pace, log_limit=10_000)
+        # Nothing reads the action log of a running simulator (replays and tests do).
+        config = SimConfig(orders_per_minute=rate, pace=pace, log_limit=0)
         sim = Simulation(rng, config, clock)
         resumed = sim.resume_open_orders()
         stop = threading.Event()
