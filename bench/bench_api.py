@@ -650,7 +650,7 @@ def closed_loop(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--orders", type=int, default=5000)
     parser.add_argument("--clients", type=int, default=50, help="closed loop: concurrent clients")
     parser.add_argument("--seconds", type=float, default=10.0)

@@ -18,7 +18,6 @@ Not a test: prints a table, writes bench/results/fleet-*.json.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
 import random
@@ -244,10 +243,10 @@ def run(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--couriers", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30, help="seconds per phase")
-    parser.add_argument("--multiple", type=float, default=1, help="simulator background load")
+    common.add_multiple(parser)
     parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--screenshot", default="", help="save the fleet map here (PNG)")
     parser.add_argument("--order-screenshot", default="", help="save an order page here (PNG)")

@@ -677,7 +677,7 @@ def in_child(arguments: list[str], root: Path = ROOT) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--multiples", default="1,10,100")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")

@@ -16,7 +16,6 @@ sample. Not a test: prints a table and writes bench/results/soak-*.json.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -222,10 +221,8 @@ def wait_for_operator(timeout: float = 300):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--multiple", type=float, default=100, help="x the book's peak of 50 orders/min"
-    )
+    parser = common.arguments(__doc__)
+    common.add_multiple(parser, default=100)
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--sockets", type=int, default=200)

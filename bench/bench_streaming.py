@@ -28,7 +28,6 @@ time), a lower bound. Prints a table and writes JSON to bench/results/.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import os
@@ -404,9 +403,7 @@ def run_level(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    parser = common.arguments(__doc__)
     parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
     parser.add_argument("--baseline", default=None, help="also run this commit's job, per level")
     parser.add_argument(
