@@ -18,7 +18,9 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -154,11 +156,16 @@ def rollovers_so_far(workdir: Path) -> int:
     return log.read_text(errors="replace").count("rollover done") if log.exists() else 0
 
 
+#: Set by SIGTERM/SIGINT: probing stops and the run is written as it stands (with its
+#: memory series and logs), so a run stopped early still leaves its evidence.
+STOP = threading.Event()
+
+
 async def run_probes(web: str, people: dict, minutes: float, every: float, sampler, workdir):
     rows = []
     t0 = time.monotonic()
     n = 0
-    while time.monotonic() - t0 < minutes * 60:
+    while time.monotonic() - t0 < minutes * 60 and not STOP.is_set():
         started = time.monotonic()
         row = await probe(web, people, n)
         row["t_min"] = round((started - t0) / 60, 1)
@@ -174,7 +181,9 @@ async def run_probes(web: str, people: dict, minutes: float, every: float, sampl
             flush=True,
         )
         n += 1
-        await asyncio.sleep(max(0.0, every - (time.monotonic() - started)))
+        pause = time.monotonic() + max(0.0, every - (time.monotonic() - started))
+        while time.monotonic() < pause and not STOP.is_set():
+            await asyncio.sleep(0.5)
     return rows
 
 
@@ -191,6 +200,8 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     os.environ["KAFKA_EMBEDDED_MAX_MB"] = str(args.max_mb)
 
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: STOP.set())
     supervisor, web, workdir = common.start_full_system(args.multiple)
     try:
         operator = wait_for_operator()
@@ -215,6 +226,7 @@ def main() -> None:
         "machine": common.machine(),
         "params": vars(args),
         "note": args.note,
+        "stopped_early": STOP.is_set(),
         "probes": probes,
         "probes_passed": sum(p["ok"] for p in probes),
         "probes_total": len(probes),
