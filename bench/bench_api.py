@@ -57,17 +57,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import (  # noqa: E402
-    embedded_stack,
-    machine,
-    percentile,
-    print_table,
-    process_tree_cpu,
-    process_tree_rss,
-    rss_mb,
-    start_full_system,
-    write_result,
-)
+from bench import common  # noqa: E402
 from contract.events import LIFECYCLE, OrderStatus  # noqa: E402
 
 STATUSES = [s.value for s in LIFECYCLE]
@@ -175,8 +165,8 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
         "requests": len(latencies),
         "errors": errors,
         "rps": len(latencies) / elapsed,
-        "p50_ms": percentile(latencies, 50) * 1000,
-        "p99_ms": percentile(latencies, 99) * 1000,
+        "p50_ms": common.percentile(latencies, 50) * 1000,
+        "p99_ms": common.percentile(latencies, 99) * 1000,
     }
 
 
@@ -328,9 +318,9 @@ async def open_loop(
         "answered": len(latencies),
         "errors": errors,
         "seconds": elapsed,
-        "p50_ms": percentile(latencies, 50) * 1000,
-        "p90_ms": percentile(latencies, 90) * 1000,
-        "p99_ms": percentile(latencies, 99) * 1000,
+        "p50_ms": common.percentile(latencies, 50) * 1000,
+        "p90_ms": common.percentile(latencies, 90) * 1000,
+        "p99_ms": common.percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
         "connections": opened,
         "generator_cpu_s": generator_cpu,
@@ -352,9 +342,9 @@ def run_open_loop(url: str, requests: list[tuple[str, str]], rate: float) -> dic
 
 def measured(pids: dict[str, int], url: str, requests: list, rate: float, idle_cpu: dict) -> dict:
     """One open-loop run with each process's CPU per answered request (less idle CPU)."""
-    before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
+    before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
     result = run_open_loop(url, requests, rate)
-    used = {name: process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
+    used = {name: common.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
     answered = max(1, result["answered"])
     result["cpu_s"] = used
     result["cpu_ms_per_request"] = {
@@ -367,9 +357,11 @@ def measured(pids: dict[str, int], url: str, requests: list, rate: float, idle_c
 
 def idle_cpu_rates(pids: dict[str, int], seconds: float) -> dict[str, float]:
     """CPU seconds per second each process uses with no requests (ingestion, push)."""
-    before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
+    before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
     time.sleep(seconds)
-    return {name: (process_tree_cpu(pid) - before[name]) / seconds for name, pid in pids.items()}
+    return {
+        name: (common.process_tree_cpu(pid) - before[name]) / seconds for name, pid in pids.items()
+    }
 
 
 def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[tuple[str, str]]:
@@ -396,7 +388,7 @@ def with_etags(url: str, requests: list[tuple[str, str]]) -> list[tuple[str, str
 
 def open_loop_conditional(args: argparse.Namespace) -> dict:
     """Plain and conditional polls of the detail and the list, alternating rounds."""
-    with embedded_stack(web_workers=args.workers) as stack:
+    with common.embedded_stack(web_workers=args.workers) as stack:
         data = seed(args.orders)
         stack.wait_caught_up()
         warm_up(stack.web_url, data["details"])
@@ -443,7 +435,7 @@ def print_conditional(args: argparse.Namespace, result: dict) -> None:
         )
         for label, r in result["results"].items()
     ]
-    print_table(
+    common.print_table(
         f"Open loop at {args.rate:g}/s, plain vs conditional polls, {result['load']}, "
         f"{args.workers} web worker(s)",
         rows,
@@ -476,7 +468,7 @@ def baseline_checkout(rev: str):
 
 def open_loop_seeded(args: argparse.Namespace) -> dict:
     with contextlib.ExitStack() as exits:
-        stack = exits.enter_context(embedded_stack(web_workers=args.workers))
+        stack = exits.enter_context(common.embedded_stack(web_workers=args.workers))
         data = seed(args.orders)
         servers = {"new": stack}
         if args.baseline:
@@ -500,7 +492,7 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
                     measured(pids[label], servers[label].web_url, requests, args.rate, idle[label])
                 )
         rss = {
-            label: {"web": process_tree_rss(s.web_pid), "pinot": rss_mb(s.pinot_pid)}
+            label: {"web": common.process_tree_rss(s.web_pid), "pinot": common.rss_mb(s.pinot_pid)}
             for label, s in servers.items()
         }
     return {
@@ -511,7 +503,7 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
 
 
 def open_loop_system(args: argparse.Namespace) -> dict:
-    supervisor, web_url, workdir = start_full_system(args.multiple)
+    supervisor, web_url, workdir = common.start_full_system(args.multiple)
     try:
         pids = {
             c.component.name: c.process.pid
@@ -524,7 +516,7 @@ def open_loop_system(args: argparse.Namespace) -> dict:
         requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
         result = measured(pids, web_url, requests, args.rate, idle)
         result["idle_cpu_s_per_s"] = idle
-        rss = {name: process_tree_rss(pid) for name, pid in pids.items()}
+        rss = {name: common.process_tree_rss(pid) for name, pid in pids.items()}
     finally:
         supervisor.stop()
     return {
@@ -596,7 +588,7 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
                 f"{r['generator_cpu_share'] * 100:.0f}%",
             )
         )
-    print_table(
+    common.print_table(
         f"Open loop: order detail as its customer at {args.rate:g}/s, {result['load']}, "
         f"{args.workers if not args.multiple else 'WEB_WORKERS'} web worker(s)",
         rows,
@@ -606,7 +598,7 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
 
 
 def closed_loop(args: argparse.Namespace) -> None:
-    with embedded_stack(web_workers=args.workers) as stack:
+    with common.embedded_stack(web_workers=args.workers) as stack:
         data = seed(args.orders)
         stack.wait_caught_up()
         rng = random.Random(3)
@@ -625,9 +617,9 @@ def closed_loop(args: argparse.Namespace) -> None:
             asyncio.run(hammer(stack.web_url, name, fn, args.clients, args.seconds))
             for name, fn in cases.items()
         ]
-        server_rss = process_tree_rss(stack.web_pid)
-        pinot_rss = rss_mb(stack.pinot_pid)
-    print_table(
+        server_rss = common.process_tree_rss(stack.web_pid)
+        pinot_rss = common.rss_mb(stack.pinot_pid)
+    common.print_table(
         f"API latency, {args.clients} concurrent clients, {args.orders} orders, {args.workers} worker(s)",
         [
             (
@@ -644,10 +636,10 @@ def closed_loop(args: argparse.Namespace) -> None:
     print(
         f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot stand-in {pinot_rss:.0f} MiB"
     )
-    path = write_result(
+    path = common.write_result(
         "api",
         {
-            "machine": machine(),
+            "machine": common.machine(),
             "params": vars(args),
             "results": results,
             "server_rss_mb": server_rss,
@@ -658,7 +650,7 @@ def closed_loop(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--orders", type=int, default=5000)
     parser.add_argument("--clients", type=int, default=50, help="closed loop: concurrent clients")
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -694,14 +686,14 @@ def main() -> None:
             parser.error("--conditional runs alone on the seeded stack")
         result = open_loop_conditional(args)
         print_conditional(args, result)
-        path = write_result(f"api-conditional-{args.rate:g}rps", {"machine": machine(),
+        path = common.write_result(f"api-conditional-{args.rate:g}rps", {"machine": common.machine(),
                             "params": vars(args), **result})  # fmt: skip
         print("  written to", path)
         return
     result = open_loop_system(args) if args.multiple else open_loop_seeded(args)
     print_open_loop(args, result)
     name = f"api-open-{args.rate:g}rps" + (f"-{args.multiple:g}x" if args.multiple else "")
-    path = write_result(name, {"machine": machine(), "params": vars(args), **result})
+    path = common.write_result(name, {"machine": common.machine(), "params": vars(args), **result})
     print("  written to", path)
 
 

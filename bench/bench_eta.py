@@ -53,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import free_port, machine, percentile, print_table, write_result  # noqa: E402
+from bench.common import arguments, free_port, machine, percentile, print_table, write_result  # noqa: E402
 
 ZONE = "Asia/Kolkata"  # the demo city's
 STEPS = ("PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",
@@ -275,7 +275,7 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--hours", type=float, default=24, help="evaluated hours from midnight")
     parser.add_argument("--history-hours", type=float, default=24, help="simulated before them")

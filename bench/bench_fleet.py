@@ -18,7 +18,6 @@ Not a test: prints a table, writes bench/results/fleet-*.json.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
 import random
@@ -30,14 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import (  # noqa: E402
-    machine,
-    percentile,
-    print_table,
-    process_tree_cpu,
-    start_full_system,
-    write_result,
-)
+from bench import common  # noqa: E402
 
 CENTRE = (12.9716, 77.5946)
 #: Synthetic order ids, far above the simulator's.
@@ -135,7 +127,9 @@ class Couriers:
 
 def cpu_by_component(supervisor) -> dict[str, float]:
     return {
-        c.component.name: process_tree_cpu(c.process.pid) for c in supervisor.children if c.process
+        c.component.name: common.process_tree_cpu(c.process.pid)
+        for c in supervisor.children
+        if c.process
     }
 
 
@@ -174,9 +168,9 @@ def frames(sample: dict) -> dict:
     return {
         "frames": len(intervals),
         "fps": len(intervals) / (sum(intervals) / 1000) if intervals else 0,
-        "p50_ms": percentile(intervals, 50),
-        "p95_ms": percentile(intervals, 95),
-        "p99_ms": percentile(intervals, 99),
+        "p50_ms": common.percentile(intervals, 50),
+        "p95_ms": common.percentile(intervals, 95),
+        "p99_ms": common.percentile(intervals, 99),
         "max_ms": max(intervals, default=0),
         "over_50ms": sum(1 for i in intervals if i > 50),
         "long_tasks": len(sample["long"]),
@@ -185,7 +179,7 @@ def frames(sample: dict) -> dict:
 
 
 def run(args) -> dict:
-    supervisor, base, _ = start_full_system(args.multiple)
+    supervisor, base, _ = common.start_full_system(args.multiple)
     couriers = Couriers(args.couriers)
     result: dict = {"couriers": args.couriers, "seconds": args.seconds}
     try:
@@ -249,10 +243,10 @@ def run(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--couriers", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30, help="seconds per phase")
-    parser.add_argument("--multiple", type=float, default=1, help="simulator background load")
+    common.add_multiple(parser)
     parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--screenshot", default="", help="save the fleet map here (PNG)")
     parser.add_argument("--order-screenshot", default="", help="save an order page here (PNG)")
@@ -263,7 +257,7 @@ def main() -> None:
          f"{result['unwatched_cores'].get(name, 0):.2f}")
         for name in result["moving_cores"]
     ]  # fmt: skip
-    print_table(
+    common.print_table(
         f"CPU (cores) with {args.couriers} couriers moving ({result['points_per_second']:.0f} points/s)",
         rows, header=("process", "idle", "moving, page open", "moving, no operator"),
     )  # fmt: skip
@@ -272,14 +266,14 @@ def main() -> None:
          f"{f['p99_ms']:.1f}", f"{f['max_ms']:.0f}", str(f["long_tasks"]), f"{f['long_task_ms']:.0f}")
         for name, f in result["frames"].items()
     ]  # fmt: skip
-    print_table(
+    common.print_table(
         f"Operations page frames (Chromium headless; drawn: {result['drawn']} couriers)",
         rows, header=("phase", "frames", "fps", "p50 ms", "p95 ms", "p99 ms", "max ms", "long tasks", "long ms"),
     )  # fmt: skip
     print("  ", result["summary"])
-    result["machine"] = machine()
+    result["machine"] = common.machine()
     result["params"] = vars(args)
-    print("  written to", write_result("fleet", result))
+    print("  written to", common.write_result("fleet", result))
 
 
 if __name__ == "__main__":

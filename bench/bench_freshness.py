@@ -40,30 +40,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import (  # noqa: E402
-    BOOK_PEAK_PER_MIN,
-    baseline_tree,
-    free_port,
-    machine,
-    percentile,
-    print_table,
-    process_tree_cpu,
-    process_tree_rss,
-    start_full_system,
-    wait_port,
-    write_result,
-)
+from bench import common  # noqa: E402
 
 
 def start_system(multiple: float):
-    supervisor, web_url, _ = start_full_system(multiple)
-    naive_port = free_port()
+    supervisor, web_url, _ = common.start_full_system(multiple)
+    naive_port = common.free_port()
     naive = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "bench.naive_baseline:application", "--port", str(naive_port),
          "--log-level", "warning", "--no-access-log"],
         cwd=ROOT,
     )  # fmt: skip
-    wait_port(naive_port)
+    common.wait_port(naive_port)
     return supervisor, naive, web_url, f"http://127.0.0.1:{naive_port}"
 
 
@@ -261,9 +249,9 @@ async def probe(
 def summary(values: list[float]) -> dict:
     return {
         "n": len(values),
-        "p50_ms": percentile(values, 50) * 1000,
-        "p95_ms": percentile(values, 95) * 1000,
-        "p99_ms": percentile(values, 99) * 1000,
+        "p50_ms": common.percentile(values, 50) * 1000,
+        "p95_ms": common.percentile(values, 95) * 1000,
+        "p99_ms": common.percentile(values, 99) * 1000,
         "max_ms": max(values, default=0) * 1000,
     }
 
@@ -277,7 +265,7 @@ def one_level(
         keys = tokens()
         measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points, rest_every))
         rss = {
-            c.component.name: process_tree_rss(c.process.pid)
+            c.component.name: common.process_tree_rss(c.process.pid)
             for c in supervisor.children
             if c.process
         }
@@ -286,7 +274,7 @@ def one_level(
         supervisor.stop()
     return {
         "multiple": multiple,
-        "orders_per_min": BOOK_PEAK_PER_MIN * multiple,
+        "orders_per_min": common.BOOK_PEAK_PER_MIN * multiple,
         "rest": summary(measured["rest"]),
         "websocket": summary(measured["push"]),
         "naive_polling": summary(measured["naive"]),
@@ -506,7 +494,7 @@ async def watch_phase(
     rng = random.Random(7)
     offsets = await asyncio.to_thread(topic_offsets)
     wall_minus_perf = time.time() - time.perf_counter()
-    cpu_before = {name: process_tree_cpu(pid) for name, pid in pids.items()}
+    cpu_before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
     client_before, start = time.process_time(), time.perf_counter()
     polls_before = dict(polls)
     next_at = start
@@ -521,7 +509,7 @@ async def watch_phase(
         status, committed = await loop.run_in_executor(executor, advance, order_id)
         changed.append((order_id, status, committed))
     elapsed = time.perf_counter() - start
-    cpu = {name: process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu = {name: common.process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
     client_cpu = time.process_time() - client_before
     polls_in_window = {k: v - polls_before[k] for k, v in polls.items()}
     await asyncio.sleep(args.grace)  # the last changes reach the watchers
@@ -569,7 +557,7 @@ async def watch_phase(
         "seconds": elapsed,
         "changes": len(changed),
         "freshness": summary(latencies),
-        "stages_p50_ms": {k: percentile(v, 50) * 1000 for k, v in stages.items()},
+        "stages_p50_ms": {k: common.percentile(v, 50) * 1000 for k, v in stages.items()},
         "missed": missed,
         "polls_per_second": polls_in_window["done"] / elapsed,
         "failed_polls": polls_in_window["failed"],
@@ -650,7 +638,7 @@ def print_watchers(level: dict) -> None:
                 f"{phase['load_generator_cpu_seconds'] / phase['seconds']:.2f}",
             )
         )
-    print_table(
+    common.print_table(
         f"{level['watchers']} watchers, {level['multiple']:g}x background load",
         rows,
         header=(
@@ -689,7 +677,7 @@ def in_child(arguments: list[str], root: Path = ROOT) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--multiples", default="1,10,100")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")
@@ -742,7 +730,7 @@ def main() -> None:
         print_watchers(watchers[-1])
     codes = [("new", ROOT)]
     if args.baseline:
-        codes.insert(0, (f"old {args.baseline}", baseline_tree(args.baseline)))
+        codes.insert(0, (f"old {args.baseline}", common.baseline_tree(args.baseline)))
     for multiple, (code, root) in (
         (float(m), code) for m in args.multiples.split(",") if m for code in codes
     ):
@@ -783,8 +771,8 @@ def main() -> None:
                 ("baseline: poll REST (Pinot) every 1 s", level["rest_polling"]),
             )
         ]
-        print_table(
-            f"Freshness at {multiple:g}x the book's peak ({BOOK_PEAK_PER_MIN * multiple:g} orders/min), {code}",
+        common.print_table(
+            f"Freshness at {multiple:g}x the book's peak ({common.BOOK_PEAK_PER_MIN * multiple:g} orders/min), {code}",
             rows, header=("path", "n", "p50 ms", "p95 ms", "p99 ms", "max ms"),
         )  # fmt: skip
         push = level["websocket"]
@@ -802,9 +790,14 @@ def main() -> None:
         )
     print(
         "  written to",
-        write_result(
+        common.write_result(
             "freshness",
-            {"machine": machine(), "params": vars(args), "levels": levels, "watchers": watchers},
+            {
+                "machine": common.machine(),
+                "params": vars(args),
+                "levels": levels,
+                "watchers": watchers,
+            },
         ),
     )
 

@@ -12,7 +12,6 @@ bench/results/gate-*.json.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import machine, percentile, print_table, write_result  # noqa: E402
+from bench.common import arguments, machine, percentile, print_table, write_result  # noqa: E402
 
 
 def round_trips(bootstrap: str, topic: str, records: int) -> list[float]:
@@ -65,7 +64,7 @@ def catch_up(bootstrap: str, topic: str) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--records", type=int, default=3000, help="per path and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--note", default="", help="how it was run")

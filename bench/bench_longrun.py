@@ -13,7 +13,6 @@ result. Not a test: prints the probe table and writes bench/results/longrun-*.js
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -28,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import common  # noqa: E402
 from bench.bench_soak import MemorySampler, drain_and_count, wait_for_operator  # noqa: E402
-from bench.common import RESULTS, machine, print_table, start_full_system  # noqa: E402
 
 PROBE_TIMEOUT = 60.0
 
@@ -189,11 +188,11 @@ async def run_probes(web: str, people: dict, minutes: float, every: float, sampl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--minutes", type=float, default=120)
     parser.add_argument("--max-mb", type=int, default=256, help="KAFKA_EMBEDDED_MAX_MB")
     parser.add_argument("--probe-every", type=float, default=120.0, help="seconds")
-    parser.add_argument("--multiple", type=float, default=1, help="x the default load")
+    common.add_multiple(parser)
     parser.add_argument(
         "--note", default="run on a machine shared with other work", help="how it was run"
     )
@@ -203,7 +202,7 @@ def main() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: STOP.set())
-    supervisor, web, workdir = start_full_system(args.multiple)
+    supervisor, web, workdir = common.start_full_system(args.multiple)
     try:
         operator = wait_for_operator()
         people = probe_people(operator)
@@ -220,11 +219,11 @@ def main() -> None:
         supervisor.stop()
     restarts = {c.component.name: c.restarts for c in supervisor.children}
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    logs = RESULTS / f"longrun-{stamp}-logs"
+    logs = common.RESULTS / f"longrun-{stamp}-logs"
     shutil.copytree(workdir / "logs", logs, dirs_exist_ok=True)
     series = sampler.samples
     result = {
-        "machine": machine(),
+        "machine": common.machine(),
         "params": vars(args),
         "note": args.note,
         "stopped_early": STOP.is_set(),
@@ -239,9 +238,9 @@ def main() -> None:
         "restarts": restarts,
         "logs": str(logs.relative_to(ROOT)),
     }
-    path = RESULTS / f"longrun-{stamp}.json"
+    path = common.RESULTS / f"longrun-{stamp}.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True))
-    print_table(
+    common.print_table(
         f"Long run: default load x{args.multiple:g}, KAFKA_EMBEDDED_MAX_MB={args.max_mb}, "
         f"{args.minutes:g} min; {result['probes_passed']}/{len(probes)} probes passed, "
         f"{result['rollovers']} rollovers",
@@ -255,12 +254,12 @@ def main() -> None:
                 "rollovers"),
     )  # fmt: skip
     names = [c.component.name for c in supervisor.children]
-    print_table(
+    common.print_table(
         "Memory (RSS MiB, with children) every 30 s",
         [(f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names)) for row in series],
         header=("t", *names),
     )
-    print_table(
+    common.print_table(
         "System of record vs Pinot after draining",
         [(k, str(events_in[k]), str(rows[k])) for k in events_in],
         header=("what", "system of record", "Pinot"),

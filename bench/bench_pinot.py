@@ -15,7 +15,6 @@ Prints a table and writes JSON to bench/results/pinot-<timestamp>.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -29,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import arguments  # noqa: E402
 from contract import kafka  # noqa: E402
 from contract.conf import KafkaConfig  # noqa: E402
 from contract.events import now_ms  # noqa: E402
@@ -104,7 +104,7 @@ def timed(fn, iterations: int) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--orders", type=int, default=100_000)
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--db", default=None, help="DuckDB file (default: a temp file)")

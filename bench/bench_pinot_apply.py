@@ -18,7 +18,6 @@ Prints a table and writes JSON to bench/results/pinot-apply-<timestamp>.json.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import random
@@ -32,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import RESULTS, machine, print_table  # noqa: E402
+from bench.common import RESULTS, arguments, machine, print_table  # noqa: E402
 from pinot import store as new_store  # noqa: E402
 from pinot.definitions import load_tables  # noqa: E402
 
@@ -132,7 +131,7 @@ def measure(module, history: int, applies: int, rows: int, seed: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--baseline", required=True, help="git revision of the old store")
     parser.add_argument("--history", type=int, nargs="+", default=[0, 250_000, 1_000_000])
     parser.add_argument("--applies", type=int, default=300)

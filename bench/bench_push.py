@@ -17,7 +17,6 @@ Benchmarks are not tests: this prints a table and writes bench/results/push-*.js
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -32,7 +31,7 @@ from bench import common  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.arguments(__doc__)
     parser.add_argument("--sockets", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0, help="updates per second")
     parser.add_argument("--seconds", type=float, default=20.0)

@@ -13,7 +13,6 @@ Not a test: prints a table and writes bench/results/rest-cost-*.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import baseline_tree, machine, print_table, write_result  # noqa: E402
+from bench.common import arguments, baseline_tree, machine, print_table, write_result  # noqa: E402
 
 #: Runs inside the checkout being measured (its own bench.common and components).
 CHILD = """
@@ -83,7 +82,7 @@ def measure(checkout: Path, simulator: bool, warmup: float, seconds: float, log:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--baseline", default="main", help="commit of the old code")
     parser.add_argument("--warmup", type=float, default=60)
     parser.add_argument("--seconds", type=float, default=60)

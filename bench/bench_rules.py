@@ -16,7 +16,6 @@ invalid messages of every source topic), runs each as a streaming query for
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import statistics
@@ -29,7 +28,7 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.common import RESULTS, machine, percentile  # noqa: E402
+from bench.common import RESULTS, arguments, machine, percentile  # noqa: E402
 
 
 def _load_enrich(commit: str):
@@ -128,7 +127,7 @@ def _run(spark, enrich, batches: int, rows_per_batch: int, share: float, workdir
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--baseline", default="main")
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)

@@ -16,7 +16,6 @@ sample. Not a test: prints a table and writes bench/results/soak-*.json.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -29,15 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import (  # noqa: E402
-    machine,
-    percentile,
-    print_table,
-    process_tree_cpu,
-    process_tree_rss,
-    start_full_system,
-    write_result,
-)
+from bench import common  # noqa: E402
 
 
 def recent_order_ids() -> list[int]:
@@ -153,11 +144,11 @@ class MemorySampler(threading.Thread):
         row: dict = {"t_s": round(time.monotonic() - self.t0)}
         # The current process of each component: a restarted one has a new pid.
         row["rss_mb"] = {
-            c.component.name: round(process_tree_rss(c.process.pid)) if c.process else 0
+            c.component.name: round(common.process_tree_rss(c.process.pid)) if c.process else 0
             for c in self.children
         }
         row["cpu_s"] = {
-            c.component.name: round(process_tree_cpu(c.process.pid), 1) if c.process else 0
+            c.component.name: round(common.process_tree_cpu(c.process.pid), 1) if c.process else 0
             for c in self.children
         }
         try:
@@ -230,10 +221,8 @@ def wait_for_operator(timeout: float = 300):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--multiple", type=float, default=100, help="x the book's peak of 50 orders/min"
-    )
+    parser = common.arguments(__doc__)
+    common.add_multiple(parser, default=100)
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--sockets", type=int, default=200)
@@ -254,7 +243,7 @@ def main() -> None:
         stop_simulator = lambda: run.app.stop_component("simulator")  # noqa: E731
         stop_all = run.stop
     else:
-        supervisor, web_url, workdir = start_full_system(args.multiple)
+        supervisor, web_url, workdir = common.start_full_system(args.multiple)
         children = supervisor.children
         headers, origin = {}, None
         stop_simulator = lambda: supervisor.stop_component("simulator")  # noqa: E731
@@ -281,7 +270,7 @@ def main() -> None:
     series = sampler.samples
     span = max(1, series[-1]["t_s"] - series[0]["t_s"])
     result = {
-        "machine": machine(),
+        "machine": common.machine(),
         "params": vars(args),
         "env": {
             k: os.environ[k]
@@ -295,8 +284,8 @@ def main() -> None:
         "rest": {
             "requests": soak["rest_requests"],
             "errors": soak["rest_errors"],
-            "p50_ms": percentile(soak["rest_latency"], 50) * 1000,
-            "p99_ms": percentile(soak["rest_latency"], 99) * 1000,
+            "p50_ms": common.percentile(soak["rest_latency"], 50) * 1000,
+            "p99_ms": common.percentile(soak["rest_latency"], 99) * 1000,
         },  # fmt: skip
         "websocket": {"messages": soak["ws_messages"], "errors": soak["ws_errors"]},
         "error_examples": soak["error_examples"],
@@ -315,7 +304,7 @@ def main() -> None:
         "workdir": str(workdir),
     }
     system = "production-like run" if args.production else "embedded system"
-    print_table(
+    common.print_table(
         f"Soak ({system}): {args.multiple:g}x the book's peak for {args.minutes:g} min, "
         f"{args.readers} REST readers, {args.sockets} sockets",
         [
@@ -324,7 +313,7 @@ def main() -> None:
         ],
         header=("what", "in the system of record", "in Pinot", "equal"),
     )
-    print_table(
+    common.print_table(
         "Readers and subscribers",
         [("REST requests / errors", f"{soak['rest_requests']} / {soak['rest_errors']}"),
          ("REST order detail p50 / p99 (ms)", f"{result['rest']['p50_ms']:.1f} / {result['rest']['p99_ms']:.1f}"),
@@ -335,7 +324,7 @@ def main() -> None:
          *(("error", e) for e in soak["error_examples"][:5])],
     )  # fmt: skip
     names = [c.component.name for c in children]
-    print_table(
+    common.print_table(
         f"Memory (RSS MiB, with children) every {args.every:g} s; orders not yet in Pinot",
         [
             (f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names),
@@ -346,7 +335,7 @@ def main() -> None:
     )  # fmt: skip
     print(
         "  written to",
-        write_result(f"soak-{'prod-' if args.production else ''}{args.multiple:g}x", result),
+        common.write_result(f"soak-{'prod-' if args.production else ''}{args.multiple:g}x", result),
     )
 
 

@@ -28,7 +28,6 @@ time), a lower bound. Prints a table and writes JSON to bench/results/.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import os
@@ -46,8 +45,8 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.common import RESULTS, baseline_tree, process_tree_rss, write_result  # noqa: E402
-from contract import geo  # noqa: E402
+from bench import common  # noqa: E402
+from contract import geo, kafka  # noqa: E402
 from contract.conf import KafkaConfig  # noqa: E402
 from contract.events import (  # noqa: E402
     LIFECYCLE,
@@ -57,11 +56,10 @@ from contract.events import (  # noqa: E402
     OrderStatusChanged,
     Topic,
     now_ms,
+    topic_name,
 )
-from contract.kafka import ensure_topics, iter_topic, producer, publish  # noqa: E402
 from embedded.broker import EmbeddedBroker  # noqa: E402
 
-BOOK_PEAK_PER_MIN = 50
 SHOP = (12.9716, 77.5946)
 HOME = (12.9352, 77.6245)
 BATCH_RE = re.compile(r"streaming: batch=(\d+) rows=(\d+) duration_ms=(\d+)")
@@ -118,7 +116,7 @@ class Load:
         self.placed_at: dict[int, int] = {}
 
     def run(self, first_order_id: int) -> None:
-        prod = producer(**{"linger.ms": 5})
+        sent = kafka.Deliveries(kafka.producer(**{"linger.ms": 5}))
         heap: list[tuple[float, int, str, int, int]] = []  # (due, seq, kind, order, step)
         seq = 0
         start = time.monotonic()
@@ -138,22 +136,19 @@ class Load:
                     if self.legacy:
                         body = json.loads(event.to_json())
                         body.pop("placed_at", None)
-                        prod.produce(
-                            f"{os.environ['KAFKA_TOPIC_PREFIX']}{event.TOPIC}",
-                            key=event.key(),
-                            value=json.dumps(body, separators=(",", ":")).encode(),
-                        )
+                        value = json.dumps(body, separators=(",", ":")).encode()
+                        sent.produce(topic_name(event.TOPIC), event.key(), value)
                     else:
-                        publish(prod, event)
+                        sent.publish(event)
                     self.sent += 1
                     if follow is not None:
                         heapq.heappush(heap, (*follow[:1], seq, *follow[1:]))
                         seq += 1
-            prod.poll(0)
+            sent.producer.poll(0)
             if not heap and next_order - start >= self.seconds:
                 break
             time.sleep(0.005)
-        prod.flush(30)
+        sent.flush(30)
 
     def _event(self, kind: str, oid: int, step: int, due: float):
         # Strictly increasing event times per order: when the generator is starved of CPU
@@ -220,7 +215,7 @@ class Latencies:
 
     def _follow(self, topic: Topic) -> None:
         sink = self.samples[topic.value]
-        for rec in iter_topic(topic, follow=True):
+        for rec in kafka.iter_topic(topic, follow=True):
             received = now_ms()
             body = json.loads(rec.value)
             sink.append((body["event_time"], received - body["event_time"]))
@@ -256,7 +251,7 @@ def run_level(
     with ``overrides`` set in its environment."""
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     os.environ["KAFKA_TOPIC_PREFIX"] = prefix
-    ensure_topics(config=KafkaConfig())
+    kafka.ensure_topics(config=KafkaConfig())
     env = {
         **os.environ,
         "PYTHONPATH": str(code),
@@ -287,15 +282,15 @@ def run_level(
         began = time.monotonic()
         while not latencies.stop.is_set() and job.poll() is None:
             rss_samples.append(
-                (round(time.monotonic() - began), round(process_tree_rss(job.pid), 1))
+                (round(time.monotonic() - began), round(common.process_tree_rss(job.pid), 1))
             )
             latencies.stop.wait(30)
 
     threading.Thread(target=sample_rss, daemon=True).start()
     try:
         # Warm up: one order so the first (slow) micro-batch completes, then wait for ready.
-        warm = producer()
-        publish(warm, order_placed(order_base))
+        warm = kafka.Deliveries(kafka.producer())
+        warm.publish(order_placed(order_base))
         warm.flush(10)
         # A baseline from before the contract's ``placed_at`` gets events without it.
         contracts = [code / "contract" / "events.py", code / "tracker" / "core" / "events.py"]
@@ -307,7 +302,7 @@ def run_level(
             if time.monotonic() - started > 180:
                 raise TimeoutError("the job did not become ready")
         ready_after = time.monotonic() - started
-        load = Load(BOOK_PEAK_PER_MIN * multiple, args.transit, args.seconds, legacy)
+        load = Load(common.BOOK_PEAK_PER_MIN * multiple, args.transit, args.seconds, legacy)
         t0 = now_ms() + int(args.warmup * 1000)
         load.run(order_base + 1)
         t1 = now_ms()
@@ -335,7 +330,7 @@ def run_level(
         orders = {k: v for k, v in latencies.versions.items() if k > order_base}
         complete = sum(1 for v in orders.values() if max(v) == per_order)
         missing = {k: max(v) for k, v in orders.items() if max(v) != per_order}
-        rss = round(process_tree_rss(job.pid), 1)
+        rss = round(common.process_tree_rss(job.pid), 1)
         exit_code = job.poll()  # not None: the job died during the run
     finally:
         latencies.stop.set()
@@ -374,7 +369,7 @@ def run_level(
         "e2e_ms_p99_per_10s": windows,
         "lag_growth_longest_s": longest_growth_s(windows),
         "unprocessed_at_end": len(unprocessed),
-        "orders_per_min": BOOK_PEAK_PER_MIN * multiple,
+        "orders_per_min": common.BOOK_PEAK_PER_MIN * multiple,
         "events_sent": load.sent,
         "events_per_s": round(load.sent / args.seconds, 1),
         "ready_after_s": round(ready_after, 1),
@@ -408,9 +403,7 @@ def run_level(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    parser = common.arguments(__doc__)
     parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
     parser.add_argument("--baseline", default=None, help="also run this commit's job, per level")
     parser.add_argument(
@@ -429,8 +422,6 @@ def main() -> int:
     parser.add_argument("--transit", type=int, default=20, help="GPS points per delivery")
     args = parser.parse_args()
 
-    from tests.conftest import free_port
-
     bench_dir = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=BASE_DIR, capture_output=True, text=True
@@ -441,7 +432,7 @@ def main() -> int:
         env = dict(pair.split("=", 1) for pair in pairs.split())
         codes.append((f"{name} {head}", BASE_DIR, env))
     if args.baseline:
-        old = baseline_tree(args.baseline)
+        old = common.baseline_tree(args.baseline)
         codes.insert(0, (f"old {args.baseline}", old, {}))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = []
@@ -451,17 +442,18 @@ def main() -> int:
                 base = (i * len(codes) + j + 1) * 10_000_000
                 # A broker of its own per run, so a run never inherits the records (and the
                 # memory) the in-memory broker kept for the runs before it.
-                os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
+                os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{common.free_port()}"
                 # Logs kept beside the result: the broker's and the job's.
-                logs = RESULTS / f"streaming-{stamp}-{label.split()[0]}-{level}x"
+                logs = common.RESULTS / f"streaming-{stamp}-{label.split()[0]}-{level}x"
                 broker = EmbeddedBroker(KafkaConfig(), log_path=Path(f"{logs}.broker.log")).start(
                     create_topics=False
                 )
                 try:
                     result = run_level(args, level, bench_dir, base, code, label, overrides)
-                except (TimeoutError, OSError) as exc:
-                    # One run that fails (a job that never became ready) leaves the others'
-                    # results, and says so; its logs are kept beside them.
+                except (TimeoutError, OSError, kafka.Undelivered) as exc:
+                    # One run that fails (a job that never became ready, events the broker
+                    # did not acknowledge) leaves the others' results, and says so; its logs
+                    # are kept beside them.
                     result = {"code": label, "env": overrides, "multiple": level}
                     result["failed"] = f"{type(exc).__name__}: {exc}"
                 finally:
@@ -515,7 +507,7 @@ def main() -> int:
         "transit_points": args.transit,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    path = write_result("streaming-old-vs-new", {"settings": settings, "results": results})
+    path = common.write_result("streaming-old-vs-new", {"settings": settings, "results": results})
     print(f"wrote {path}")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -310,6 +311,27 @@ def start_full_system(multiple: float):
         supervisor.stop()  # the components that did start would outlive the benchmark
         raise SystemExit("the system did not start")
     return supervisor, f"http://127.0.0.1:{web_port}", workdir
+
+
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring's first paragraph describes it, and the rest
+    (what it measures, how to run it) follows the options in ``--help``."""
+    summary, _, rest = doc.strip().partition("\n\n")
+    return argparse.ArgumentParser(
+        description=summary,
+        epilog=rest or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_multiple(parser: argparse.ArgumentParser, default: float = 1) -> None:
+    """``--multiple``: the simulator's load, as :func:`start_full_system` takes it."""
+    parser.add_argument(
+        "--multiple",
+        type=float,
+        default=default,
+        help=f"simulator load, x the book's peak of {BOOK_PEAK_PER_MIN} orders/min",
+    )
 
 
 def print_table(

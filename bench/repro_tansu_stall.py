@@ -22,7 +22,6 @@ Run: ``nice .venv/bin/python -m bench.repro_tansu_stall [stall|early|idle]``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import random
@@ -33,7 +32,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from bench.common import RESULTS, free_port, machine, percentile, print_table
+from bench.common import RESULTS, arguments, free_port, machine, percentile, print_table
 from contract import kafka
 from contract.conf import KafkaConfig
 from embedded.broker import EmbeddedBroker
@@ -317,7 +316,7 @@ def idle_cost(bare: Bare, waits: list[int], followers: int, seconds: float) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("what", nargs="*", default=["stall", "early", "idle"])
     parser.add_argument("--sizes", default="1000,5000,10000,20000,40000,80000,160000")
     parser.add_argument("--waits", default="5,20,100,500")

@@ -25,7 +25,6 @@ Not a test: prints a table and writes bench/results/trace-order-detail-*.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import baseline_tree, machine, print_table, write_result  # noqa: E402
+from bench.common import arguments, baseline_tree, machine, print_table, write_result  # noqa: E402
 
 #: Runs inside the checkout being traced (its own modules and test builders).
 CHILD = r"""
@@ -203,7 +202,7 @@ def trace(checkout: Path, log: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--baseline", help="a commit to trace side by side (its tree)")
     args = parser.parse_args()
     log = ROOT / "bench" / "results" / "trace-order-detail.log"

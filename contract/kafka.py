@@ -369,23 +369,15 @@ class Record:
     timestamp: int
 
 
-def read_topic(
-    topic: Topic | str,
-    *,
-    config: KafkaConfig | None = None,
-    start: dict[int, int] | None = None,
-    idle_timeout: float = 1.0,
-    max_wait: float = 30.0,
-) -> list[Record]:
-    """Read a whole topic (or from ``start`` offsets) until every partition is idle.
+def read_topic(topic: Topic | str, **options: Any) -> list[Record]:
+    """Read a whole topic (or from ``start`` offsets) until every partition is idle
+    (``options``: those of :func:`iter_topic`, but ``follow``).
 
     "Idle" means end-of-partition was reached and nothing new arrived for
     ``idle_timeout`` seconds; this is how tests count outputs (never by the
     watermark, which Tansu under-reports).
     """
-    return list(
-        iter_topic(topic, config=config, start=start, idle_timeout=idle_timeout, max_wait=max_wait)
-    )
+    return list(iter_topic(topic, **options))
 
 
 def iter_topic(

@@ -32,6 +32,8 @@ import jsonschema
 import pytest
 import yaml
 
+from embedded.compose import interpolate
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
@@ -70,31 +72,6 @@ def filled_env() -> dict[str, str]:
         assert env.get(name) == "", f".env.example must leave {name} empty (a secret)"
         env[name] = value
     return env
-
-
-def interpolate(value, env: dict[str, str]):
-    """Compose-style ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}`` and ``$$`` substitution."""
-    if isinstance(value, dict):
-        return {k: interpolate(v, env) for k, v in value.items()}
-    if isinstance(value, list):
-        return [interpolate(v, env) for v in value]
-    if not isinstance(value, str):
-        return value
-
-    def sub(m: re.Match) -> str:
-        if m.group("escaped"):
-            return "$"
-        name = m.group("name") or m.group("bare")
-        op, arg = m.group("op"), m.group("arg")
-        current = env.get(name)
-        unset = current is None or (current == "" and op is not None and op.startswith(":"))
-        if op in ("?", ":?") and unset:
-            raise ValueError(f"required variable {name}: {arg}")
-        if op in ("-", ":-") and unset:
-            return arg
-        return current or ""
-
-    return _VAR.sub(sub, value)
 
 
 def variables_used(text: str) -> set[str]:

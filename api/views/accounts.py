@@ -85,6 +85,16 @@ class MeView(generics.RetrieveAPIView):
         return self.request.user
 
 
+class MyAddresses(generics.GenericAPIView):
+    """The signed-in customer's delivery addresses: another customer's answer 404."""
+
+    serializer_class = AddressSerializer
+    permission_classes = [IsCustomer]
+
+    def get_queryset(self):
+        return policy.customer_of(self.request.user).addresses.all()
+
+
 @extend_schema_view(
     get=extend_schema(operation_id="listAddresses", summary="List my delivery addresses"),
     post=extend_schema(
@@ -93,15 +103,10 @@ class MeView(generics.RetrieveAPIView):
         description="`is_default: true` makes it my only default address.",
     ),
 )
-class AddressListView(generics.ListCreateAPIView):
+class AddressListView(MyAddresses, generics.ListCreateAPIView):
     """My delivery addresses."""
 
-    serializer_class = AddressSerializer
-    permission_classes = [IsCustomer]
     pagination_class = None
-
-    def get_queryset(self):
-        return policy.customer_of(self.request.user).addresses.all()
 
     @transaction.atomic
     def perform_create(self, serializer: AddressSerializer) -> None:
@@ -121,15 +126,9 @@ class AddressListView(generics.ListCreateAPIView):
         description="Deleting the default makes the oldest remaining address the default.",
     ),
 )
-class AddressDetailView(generics.RetrieveUpdateDestroyAPIView):
+class AddressDetailView(MyAddresses, generics.RetrieveUpdateDestroyAPIView):
     """One of my addresses: read, change (`is_default` true makes it the only default),
     delete (deleting the default makes the oldest remaining address the default)."""
-
-    serializer_class = AddressSerializer
-    permission_classes = [IsCustomer]
-
-    def get_queryset(self):
-        return policy.customer_of(self.request.user).addresses.all()
 
     @transaction.atomic
     def perform_update(self, serializer: AddressSerializer) -> None:

@@ -23,32 +23,16 @@ Pinot (single-stage engine, null handling off) would return:
   is on geography too; mixing geography and geometry is an error, as in Pinot.
 """
 
-from pinot.sql.errors import (
-    DEFAULT_LIMIT,
-    QUERY_EXECUTION_ERROR,
-    QUERY_VALIDATION_ERROR,
-    SQL_PARSING_ERROR,
-    TABLE_DOES_NOT_EXIST,
-    Plan,
-    QueryError,
-    unsupported,
-)
-from pinot.sql.options import duration_ms, joda_to_strftime, parse_options
+from pinot.sql.errors import QUERY_EXECUTION_ERROR, QueryError
+from pinot.sql.options import duration_ms, joda_to_strftime
 from pinot.sql.plans import Translator
 from pinot.sql.statement import translate
 
 __all__ = [
-    "DEFAULT_LIMIT",
-    "Plan",
     "QUERY_EXECUTION_ERROR",
-    "QUERY_VALIDATION_ERROR",
     "QueryError",
-    "SQL_PARSING_ERROR",
-    "TABLE_DOES_NOT_EXIST",
     "Translator",
     "duration_ms",
     "joda_to_strftime",
-    "parse_options",
     "translate",
-    "unsupported",
 ]

@@ -15,7 +15,7 @@ from contract.events import (
     status_rank,
     status_time_field,
 )
-from tracker.tracking.selectors.store import _TERMINAL_SQL, _status, query
+from tracker.tracking.selectors.store import _TERMINAL_SQL, _status, query, typed_row
 
 # ---------------------------------------------------------------------- operations
 
@@ -56,20 +56,7 @@ def time_in_status_percentiles(
         f"FROM orders_enriched WHERE {where} GROUP BY status LIMIT 100",
         params,
     )
-    out = [
-        StatusPercentiles(
-            status=r["status"],
-            orders=int(r["orders"]),
-            min=float(r["min_s"]),
-            p50=float(r["p50"]),
-            avg=float(r["avg_s"]),
-            p75=float(r["p75"]),
-            p90=float(r["p90"]),
-            p99=float(r["p99"]),
-            max=float(r["max_s"]),
-        )
-        for r in rows
-    ]
+    out = [typed_row(StatusPercentiles, r, min="min_s", avg="avg_s", max="max_s") for r in rows]
     return sorted(out, key=lambda p: status_rank(p.status))
 
 
@@ -245,18 +232,7 @@ def stuck_orders(
         f"LIMIT {max(1, min(int(limit), 10_000))}",
         params,
     )
-    return [
-        StuckOrder(
-            order_id=int(r["order_id"]),
-            customer_id=int(r["customer_id"]),
-            restaurant_id=int(r["restaurant_id"]),
-            status=r["status"],
-            status_time=int(r["status_time"]),
-            seconds_in_status=float(r["seconds_in_status"]),
-            total=float(r["total"]),
-        )
-        for r in rows
-    ]
+    return [typed_row(StuckOrder, r) for r in rows]
 
 
 # ---------------------------------------------------------------------- dashboard

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,14 +19,12 @@ from contract.events import (
     status_rank,
     status_time_field,
 )
-from tracker.tracking.selectors.store import _TERMINAL_SQL, _status, query
+from tracker.tracking.selectors.store import _TERMINAL_SQL, _status, query, typed_row
 
 # ---------------------------------------------------------------------- orders
 
 #: The orders_enriched columns are the contract's OrderEnriched fields, nothing else.
-_ORDER_HINTS = typing.get_type_hints(OrderEnriched)
-_ORDER_FIELDS = [(f.name, _ORDER_HINTS[f.name]) for f in dataclasses.fields(OrderEnriched)]
-ORDER_COLUMNS = ", ".join(name for name, _ in _ORDER_FIELDS)
+ORDER_COLUMNS = ", ".join(f.name for f in dataclasses.fields(OrderEnriched))
 #: What Pinot stores for a missing optional field (the schema's ``defaultNullValue``);
 #: 0 for every optional field not named here.
 NULL_VALUES: dict[str, float] = {"distance_left_km": -1.0}
@@ -78,22 +74,11 @@ class OrderState(OrderEnriched):
 
 
 def _order(row: dict[str, Any]) -> OrderState:
-    values: dict[str, Any] = {}
-    for name, annotation in _ORDER_FIELDS:
-        value = row[name]
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-            if value is None or value == NULL_VALUES.get(name, 0):
-                values[name] = None
-                continue
-            (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if annotation in (int, float):
-            value = annotation(value)
-        values[name] = value
-    items = values["items"]
+    items = row["items"]
     if isinstance(items, str):  # a Pinot broker may answer a JSON column as text
         items = json.loads(items)
-    values["items"] = items if isinstance(items, list) else []
-    return OrderState(**values)
+    row = {**row, "items": items if isinstance(items, list) else []}
+    return typed_row(OrderState, row, nulls=NULL_VALUES)
 
 
 def list_orders(
@@ -209,16 +194,7 @@ _POSITION_COLUMNS = "order_id, courier_id, lat, lon, event_time, status, distanc
 
 
 def _position(row: dict[str, Any]) -> CourierPosition:
-    return CourierPosition(
-        order_id=int(row["order_id"]),
-        courier_id=int(row["courier_id"]),
-        lat=float(row["lat"]),
-        lon=float(row["lon"]),
-        at=int(row["event_time"]),
-        status=row["status"],
-        distance_left_km=float(row["distance_left_km"]),
-        version=int(row["version"]),
-    )
+    return typed_row(CourierPosition, row, at="event_time")
 
 
 def courier_path(order_id: int, limit: int = 1000) -> list[CourierPosition]:

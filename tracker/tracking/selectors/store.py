@@ -6,9 +6,14 @@ whose kept-alive connection the broker had dropped is sent once more (it only re
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import threading
-from typing import Any
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -96,6 +101,45 @@ def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]
             if _shared is not None and _shared[1] is conn:
                 _shared = None
         raise TrackingUnavailable(f"Pinot query failed: {exc}") from exc
+
+
+_Model = TypeVar("_Model")
+
+
+@functools.cache
+def _field_types(cls: type) -> list[tuple[str, Any, bool]]:
+    """(name, type, optional) of each field of the dataclass ``cls``."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for field in dataclasses.fields(cls):
+        kind = hints[field.name]
+        optional = typing.get_origin(kind) in (typing.Union, types.UnionType)
+        if optional:
+            (kind,) = [a for a in typing.get_args(kind) if a is not type(None)]
+        out.append((field.name, kind, optional))
+    return out
+
+
+def typed_row(
+    cls: type[_Model],
+    row: Mapping[str, Any],
+    *,
+    nulls: Mapping[str, Any] | None = None,
+    **columns: str,
+) -> _Model:
+    """The read model ``cls`` (a dataclass) from one result row: each field from the column
+    of its name (or the one ``columns`` names for it), as its declared int or float (a
+    broker may answer an integer as a float). An optional field is None when the column
+    is, or, with ``nulls``, when it holds the schema's ``defaultNullValue`` (``nulls``
+    by field name, 0 for any other)."""
+    values: dict[str, Any] = {}
+    for name, kind, optional in _field_types(cls):
+        value = row[columns.get(name, name)]
+        if optional and (value is None or (nulls is not None and value == nulls.get(name, 0))):
+            values[name] = None
+        else:
+            values[name] = kind(value) if kind in (int, float) else value
+    return cls(**values)
 
 
 def _status(value: str | None) -> str:

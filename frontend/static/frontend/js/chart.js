@@ -39,6 +39,11 @@ export function groupedBarChart(rows, { format, title, currentLabel = "This peri
       s("text", { x: labelWidth + scale(row.current) + 6, y: y + 15, class: "chart-value" }, format(row.current)),
     );
   });
+  return figure(svg, currentLabel, previousLabel, "swatch-previous");
+}
+
+/** A chart with its legend: the current period, and the period before drawn as `previousSwatch`. */
+function figure(svg, currentLabel, previousLabel, previousSwatch) {
   return h(
     "figure",
     { class: "chart-figure" },
@@ -47,7 +52,7 @@ export function groupedBarChart(rows, { format, title, currentLabel = "This peri
       "figcaption",
       { class: "chart-legend" },
       h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-current" }), currentLabel),
-      h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-previous" }), previousLabel),
+      h("span", { class: "legend-item" }, h("span", { class: `legend-swatch ${previousSwatch}` }), previousLabel),
     ),
   );
 }
@@ -101,17 +106,7 @@ export function timeSeriesChart(buckets, { format, title, currentLabel, previous
   });
   const points = buckets.map((b, i) => `${left + i * step + step / 2},${y(b.previous)}`).join(" ");
   svg.append(s("polyline", { points, class: "chart-line-previous", fill: "none" }));
-  return h(
-    "figure",
-    { class: "chart-figure" },
-    svg,
-    h(
-      "figcaption",
-      { class: "chart-legend" },
-      h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-current" }), currentLabel),
-      h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-previous-line" }), previousLabel),
-    ),
-  );
+  return figure(svg, currentLabel, previousLabel, "swatch-previous-line");
 }
 
 function busiest(buckets, format) {

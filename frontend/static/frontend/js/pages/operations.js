@@ -13,7 +13,7 @@
 import { api } from "../api.js";
 import { orderUrl } from "../config.js";
 import { announce, emptyState, errorState, h, loadingState, replace } from "../dom.js";
-import { changeChip, statusBadge } from "../components.js";
+import { changeChip, dataTable, statusBadge } from "../components.js";
 import { groupedBarChart } from "../chart.js";
 import { arrival, distance, duration, money } from "../format.js";
 import { IN_TRANSIT } from "../status.js";
@@ -158,38 +158,23 @@ function renderTimeInStatus() {
     return;
   }
   const max = Math.max(1, ...rows.map((r) => r.p90));
+  const columns = [["Status"], ["Orders", "num"], ["p50", "num"], ["p90", "num"], ["p99", "num hide-phone-cell"], ["Max", "num"], [h("span", { class: "visually-hidden" }, "p50 to p90 bar"), "hide-narrow"]];
   replace(
     els.timeInStatus,
-    h(
-      "table",
-      { class: "table table-fit" },
-      h("caption", { class: "visually-hidden" }, "Seconds spent so far in the current status, active orders"),
-      h(
-        "thead",
-        {},
-        h("tr", {}, ...["Status", "Orders", "p50", "p90", "p99", "Max"].map((t, i) => h("th", { scope: "col", class: i === 0 ? null : i === 4 ? "num hide-phone-cell" : "num" }, t)), h("th", { scope: "col", class: "hide-narrow" }, h("span", { class: "visually-hidden" }, "p50 to p90 bar"))),
-      ),
-      h(
-        "tbody",
-        {},
-        rows.map((r) => {
-          const bar = h("span", { class: "range-bar", "aria-hidden": "true" }, h("span", { class: "range-fill" }));
-          bar.firstChild.style.left = `${(r.p50 / max) * 100}%`;
-          bar.firstChild.style.width = `${Math.max(1, ((r.p90 - r.p50) / max) * 100)}%`;
-          return h(
-            "tr",
-            {},
-            h("td", {}, statusBadge(r.status)),
-            h("td", { class: "num" }, String(r.orders)),
-            h("td", { class: "num" }, duration(r.p50)),
-            h("td", { class: "num" }, duration(r.p90)),
-            h("td", { class: "num hide-phone-cell" }, duration(r.p99)),
-            h("td", { class: "num" }, duration(r.max)),
-            h("td", { class: "hide-narrow" }, bar),
-          );
-        }),
-      ),
-    ),
+    dataTable("Seconds spent so far in the current status, active orders", columns, rows, (r) => {
+      const bar = h("span", { class: "range-bar", "aria-hidden": "true" }, h("span", { class: "range-fill" }));
+      bar.firstChild.style.left = `${(r.p50 / max) * 100}%`;
+      bar.firstChild.style.width = `${Math.max(1, ((r.p90 - r.p50) / max) * 100)}%`;
+      return [
+        h("td", {}, statusBadge(r.status)),
+        h("td", { class: "num" }, String(r.orders)),
+        h("td", { class: "num" }, duration(r.p50)),
+        h("td", { class: "num" }, duration(r.p90)),
+        h("td", { class: "num hide-phone-cell" }, duration(r.p99)),
+        h("td", { class: "num" }, duration(r.max)),
+        h("td", { class: "hide-narrow" }, bar),
+      ];
+    }),
   );
 }
 
@@ -199,29 +184,16 @@ function renderStuck() {
     replace(els.stuck, emptyState("Nothing stuck", `No order has spent more than ${els.stuckAge.selectedOptions[0].textContent} in one status.`));
     return;
   }
+  const columns = [["Order"], ["Restaurant"], ["Status"], ["In status", "num"], ["Total", "num hide-phone-cell"]];
   replace(
     els.stuck,
-    h(
-      "table",
-      { class: "table table-fit" },
-      h("caption", { class: "visually-hidden" }, "Orders waiting longest in their status"),
-      h("thead", {}, h("tr", {}, ...["Order", "Restaurant", "Status", "In status", "Total"].map((t, i) => h("th", { scope: "col", class: i === 4 ? "num hide-phone-cell" : i === 3 ? "num" : null }, t)))),
-      h(
-        "tbody",
-        {},
-        rows.map((r) =>
-          h(
-            "tr",
-            {},
-            h("td", {}, h("a", { href: orderUrl(r.order_id) }, `#${r.order_id}`)),
-            h("td", {}, data.restaurants.get(r.restaurant_id) || `#${r.restaurant_id}`),
-            h("td", {}, statusBadge(r.status)),
-            h("td", { class: "num warn" }, duration(r.seconds_in_status)),
-            h("td", { class: "num hide-phone-cell" }, money(r.total)),
-          ),
-        ),
-      ),
-    ),
+    dataTable("Orders waiting longest in their status", columns, rows, (r) => [
+      h("td", {}, h("a", { href: orderUrl(r.order_id) }, `#${r.order_id}`)),
+      h("td", {}, data.restaurants.get(r.restaurant_id) || `#${r.restaurant_id}`),
+      h("td", {}, statusBadge(r.status)),
+      h("td", { class: "num warn" }, duration(r.seconds_in_status)),
+      h("td", { class: "num hide-phone-cell" }, money(r.total)),
+    ]),
   );
 }
 

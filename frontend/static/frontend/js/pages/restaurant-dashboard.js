@@ -12,7 +12,7 @@ import { api } from "../api.js";
 import { config } from "../config.js";
 import { connectionIndicator } from "../connection.js";
 import { emptyState, errorState, h, loadingState, replace } from "../dom.js";
-import { changeChip, statusBadge } from "../components.js";
+import { changeChip, dataTable, statusBadge } from "../components.js";
 import { timeSeriesChart } from "../chart.js";
 import { duration, money } from "../format.js";
 import { LiveSocket } from "../live.js";
@@ -109,29 +109,16 @@ function renderTimeInStatus() {
     replace(els.timeInStatus, emptyState("No orders in progress", "Times appear while orders are being made."));
     return;
   }
+  const columns = [["Status"], ["Orders", "num"], ["Median", "num"], ["p90", "num"], ["Longest", "num"]];
   replace(
     els.timeInStatus,
-    h(
-      "table",
-      { class: "table table-fit" },
-      h("caption", { class: "visually-hidden" }, "Time spent so far in the current status, orders in progress"),
-      h("thead", {}, h("tr", {}, ...["Status", "Orders", "Median", "p90", "Longest"].map((t, i) => h("th", { scope: "col", class: i ? "num" : null }, t)))),
-      h(
-        "tbody",
-        {},
-        rows.map((r) =>
-          h(
-            "tr",
-            {},
-            h("td", {}, statusBadge(r.status)),
-            h("td", { class: "num" }, String(r.orders)),
-            h("td", { class: "num" }, duration(r.p50)),
-            h("td", { class: "num" }, duration(r.p90)),
-            h("td", { class: "num" }, duration(r.max)),
-          ),
-        ),
-      ),
-    ),
+    dataTable("Time spent so far in the current status, orders in progress", columns, rows, (r) => [
+      h("td", {}, statusBadge(r.status)),
+      h("td", { class: "num" }, String(r.orders)),
+      h("td", { class: "num" }, duration(r.p50)),
+      h("td", { class: "num" }, duration(r.p90)),
+      h("td", { class: "num" }, duration(r.max)),
+    ]),
   );
 }
 
