@@ -6,11 +6,11 @@ topic, partition, offset, timestamp) into ``(topic, key, value)`` rows to produc
 It is the same on a streaming DataFrame (the job) and a static one (the fast
 tests), and every step is a JVM operator: no Python UDF, no driver-side rows.
 
-* :func:`parse` gives each value a VARIANT (whose per-field JSON types the checks
-  read) and its topic's event as the contract's struct.
+* :func:`parse` gives each value a VARIANT, whose per-field JSON types the checks read.
 * :func:`validate` names what is wrong with a message, ``invalid <field>: <reason>``
-  as ``parse_event`` names it; the checks, their order and the Spark schemas come
-  from the contract's rule table (:mod:`streaming.validation`).
+  as ``parse_event`` names it, and types the event by its topic's Spark schema; the
+  checks, their order and the schemas come from the contract's rule table
+  (:mod:`streaming.validation`), which builds the verdict and the reason as SQL.
 * :func:`fold_per_order` is the one streaming aggregation, grouped by ``(order_id,
   placed_ts, slot)``: it folds the three topics into one row per order (the order,
   first by event time; the first time of each status; the latest courier point; the
@@ -100,9 +100,9 @@ def outputs(
 
 
 def parse(source: DataFrame, input_prefix: str = "") -> DataFrame:
-    """Source rows -> one row per message: its logical topic, its value as a VARIANT
-    (``v``) and as a map of fields (``m``), and its topic's event as a struct."""
-    parsed = (
+    """Source rows -> one row per message: its logical topic, and its value as a VARIANT
+    (``v``) and as a map of fields (``m``), which the checks read."""
+    return (
         source.select(
             "key",
             "value",
@@ -119,12 +119,12 @@ def parse(source: DataFrame, input_prefix: str = "") -> DataFrame:
         .withColumn("v", F.try_parse_json("value_text"))
         .withColumn("m", F.expr(object_map("v")))
     )
-    return parsed
 
 
 def validate(parsed: DataFrame) -> DataFrame:
-    """Parsed messages -> ``reason``: NULL for a valid event of its topic, else why not
-    (the key must be the order id; checked last, on an otherwise valid message)."""
+    """Parsed messages -> ``reason``, NULL for a valid event of its topic (the key must
+    be the order id; checked last, on an otherwise valid message), and the event as its
+    contract's struct in a column named after its topic."""
     key_reason = F.when(
         F.coalesce(F.col("key").cast("string"), F.lit(""))
         != F.try_variant_get("v", "$.order_id", "bigint").cast("string"),
