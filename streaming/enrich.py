@@ -1,35 +1,42 @@
-"""The order join as Spark operators: parse, validate, join by order, route.
+"""The order join as named DataFrame steps: parse, validate, fold per order, apply the
+rules, route.
 
 :func:`outputs` turns a DataFrame with the Kafka source's columns (key, value,
 topic, partition, offset, timestamp) into ``(topic, key, value)`` rows to produce.
 It is the same on a streaming DataFrame (the job) and a static one (the fast
 tests), and every step is a JVM operator: no Python UDF, no driver-side rows.
 
-* **Parse and validate.** ``try_parse_json`` gives each value a VARIANT, whose
-  per-field JSON types the checks read; the checks, their order and the Spark
-  schemas come from the contract's rule table (:mod:`streaming.validation`), so a
-  field added there is parsed and validated here. A message that fails goes to
-  ``dead_letters`` with ``invalid <field>: <reason>``, as ``parse_event`` names it.
-* **Join.** One streaming aggregation grouped by ``(order_id, placed_at)``
-  folds the three topics into one row per order: the order (first by event
-  time), the first time of each status, the latest courier point, the number of
-  events (the version). Every aggregate is commutative, so arrival order never
-  matters. ``placed_at`` carries the watermark, so an order's state is dropped
-  once the watermark passes its placement time plus the retention.
-* **Rules, decided by event time.** The current status is the highest-ranked
-  status reached; a cancel counts only if it came before the food left (a
-  later one is ignored), and statuses after a counted cancel are ignored.
-* **Outputs.** ``orders_enriched`` for every updated order, ``delivery_statuses``
-  when the latest point was taken on the road, ``order_items_enriched`` per
-  line of each order event, ``dead_letters`` for what failed validation. Event
-  ids are UUID5s of (topic, order, version or line), computed in SQL exactly as
-  :func:`output_id` does, so a re-run batch writes byte-identical records.
+* :func:`parse` gives each value a VARIANT, whose per-field JSON types the checks read.
+* :func:`validate` names what is wrong with a message, ``invalid <field>: <reason>``
+  as ``parse_event`` names it, and types the event by its topic's Spark schema; the
+  checks, their order and the schemas come from the contract's rule table
+  (:mod:`streaming.validation`), which builds the verdict and the reason as SQL.
+* :func:`fold_per_order` is the one streaming aggregation, grouped by ``(order_id,
+  placed_ts, slot)``: it folds the three topics into one row per order (the order,
+  first by event time; the first time of each status; the latest courier point; the
+  number of events, the version). Every aggregate is commutative, so arrival order
+  never matters. ``placed_ts`` carries the watermark, so an order's state is dropped
+  once the watermark passes its placement time plus the retention. Dead letters and
+  item lines are finished records in slots of their own (:func:`to_slots`), so the
+  plan is a single branch and the source is read and parsed once per micro-batch.
+* :func:`apply_rules` decides by event time: the current status is the highest-ranked
+  status reached; a cancel counts only if it came before the food left, and statuses
+  after a counted cancel are ignored.
+* :func:`route` gives ``orders_enriched`` for every updated order,
+  ``delivery_statuses`` when the latest point was taken on the road, and the
+  finished ``order_items_enriched`` and ``dead_letters`` records. Event ids are
+  UUID5s of (topic, order, version or line), computed exactly as :func:`output_id`
+  does, so a re-run batch writes byte-identical records.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 from contract import geo
 from contract.events import (
@@ -53,7 +60,6 @@ from streaming.validation import (
     check_table,
     fields_of,
     object_map,
-    sql_literal,
     struct_type,
     validation_reason,
     validation_verdict,
@@ -65,374 +71,411 @@ OUTPUT_NAMESPACE = uuid.UUID("8f4b6a36-5d0c-4d55-9a43-2b7f0c7e8c11")
 #: How long after its placement an order's state is kept (watermark delay).
 DEFAULT_RETENTION = "6 hours"
 
+#: The name of the per-batch observed metrics (``observedMetrics`` in the query progress).
+DEAD_LETTER_METRICS = "dead_letters"
+
+#: What every output row is: a record for the Kafka sink.
+OUTPUT_TYPE = "struct<topic: string, key: binary, value: binary>"
+
 
 def output_id(topic: Topic, order_id: int, seq: int | str) -> str:
-    """The event id of an output record (what :func:`_sql_uuid5` computes in SQL)."""
+    """The event id of an output record (what :func:`_uuid5` computes in Spark)."""
     return str(uuid.uuid5(OUTPUT_NAMESPACE, f"{topic.value}:{order_id}:{seq}"))
 
 
-# ----------------------------------------------------------------------------- SQL helpers
+# ----------------------------------------------------------------------------- the steps
 
 
-def _sql_uuid5(name_sql: str) -> str:
-    """SQL computing ``uuid.uuid5(OUTPUT_NAMESPACE, name)`` for a string expression."""
-    h = f"sha1(concat(unhex('{OUTPUT_NAMESPACE.hex}'), encode({name_sql}, 'UTF-8')))"
-    variant = f"lower(conv(cast((cast(conv(substr({h}, 17, 1), 16, 10) AS INT) & 3) | 8 AS STRING), 10, 16))"
+def outputs(
+    source: DataFrame,
+    *,
+    input_prefix: str = "",
+    output_prefix: str = "",
+    retention: str = DEFAULT_RETENTION,
+) -> DataFrame:
+    """Every record the job produces for ``source``: columns topic, key, value."""
+    validated = observe_dead_letters(validate(parse(source, input_prefix)))
+    state = fold_per_order(to_slots(validated, output_prefix), retention)
+    return route(apply_rules(state), output_prefix)
+
+
+def parse(source: DataFrame, input_prefix: str = "") -> DataFrame:
+    """Source rows -> one row per message: its logical topic, and its value as a VARIANT
+    (``v``) and as a map of fields (``m``), which the checks read."""
     return (
-        f"concat_ws('-', substr({h}, 1, 8), substr({h}, 9, 4), concat('5', substr({h}, 14, 3)), "
-        f"concat({variant}, substr({h}, 18, 3)), substr({h}, 21, 12))"
-    )
-
-
-def _json_record(cls: type, columns: dict[str, str]) -> str:
-    """SQL: the contract JSON of ``cls`` (``schema_version`` first, fields in order)."""
-    parts = [f"'schema_version', {SCHEMA_VERSION}"]
-    for name, _, _ in fields_of(cls):
-        parts.append(f"'{name}', {columns[name]}")
-    return f"to_json(named_struct({', '.join(parts)}), map('ignoreNullFields', 'false'))"
-
-
-def _haversine_km(lat1: str, lon1: str, lat2: str, lon2: str) -> str:
-    """SQL twin of :func:`contract.geo.haversine_km`."""
-    a = (
-        f"pow(sin((radians({lat2}) - radians({lat1})) / 2), 2) + cos(radians({lat1})) * "
-        f"cos(radians({lat2})) * pow(sin(radians({lon2} - {lon1}) / 2), 2)"
-    )
-    return f"(2 * {geo.EARTH_RADIUS_KM} * asin(least(1.0D, sqrt({a}))))"
-
-
-# ----------------------------------------------------------------------------- the plan
-
-
-def parse(source: Any, input_prefix: str = "") -> Any:
-    """Source rows -> one row per message: its logical topic, a reason (or NULL) and fields."""
-    from pyspark.sql import functions as F
-
-    start = len(input_prefix) + 1
-    df = (
-        source.selectExpr(
+        source.select(
             "key",
             "value",
-            f"substr(topic, {start}) AS source_topic",
+            F.substr("topic", F.lit(len(input_prefix) + 1)).alias("source_topic"),
             "partition",
             "offset",
             # A dead letter's place in the watermark: when the broker took the message,
-            # never ahead of now (see _work).
-            "least(coalesce(timestamp, current_timestamp()), current_timestamp()) AS received_ts",
-            "cast(value AS STRING) AS value_text",
+            # never ahead of now (see to_slots).
+            F.least(F.coalesce("timestamp", F.current_timestamp()), F.current_timestamp()).alias(
+                "received_ts"
+            ),
+            F.col("value").cast("string").alias("value_text"),
         )
-        .withColumn("v", F.expr("try_parse_json(value_text)"))
+        .withColumn("v", F.try_parse_json("value_text"))
         .withColumn("m", F.expr(object_map("v")))
-        .withColumn("checks", F.expr(check_table()))
     )
-    # The key must be the order id; checked last, on an otherwise valid message.
-    key_reason = (
-        "CASE WHEN coalesce(cast(key AS STRING), '') "
-        "!= cast(try_variant_get(v, '$.order_id', 'bigint') AS STRING) "
-        "THEN 'message key is not the order_id' END"
+
+
+def validate(parsed: DataFrame) -> DataFrame:
+    """Parsed messages -> ``reason``, NULL for a valid event of its topic (the key must
+    be the order id; checked last, on an otherwise valid message), and the event as its
+    contract's struct in a column named after its topic."""
+    key_reason = F.when(
+        F.coalesce(F.col("key").cast("string"), F.lit(""))
+        != F.try_variant_get("v", "$.order_id", "bigint").cast("string"),
+        F.lit("message key is not the order_id"),
     )
-    reason = (
-        f"CASE WHEN {validation_verdict()} THEN {key_reason} "
-        f"ELSE coalesce({validation_reason()}, {key_reason}) END"
+    reason = F.when(F.expr(validation_verdict()), key_reason).otherwise(
+        F.coalesce(F.expr(validation_reason()), key_reason)
     )
-    df = df.withColumn("reason", F.expr(reason))
+    validated = parsed.withColumn("checks", F.expr(check_table())).withColumn("reason", reason)
     for topic, cls in SOURCE_EVENTS.items():
-        df = df.withColumn(
+        validated = validated.withColumn(
             topic.value,
             F.when(
                 F.col("source_topic") == topic.value, F.from_json("value_text", struct_type(cls))
             ),
         )
-    return df.drop("v", "m", "checks")
+    return validated.drop("v", "m", "checks")
 
 
-OUTPUT_TYPE = "struct<topic: string, key: binary, value: binary>"
+def observe_dead_letters(validated: DataFrame) -> DataFrame:
+    """Count each micro-batch's dead letters by reason, reported to the driver in the
+    query's progress (Spark's observed metrics: aggregated on the executors with the
+    batch). Element indices are dropped from the reason (``items[3].price`` ->
+    ``items[].price``), so the reasons are bounded by the contract's rule table."""
+    reasons = F.collect_list(F.regexp_replace("reason", r"\[[0-9]+\]", "[]"))
+    by_reason = F.map_from_entries(
+        F.transform(
+            F.array_distinct(reasons),
+            lambda r: F.struct(r, F.size(F.filter(reasons, lambda x: x == r))),
+        )
+    )
+    return validated.observe(DEAD_LETTER_METRICS, by_reason.alias("by_reason"))
 
 
-def _work(parsed: Any, output_prefix: str) -> Any:
+def to_slots(validated: DataFrame, output_prefix: str) -> DataFrame:
     """Each message as the rows the aggregation groups by ``(order_id, placed_ts, slot)``.
 
-    A valid event is one row of its order's state (slot ``''``); each line of an
-    order event and each dead letter is a row of its own slot, whose ``out`` is the
-    finished record. Routing everything through the one aggregation keeps the plan
-    a single branch, so the source is read and parsed once per micro-batch.
+    A valid event is one row of its order's state (slot ``''``); each line of an order
+    event and each dead letter is a row of its own slot, whose ``out`` is the finished
+    record. Routing everything through the one aggregation keeps the plan a single
+    branch, so the source is read and parsed once per micro-batch.
     """
-    o, s, d = (t.value for t in SOURCE_EVENTS)
-    order_type = struct_type(OrderPlaced).simpleString()
-
-    def row(**cols: str) -> str:
-        fields = {
-            "order_id": "CAST(NULL AS BIGINT)",
-            "placed_ts": "CAST(NULL AS TIMESTAMP)",
-            "slot": "''",
-            "event_time": "CAST(NULL AS BIGINT)",
-            "event_id": "CAST(NULL AS STRING)",
-            "kind": "CAST(NULL AS STRING)",
-            "order_event": f"CAST(NULL AS {order_type})",
-            "status": "CAST(NULL AS STRING)",
-            "courier_id": "CAST(NULL AS BIGINT)",
-            "lat": "CAST(NULL AS DOUBLE)",
-            "lon": "CAST(NULL AS DOUBLE)",
-            "out": f"CAST(NULL AS {OUTPUT_TYPE})",
-            **cols,
-        }
-        return "named_struct(" + ", ".join(f"'{k}', {v}" for k, v in fields.items()) + ")"
-
-    event = row(
-        order_id=f"coalesce({o}.order_id, {s}.order_id, {d}.order_id)",
-        placed_ts=f"timestamp_millis(coalesce({o}.event_time, {s}.placed_at, {d}.placed_at))",
-        event_time=f"coalesce({o}.event_time, {s}.event_time, {d}.event_time)",
-        event_id=f"coalesce({o}.event_id, {s}.event_id, {d}.event_id)",
-        kind=f"CASE WHEN {o} IS NOT NULL THEN 'order' WHEN {s} IS NOT NULL THEN 'status' "
-        "ELSE 'location' END",
-        order_event=o,
-        status=f"{s}.status",
-        courier_id=f"coalesce({s}.courier_id, {d}.courier_id)",
-        lat=f"{d}.lat",
-        lon=f"{d}.lon",
+    order, status, location = (F.col(t.value) for t in SOURCE_EVENTS)
+    event = _slot(
+        order_id=F.coalesce(order["order_id"], status["order_id"], location["order_id"]),
+        placed_ts=F.timestamp_millis(
+            F.coalesce(order["event_time"], status["placed_at"], location["placed_at"])
+        ),
+        event_time=F.coalesce(order["event_time"], status["event_time"], location["event_time"]),
+        event_id=F.coalesce(order["event_id"], status["event_id"], location["event_id"]),
+        kind=F.when(order.isNotNull(), "order")
+        .when(status.isNotNull(), "status")
+        .otherwise("location"),
+        order_event=order,
+        status=status["status"],
+        courier_id=F.coalesce(status["courier_id"], location["courier_id"]),
+        lat=location["lat"],
+        lon=location["lon"],
     )
     # A dead letter never moves the watermark beyond what valid events do: it takes the
     # broker's time of its message (capped at now), not a time read from the bad record;
     # a rebuild from old topics meets it at its old place, not at today's time.
-    dead = row(
-        order_id="-1L",
-        placed_ts="received_ts",
-        slot="'dead:' || source_topic || ':' || partition || ':' || offset",
-        out=_dead_letter_output(output_prefix),
+    dead = _slot(
+        order_id=F.lit(-1).cast("bigint"),
+        placed_ts=F.col("received_ts"),
+        slot=F.concat(F.lit("dead:"), _coordinates()),
+        out=_dead_letter_record(output_prefix),
     )
-    line = row(
-        order_id=f"{o}.order_id",
-        placed_ts=f"timestamp_millis({o}.event_time)",
-        slot="'line:' || (i + 1)",
-        out=_item_output(output_prefix),
-    )
-    work = (
-        f"CASE WHEN reason IS NOT NULL THEN array({dead}) "
-        f"WHEN {o} IS NOT NULL THEN concat(array({event}), transform({o}.items, (item, i) -> {line})) "
-        f"ELSE array({event}) END"
-    )
-    return parsed.selectExpr(f"explode({work}) AS w").select("w.*")
 
-
-def _state(work: Any, retention: str) -> Any:
-    """The join: one aggregate row per group, kept until the watermark passes ``placed_ts``."""
-    from pyspark.sql import functions as F
-
-    aggs = [
-        F.expr(
-            "min_by(order_event, CASE WHEN kind = 'order' "
-            "THEN named_struct('t', event_time, 'id', event_id) END)"
-        ).alias("o"),
-        F.expr(
-            "max_by(courier_id, CASE WHEN kind = 'status' AND courier_id IS NOT NULL "
-            "THEN named_struct('t', event_time, 'id', event_id) END)"
-        ).alias("status_courier"),
-        F.expr(
-            "max_by(named_struct('lat', lat, 'lon', lon, 'time', event_time, "
-            "'courier_id', courier_id), CASE WHEN kind = 'location' "
-            "THEN named_struct('t', event_time, 'id', event_id) END)"
-        ).alias("loc"),
-        F.count(F.lit(1)).alias("version"),
-        F.max("event_time").alias("change_time"),
-        F.max("out").alias("out"),
-    ]
-    for s in OrderStatus:
-        aggs.append(
-            F.expr(
-                f"min(CASE WHEN kind = 'status' AND status = '{s.value}' THEN event_time END)"
-            ).alias(f"raw_{status_time_field(s)}")
+    def line(item: Column, i: Column) -> Column:
+        return _slot(
+            order_id=order["order_id"],
+            placed_ts=F.timestamp_millis(order["event_time"]),
+            slot=F.concat(F.lit("line:"), i + 1),
+            out=_item_record(order, item, i + 1, output_prefix),
         )
+
+    rows = (
+        F.when(F.col("reason").isNotNull(), F.array(dead))
+        .when(order.isNotNull(), F.concat(F.array(event), F.transform(order["items"], line)))
+        .otherwise(F.array(event))
+    )
+    return validated.select(F.explode(rows).alias("w")).select("w.*")
+
+
+def fold_per_order(slots: DataFrame, retention: str) -> DataFrame:
+    """The join: one aggregate row per group, kept until the watermark passes ``placed_ts``."""
+    kind, event_time = F.col("kind"), F.col("event_time")
+    by_time = F.struct(event_time.alias("t"), F.col("event_id").alias("id"))
+    first_status_times = [
+        F.min(F.when((kind == "status") & (F.col("status") == s.value), event_time)).alias(
+            f"raw_{status_time_field(s)}"
+        )
+        for s in OrderStatus
+    ]
+    point = F.struct("lat", "lon", event_time.alias("time"), "courier_id")
     return (
-        work.withWatermark("placed_ts", retention)
+        slots.withWatermark("placed_ts", retention)
         .groupBy("order_id", "placed_ts", "slot")
-        .agg(*aggs)
-        .where("o IS NOT NULL OR out IS NOT NULL")
+        .agg(
+            F.min_by("order_event", F.when(kind == "order", by_time)).alias("o"),
+            F.max_by(
+                "courier_id", F.when((kind == "status") & F.col("courier_id").isNotNull(), by_time)
+            ).alias("status_courier"),
+            F.max_by(point, F.when(kind == "location", by_time)).alias("loc"),
+            F.count(F.lit(1)).alias("version"),
+            F.max(event_time).alias("change_time"),
+            F.max("out").alias("out"),
+            *first_status_times,
+        )
+        .where(F.col("o").isNotNull() | F.col("out").isNotNull())
     )
 
 
-def _status_columns(state: Any) -> Any:
-    """Apply the lifecycle rules to the raw status times (all by event time)."""
-    from pyspark.sql import functions as F
-
-    raw = {s: f"raw_{status_time_field(s)}" for s in OrderStatus}
-    placed = f"coalesce({raw[OrderStatus.PLACED_ORDER]}, o.event_time)"
-    left_at = "least(" + ", ".join(raw[s] for s in LIFECYCLE if s not in CANCELLABLE_STATUSES) + ")"
+def apply_rules(state: DataFrame) -> DataFrame:
+    """Apply the lifecycle rules to the raw status times (all by event time): the status
+    times that count, the current status and its time, the distance left, and whether
+    the latest point was taken on the road."""
+    raw = {s: F.col(f"raw_{status_time_field(s)}") for s in OrderStatus}
     cancelled = raw[OrderStatus.CANCELLED]
-    df = state.withColumn(
+    left_at = F.least(*(raw[s] for s in LIFECYCLE if s not in CANCELLABLE_STATUSES))
+    cancel_counts = F.col("cancel_counts")
+    ruled = state.withColumn(
         "cancel_counts",
-        F.expr(f"{cancelled} IS NOT NULL AND coalesce({cancelled} < {left_at}, true)"),
+        cancelled.isNotNull() & F.coalesce(cancelled < left_at, F.lit(True)),
     )
-    for s in OrderStatus:
-        t = placed if s is OrderStatus.PLACED_ORDER else raw[s]
+    # An order event is its placement, whether or not a PLACED_ORDER status came.
+    reached = {
+        **raw,
+        OrderStatus.PLACED_ORDER: F.coalesce(raw[OrderStatus.PLACED_ORDER], F.col("o.event_time")),
+    }
+    for s, t in reached.items():
         if s is OrderStatus.CANCELLED:
-            expr = f"CASE WHEN cancel_counts THEN {t} END"
+            counted = F.when(cancel_counts, t)
         else:
-            expr = f"CASE WHEN cancel_counts AND {t} > {cancelled} THEN NULL ELSE {t} END"
-        df = df.withColumn(status_time_field(s), F.expr(expr))
+            counted = F.when(cancel_counts & (t > cancelled), None).otherwise(t)
+        ruled = ruled.withColumn(status_time_field(s), counted)
+
+    status = F.col("status")
     by_rank = sorted(OrderStatus, key=status_rank, reverse=True)
-    current = (
-        "CASE "
-        + " ".join(f"WHEN {status_time_field(s)} IS NOT NULL THEN '{s.value}'" for s in by_rank)
-        + " END"
-    )
-    status_time = (
-        "CASE "
-        + " ".join(f"WHEN status = '{s.value}' THEN {status_time_field(s)}" for s in OrderStatus)
-        + " END"
-    )
-    in_transit = ", ".join(f"'{s.value}'" for s in IN_TRANSIT_STATUSES)
-    out_at = status_time_field(OrderStatus.OUT_FOR_DELIVERY)
-    km = _haversine_km("loc.lat", "loc.lon", "o.delivery_lat", "o.delivery_lon")
+    current = _case((F.col(status_time_field(s)).isNotNull(), s.value) for s in by_rank)
+    status_time = _case((status == s.value, F.col(status_time_field(s))) for s in OrderStatus)
+    loc = F.col("loc")
+    km = _haversine_km(loc["lat"], loc["lon"], F.col("o.delivery_lat"), F.col("o.delivery_lon"))
+    out_at = F.col(status_time_field(OrderStatus.OUT_FOR_DELIVERY))
     return (
-        df.withColumn("status", F.expr(current))
-        .withColumn("status_time", F.expr(status_time))
+        ruled.withColumn("status", current)
+        .withColumn("status_time", status_time)
         .withColumn(
             "distance_left_km",
-            F.expr(
-                f"CASE WHEN loc IS NULL THEN NULL WHEN status = 'DELIVERED' THEN 0.0D "
-                f"ELSE round({km}, 4) END"
-            ),
+            F.when(loc.isNull(), None)
+            .when(status == OrderStatus.DELIVERED.value, F.lit(0.0))
+            .otherwise(F.round(km, 4)),
         )
         .withColumn(
             "on_the_road",
-            F.expr(f"status IN ({in_transit}) AND loc IS NOT NULL AND loc.time >= {out_at}"),
+            status.isin([s.value for s in IN_TRANSIT_STATUSES])
+            & loc.isNotNull()
+            & (loc["time"] >= out_at),
         )
     )
 
 
-def _outputs_of(state: Any, output_prefix: str) -> Any:
+def route(ruled: DataFrame, output_prefix: str) -> DataFrame:
     """Updated groups -> records: an order's ``orders_enriched`` (+ ``delivery_statuses``
     when on the road); a line's or a dead letter's finished record."""
-    df = _status_columns(state)
-    enriched = {
-        "event_id": _sql_uuid5(f"'{Topic.ORDERS_ENRICHED.value}:' || order_id || ':' || version"),
-        "event_time": "change_time",
-        "order_id": "order_id",
-        "version": "version",
-        "items": "o.items",
-        "item_count": "aggregate(o.items, 0L, (acc, x) -> acc + x.quantity)",
-        "total": "CAST(o.total AS DOUBLE)",
-        "status": "status",
-        "status_time": "status_time",
-        "created_at": "o.event_time",
-        "courier_id": "coalesce(status_courier, loc.courier_id)",
-        "courier_lat": "loc.lat",
-        "courier_lon": "loc.lon",
-        "location_time": "loc.time",
-        "distance_left_km": "distance_left_km",
+    records = F.when(
+        F.col("slot") == "",
+        F.array_compact(
+            F.array(
+                _enriched_record(output_prefix),
+                F.when(F.col("on_the_road"), _delivery_record(output_prefix)),
+            )
+        ),
+    ).otherwise(F.array("out"))
+    return ruled.select(F.explode(records).alias("out")).select("out.topic", "out.key", "out.value")
+
+
+# ----------------------------------------------------------------------------- the records
+
+
+def _slot(**columns: Column) -> Column:
+    """One row of :func:`to_slots`: every column of a group's row, NULL unless given."""
+    fields = {
+        "order_id": F.lit(None).cast("bigint"),
+        "placed_ts": F.lit(None).cast("timestamp"),
+        "slot": F.lit(""),
+        "event_time": F.lit(None).cast("bigint"),
+        "event_id": F.lit(None).cast("string"),
+        "kind": F.lit(None).cast("string"),
+        "order_event": F.lit(None).cast(struct_type(OrderPlaced)),
+        "status": F.lit(None).cast("string"),
+        "courier_id": F.lit(None).cast("bigint"),
+        "lat": F.lit(None).cast("double"),
+        "lon": F.lit(None).cast("double"),
+        "out": F.lit(None).cast(OUTPUT_TYPE),
+        **columns,
+    }
+    return F.struct(*(column.alias(name) for name, column in fields.items()))
+
+
+def _record(topic: Topic, output_prefix: str, key: Column, cls: type, columns: dict) -> Column:
+    """A record for the sink: ``columns`` as the contract JSON of ``cls``
+    (``schema_version`` first, fields in the dataclass's order, nulls written)."""
+    fields = [F.lit(SCHEMA_VERSION).alias("schema_version")]
+    fields += [columns[name].alias(name) for name, _, _ in fields_of(cls)]
+    value = F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
+    return F.struct(
+        F.lit(topic_name(topic, output_prefix)).alias("topic"),
+        key.alias("key"),
+        F.encode(value, "UTF-8").alias("value"),
+    )
+
+
+def _order_key(order_id: Column) -> Column:
+    return F.encode(order_id.cast("string"), "UTF-8")
+
+
+def _enriched_record(output_prefix: str) -> Column:
+    """An order's ``orders_enriched`` record, from its folded and ruled state."""
+    o, loc, order_id, version = F.col("o"), F.col("loc"), F.col("order_id"), F.col("version")
+    columns = {
+        "event_id": _uuid5(Topic.ORDERS_ENRICHED, order_id, version),
+        "event_time": F.col("change_time"),
+        "order_id": order_id,
+        "version": version,
+        "items": o["items"],
+        "item_count": F.aggregate(
+            o["items"], F.lit(0).cast("bigint"), lambda acc, x: acc + x["quantity"]
+        ),
+        "total": o["total"].cast("double"),
+        "status": F.col("status"),
+        "status_time": F.col("status_time"),
+        "created_at": o["event_time"],
+        "courier_id": F.coalesce("status_courier", loc["courier_id"]),
+        "courier_lat": loc["lat"],
+        "courier_lon": loc["lon"],
+        "location_time": loc["time"],
+        "distance_left_km": F.col("distance_left_km"),
     }
     for name in (
         "customer_id", "customer_name", "restaurant_id", "restaurant_name", "restaurant_lat",
         "restaurant_lon", "delivery_lat", "delivery_lon",
     ):  # fmt: skip
-        enriched[name] = f"o.{name}"
+        columns[name] = o[name]
     for s in OrderStatus:
-        enriched[status_time_field(s)] = status_time_field(s)
-    delivery = {
-        "event_id": _sql_uuid5(f"'{Topic.DELIVERY_STATUSES.value}:' || order_id || ':' || version"),
-        "event_time": "loc.time",
-        "order_id": "order_id",
-        "version": "version",
-        "customer_id": "o.customer_id",
-        "restaurant_id": "o.restaurant_id",
-        "courier_id": "loc.courier_id",
-        "status": "status",
-        "lat": "loc.lat",
-        "lon": "loc.lon",
-        "destination_lat": "o.delivery_lat",
-        "destination_lon": "o.delivery_lon",
-        "distance_left_km": "distance_left_km",
-    }
-    key = "encode(cast(order_id AS STRING), 'UTF-8')"
-    enriched_out = (
-        f"named_struct('topic', {sql_literal(topic_name(Topic.ORDERS_ENRICHED, output_prefix))}, "
-        f"'key', {key}, 'value', encode({_json_record(OrderEnriched, enriched)}, 'UTF-8'))"
+        columns[status_time_field(s)] = F.col(status_time_field(s))
+    return _record(
+        Topic.ORDERS_ENRICHED, output_prefix, _order_key(order_id), OrderEnriched, columns
     )
-    delivery_out = (
-        f"CASE WHEN on_the_road THEN named_struct('topic', "
-        f"{sql_literal(topic_name(Topic.DELIVERY_STATUSES, output_prefix))}, 'key', {key}, "
-        f"'value', encode({_json_record(DeliveryStatus, delivery)}, 'UTF-8')) END"
-    )
-    return df.selectExpr(
-        f"explode(CASE WHEN slot = '' THEN array_compact(array({enriched_out}, {delivery_out})) "
-        "ELSE array(out) END) AS out"
-    ).selectExpr("out.topic AS topic", "out.key AS key", "out.value AS value")
 
 
-def _item_output(output_prefix: str) -> str:
-    """SQL over ``orders`` and lambda variables ``item``, ``i``: one line's record."""
-    o = Topic.ORDERS.value
+def _delivery_record(output_prefix: str) -> Column:
+    """An order's ``delivery_statuses`` record: its latest point, taken on the road."""
+    o, loc, order_id, version = F.col("o"), F.col("loc"), F.col("order_id"), F.col("version")
     columns = {
-        "event_id": _sql_uuid5(
-            f"'{Topic.ORDER_ITEMS_ENRICHED.value}:' || {o}.order_id || ':' || (i + 1)"
-        ),
-        "event_time": f"{o}.event_time",
-        "order_id": f"{o}.order_id",
-        "line": "CAST(i + 1 AS BIGINT)",
-        "customer_id": f"{o}.customer_id",
-        "restaurant_id": f"{o}.restaurant_id",
-        "restaurant_name": f"{o}.restaurant_name",
-        "product_id": "item.product_id",
-        "product_name": "item.name",
-        "category": "item.category",
-        "quantity": "item.quantity",
-        "unit_price": "CAST(item.unit_price AS DOUBLE)",
-        "line_total": "round(CAST(item.unit_price AS DOUBLE) * item.quantity, 2)",
+        "event_id": _uuid5(Topic.DELIVERY_STATUSES, order_id, version),
+        "event_time": loc["time"],
+        "order_id": order_id,
+        "version": version,
+        "customer_id": o["customer_id"],
+        "restaurant_id": o["restaurant_id"],
+        "courier_id": loc["courier_id"],
+        "status": F.col("status"),
+        "lat": loc["lat"],
+        "lon": loc["lon"],
+        "destination_lat": o["delivery_lat"],
+        "destination_lon": o["delivery_lon"],
+        "distance_left_km": F.col("distance_left_km"),
     }
-    return (
-        f"named_struct('topic', {sql_literal(topic_name(Topic.ORDER_ITEMS_ENRICHED, output_prefix))}, "
-        f"'key', encode(cast({o}.order_id AS STRING), 'UTF-8'), "
-        f"'value', encode({_json_record(OrderItemEnriched, columns)}, 'UTF-8'))"
+    return _record(
+        Topic.DELIVERY_STATUSES, output_prefix, _order_key(order_id), DeliveryStatus, columns
     )
 
 
-def _dead_letter_output(output_prefix: str) -> str:
-    """SQL: the ``dead_letters`` record of an invalid message (id: UUID5 of its coordinates)."""
+def _item_record(order: Column, item: Column, line: Column, output_prefix: str) -> Column:
+    """The ``order_items_enriched`` record of one line (numbered from 1) of an order event."""
+    price = item["unit_price"].cast("double")
     columns = {
-        "event_id": _sql_uuid5(
-            f"'{Topic.DEAD_LETTERS.value}:' || source_topic || ':' || partition || ':' || offset"
-        ),
-        "event_time": "unix_millis(current_timestamp())",
-        "source_topic": "source_topic",
-        "source_partition": "CAST(partition AS BIGINT)",
-        "source_offset": "offset",
-        "reason": "reason",
+        "event_id": _uuid5(Topic.ORDER_ITEMS_ENRICHED, order["order_id"], line),
+        "event_time": order["event_time"],
+        "order_id": order["order_id"],
+        "line": line.cast("bigint"),
+        "customer_id": order["customer_id"],
+        "restaurant_id": order["restaurant_id"],
+        "restaurant_name": order["restaurant_name"],
+        "product_id": item["product_id"],
+        "product_name": item["name"],
+        "category": item["category"],
+        "quantity": item["quantity"],
+        "unit_price": price,
+        "line_total": F.round(price * item["quantity"], 2),
+    }
+    key = _order_key(order["order_id"])
+    return _record(Topic.ORDER_ITEMS_ENRICHED, output_prefix, key, OrderItemEnriched, columns)
+
+
+def _coordinates() -> Column:
+    """``<topic>:<partition>:<offset>``: where a message was, which names its dead letter."""
+    return F.concat("source_topic", F.lit(":"), "partition", F.lit(":"), "offset")
+
+
+def _dead_letter_record(output_prefix: str) -> Column:
+    """The ``dead_letters`` record of an invalid message (id: UUID5 of its coordinates)."""
+    columns = {
+        "event_id": _uuid5(Topic.DEAD_LETTERS, _coordinates()),
+        "event_time": F.unix_millis(F.current_timestamp()),
+        "source_topic": F.col("source_topic"),
+        "source_partition": F.col("partition").cast("bigint"),
+        "source_offset": F.col("offset"),
+        "reason": F.col("reason"),
         # base64() wraps lines MIME-style unless spark.sql.chunkBase64String.enabled is off.
-        "key_b64": "regexp_replace(base64(key), '[\\r\\n]', '')",
-        "value_b64": "coalesce(regexp_replace(base64(value), '[\\r\\n]', ''), '')",
+        "key_b64": F.regexp_replace(F.base64("key"), r"[\r\n]", ""),
+        "value_b64": F.coalesce(F.regexp_replace(F.base64("value"), r"[\r\n]", ""), F.lit("")),
     }
-    return (
-        f"named_struct('topic', {sql_literal(topic_name(Topic.DEAD_LETTERS, output_prefix))}, "
-        f"'key', key, 'value', encode({_json_record(DeadLetter, columns)}, 'UTF-8'))"
+    return _record(Topic.DEAD_LETTERS, output_prefix, F.col("key"), DeadLetter, columns)
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+def _uuid5(topic: Topic, *parts: Column) -> Column:
+    """``uuid.uuid5(OUTPUT_NAMESPACE, "<topic>:<part>:...")``, as :func:`output_id`."""
+    name = [F.lit(f"{topic.value}:")]
+    for i, part in enumerate(parts):
+        name += [F.lit(":"), part] if i else [part]
+    h = F.sha1(F.concat(F.unhex(F.lit(OUTPUT_NAMESPACE.hex)), F.encode(F.concat(*name), "UTF-8")))
+    # RFC 4122: version 5 in the 13th hex digit, the variant's two bits in the 17th.
+    variant = F.lower(F.hex(F.conv(h.substr(17, 1), 16, 10).cast("int").bitwiseAND(3).bitwiseOR(8)))
+    return F.concat_ws(
+        "-",
+        h.substr(1, 8),
+        h.substr(9, 4),
+        F.concat(F.lit("5"), h.substr(14, 3)),
+        F.concat(variant, h.substr(18, 3)),
+        h.substr(21, 12),
     )
 
 
-#: The name of the per-batch observed metrics (``observedMetrics`` in the query progress).
-DEAD_LETTER_METRICS = "dead_letters"
+def _haversine_km(lat1: Column, lon1: Column, lat2: Column, lon2: Column) -> Column:
+    """Spark's twin of :func:`contract.geo.haversine_km` (same operations, same order)."""
+    a = F.pow(F.sin((F.radians(lat2) - F.radians(lat1)) / 2), 2) + F.cos(F.radians(lat1)) * F.cos(
+        F.radians(lat2)
+    ) * F.pow(F.sin(F.radians(lon2 - lon1) / 2), 2)
+    return 2 * geo.EARTH_RADIUS_KM * F.asin(F.least(F.lit(1.0), F.sqrt(a)))
 
 
-def observe_dead_letters(parsed: Any) -> Any:
-    """Count each micro-batch's dead letters by reason, reported to the driver in the
-    query's progress (Spark's observed metrics: aggregated on the executors with the
-    batch). Element indices are dropped from the reason (``items[3].price`` ->
-    ``items[].price``), so the reasons are bounded by the contract's rule table."""
-    from pyspark.sql import functions as F
-
-    reasons = "collect_list(regexp_replace(reason, '\\\\[[0-9]+\\\\]', '[]'))"
-    by_reason = (
-        f"map_from_entries(transform(array_distinct({reasons}), "
-        f"r -> struct(r, size(filter({reasons}, x -> x = r)))))"
-    )
-    return parsed.observe(DEAD_LETTER_METRICS, F.expr(by_reason).alias("by_reason"))
-
-
-def outputs(
-    source: Any,
-    *,
-    input_prefix: str = "",
-    output_prefix: str = "",
-    retention: str = DEFAULT_RETENTION,
-) -> Any:
-    """Every record the job produces for ``source``: columns topic, key, value."""
-    work = _work(observe_dead_letters(parse(source, input_prefix)), output_prefix)
-    return _outputs_of(_state(work, retention), output_prefix)
+def _case(branches: Iterable[tuple[Column, Any]]) -> Column:
+    """``CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... END``: NULL when no condition holds."""
+    (condition, value), *rest = branches
+    case = F.when(condition, value)
+    for condition, value in rest:
+        case = case.when(condition, value)
+    return case

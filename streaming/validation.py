@@ -16,6 +16,8 @@ import types
 import typing
 from typing import Any
 
+from pyspark.sql import types as T
+
 from contract.events import (
     SCHEMA_VERSION,
     DeliveryLocation,
@@ -49,10 +51,8 @@ def fields_of(cls: type) -> list[tuple[str, Any, bool]]:
     return out
 
 
-def spark_type(annotation: Any) -> Any:
+def spark_type(annotation: Any) -> T.DataType:
     """The Spark SQL type of a contract annotation."""
-    from pyspark.sql import types as T
-
     if annotation is int:
         return T.LongType()
     if annotation is float:
@@ -68,10 +68,8 @@ def spark_type(annotation: Any) -> Any:
     raise TypeError(f"no Spark type for {annotation!r}")
 
 
-def struct_type(cls: type) -> Any:
+def struct_type(cls: type) -> T.StructType:
     """The Spark schema of a contract dataclass (for ``from_json``)."""
-    from pyspark.sql import types as T
-
     return T.StructType([T.StructField(n, spark_type(a)) for n, a, _ in fields_of(cls)])
 
 
