@@ -233,8 +233,13 @@ async def probe(
                 except TimeoutError:
                     errors += 1
                 if naive_task is not None:
-                    naive.append(await asyncio.wait_for(naive_task, timeout=30))
-                    rest_polled.append(await asyncio.wait_for(poll_task, timeout=30))
+                    # A baseline that does not see the change within 30 s is counted, not
+                    # fatal: one slow poller must not throw away the whole run's figures.
+                    for task, into in ((naive_task, naive), (poll_task, rest_polled)):
+                        try:
+                            into.append(await asyncio.wait_for(task, timeout=30))
+                        except TimeoutError:
+                            errors += 1
             await ws.close()
     return {
         "rest": rest,
