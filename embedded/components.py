@@ -94,6 +94,6 @@ def components() -> list[Component]:
             ready_text="simulator: running",
             stage=2,
             waiting_note="simulator placing orders",
-            enabled=lambda: env_str("SIMULATOR_ENABLED", "true").lower() in {"1", "true", "yes"},
+            enabled=lambda: env_bool("SIMULATOR_ENABLED", True),
         ),
     ]  # fmt: skip

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from contract.conf import env_str
+from contract.events import LIFECYCLE
 from tracker.orders import policy
 
 #: Optional internet tiles for production (e.g. https://tile.example/{z}/{x}/{y}.png).
@@ -43,7 +44,8 @@ def map_config() -> dict[str, str]:
 
 
 def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
-    """What every page module gets: API roots, the user's roles, the map settings."""
+    """What every page module gets: API roots, the user's roles, the map settings, and the
+    order lifecycle from the event contract (so the pages keep no copy of it)."""
     user = request.user
     return {
         "apiRoot": "/api/v1/",
@@ -55,6 +57,7 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
             "isOperator": policy.is_operator(user),
         },
         "map": map_config(),
+        "lifecycle": [status.value for status in LIFECYCLE],
         "urls": {
             "order": reverse("frontend:order", args=[0]).replace("/0/", "/{id}/"),
             "myOrders": reverse("frontend:my-orders"),

@@ -94,6 +94,13 @@ class MyAddresses(generics.GenericAPIView):
     def get_queryset(self):
         return policy.customer_of(self.request.user).addresses.all()
 
+    @transaction.atomic
+    def save_address(self, serializer: AddressSerializer, **fields: Any) -> None:
+        """Create and change keep one invariant: `is_default` true makes it the only default."""
+        address = serializer.save(**fields)
+        if serializer.validated_data.get("is_default"):
+            address.customer.addresses.exclude(pk=address.pk).update(is_default=False)
+
 
 @extend_schema_view(
     get=extend_schema(operation_id="listAddresses", summary="List my delivery addresses"),
@@ -108,12 +115,8 @@ class AddressListView(MyAddresses, generics.ListCreateAPIView):
 
     pagination_class = None
 
-    @transaction.atomic
     def perform_create(self, serializer: AddressSerializer) -> None:
-        customer = policy.customer_of(self.request.user)
-        if serializer.validated_data.get("is_default"):
-            customer.addresses.update(is_default=False)
-        serializer.save(customer=customer)
+        self.save_address(serializer, customer=policy.customer_of(self.request.user))
 
 
 @extend_schema_view(
@@ -130,11 +133,8 @@ class AddressDetailView(MyAddresses, generics.RetrieveUpdateDestroyAPIView):
     """One of my addresses: read, change (`is_default` true makes it the only default),
     delete (deleting the default makes the oldest remaining address the default)."""
 
-    @transaction.atomic
     def perform_update(self, serializer: AddressSerializer) -> None:
-        if serializer.validated_data.get("is_default"):
-            self.get_queryset().exclude(pk=serializer.instance.pk).update(is_default=False)
-        serializer.save()
+        self.save_address(serializer)
 
     @transaction.atomic
     def perform_destroy(self, instance: Any) -> None:

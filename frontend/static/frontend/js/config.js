@@ -4,8 +4,8 @@
  */
 const node = document.getElementById("page-config");
 
-/** @type {{apiRoot: string, wsRoot: string, currency: string, user: {username: string, roles: string[], isOperator: boolean}, map: {tileUrl: string, tileAttribution: string, schematicUrl: string}, urls: Record<string, string>, orderId?: number}} */
-export const config = node ? JSON.parse(node.textContent) : { apiRoot: "/api/v1/", wsRoot: "/ws/", urls: {}, user: { roles: [] }, map: {} };
+/** @type {{apiRoot: string, wsRoot: string, currency: string, user: {username: string, roles: string[], isOperator: boolean}, map: {tileUrl: string, tileAttribution: string, schematicUrl: string}, urls: Record<string, string>, lifecycle: string[], orderId?: number}} */
+export const config = node ? JSON.parse(node.textContent) : { apiRoot: "/api/v1/", wsRoot: "/ws/", urls: {}, user: { roles: [] }, map: {}, lifecycle: [] };
 
 /** The URL of an order's page. */
 export function orderUrl(id) {

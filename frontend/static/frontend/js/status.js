@@ -4,16 +4,10 @@
  * live update, which carries `status_times`, redraws it exactly like a snapshot).
  */
 
-/** The seven steps of the happy path, in order. */
-export const LIFECYCLE = [
-  "PLACED_ORDER",
-  "ORDER_CONFIRMED",
-  "BEING_PREPARED",
-  "BEING_COOKED",
-  "OUT_FOR_DELIVERY",
-  "ARRIVING_AT_DOOR",
-  "DELIVERED",
-];
+import { config } from "./config.js";
+
+/** The seven steps of the happy path, in order: the event contract's, from the page config. */
+export const LIFECYCLE = config.lifecycle;
 
 export const LABELS = {
   PLACED_ORDER: "Order placed",
