@@ -45,10 +45,11 @@ from pinot.store import RECORD_ERRORS, Batch, RecordError, Store, to_row
 log = logging.getLogger(__name__)
 
 
-#: Bounds of the time records are gathered for one write: the first is the freshness
-#: the stand-in keeps when writes are cheap, the second what it never exceeds.
-MIN_GATHER_SECONDS = 0.05
-MAX_GATHER_SECONDS = 1.0
+#: A write takes what has arrived until records pause for this long: the stream job
+#: writes a burst per micro-batch, and a burst becomes one transaction.
+QUIET_SECONDS = 0.05
+#: ... but never gathers for longer than this while records keep coming.
+MAX_GATHER_SECONDS = 0.5
 
 
 def fingerprint(key: bytes | None, value: bytes | None) -> str:
@@ -88,8 +89,6 @@ class Ingester:
         #: topic -> the id of the incarnation ``positions`` refer to, and its partitions
         self.topic_ids: dict[str, str] = {}
         self.partitions: dict[str, list[int]] = {}
-        #: How long the last write of consumed rows took (see _gather_seconds).
-        self._write_seconds = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pinot-ingest", daemon=True)
         self._cond = threading.Condition()
@@ -150,7 +149,7 @@ class Ingester:
                 if self._verify:
                     self._verify = False
                     self._verify_positions(cons)
-                messages = cons.consume(self.batch_size, timeout=self._gather_seconds())
+                messages = self._gather(cons)
                 if self.rollovers.changed():
                     # Some of these may come from the new log at shifted offsets: dropped,
                     # read again from the moved positions.
@@ -166,16 +165,28 @@ class Ingester:
         finally:
             cons.close()
 
-    def _gather_seconds(self) -> float:
-        """How long to gather records before the next write: twice what the last one took.
+    def _gather(self, cons) -> list:
+        """The records of one write: what arrives until a pause of ``QUIET_SECONDS``, at
+        most ``batch_size`` records or ``MAX_GATHER_SECONDS`` of them; nothing after
+        ``QUIET_SECONDS`` when nothing comes (the loop's other duties run in between).
 
-        A write (transaction, commit) costs about the same for 10 rows as for 200, so
-        at a steady load smaller, more frequent writes only add CPU. Gathering for twice
-        the last write's time keeps the writer busy at most a third of the time, and lets
-        a batch grow when writes slow down (a busy machine, a bigger database) instead
-        of falling behind.
+        A transaction costs about the same for 30 rows a table as for 300 (about 40 ms of
+        CPU, docs/performance.md), so one write per burst instead of one per fixed window
+        cuts the stand-in's CPU several times at the same freshness; while a write runs,
+        records queue in the consumer, so the next batch grows when writes slow down.
         """
-        return min(MAX_GATHER_SECONDS, max(MIN_GATHER_SECONDS, 2 * self._write_seconds))
+        messages: list = []
+        deadline = None
+        while len(messages) < self.batch_size and not self._stop.is_set():
+            got = cons.consume(self.batch_size - len(messages), timeout=QUIET_SECONDS)
+            messages += got
+            if not any(msg.error() is None for msg in got):
+                break  # a pause (or only end-of-partition events): the burst is in
+            if deadline is None:
+                deadline = time.monotonic() + MAX_GATHER_SECONDS
+            elif time.monotonic() >= deadline:
+                break
+        return messages
 
     def _current_ids(self) -> dict[str, str]:
         return topic_ids(self.reporter.admin, list(self.by_topic))
@@ -310,14 +321,12 @@ class Ingester:
             replayed[table.name].append(is_replay)
             records.append((table.name, row, is_replay, topic, part, offset))
         batches = [Batch(self.store.tables[name], rows[name], replayed[name]) for name in rows]
-        started = time.monotonic()
         try:
             self.store.apply(batches, positions)
         except RECORD_ERRORS as exc:
             # Some record the store cannot hold: apply them one by one, skip only that one.
             log.warning("pinot: a batch failed (%s); applying its records one by one", exc)
             self._apply_one_by_one(records, positions)
-        self._write_seconds = time.monotonic() - started
         self.positions = positions
         with self._cond:
             self._cond.notify_all()
