@@ -6,12 +6,13 @@ table, history of the upsert tables, offsets). At ``make run``'s default load ab
 decides whether ingestion keeps up; the history tables grow by about 360,000 rows
 an hour each. This builds a file database like the embedded one (512 MB memory
 limit) with ``--history`` rows already in each history table, then times
-``Store.apply`` for batches shaped like the default load, for the store at
-``--baseline`` (loaded from git) and the working tree, side by side.
+``Store.apply`` for batches of ``--rows`` rows a table, for the store at ``--baseline``
+(loaded from git) and the working tree, side by side; CPU per row (the process's, DuckDB's
+threads included) shows what a transaction's fixed cost makes of small batches.
 
 Not a test. Usage::
 
-    .venv/bin/python bench/bench_pinot_apply.py --baseline 4089917 [--history 0 250000 1000000]
+    .venv/bin/python bench/bench_pinot_apply.py --baseline 4089917 [--history 0 250000 1000000] [--rows 30 300]
 
 Prints a table and writes JSON to bench/results/pinot-apply-<timestamp>.json.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,7 +37,7 @@ from bench.common import RESULTS, arguments, machine, print_table  # noqa: E402
 from pinot import store as new_store  # noqa: E402
 from pinot.definitions import load_tables  # noqa: E402
 
-KEYS = ("p50_ms", "p99_ms", "mean_ms", "applies_per_s")
+KEYS = ("p50_ms", "p99_ms", "mean_ms", "applies_per_s", "cpu_ms_per_row")
 
 #: (topic, partition) keys the embedded ingester commits offsets for (3 topics, 4 partitions).
 PARTITIONS = [(f"topic{t}", p) for t in range(3) for p in range(4)]
@@ -105,7 +107,7 @@ def measure(module, history: int, applies: int, rows: int, seed: int) -> dict:
         key = max(1, history // 50)
         version = history
         offsets = {tp: (0, "fp") for tp in PARTITIONS}
-        times = []
+        times, cpu = [], 0.0
         for _ in range(applies):
             batches = []
             for name, table in tables.items():
@@ -117,9 +119,10 @@ def measure(module, history: int, applies: int, rows: int, seed: int) -> dict:
             key += 3
             version += rows
             offsets = {tp: (n + rows // 4, "fp") for tp, (n, _) in offsets.items()}
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), process_cpu()
             store.apply(batches, offsets)
             times.append(time.perf_counter() - start)
+            cpu += process_cpu() - cpu_start
         store.conn.close()
     times.sort()
     return {
@@ -127,7 +130,14 @@ def measure(module, history: int, applies: int, rows: int, seed: int) -> dict:
         "p99_ms": round(times[int(len(times) * 0.99) - 1] * 1000, 2),
         "mean_ms": round(statistics.fmean(times) * 1000, 2),
         "applies_per_s": round(len(times) / sum(times), 1),
+        # DuckDB's own threads included: what the stand-in's process pays per row.
+        "cpu_ms_per_row": round(cpu * 1000 / (applies * rows * len(tables)), 3),
     }
+
+
+def process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -135,20 +145,35 @@ def main() -> int:
     parser.add_argument("--baseline", required=True, help="git revision of the old store")
     parser.add_argument("--history", type=int, nargs="+", default=[0, 250_000, 1_000_000])
     parser.add_argument("--applies", type=int, default=300)
-    parser.add_argument("--rows", type=int, default=25, help="rows per table per transaction")
+    parser.add_argument(
+        "--rows", type=int, nargs="+", default=[25], help="rows per table per transaction"
+    )
     args = parser.parse_args()
 
     variants = {f"old ({args.baseline})": load_baseline(args.baseline), "new": new_store}
     results = []
     for history in args.history:
-        for name, module in variants.items():
-            r = measure(module, history, args.applies, args.rows, seed=history)
-            results.append({"history_rows": history, "variant": name, **r})
-            print(f"  history={history:>9,} {name:<16} {r}", flush=True)
+        for rows in args.rows:
+            for name, module in variants.items():
+                r = measure(module, history, args.applies, rows, seed=history)
+                results.append({"history_rows": history, "rows": rows, "variant": name, **r})
+                print(f"  history={history:>9,} rows={rows:>5} {name:<16} {r}", flush=True)
     print_table(
         "One ingestion transaction (3 tables, offsets, commit)",
-        [(f"{r['history_rows']:,}", r["variant"], *(str(r[k]) for k in KEYS)) for r in results],
-        ("history rows", "variant", "p50 ms", "p99 ms", "mean ms", "applies/s"),
+        [
+            (f"{r['history_rows']:,}", str(r["rows"]), r["variant"], *(str(r[k]) for k in KEYS))
+            for r in results
+        ],
+        (
+            "history rows",
+            "rows/table",
+            "variant",
+            "p50 ms",
+            "p99 ms",
+            "mean ms",
+            "applies/s",
+            "CPU ms/row",
+        ),
     )
     out = RESULTS / f"pinot-apply-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(
