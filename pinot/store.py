@@ -21,6 +21,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,9 @@ _ARROW_TYPES = {
 
 #: How every connection is opened (see Store.__init__).
 DUCKDB_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+
+#: The write-ahead log's size past which the writer checkpoints (see Store.apply).
+CHECKPOINT_WAL_BYTES = 64 * 1024 * 1024
 
 #: Prepared statements a read cursor keeps (one per parameterised query text).
 MAX_PREPARED_PER_CURSOR = 256
@@ -190,10 +194,18 @@ class Store:
     """The DuckDB database: one writer (the ingester), many reader cursors."""
 
     def __init__(
-        self, tables: dict[str, TableDef], path: str = ":memory:", memory_limit: str | None = None
+        self,
+        tables: dict[str, TableDef],
+        path: str = ":memory:",
+        memory_limit: str | None = None,
+        checkpoint_wal_bytes: int = CHECKPOINT_WAL_BYTES,
     ) -> None:
         self.tables = tables
         self.path = path
+        self.checkpoint_wal_bytes = checkpoint_wal_bytes
+        #: Checkpoints the writer ran, and those DuckDB refused (with the last reason).
+        self.checkpoints = {"done": 0, "failed": 0}
+        self.last_checkpoint_error: str | None = None
         # Read-only and local whatever SQL arrives: no file system or network access
         # (read_csv, COPY ... TO, ATTACH, INSTALL/LOAD all fail), and the setting itself
         # cannot be switched back with SET. The database's own file is still used.
@@ -339,6 +351,35 @@ class Store:
         except BaseException:
             cur.execute("ROLLBACK")
             raise
+        if self.wal_bytes() > self.checkpoint_wal_bytes:
+            self.checkpoint()
+
+    def wal_bytes(self) -> int:
+        """Size of the write-ahead log (0 for an in-memory database)."""
+        try:
+            return os.path.getsize(f"{self.path}.wal")
+        except OSError:
+            return 0
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the database file.
+
+        DuckDB checkpoints on its own at commit only when no other transaction is open,
+        if the committing one updated rows (every upsert does). Here queries run beside
+        every write, so it never did: in a long run the log grew 26 MB a minute, every
+        row of it also held in memory and spilled to temporary files past the memory
+        limit, and each write got slower. A ``CHECKPOINT`` statement runs beside open
+        readers (a concurrent checkpoint); it fails only while another writer is busy,
+        and the next write tries again.
+        """
+        try:
+            self.cursor().execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            self.checkpoints["failed"] += 1
+            self.last_checkpoint_error = str(exc)
+            log.warning("pinot: checkpoint failed (%s); retried after the next write", exc)
+        else:
+            self.checkpoints["done"] += 1
 
     def _apply_batch(self, cur: duckdb.DuckDBPyConnection, batch: Batch) -> None:
         table = batch.table
