@@ -92,9 +92,8 @@ def test_the_log_stays_bounded_and_every_row_stays_readable(tmp_path: Path) -> N
         largest = write(store, 40)
     finally:
         readers.stop()
-    assert store.checkpoints == {"done": store.checkpoints["done"], "failed": 0}
-    assert store.checkpoints["done"] >= 3
-    assert largest < 2 * MB  # one write's worth past the bound at most
+    assert store.checkpoints["done"] >= 2, store.last_checkpoint_error
+    assert largest < 1.5 * MB  # one write (about 0.1 MB) past the bound at most
     assert readers.reads > 10 and readers.errors == []  # queries ran throughout, none failed
     assert store.read("SELECT count(*), min(version) FROM orders_enriched") == [(300, 39_000)]
     store.close()
