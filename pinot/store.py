@@ -21,7 +21,6 @@ import itertools
 import json
 import logging
 import math
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -55,12 +54,6 @@ _ARROW_TYPES = {
 
 #: How every connection is opened (see Store.__init__).
 DUCKDB_CONFIG = {"enable_external_access": False, "lock_configuration": True}
-
-#: The write-ahead log's size past which the writer checkpoints (see Store.apply).
-CHECKPOINT_WAL_BYTES = 64 * 1024 * 1024
-
-#: How long a checkpoint waits for running queries to finish (new ones wait for it).
-CHECKPOINT_WAIT_SECONDS = 2.0
 
 #: Prepared statements a read cursor keeps (one per parameterised query text).
 MAX_PREPARED_PER_CURSOR = 256
@@ -197,18 +190,10 @@ class Store:
     """The DuckDB database: one writer (the ingester), many reader cursors."""
 
     def __init__(
-        self,
-        tables: dict[str, TableDef],
-        path: str = ":memory:",
-        memory_limit: str | None = None,
-        checkpoint_wal_bytes: int = CHECKPOINT_WAL_BYTES,
+        self, tables: dict[str, TableDef], path: str = ":memory:", memory_limit: str | None = None
     ) -> None:
         self.tables = tables
         self.path = path
-        self.checkpoint_wal_bytes = checkpoint_wal_bytes
-        #: Checkpoints the writer ran, and those DuckDB refused (with the last reason).
-        self.checkpoints = {"done": 0, "failed": 0}
-        self.last_checkpoint_error: str | None = None
         # Read-only and local whatever SQL arrives: no file system or network access
         # (read_csv, COPY ... TO, ATTACH, INSTALL/LOAD all fail), and the setting itself
         # cannot be switched back with SET. The database's own file is still used.
@@ -218,10 +203,6 @@ class Store:
         self.conn = duckdb.connect(path, config=config)
         self._local = threading.local()
         self._lock = threading.Lock()
-        #: Queries running, and whether a checkpoint holds new ones back (see checkpoint).
-        self._gate = threading.Condition()
-        self._running = 0
-        self._checkpointing = False
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._idle: list[duckdb.DuckDBPyConnection] = []  # read cursors not in use
         #: Per read cursor (by id): parameterised query text -> its prepared statement's
@@ -281,29 +262,21 @@ class Store:
         ``prepared`` is the same query as a parameterised text and its values: each cursor
         prepares a text once and executes it after that, without planning it again.
         """
-        with self._gate:
-            self._gate.wait_for(lambda: not self._checkpointing)
-            self._running += 1
-        try:
+        with self._lock:
+            cur = self._idle.pop() if self._idle else None
+        if cur is None:
+            cur = self.conn.cursor()
+            with contextlib.suppress(duckdb.Error):  # see cursor()
+                self._setup(cur)
             with self._lock:
-                cur = self._idle.pop() if self._idle else None
-            if cur is None:
-                cur = self.conn.cursor()
-                with contextlib.suppress(duckdb.Error):  # see cursor()
-                    self._setup(cur)
-                with self._lock:
-                    self._cursors.append(cur)
-            try:
-                if prepared is None:
-                    return cur.execute(sql).fetchall()
-                return self._execute_prepared(cur, sql, *prepared)
-            finally:
-                with self._lock:
-                    self._idle.append(cur)
+                self._cursors.append(cur)
+        try:
+            if prepared is None:
+                return cur.execute(sql).fetchall()
+            return self._execute_prepared(cur, sql, *prepared)
         finally:
-            with self._gate:
-                self._running -= 1
-                self._gate.notify_all()
+            with self._lock:
+                self._idle.append(cur)
 
     def _execute_prepared(
         self, cur: duckdb.DuckDBPyConnection, sql: str, text: str, params: tuple[Any, ...]
@@ -366,46 +339,6 @@ class Store:
         except BaseException:
             cur.execute("ROLLBACK")
             raise
-        if self.wal_bytes() > self.checkpoint_wal_bytes:
-            self.checkpoint()
-
-    def wal_bytes(self) -> int:
-        """Size of the write-ahead log (0 for an in-memory database)."""
-        try:
-            return os.path.getsize(f"{self.path}.wal")
-        except OSError:
-            return 0
-
-    def checkpoint(self) -> None:
-        """Move the write-ahead log into the database file.
-
-        DuckDB checkpoints on its own at commit only when no other transaction is open,
-        if the committing one updated rows (every upsert does). Here queries run beside
-        every write, so it never did: in a long run the log grew 26 MB a minute, every
-        row of it also held in memory and spilled to temporary files past the memory
-        limit, and each write got slower. A ``CHECKPOINT`` statement is refused while
-        other connections' statements run, so new queries wait while it waits (at most
-        ``CHECKPOINT_WAIT_SECONDS``) for the running ones to finish, then for its own few
-        milliseconds. When queries outlast the wait, it is tried again after the next
-        write. (``FORCE CHECKPOINT`` waits with no bound: in a long run it froze ingestion.)
-        """
-        with self._gate:
-            self._checkpointing = True
-            quiet = self._gate.wait_for(lambda: self._running == 0, CHECKPOINT_WAIT_SECONDS)
-        try:
-            if not quiet:
-                raise duckdb.TransactionException("queries still running after the wait")
-            self.cursor().execute("CHECKPOINT")
-        except duckdb.Error as exc:
-            self.checkpoints["failed"] += 1
-            self.last_checkpoint_error = str(exc)
-            log.info("pinot: checkpoint refused (%s); tried again after the next write", exc)
-        else:
-            self.checkpoints["done"] += 1
-        finally:
-            with self._gate:
-                self._checkpointing = False
-                self._gate.notify_all()
 
     def _apply_batch(self, cur: duckdb.DuckDBPyConnection, batch: Batch) -> None:
         table = batch.table
