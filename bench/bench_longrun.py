@@ -202,12 +202,16 @@ async def run_probes(web: str, people: dict, minutes: float, every: float, sampl
 
 def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> list[tuple]:
     """Cores each component used in each window, from the sampler's CPU seconds so far
-    (a window across a component's restart counts only its new process)."""
+    (a counter that went down belongs to a restarted process: only its own count is taken)."""
+
+    def used(now: float, before: float) -> float:
+        return now - before if now >= before else now
+
     rows, start = [], series[0] if series else None
     for row in series[1:]:
         if row["t_s"] - start["t_s"] >= minutes * 60 or row is series[-1]:
             span = row["t_s"] - start["t_s"]
-            cores = [max(0.0, row["cpu_s"][n] - start["cpu_s"][n]) / span for n in names]
+            cores = [used(row["cpu_s"][n], start["cpu_s"][n]) / span for n in names]
             rows.append(
                 (f"{start['t_s'] / 60:.0f}", *(f"{c:.2f}" for c in cores), f"{sum(cores):.2f}")
             )

@@ -170,10 +170,10 @@ class Ingester:
         most ``batch_size`` records or ``MAX_GATHER_SECONDS`` of them; nothing after
         ``QUIET_SECONDS`` when nothing comes (the loop's other duties run in between).
 
-        A transaction costs about the same for 30 rows a table as for 300 (about 40 ms of
-        CPU, docs/performance.md), so one write per burst instead of one per fixed window
-        cuts the stand-in's CPU several times at the same freshness; while a write runs,
-        records queue in the consumer, so the next batch grows when writes slow down.
+        A transaction's cost is mostly fixed (docs/performance.md), so the stand-in's CPU
+        follows the number of writes: the stream job writes a burst per micro-batch, and a
+        burst becomes one write. While a write runs, records queue in the consumer, so the
+        next batch grows when writes slow down.
         """
         messages: list = []
         deadline = None
