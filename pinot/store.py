@@ -11,12 +11,19 @@ double-applies records.
 Upsert rule (Pinot FULL mode with a comparison column): a record replaces the
 current row when its comparison value is greater than or equal to the current
 one; on equal values the later offset wins. Within one batch the rows are
-de-duplicated first (DuckDB refuses to update one key twice in one statement).
+de-duplicated first, then the current rows they beat are deleted and the winners
+inserted. A write never updates a row in place: DuckDB skips its automatic
+checkpoint at a commit that updated rows while other transactions are open, and
+queries are open beside nearly every write here. With in-place updates the
+database never checkpointed while serving: its write-ahead log, and the memory
+behind it, grew for as long as it ran (docs/performance.md). Two more things hold
+checkpoints off for as long as they last: a result read only in part (its
+transaction stays open, so every result here is read to the end), and a catalog
+change committed while a query is open (so the macro is created once).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -209,7 +216,16 @@ class Store:
         #: name ("" when DuckDB could not prepare it).
         self._prepared: dict[int, dict[str, str]] = {}
         self._statement_ids = itertools.count()
-        self._setup(self.conn)
+        # Both once, not per cursor: every cursor of the database sees them, and a catalog
+        # change beside an open query holds checkpoints off (see the module's note).
+        self.conn.execute(PERCENTILE_MACRO)
+        self.conn.create_function(
+            "pinot_st_contains",
+            _st_contains,
+            ["VARCHAR", "DOUBLE", "DOUBLE"],
+            "INTEGER",
+            type="arrow",
+        )
         for table in tables.values():
             cols = physical_columns(table)
             ddl = ", ".join(f'"{c}" {t}' for c, t in cols)
@@ -229,25 +245,11 @@ class Store:
             "next_offset BIGINT, fingerprint VARCHAR, PRIMARY KEY (topic, part))"
         )
 
-    @staticmethod
-    def _setup(conn: duckdb.DuckDBPyConnection) -> None:
-        conn.execute(PERCENTILE_MACRO)
-        conn.create_function(
-            "pinot_st_contains",
-            _st_contains,
-            ["VARCHAR", "DOUBLE", "DOUBLE"],
-            "INTEGER",
-            type="arrow",
-        )
-
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for the calling thread (DuckDB connections are not shared by threads)."""
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             cur = self.conn.cursor()
-            # The UDF is per connection; the macro is database-wide (re-creating it is harmless).
-            with contextlib.suppress(duckdb.Error):
-                self._setup(cur)
             self._local.cursor = cur
             with self._lock:
                 self._cursors.append(cur)
@@ -266,8 +268,6 @@ class Store:
             cur = self._idle.pop() if self._idle else None
         if cur is None:
             cur = self.conn.cursor()
-            with contextlib.suppress(duckdb.Error):  # see cursor()
-                self._setup(cur)
             with self._lock:
                 self._cursors.append(cur)
         try:
@@ -328,11 +328,17 @@ class Store:
                 if batch.rows:
                     self._apply_batch(cur, batch)
             if offsets:
-                # One statement: executemany plans and runs one INSERT per partition,
-                # which cost more than the rows themselves at the default load.
+                # One statement each: executemany plans and runs one per partition, which
+                # cost more than the rows themselves at the default load. Delete and insert,
+                # not INSERT OR REPLACE: that is an in-place update (see the module's note).
+                keys = ", ".join("(?, ?)" for _ in offsets)
+                cur.execute(
+                    f"DELETE FROM __offsets WHERE (topic, part) IN ({keys})",
+                    [v for t, p in offsets for v in (t, p)],
+                )
                 values = ", ".join("(?, ?, ?, ?)" for _ in offsets)
                 cur.execute(
-                    f"INSERT OR REPLACE INTO __offsets VALUES {values}",
+                    f"INSERT INTO __offsets VALUES {values}",
                     [v for (t, p), (n, f) in offsets.items() for v in (t, p, n, f)],
                 )
             cur.execute("COMMIT")
@@ -358,15 +364,20 @@ class Store:
             pk = ", ".join(f'"{c}"' for c in table.primary_key)
             if table.upsert:
                 cmp_col = table.comparison_column
-                updates = ", ".join(
-                    f'"{c}" = excluded."{c}"' for c in names if c not in table.primary_key
+                winners = (
+                    f"(SELECT * FROM __batch QUALIFY row_number() OVER (PARTITION BY {pk} "
+                    f'ORDER BY "{cmp_col}" DESC, __seq DESC) = 1)'
+                )
+                on_key = " AND ".join(f't."{c}" = w."{c}"' for c in table.primary_key)
+                # Current rows a winner beats go; a winner whose row stays (a greater
+                # comparison value) then conflicts and is not inserted.
+                cur.execute(
+                    f'DELETE FROM "{table.name}" t USING {winners} w '
+                    f'WHERE {on_key} AND w."{cmp_col}" >= t."{cmp_col}"'
                 )
                 cur.execute(
-                    f'INSERT INTO "{table.name}" ({col_list}) SELECT {col_list} FROM __batch '
-                    f'QUALIFY row_number() OVER (PARTITION BY {pk} ORDER BY "{cmp_col}" DESC, '
-                    f"__seq DESC) = 1 "
-                    f"ON CONFLICT ({pk}) DO UPDATE SET {updates} "
-                    f'WHERE excluded."{cmp_col}" >= "{table.name}"."{cmp_col}"'
+                    f'INSERT INTO "{table.name}" ({col_list}) SELECT {col_list} FROM {winners} '
+                    f"ON CONFLICT DO NOTHING"
                 )
                 hist = history_table(table.name)
                 if any(batch.replayed):
@@ -411,5 +422,6 @@ class Store:
         for table in self.tables.values():
             names = [table.name] + ([history_table(table.name)] if table.upsert else [])
             for name in names:
-                out[name] = cur.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+                # fetchall: an unfinished result keeps its transaction open (see the module).
+                out[name] = cur.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0]
         return out

@@ -476,3 +476,47 @@ def test_a_database_file_with_a_dropped_column_still_ingests(tmp_path):
             assert rows == [(901, 2, 52.52, 1.5, None)], name
     finally:
         store.close()
+
+
+def test_upserts_beside_an_open_query_still_checkpoint_the_database_file(tmp_path, monkeypatch):
+    """Queries run beside nearly every write of the stand-in. DuckDB skips its automatic
+    checkpoint at a commit that updated rows while another transaction is open, so an
+    upsert written as an in-place update let the write-ahead log (and the memory behind
+    it) grow for as long as the process ran. Upserts replace rows by delete and insert:
+    the log is checkpointed into the file while a query stays open, and the current rows
+    still follow the upsert rule."""
+    from pinot.store import DUCKDB_CONFIG, Batch, Store, history_table, to_row
+
+    monkeypatch.setitem(DUCKDB_CONFIG, "checkpoint_threshold", "256KB")
+    tables = load_tables()
+    table = tables["orders_enriched"]
+    path = tmp_path / "pinot.duckdb"
+    store = Store(tables, str(path))
+    keys, versions = 100, 60
+    try:
+        open_query = store.conn.cursor()
+        open_query.execute("BEGIN TRANSACTION")
+        open_query.execute(f'SELECT count(*) FROM "{table.name}"').fetchall()
+        created = now_ms() - 60_000
+        for version in range(1, versions + 1):
+            rows = [
+                to_row(table, json.loads(order_event(i, version, created_at=created).to_json()))
+                for i in range(keys)
+            ]
+            # An older record after the newer one: it must not replace the current row.
+            rows.append(to_row(table, json.loads(order_event(0, version - 1).to_json())))
+            store.apply([Batch(table, rows, [False] * len(rows))], {("orders", 0): (version, None)})
+        wal = path.with_name(path.name + ".wal")
+        wal_bytes = wal.stat().st_size if wal.exists() else 0
+        assert wal_bytes < 1 << 20, f"write-ahead log {wal_bytes} bytes: never checkpointed"
+        assert path.stat().st_size > 256 * 1024, "nothing was checkpointed into the file"
+        # The open transaction still sees the database as it began.
+        assert open_query.execute(f'SELECT count(*) FROM "{table.name}"').fetchall() == [(0,)]
+        open_query.execute("COMMIT")
+        current = store.read(f'SELECT count(*), min(version), max(version) FROM "{table.name}"')
+        assert current == [(keys, versions, versions)]
+        history = store.read(f'SELECT count(*) FROM "{history_table(table.name)}"')
+        assert history == [(versions * (keys + 1),)]
+        assert store.load_offsets() == {("orders", 0): (versions, None)}
+    finally:
+        store.close()
