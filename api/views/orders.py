@@ -8,6 +8,9 @@ serializer. Who may see or move an order is decided there, by
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -166,39 +169,46 @@ class OrderDetailView(OrderView):
         return conditional_response(request, DETAIL.to_representation(detail))
 
 
-class OrderCancelView(OrderView):
-    """Cancel an order (only before it is out for delivery): its customer, its
-    restaurant's staff or an operator."""
+class OrderCommandView(OrderView):
+    """A command on one order: a write, answered with the order's detail from the database."""
 
     throttle_scope = "writes"
 
-    @extend_schema(
+
+def command_schema(*, request: Any = None, **kwargs: Any) -> Callable:
+    """The schema of an :class:`OrderCommandView`'s ``post``: no body unless ``request``
+    says, and 409 when the order's status does not allow the command."""
+    return extend_schema(
+        request=request, responses={200: OrderDetailSerializer, **errors(409)}, **kwargs
+    )
+
+
+class OrderCancelView(OrderCommandView):
+    """Cancel an order (only before it is out for delivery): its customer, its
+    restaurant's staff or an operator."""
+
+    @command_schema(
         operation_id="cancelOrder",
         summary="Cancel an order",
         description="Its customer, its restaurant's staff or an operator; only before it is "
         "out for delivery (409 after).",
-        request=None,
-        responses={200: OrderDetailSerializer, **errors(409)},
     )
     def post(self, request: Request, pk: int) -> Response:
         services.cancel_order(pk, by=request.user, via="api")
         return self.detail(pk, tracking=False)
 
 
-class OrderAdvanceView(OrderView):
+class OrderAdvanceView(OrderCommandView):
     """Move an order to its next status: restaurant staff up to OUT_FOR_DELIVERY, the
     assigned courier for ARRIVING_AT_DOOR and DELIVERED, operators any step."""
 
-    throttle_scope = "writes"
-
-    @extend_schema(
+    @command_schema(
         operation_id="advanceOrder",
         summary="Move an order to its next status",
         description="Restaurant staff up to `OUT_FOR_DELIVERY`, the assigned courier for "
         "`ARRIVING_AT_DOOR` and `DELIVERED`, operators any step. Without a body the order "
         "moves one step along its lifecycle.",
         request=TransitionSerializer,
-        responses={200: OrderDetailSerializer, **errors(409)},
         examples=[
             OpenApiExample("Next step", {}, request_only=True),
             OpenApiExample("A named step", {"status": "OUT_FOR_DELIVERY"}, request_only=True),
