@@ -162,8 +162,16 @@ def new_event_id() -> str:
 STATUS = Rule(choices=tuple(s.value for s in OrderStatus), what="status")
 
 
+class Message(Record):
+    """A record that is a whole message on a topic: its JSON names the schema version."""
+
+    def to_json(self) -> bytes:
+        body = {"schema_version": SCHEMA_VERSION, **self.to_dict()}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
 @dataclasses.dataclass(frozen=True)
-class Event(Record):
+class Event(Message):
     """Fields common to every event on every topic."""
 
     TOPIC: ClassVar[Topic]
@@ -184,10 +192,6 @@ class Event(Record):
     def key(self) -> bytes:
         """The Kafka message key: all events of one order share a partition."""
         return str(self.order_id).encode()
-
-    def to_json(self) -> bytes:
-        body = {"schema_version": SCHEMA_VERSION, **self.to_dict()}
-        return json.dumps(body, separators=(",", ":")).encode()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -425,7 +429,7 @@ class OrderItemEnriched(Event):
 
 
 @dataclasses.dataclass(frozen=True)
-class DeadLetter(Record):
+class DeadLetter(Message):
     """Topic ``dead_letters``: an input that could not be used, with why and its bytes."""
 
     event_id: str
@@ -464,11 +468,6 @@ class DeadLetter(Record):
 
     def key(self) -> bytes | None:
         return base64.b64decode(self.key_b64) if self.key_b64 is not None else None
-
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {"schema_version": SCHEMA_VERSION, **self.to_dict()}, separators=(",", ":")
-        ).encode()
 
 
 EVENT_TYPES: dict[Topic, type[Event]] = {
