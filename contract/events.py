@@ -53,6 +53,7 @@ from contract.rules import (
     Rule,
     field_specs,
     now_ms,
+    ruled,
     shown,
 )
 
@@ -160,6 +161,8 @@ def new_event_id() -> str:
 
 #: An order's status, on every event that carries one.
 STATUS = Rule(choices=tuple(s.value for s in OrderStatus), what="status")
+#: A time the stream job stamped on an enriched record (epoch milliseconds).
+MOMENT = Rule(min=1)
 
 
 class Message(Record):
@@ -179,15 +182,9 @@ class Event(Message):
     #: records written before the change (still on the topic) stay readable.
     RETIRED: ClassVar[frozenset[str]] = frozenset()
 
-    RULES: ClassVar[dict[str, Rule]] = {
-        "event_id": Rule(uuid=True),
-        "event_time": EVENT_TIME,
-        "order_id": ID,
-    }
-
-    event_id: str
-    event_time: int
-    order_id: int
+    event_id: str = ruled(Rule(uuid=True))
+    event_time: int = ruled(EVENT_TIME)
+    order_id: int = ruled(ID)
 
     def key(self) -> bytes:
         """The Kafka message key: all events of one order share a partition."""
@@ -198,19 +195,11 @@ class Event(Message):
 class OrderItem(Record):
     """One line of an order as events carry it: product, name, category, quantity, unit price."""
 
-    RULES: ClassVar[dict[str, Rule]] = {
-        "product_id": ID,
-        "name": Rule(max_length=MAX_NAME),
-        "category": Rule(max_length=MAX_CATEGORY),
-        "quantity": Rule(min=1, max=MAX_QUANTITY),
-        "unit_price": Rule(money=True, min=Decimal(0), max=MAX_UNIT_PRICE),
-    }
-
-    product_id: int
-    name: str
-    category: str
-    quantity: int
-    unit_price: str
+    product_id: int = ruled(ID)
+    name: str = ruled(Rule(max_length=MAX_NAME))
+    category: str = ruled(Rule(max_length=MAX_CATEGORY))
+    quantity: int = ruled(Rule(min=1, max=MAX_QUANTITY))
+    unit_price: str = ruled(Rule(money=True, min=Decimal(0), max=MAX_UNIT_PRICE))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,27 +207,15 @@ class _OrderFacts(Event):
     """Who ordered what, from where, to where: stated once by OrderPlaced and carried
     unchanged into every OrderEnriched version."""
 
-    customer_id: int
-    customer_name: str
-    restaurant_id: int
-    restaurant_name: str
-    restaurant_lat: float
-    restaurant_lon: float
-    delivery_lat: float
-    delivery_lon: float
-    items: list[OrderItem]
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "customer_id": ID,
-        "customer_name": Rule(max_length=MAX_PERSON_NAME),
-        "restaurant_id": ID,
-        "restaurant_name": Rule(max_length=MAX_NAME),
-        "restaurant_lat": LATITUDE,
-        "restaurant_lon": LONGITUDE,
-        "delivery_lat": LATITUDE,
-        "delivery_lon": LONGITUDE,
-        "items": Rule(max_items=MAX_LINES),
-    }
+    customer_id: int = ruled(ID)
+    customer_name: str = ruled(Rule(max_length=MAX_PERSON_NAME))
+    restaurant_id: int = ruled(ID)
+    restaurant_name: str = ruled(Rule(max_length=MAX_NAME))
+    restaurant_lat: float = ruled(LATITUDE)
+    restaurant_lon: float = ruled(LONGITUDE)
+    delivery_lat: float = ruled(LATITUDE)
+    delivery_lon: float = ruled(LONGITUDE)
+    items: list[OrderItem] = ruled(Rule(max_items=MAX_LINES))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,12 +224,9 @@ class OrderPlaced(_OrderFacts):
 
     TOPIC: ClassVar[Topic] = Topic.ORDERS
 
-    total: str
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "items": Rule(min_items=1, max_items=MAX_LINES),
-        "total": Rule(money=True, min=Decimal(0), max=MAX_TOTAL),
-    }
+    #: The same field as the enriched order's, but an order placed has at least one line.
+    items: list[OrderItem] = ruled(Rule(min_items=1, max_items=MAX_LINES))
+    total: str = ruled(Rule(money=True, min=Decimal(0), max=MAX_TOTAL))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,21 +245,12 @@ class OrderStatusChanged(Event):
 
     TOPIC: ClassVar[Topic] = Topic.ORDER_STATUSES
 
-    placed_at: int
-    status: str
-    previous_status: str | None = None
-    courier_id: int | None = None
-    customer_id: int | None = None
-    restaurant_id: int | None = None
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "placed_at": PLACED_AT,
-        "status": STATUS,
-        "previous_status": STATUS,
-        "courier_id": ID,
-        "customer_id": ID,
-        "restaurant_id": ID,
-    }
+    placed_at: int = ruled(PLACED_AT)
+    status: str = ruled(STATUS)
+    previous_status: str | None = ruled(STATUS, None)
+    courier_id: int | None = ruled(ID, None)
+    customer_id: int | None = ruled(ID, None)
+    restaurant_id: int | None = ruled(ID, None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,17 +262,10 @@ class DeliveryLocation(Event):
 
     TOPIC: ClassVar[Topic] = Topic.DELIVERY_LOCATIONS
 
-    placed_at: int
-    courier_id: int
-    lat: float
-    lon: float
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "placed_at": PLACED_AT,
-        "courier_id": ID,
-        "lat": LATITUDE,
-        "lon": LONGITUDE,
-    }
+    placed_at: int = ruled(PLACED_AT)
+    courier_id: int = ruled(ID)
+    lat: float = ruled(LATITUDE)
+    lon: float = ruled(LONGITUDE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,44 +282,29 @@ class OrderEnriched(_OrderFacts):
 
     TOPIC: ClassVar[Topic] = Topic.ORDERS_ENRICHED
 
-    version: int
-    item_count: int
-    total: float
-    status: str
-    status_time: int
-    created_at: int
-    placed_order_at: int | None = None
-    order_confirmed_at: int | None = None
-    being_prepared_at: int | None = None
-    being_cooked_at: int | None = None
-    out_for_delivery_at: int | None = None
-    arriving_at_door_at: int | None = None
-    delivered_at: int | None = None
-    cancelled_at: int | None = None
-    courier_id: int | None = None
-    courier_lat: float | None = None
-    courier_lon: float | None = None
-    location_time: int | None = None
-    distance_left_km: float | None = None
+    version: int = ruled(VERSION)
+    item_count: int = ruled(Rule(min=0, max=MAX_LINES * MAX_QUANTITY))
+    total: float = ruled(Rule(min=0.0, max=float(MAX_TOTAL)))
+    status: str = ruled(STATUS)
+    status_time: int = ruled(MOMENT)
+    created_at: int = ruled(MOMENT)
+    placed_order_at: int | None = ruled(MOMENT, None)
+    order_confirmed_at: int | None = ruled(MOMENT, None)
+    being_prepared_at: int | None = ruled(MOMENT, None)
+    being_cooked_at: int | None = ruled(MOMENT, None)
+    out_for_delivery_at: int | None = ruled(MOMENT, None)
+    arriving_at_door_at: int | None = ruled(MOMENT, None)
+    delivered_at: int | None = ruled(MOMENT, None)
+    cancelled_at: int | None = ruled(MOMENT, None)
+    courier_id: int | None = ruled(ID, None)
+    courier_lat: float | None = ruled(LATITUDE, None)
+    courier_lon: float | None = ruled(LONGITUDE, None)
+    location_time: int | None = ruled(MOMENT, None)
+    distance_left_km: float | None = ruled(DISTANCE, None)
 
     #: The stream job's fixed-speed ETA, replaced by the learned prediction
     #: (tracker.tracking.eta) that every page and API shows.
     RETIRED: ClassVar[frozenset[str]] = frozenset({"eta_seconds"})
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "version": VERSION,
-        "item_count": Rule(min=0, max=MAX_LINES * MAX_QUANTITY),
-        "total": Rule(min=0.0, max=float(MAX_TOTAL)),
-        "status": STATUS,
-        "status_time": Rule(min=1),
-        "created_at": Rule(min=1),
-        **{name: Rule(min=1) for name in STATUS_TIME_FIELDS},
-        "courier_id": ID,
-        "courier_lat": LATITUDE,
-        "courier_lon": LONGITUDE,
-        "location_time": Rule(min=1),
-        "distance_left_km": DISTANCE,
-    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,31 +313,18 @@ class DeliveryStatus(Event):
 
     TOPIC: ClassVar[Topic] = Topic.DELIVERY_STATUSES
 
-    version: int
-    customer_id: int
-    restaurant_id: int
-    courier_id: int
-    status: str
-    lat: float
-    lon: float
-    destination_lat: float
-    destination_lon: float
-    distance_left_km: float
+    version: int = ruled(VERSION)
+    customer_id: int = ruled(ID)
+    restaurant_id: int = ruled(ID)
+    courier_id: int = ruled(ID)
+    status: str = ruled(STATUS)
+    lat: float = ruled(LATITUDE)
+    lon: float = ruled(LONGITUDE)
+    destination_lat: float = ruled(LATITUDE)
+    destination_lon: float = ruled(LONGITUDE)
+    distance_left_km: float = ruled(DISTANCE)
 
     RETIRED: ClassVar[frozenset[str]] = frozenset({"eta_seconds"})
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "version": VERSION,
-        "customer_id": ID,
-        "restaurant_id": ID,
-        "courier_id": ID,
-        "status": STATUS,
-        "lat": LATITUDE,
-        "lon": LONGITUDE,
-        "destination_lat": LATITUDE,
-        "destination_lon": LONGITUDE,
-        "distance_left_km": DISTANCE,
-    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -403,29 +333,16 @@ class OrderItemEnriched(Event):
 
     TOPIC: ClassVar[Topic] = Topic.ORDER_ITEMS_ENRICHED
 
-    line: int
-    customer_id: int
-    restaurant_id: int
-    restaurant_name: str
-    product_id: int
-    product_name: str
-    category: str
-    quantity: int
-    unit_price: float
-    line_total: float
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "line": Rule(min=1, max=MAX_LINES),
-        "customer_id": ID,
-        "restaurant_id": ID,
-        "restaurant_name": Rule(max_length=MAX_NAME),
-        "product_id": ID,
-        "product_name": Rule(max_length=MAX_NAME),
-        "category": Rule(max_length=MAX_CATEGORY),
-        "quantity": Rule(min=1, max=MAX_QUANTITY),
-        "unit_price": Rule(min=0.0, max=float(MAX_UNIT_PRICE)),
-        "line_total": Rule(min=0.0, max=float(MAX_UNIT_PRICE) * MAX_QUANTITY),
-    }
+    line: int = ruled(Rule(min=1, max=MAX_LINES))
+    customer_id: int = ruled(ID)
+    restaurant_id: int = ruled(ID)
+    restaurant_name: str = ruled(Rule(max_length=MAX_NAME))
+    product_id: int = ruled(ID)
+    product_name: str = ruled(Rule(max_length=MAX_NAME))
+    category: str = ruled(Rule(max_length=MAX_CATEGORY))
+    quantity: int = ruled(Rule(min=1, max=MAX_QUANTITY))
+    unit_price: float = ruled(Rule(min=0.0, max=float(MAX_UNIT_PRICE)))
+    line_total: float = ruled(Rule(min=0.0, max=float(MAX_UNIT_PRICE) * MAX_QUANTITY))
 
 
 @dataclasses.dataclass(frozen=True)

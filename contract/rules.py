@@ -18,7 +18,7 @@ import types
 import typing
 import uuid
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import Any
 
 #: Events more than this far ahead of the receiver's clock are refused.
 MAX_CLOCK_SKEW_MS = 5 * 60 * 1000
@@ -208,13 +208,15 @@ MAX_CATEGORY = 60
 MAX_PERSON_NAME = 301  # first (150) + " " + last (150) name of a Django user
 
 
+def ruled(rule: Rule, default: Any = dataclasses.MISSING) -> Any:
+    """A contract field with its rule, so each field's type and bounds are stated on one line."""
+    return dataclasses.field(default=default, metadata={"rule": rule})
+
+
+@functools.cache
 def rules_of(cls: type) -> dict[str, Rule]:
-    """Every field rule of a contract class, its bases' included, in field order."""
-    merged: dict[str, Rule] = {}
-    for klass in reversed(cls.__mro__):
-        merged.update(klass.__dict__.get("RULES", {}))
-    order = [name for name, _, _ in field_specs(cls)]
-    return {name: merged[name] for name in order if name in merged}
+    """Every field rule of a contract class, its bases' included, in field order (read-only)."""
+    return {f.name: f.metadata["rule"] for f in dataclasses.fields(cls) if "rule" in f.metadata}
 
 
 @functools.cache
@@ -242,8 +244,6 @@ class Record:
         record = cls(**values)
         record.validate(prefix)
         return record
-
-    RULES: ClassVar[dict[str, Rule]] = {}
 
     def validate(self, prefix: str = "") -> None:
         """The rule table's checks beyond types, field by field in declaration order."""
