@@ -7,13 +7,22 @@ Spark job turning API writes into these records, is in test_pipeline_e2e.py.)
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
 from config.asgi import application
-from contract.events import OrderStatusChanged, Topic, new_event_id, now_ms
+from contract.events import (
+    DeliveryLocation,
+    OrderStatusChanged,
+    Topic,
+    new_event_id,
+    now_ms,
+    topic_name,
+)
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event, order_event_of
 from tracker.live import messages
@@ -184,6 +193,53 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
         ("operations", 6, "status"),
     ]
     assert bridge.coalesced == 3
+
+
+def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
+    """Embedded, the bridge sees its channel layer's groups: an update goes to the groups
+    with a member (and is not built when none has one), a courier's point of an order
+    nobody watches is not even parsed, and the fleet waits for an operator."""
+    sent, listening = [], {"customer.9"}
+    bridge = Bridge(
+        lambda sends: sent.extend((group, m["type"]) for group, m in sends),
+        listening=listening.__contains__,
+    )
+
+    class InTransit:
+        pk, customer_id, restaurant_id = 5, 9, 1
+
+    def record(version, order=InTransit, status="OUT_FOR_DELIVERY", lat=12.9):
+        event = order_event_of(order, version, status, courier=(7, lat, 77.6, now_ms()))
+        return Topic.ORDERS_ENRICHED, event.to_json()
+
+    class Unwatched:
+        pk, customer_id, restaurant_id = 6, 10, 2
+
+    bridge.handle_batch([record(1), record(1, Unwatched), record(2, Unwatched, lat=12.91)])
+    assert sent == [("customer.9", "update")]
+    # Still remembered: the unwatched order's older version stays a no-op once watched.
+    listening.add("order.6")
+    sent.clear()
+    bridge.handle_batch([record(2, Unwatched), record(3, Unwatched, lat=12.92)])
+    assert sent == [("order.6", "update")]
+
+    locations = topic_name(Topic.DELIVERY_LOCATIONS)
+    assert bridge.wants(locations, b"6") and not bridge.wants(locations, b"5")
+    assert bridge.wants(locations, b"not an id")  # parsed, and refused by its value
+    assert bridge.wants(topic_name(Topic.ORDERS_ENRICHED), b"5")
+    point = DeliveryLocation(
+        event_id=new_event_id(), event_time=now_ms(), order_id=6, placed_at=now_ms() - 1000,
+        courier_id=7, lat=12.93, lon=77.6,
+    )  # fmt: skip
+    sent.clear()
+    bridge.handle_batch([(Topic.DELIVERY_LOCATIONS, point.to_json())])
+    assert sent == [("order.6", "position")]  # no fleet message: no operator listens
+    listening.add("operations")
+    assert bridge.wants(locations, b"5")  # the fleet wants every courier
+    sent.clear()
+    later = dataclasses.replace(point, event_id=new_event_id(), event_time=now_ms() + 1)
+    bridge.handle_batch([(Topic.DELIVERY_LOCATIONS, later.to_json())])
+    assert sent == [("order.6", "position"), ("operations", "fleet")]
 
 
 def test_bridge_sends_each_status_once_whichever_path_brings_it_first():

@@ -46,6 +46,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from channels.layers import InMemoryChannelLayer
 from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge
@@ -94,6 +95,11 @@ BRIDGE_RECORDS = MetricCounter(
 #: Sends (group, message) pairs to the channel layer, in order, before returning.
 Publish = Callable[[list[tuple[str, dict[str, Any]]]], None]
 
+#: Whether a group has a member now. The in-process bridge knows (its channel layer is
+#: in this process), so it builds no message nobody would receive; through Redis it
+#: cannot ask cheaply, so every group counts as listening.
+Listening = Callable[[str], bool]
+
 #: The topics the bridge follows, read by one consumer in poll order.
 TOPICS = (Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS, Topic.ORDERS_ENRICHED)
 
@@ -140,8 +146,9 @@ class Bridge:
     gap-free, in-order stream without each one keeping per-order state.
     """
 
-    def __init__(self, publish: Publish) -> None:
+    def __init__(self, publish: Publish, listening: Listening | None = None) -> None:
         self.publish = publish
+        self.listening: Listening = listening or (lambda group: True)
         self._seen: OrderedDict[int, _Published] = OrderedDict()
         #: order -> event time of the last fast position published
         self._located: OrderedDict[int, int] = OrderedDict()
@@ -153,6 +160,7 @@ class Bridge:
         self._fleet_orders: dict[int, int] = {}  # courier -> the order it last carried
         self._fleet_gone: list[int] = []
         self.clock: Callable[[], float] = time.monotonic
+        self._locations = topic_name(Topic.DELIVERY_LOCATIONS)
         self.published = 0
         self.coalesced = 0
         #: Records skipped (invalid, or failing to be handled), by reason.
@@ -162,7 +170,7 @@ class Bridge:
         """Publish one poll's worth of (topic, value) records, in one call to ``publish``
         (one hop to the event loop or one Redis round of sends per poll, not per group)."""
         sends: list[tuple[str, dict[str, Any]]] = []
-        pending_positions: dict[int, dict[str, Any]] = {}
+        pending_positions: dict[int, tuple[list[str], dict[str, Any]]] = {}
         points: dict[int, DeliveryLocation] = {}
         for topic, value in records:
             try:
@@ -173,13 +181,25 @@ class Bridge:
             except Exception as exc:  # noqa: BLE001 - one record must not stop every socket
                 self.skipped[type(exc).__name__] += 1
                 log.exception("push bridge: skipping a %s record it could not handle", topic)
-        for message in pending_positions.values():
-            self._add(sends, message)
+        for groups, message in pending_positions.values():
+            self._send(sends, groups, message)
         for point in points.values():
             self._fast_position(sends, point)
         self._fleet(sends)
         if sends:
             self.publish(sends)
+
+    def wants(self, topic: str, key: bytes | None) -> bool:
+        """Whether a record is worth parsing: a courier's point only when its order's
+        sockets or the operators' fleet listen (the key is the order id). At 10x the
+        points are half the records, and parsing them cost most of a core."""
+        if topic != self._locations or key is None:
+            return True
+        try:
+            order_id = int(key)
+        except ValueError:
+            return True  # parsed, and refused by its value or routed by it
+        return self.listening(OPERATIONS_GROUP) or self.listening(order_group(order_id))
 
     def tick(self) -> None:
         """Between polls: send the fleet entries that have waited out their interval."""
@@ -193,7 +213,7 @@ class Bridge:
         topic: Topic,
         value: bytes,
         sends: list[tuple[str, dict[str, Any]]],
-        pending_positions: dict[int, dict[str, Any]],
+        pending_positions: dict[int, tuple[list[str], dict[str, Any]]],
         points: dict[int, DeliveryLocation],
     ) -> None:
         """One record of a poll: a fast status, a courier's point (the newest per order
@@ -216,16 +236,24 @@ class Bridge:
         status_changed = last is None or last.status != event.status
         rank = max(status_rank(event.status), last.rank if last else -1)
         self._remember(event.order_id, _Published(event.version, event.status, rank))
+        groups = [order_group(event.order_id), customer_group(event.customer_id)]
+        groups.append(restaurant_group(event.restaurant_id))
+        if status_changed:  # the operators' figures move with statuses
+            groups.append(OPERATIONS_GROUP)
+        groups = [group for group in groups if self.listening(group)]
+        # The status message carries the full state, newer than any pending position.
+        if event.order_id in pending_positions:
+            self.coalesced += 1
+            if status_changed:
+                del pending_positions[event.order_id]
+        if not groups:
+            pending_positions.pop(event.order_id, None)
+            return
         message = update_from_enriched(event, status_changed)
         if status_changed:
-            # The status message carries the full state, newer than any pending position.
-            if pending_positions.pop(event.order_id, None) is not None:
-                self.coalesced += 1
-            self._add(sends, message)
+            self._send(sends, groups, message)
         else:
-            if event.order_id in pending_positions:
-                self.coalesced += 1
-            pending_positions[event.order_id] = message
+            pending_positions[event.order_id] = (groups, message)
 
     def _fast_status(
         self, sends: list[tuple[str, dict[str, Any]]], event: OrderStatusChanged
@@ -242,15 +270,16 @@ class Bridge:
             event.order_id,
             _Published(last.version, last.status, rank) if last else _Published(0, None, rank),
         )
-        message = status_from_event(event)
         # Not to the operators' group: its page re-reads Pinot figures on a status change,
         # which only move once the enriched record is in.
-        sends.append((order_group(event.order_id), message))
+        groups = [order_group(event.order_id)]
         if event.customer_id is not None:
-            sends.append((customer_group(event.customer_id), message))
+            groups.append(customer_group(event.customer_id))
         if event.restaurant_id is not None:
-            sends.append((restaurant_group(event.restaurant_id), message))
-        self.published += 1
+            groups.append(restaurant_group(event.restaurant_id))
+        groups = [group for group in groups if self.listening(group)]
+        if groups:
+            self._send(sends, groups, status_from_event(event))
 
     def _fast_position(
         self, sends: list[tuple[str, dict[str, Any]]], point: DeliveryLocation
@@ -263,8 +292,8 @@ class Bridge:
         if last is not None and point.event_time <= last:
             return  # a re-send or replay
         _bounded_put(self._located, point.order_id, point.event_time, MAX_TRACKED_ORDERS)
-        sends.append((order_group(point.order_id), position_from_event(point)))
-        self.published += 1
+        if self.listening(order_group(point.order_id)):
+            self._send(sends, [order_group(point.order_id)], position_from_event(point))
         seen = self._seen.get(point.order_id)
         if seen is None or seen.status not in _ENDED:  # a late point of a finished ride
             self._fleet_due[point.courier_id] = point
@@ -320,6 +349,12 @@ class Bridge:
     def _fleet(self, sends: list[tuple[str, dict[str, Any]]]) -> None:
         """The couriers whose interval has passed, and those whose delivery ended, to the
         operators' group in one message."""
+        if not self.listening(OPERATIONS_GROUP):
+            # Nobody watches the fleet: its entries (a prediction each) would go nowhere.
+            # An operator who opens the map sees each courier at its next point.
+            self._fleet_due.clear()
+            self._fleet_gone = []
+            return
         now = self.clock()
         due = [
             courier
@@ -338,12 +373,10 @@ class Bridge:
     def _remember(self, order_id: int, published: _Published) -> None:
         _bounded_put(self._seen, order_id, published, MAX_TRACKED_ORDERS)
 
-    def _add(self, sends: list[tuple[str, dict[str, Any]]], message: dict[str, Any]) -> None:
-        sends.append((order_group(message["order_id"]), message))
-        sends.append((customer_group(message["customer_id"]), message))
-        sends.append((restaurant_group(message["restaurant_id"]), message))
-        if message["kind"] == "status":  # the operators' figures move with statuses
-            sends.append((OPERATIONS_GROUP, message))
+    def _send(
+        self, sends: list[tuple[str, dict[str, Any]]], groups: list[str], message: dict[str, Any]
+    ) -> None:
+        sends.extend((group, message) for group in groups)
         self.published += 1
 
     def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:
@@ -396,7 +429,8 @@ class Bridge:
                     for msg in batch:
                         err = msg.error()
                         if err is None:
-                            records.append((names[msg.topic()], msg.value()))
+                            if self.wants(msg.topic(), msg.key()):
+                                records.append((names[msg.topic()], msg.value()))
                             positions[(msg.topic(), msg.partition())] = msg.offset() + 1
                             mine = seen[msg.topic()]
                             mine[0], mine[1] = mine[0] + 1, max(mine[1], msg.timestamp()[1])
@@ -505,8 +539,15 @@ def ensure_embedded_bridge(loop: asyncio.AbstractEventLoop, channel_layer: Any) 
                     return
 
         stop, ready = threading.Event(), threading.Event()
+        listening = None
+        if isinstance(channel_layer, InMemoryChannelLayer):  # its groups say who listens
+            groups = channel_layer.groups
+            listening = lambda group: bool(groups.get(group))  # noqa: E731
         thread = threading.Thread(
-            target=Bridge(publish).run, args=(stop, ready), name="push-bridge", daemon=True
+            target=Bridge(publish, listening).run,
+            args=(stop, ready),
+            name="push-bridge",
+            daemon=True,
         )
         thread.start()
         _embedded = (key, thread, stop, ready)
