@@ -17,9 +17,11 @@ sample. Not a test: prints a table and writes bench/results/soak-*.json.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
+import shutil
 import sys
 import threading
 import time
@@ -124,9 +126,9 @@ async def readers_and_subscribers(
 
 
 class MemorySampler(threading.Thread):
-    """Every 30 s: each process's RSS and CPU seconds so far (with children), the orders
-    placed so far and those not yet in Pinot (so the load reached and the process that
-    saturates show beside the memory)."""
+    """Every ``every`` seconds: each process's RSS and CPU seconds so far (with children),
+    the orders placed so far and those not yet in Pinot (so the load reached and the
+    process that saturates show beside the memory)."""
 
     def __init__(self, children: list, every: float = 30.0) -> None:
         super().__init__(daemon=True)
@@ -227,7 +229,7 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--sockets", type=int, default=200)
     parser.add_argument(
-        "--every", type=float, default=30.0,
+        "--every", type=float, default=10.0,
         help="seconds between samples of memory, CPU and orders not yet in Pinot (lag)",
     )  # fmt: skip
     parser.add_argument(
@@ -268,6 +270,13 @@ def main() -> None:
         stop_all()
     restarts = {c.component.name: c.restarts for c in children}
     series = sampler.samples
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"soak-{'prod-' if args.production else ''}{args.multiple:g}x-{stamp}"
+    logs = common.RESULTS / f"{name}-logs"
+    if (workdir / "logs").is_dir():
+        shutil.copytree(workdir / "logs", logs, dirs_exist_ok=True)
+    behind = [row["orders_not_in_pinot"] for row in series]
+    behind = [b if isinstance(b, int) else None for b in behind]
     span = max(1, series[-1]["t_s"] - series[0]["t_s"])
     result = {
         "machine": common.machine(),
@@ -294,6 +303,10 @@ def main() -> None:
             name: round((series[-1]["cpu_s"][name] - series[0]["cpu_s"][name]) / span, 2)
             for name in series[-1]["cpu_s"]
         },
+        # Issue 29's "no stall": at constant input the lag never grows for over 60 s in a row.
+        "lag_growth_longest_s": common.longest_growth_s(behind, args.every),
+        "orders_not_in_pinot_max": max((b for b in behind if b is not None), default=None),
+        "logs": str(logs.relative_to(common.RESULTS.parent.parent)) if logs.exists() else None,
         "orders_per_min_reached": round(
             (series[-1].get("orders", 0) - series[0].get("orders", 0)) * 60 / span, 1
         ),
@@ -320,6 +333,8 @@ def main() -> None:
          ("WebSocket messages / errors", f"{soak['ws_messages']} / {soak['ws_errors']}"),
          ("component restarts", ", ".join(f"{k}={v}" for k, v in restarts.items())),
          ("orders placed per minute", str(result["orders_per_min_reached"])),
+         ("orders not in Pinot: most, longest growth (s)",
+          f"{result['orders_not_in_pinot_max']}, {result['lag_growth_longest_s']:g}"),
          ("cores used", ", ".join(f"{k}={v}" for k, v in result["cpu_cores_used"].items())),
          *(("error", e) for e in soak["error_examples"][:5])],
     )  # fmt: skip
@@ -333,10 +348,9 @@ def main() -> None:
         ],
         header=("t", *names, "behind"),
     )  # fmt: skip
-    print(
-        "  written to",
-        common.write_result(f"soak-{'prod-' if args.production else ''}{args.multiple:g}x", result),
-    )
+    path = common.RESULTS / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2, sort_keys=True))
+    print("  written to", path, "and", logs)
 
 
 def drain_and_count(timeout: float = 300) -> tuple[dict, dict]:

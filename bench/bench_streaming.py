@@ -228,16 +228,6 @@ class Latencies:
         return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
 
 
-def longest_growth_s(windows: list[float | None], step_s: int = 10) -> int:
-    """The longest run of windows whose p99 latency grew from one window to the next, in
-    seconds (a lag that keeps growing shows as a long run)."""
-    longest = run = 0
-    for before, after in zip(windows, windows[1:], strict=False):
-        run = run + step_s if before is not None and after is not None and after > before else 0
-        longest = max(longest, run)
-    return longest
-
-
 def run_level(
     args,
     multiple: int,
@@ -367,7 +357,7 @@ def run_level(
         "multiple": multiple,
         "load_avg_1m_start_end": load_avg,
         "e2e_ms_p99_per_10s": windows,
-        "lag_growth_longest_s": longest_growth_s(windows),
+        "lag_growth_longest_s": common.longest_growth_s(windows),
         "unprocessed_at_end": len(unprocessed),
         "orders_per_min": common.BOOK_PEAK_PER_MIN * multiple,
         "events_sent": load.sent,

@@ -93,6 +93,16 @@ def process_tree_cpu(pid: int) -> float:
     return own + sum(process_tree_cpu(int(c)) for c in set(children))
 
 
+def longest_growth_s(series: list[float | None], step_s: float = 10) -> float:
+    """The longest run of samples, each greater than the one before, in seconds: a lag
+    that keeps growing shows as a long run (issue 29's "no stall": never over 60 s)."""
+    longest = run = 0.0
+    for before, after in zip(series, series[1:], strict=False):
+        run = run + step_s if before is not None and after is not None and after > before else 0
+        longest = max(longest, run)
+    return longest
+
+
 def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
