@@ -41,6 +41,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
@@ -234,6 +235,13 @@ class Latencies:
         return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
 
 
+def _copy_lines(source: Any, path: Path) -> None:
+    """Append every line of ``source`` to ``path`` until it closes."""
+    with open(path, "a") as out:
+        for line in source:
+            out.write(line)
+
+
 def run_level(
     args,
     multiple: int,
@@ -298,6 +306,11 @@ def run_level(
             if time.monotonic() - started > 180:
                 raise TimeoutError("the job did not become ready")
         ready_after = time.monotonic() - started
+        # Keep reading the job's stdout: Spark writes a WARN line there for every batch
+        # slower than the trigger, and a pipe nobody reads fills at 64 KiB (about 240 such
+        # lines), after which the stream execution thread blocks in write() for good: the
+        # silent "stall" of earlier runs (docs/broker.md).
+        threading.Thread(target=_copy_lines, args=(job.stdout, log_path), daemon=True).start()
         load = Load(
             common.BOOK_PEAK_PER_MIN * multiple, args.transit, args.seconds, legacy, args.linger_ms
         )
