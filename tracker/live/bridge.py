@@ -170,7 +170,7 @@ class Bridge:
         """Publish one poll's worth of (topic, value) records, in one call to ``publish``
         (one hop to the event loop or one Redis round of sends per poll, not per group)."""
         sends: list[tuple[str, dict[str, Any]]] = []
-        pending_positions: dict[int, tuple[list[str], dict[str, Any]]] = {}
+        pending_positions: dict[int, OrderEnriched] = {}
         points: dict[int, DeliveryLocation] = {}
         for topic, value in records:
             try:
@@ -181,8 +181,10 @@ class Bridge:
             except Exception as exc:  # noqa: BLE001 - one record must not stop every socket
                 self.skipped[type(exc).__name__] += 1
                 log.exception("push bridge: skipping a %s record it could not handle", topic)
-        for groups, message in pending_positions.values():
-            self._send(sends, groups, message)
+        for event in pending_positions.values():
+            self._offer(
+                sends, _update_groups(event, False), lambda e=event: update_from_enriched(e, False)
+            )
         for point in points.values():
             self._fast_position(sends, point)
         self._fleet(sends)
@@ -213,7 +215,7 @@ class Bridge:
         topic: Topic,
         value: bytes,
         sends: list[tuple[str, dict[str, Any]]],
-        pending_positions: dict[int, tuple[list[str], dict[str, Any]]],
+        pending_positions: dict[int, OrderEnriched],
         points: dict[int, DeliveryLocation],
     ) -> None:
         """One record of a poll: a fast status, a courier's point (the newest per order
@@ -236,24 +238,16 @@ class Bridge:
         status_changed = last is None or last.status != event.status
         rank = max(status_rank(event.status), last.rank if last else -1)
         self._remember(event.order_id, _Published(event.version, event.status, rank))
-        groups = [order_group(event.order_id), customer_group(event.customer_id)]
-        groups.append(restaurant_group(event.restaurant_id))
-        if status_changed:  # the operators' figures move with statuses
-            groups.append(OPERATIONS_GROUP)
-        groups = [group for group in groups if self.listening(group)]
-        # The status message carries the full state, newer than any pending position.
         if event.order_id in pending_positions:
             self.coalesced += 1
-            if status_changed:
-                del pending_positions[event.order_id]
-        if not groups:
-            pending_positions.pop(event.order_id, None)
-            return
-        message = update_from_enriched(event, status_changed)
         if status_changed:
-            self._send(sends, groups, message)
+            # The status message carries the full state, newer than any pending position.
+            pending_positions.pop(event.order_id, None)
+            self._offer(
+                sends, _update_groups(event, True), lambda: update_from_enriched(event, True)
+            )
         else:
-            pending_positions[event.order_id] = (groups, message)
+            pending_positions[event.order_id] = event
 
     def _fast_status(
         self, sends: list[tuple[str, dict[str, Any]]], event: OrderStatusChanged
@@ -277,9 +271,7 @@ class Bridge:
             groups.append(customer_group(event.customer_id))
         if event.restaurant_id is not None:
             groups.append(restaurant_group(event.restaurant_id))
-        groups = [group for group in groups if self.listening(group)]
-        if groups:
-            self._send(sends, groups, status_from_event(event))
+        self._offer(sends, groups, lambda: status_from_event(event))
 
     def _fast_position(
         self, sends: list[tuple[str, dict[str, Any]]], point: DeliveryLocation
@@ -292,8 +284,7 @@ class Bridge:
         if last is not None and point.event_time <= last:
             return  # a re-send or replay
         _bounded_put(self._located, point.order_id, point.event_time, MAX_TRACKED_ORDERS)
-        if self.listening(order_group(point.order_id)):
-            self._send(sends, [order_group(point.order_id)], position_from_event(point))
+        self._offer(sends, [order_group(point.order_id)], lambda: position_from_event(point))
         seen = self._seen.get(point.order_id)
         if seen is None or seen.status not in _ENDED:  # a late point of a finished ride
             self._fleet_due[point.courier_id] = point
@@ -373,11 +364,19 @@ class Bridge:
     def _remember(self, order_id: int, published: _Published) -> None:
         _bounded_put(self._seen, order_id, published, MAX_TRACKED_ORDERS)
 
-    def _send(
-        self, sends: list[tuple[str, dict[str, Any]]], groups: list[str], message: dict[str, Any]
+    def _offer(
+        self,
+        sends: list[tuple[str, dict[str, Any]]],
+        groups: list[str],
+        build: Callable[[], dict[str, Any]],
     ) -> None:
-        sends.extend((group, message) for group in groups)
-        self.published += 1
+        """Send the message ``build`` makes to those of ``groups`` someone listens to; when
+        none does, build nothing."""
+        listened = [group for group in groups if self.listening(group)]
+        if listened:
+            message = build()
+            sends.extend((group, message) for group in listened)
+            self.published += 1
 
     def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:
         """Consume from the end of both topics until ``stop``; reconnects by itself.
@@ -446,6 +445,17 @@ class Bridge:
                 stop.wait(1.0)
             finally:
                 cons.close()
+
+
+def _update_groups(event: OrderEnriched, status_changed: bool) -> list[str]:
+    """Where an enriched update goes: the order's, customer's and restaurant's groups, and
+    the operators' when the status changed (their figures move with statuses)."""
+    groups = [
+        order_group(event.order_id),
+        customer_group(event.customer_id),
+        restaurant_group(event.restaurant_id),
+    ]
+    return [*groups, OPERATIONS_GROUP] if status_changed else groups
 
 
 def _measure(seen: dict[str, list[int]], drained: bool) -> None:
