@@ -49,23 +49,16 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-@functools.cache
-def _unwrapped(annotation: Any) -> tuple[bool, Any, Any]:
-    """(None allowed, the annotation without ``| None``, its origin): worked out once per
-    annotation, as ``typing.get_origin`` per field per record was most of a parse."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = typing.get_args(annotation)
-        (inner,) = [a for a in args if a is not type(None)]
-        return type(None) in args, inner, typing.get_origin(inner)
-    return False, annotation, typing.get_origin(annotation)
-
-
 def _check_type(name: str, value: Any, annotation: Any) -> Any:
     """Validate ``value`` against a dataclass annotation; return the normalised value."""
-    optional, annotation, origin = _unwrapped(annotation)
-    if value is None:
-        if optional:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        if value is None and type(None) in args:
             return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _check_type(name, value, inner)
+    if value is None:
         raise EventValidationError(name, "is required")
     if annotation is bool:
         if not isinstance(value, bool):
