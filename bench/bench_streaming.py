@@ -268,7 +268,8 @@ def run_level(
     }
     load_avg = [os.getloadavg()[0]]
     log_path = bench_dir / f"{prefix}log"
-    with open(log_path, "w") as log_file:
+    # Appending: the job's stdout is copied into the same file once it is ready.
+    with open(log_path, "a") as log_file:
         job = subprocess.Popen(
             [sys.executable, "-m", "embedded.streaming"],
             cwd=code,
