@@ -5,13 +5,20 @@ from api import errors
 from api.views import accounts, docs, menu, operations, orders
 
 app_name = "api"
+addresses = accounts.AddressViewSet.as_view
 
 v1 = [
     path("auth/token/", accounts.TokenLoginView.as_view(), name="token"),
     path("auth/logout/", accounts.LogoutView.as_view(), name="logout"),
     path("me/", accounts.MeView.as_view(), name="me"),
-    path("me/addresses/", accounts.AddressListView.as_view(), name="addresses"),
-    path("me/addresses/<int:pk>/", accounts.AddressDetailView.as_view(), name="address"),
+    path("me/addresses/", addresses({"get": "list", "post": "create"}), name="addresses"),
+    path(
+        "me/addresses/<int:pk>/",
+        addresses(
+            {"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}
+        ),
+        name="address",
+    ),
     path("restaurants/", menu.RestaurantListView.as_view(), name="restaurants"),
     path("restaurants/<int:pk>/menu/", menu.MenuView.as_view(), name="menu"),
     path("orders/", orders.OrderListView.as_view(), name="orders"),

@@ -7,8 +7,8 @@ push bridge as its own process, Spark on a standalone Master + Worker).
 
 Reports events in vs rows in Pinot (they must be equal once the pipeline drains),
 errors seen by the readers and subscribers (must be zero), and every process's memory
-(RSS, with its children) sampled every 30 s, with the orders not yet in Pinot at each
-sample. Not a test: prints a table and writes bench/results/soak-*.json.
+(RSS, with its children) and CPU sampled every ``--every`` seconds, with the orders not yet
+in Pinot at each sample. Not a test: prints a table and writes bench/results/soak-*.json.
 
     .venv/bin/python bench/bench_soak.py --multiple 10 --minutes 30
     .venv/bin/python bench/bench_soak.py --production --multiple 100 --minutes 10
@@ -225,13 +225,11 @@ def wait_for_operator(timeout: float = 300):
 def main() -> None:
     parser = common.arguments(__doc__)
     common.add_multiple(parser, default=100)
-    parser.add_argument("--minutes", type=float, default=10)
+    common.add_duration(
+        parser, minutes=10, every=10, sampled="samples of memory, CPU and orders not in Pinot"
+    )
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--sockets", type=int, default=200)
-    parser.add_argument(
-        "--every", type=float, default=10.0,
-        help="seconds between samples of memory, CPU and orders not yet in Pinot (lag)",
-    )  # fmt: skip
     parser.add_argument(
         "--production", action="store_true",
         help="the production-like run (PostgreSQL, Redis, Spark cluster) instead of make run's",

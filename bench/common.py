@@ -344,6 +344,14 @@ def add_multiple(parser: argparse.ArgumentParser, default: float = 1) -> None:
     )
 
 
+def add_duration(
+    parser: argparse.ArgumentParser, minutes: float, every: float, sampled: str
+) -> None:
+    """``--minutes`` a run lasts and ``--every`` how many seconds between its samples."""
+    parser.add_argument("--minutes", type=float, default=minutes)
+    parser.add_argument("--every", type=float, default=every, help=f"seconds between {sampled}")
+
+
 def print_table(
     title: str, rows: list[tuple[str, ...]], header: tuple[str, ...] | None = None
 ) -> None:

@@ -84,9 +84,8 @@ def behind_by_reader() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
 def main() -> None:
     parser = common.arguments(__doc__)
     common.add_multiple(parser, default=10)
-    parser.add_argument("--minutes", type=float, default=9)
+    common.add_duration(parser, minutes=9, every=30, sampled="readings of the readers' positions")
     parser.add_argument("--sockets", type=int, default=8)
-    parser.add_argument("--every", type=float, default=30)
     args = parser.parse_args()
     supervisor, web_url, workdir = common.start_full_system(args.multiple)
     print("workdir", workdir, flush=True)

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,20 +73,19 @@ def wait_for_port(host: str, port: int, timeout: float = 15.0) -> None:
             time.sleep(0.05)
 
 
+@dataclass(eq=False)
 class EmbeddedBroker:
     """A Tansu child process listening on loopback."""
 
-    def __init__(
-        self,
-        config: KafkaConfig | None = None,
-        log_path: Path | None = None,
-        listen_port: int | None = None,
-    ) -> None:
-        self.config = config or kafka_config()
-        self.log_path = log_path
-        #: where Tansu itself listens; clients are told ``config``'s address (a :class:`Gate`)
-        self.listen_port = listen_port or self.config.port
-        self.process: subprocess.Popen[bytes] | None = None
+    config: KafkaConfig = field(default_factory=kafka_config)
+    log_path: Path | None = None
+    #: Where Tansu itself listens (default: ``config``'s port). Clients are told ``config``'s
+    #: address, which a :class:`Gate` owns when Tansu listens elsewhere.
+    listen_port: int = 0
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.listen_port = self.listen_port or self.config.port
 
     @property
     def url(self) -> str:

@@ -1,7 +1,8 @@
 """Every process of the running system, in start order: the one list ``python -m embedded`` reads.
 
-A new component is one line here: its command, the line it prints when it is
-ready, and the stage it starts in (a stage starts when the previous one is ready).
+A new component is one entry here: its command, the line it prints when it is ready,
+the stage it starts in (a stage starts when the previous one is ready) and what to say
+while waiting.
 """
 
 from __future__ import annotations
@@ -39,61 +40,26 @@ def web_address() -> tuple[str, int]:
 
 def components() -> list[Component]:
     host, port = web_address()
+    # Django runs sync views on one thread per process: two processes use both cores.
+    workers = ["--workers", str(env_int("WEB_WORKERS", 2))]
+    web = ["-m", "uvicorn", "config.asgi:application", "--no-access-log", *workers]
+    listen = ["--host", host, "--port", str(port)]
+    rate = ["--rate", str(env_float("SIMULATOR_RATE", 50.0))]
+    pace = ["--pace", str(env_float("SIMULATOR_PACE", 4.0))]
+    # The stream job's first micro-batch needs input, so it starts beside the simulator.
     return [
-        Component(
-            "broker",
-            [PYTHON, "-m", "embedded.broker"],
-            ready_text="topics ready",
-            stage=0,
-            waiting_note="starting the embedded Kafka-protocol broker (Tansu)",
-            enabled=lambda: kafka_config().embedded,
-        ),
-        Component(
-            "relay",
-            [PYTHON, MANAGE, "relay"],
-            ready_text="relay: publishing",
-            stage=1,
-            waiting_note="outbox relay connecting to Kafka",
-        ),
-        Component(
-            "pinot",
-            [PYTHON, "-m", "embedded.pinot_server"],
-            ready_text="pinot: ready",
-            stage=1,
-            waiting_note="Pinot-compatible local server (embedded serving layer)",
-            enabled=lambda: env_bool("PINOT_EMBEDDED", True),
-        ),
-        Component(
-            "web",
-            [
-                PYTHON, "-m", "uvicorn", "config.asgi:application",
-                "--host", host, "--port", str(port), "--no-access-log",
-                # Django runs sync views on one thread per process: two processes use both cores.
-                "--workers", str(env_int("WEB_WORKERS", 2)),
-            ],
-            ready_text="Application startup complete",
-            stage=1,
-            waiting_note=f"Django ASGI server on http://{host}:{port}",
-        ),
-        Component(
-            "streaming",
-            [PYTHON, "-m", "embedded.streaming"],
-            ready_text="streaming: ready",
-            # Its first micro-batch needs input, so it starts beside the simulator.
-            stage=2,
-            waiting_note="Spark Structured Streaming job (JVM warm-up takes ~20 s)",
-            ready_timeout=240.0,
-        ),
-        Component(
-            "simulator",
-            [
-                PYTHON, MANAGE, "simulate",
-                "--rate", str(env_float("SIMULATOR_RATE", 50.0)),
-                "--pace", str(env_float("SIMULATOR_PACE", 4.0)),
-            ],
-            ready_text="simulator: running",
-            stage=2,
-            waiting_note="simulator placing orders",
-            enabled=lambda: env_bool("SIMULATOR_ENABLED", True),
-        ),
+        Component("broker", [PYTHON, "-m", "embedded.broker"], "topics ready", 0,
+                  "starting the embedded Kafka-protocol broker (Tansu)",
+                  enabled=lambda: kafka_config().embedded),
+        Component("relay", [PYTHON, MANAGE, "relay"], "relay: publishing", 1,
+                  "outbox relay connecting to Kafka"),
+        Component("pinot", [PYTHON, "-m", "embedded.pinot_server"], "pinot: ready", 1,
+                  "Pinot-compatible local server (embedded serving layer)",
+                  enabled=lambda: env_bool("PINOT_EMBEDDED", True)),
+        Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,
+                  f"Django ASGI server on http://{host}:{port}"),
+        Component("streaming", [PYTHON, "-m", "embedded.streaming"], "streaming: ready", 2,
+                  "Spark Structured Streaming job (JVM warm-up takes ~20 s)", ready_timeout=240.0),
+        Component("simulator", [PYTHON, MANAGE, "simulate", *rate, *pace], "simulator: running", 2,
+                  "simulator placing orders", enabled=lambda: env_bool("SIMULATOR_ENABLED", True)),
     ]  # fmt: skip

@@ -76,16 +76,17 @@ def page_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return ensure_csrf_cookie(login_required(view))
 
 
-def _page(request: HttpRequest, template: str, nav: str, **extra: Any) -> HttpResponse:
-    return render(
-        request, f"frontend/{template}", {"config": page_config(request, **extra), "nav": nav}
-    )
+def _page(request: HttpRequest, template: str, nav: str, title: str, **extra: Any) -> HttpResponse:
+    """A page: its template, the menu entry it lights up, its title (the window's and,
+    on pages with a head, the heading's) and its module's configuration."""
+    context = {"config": page_config(request, **extra), "nav": nav, "title": title}
+    return render(request, f"frontend/{template}", context)
 
 
 @page_view
 def my_orders(request: HttpRequest) -> HttpResponse:
     """Active orders with their live status on top, past orders below."""
-    return _page(request, "my_orders.html", "orders")
+    return _page(request, "my_orders.html", "orders", "My orders")
 
 
 @page_view
@@ -95,13 +96,13 @@ def order_page(request: HttpRequest, order_id: int) -> HttpResponse:
     Who may see it is the API's decision (a 404 there shows "not found" here),
     so this view does not query the order itself.
     """
-    return _page(request, "order.html", "orders", orderId=order_id)
+    return _page(request, "order.html", "orders", f"Order #{order_id}", orderId=order_id)
 
 
 @page_view
 def place_order(request: HttpRequest) -> HttpResponse:
     """Menu by category, cart, saved address, submit (idempotent)."""
-    return _page(request, "place_order.html", "new")
+    return _page(request, "place_order.html", "new", "Order food")
 
 
 @page_view
@@ -109,7 +110,7 @@ def addresses(request: HttpRequest) -> HttpResponse:
     """My delivery addresses: add, edit, delete, choose the default, with a map pin."""
     if policy.customer_of(request.user) is None:
         raise PermissionDenied("Delivery addresses belong to customer accounts.")
-    return _page(request, "addresses.html", "addresses")
+    return _page(request, "addresses.html", "addresses", "Delivery addresses")
 
 
 def _restaurant_choice(request: HttpRequest) -> dict[str, Any]:
@@ -140,13 +141,22 @@ def _restaurant_choice(request: HttpRequest) -> dict[str, Any]:
 @page_view
 def restaurant_dashboard(request: HttpRequest) -> HttpResponse:
     """The owner's dashboard: how one restaurant is doing (its staff; operators pick any)."""
-    return _page(request, "restaurant_dashboard.html", "restaurant", **_restaurant_choice(request))
+    choice = _restaurant_choice(request)
+    title = f"{choice['restaurant']['name']}: dashboard"
+    return _page(request, "restaurant_dashboard.html", "restaurant", title, **choice)
 
 
 @page_view
 def kitchen_board(request: HttpRequest) -> HttpResponse:
     """The kitchen board: one restaurant's active orders by status, live, with actions."""
-    return _page(request, "kitchen_board.html", "board", **_restaurant_choice(request))
+    choice = _restaurant_choice(request)
+    return _page(
+        request,
+        "kitchen_board.html",
+        "board",
+        f"Kitchen · {choice['restaurant']['name']}",
+        **choice,
+    )
 
 
 @page_view
@@ -154,7 +164,7 @@ def operations(request: HttpRequest) -> HttpResponse:
     """The operator dashboard: staff users only (others get a 403 page)."""
     if not policy.is_operator(request.user):
         raise PermissionDenied("The operations dashboard is for operators.")
-    return _page(request, "operations.html", "operations")
+    return _page(request, "operations.html", "operations", "Operations")
 
 
 class SignInView(auth_views.LoginView):

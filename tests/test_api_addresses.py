@@ -64,3 +64,23 @@ def test_an_address_is_validated_and_belongs_to_its_customer_only():
     assert api.delete(f"/api/v1/me/addresses/{bobs.pk}/").status_code == 404
     bobs.refresh_from_db()
     assert bobs.line1 == "1 Church St"
+
+
+def test_the_admin_keeps_one_default_address_too():
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    alice = make_customer("alice")
+    home = alice.addresses.get()
+    work = alice.addresses.create(label="Work", line1="80 MG Road", lat=12.97, lon=77.61)
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("ops", password="pw-ops-long"))
+    form = {"customer": alice.pk, "label": "Work", "line1": "80 MG Road", "city": "Bengaluru",
+            "lat": "12.97", "lon": "77.61", "is_default": "on"}  # fmt: skip
+    response = admin.post(f"/admin/customers/address/{work.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:500]
+    assert list(alice.addresses.filter(is_default=True)) == [work]
+
+    response = admin.post(f"/admin/customers/address/{work.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert list(alice.addresses.filter(is_default=True)) == [home]  # promoted

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib.auth import authenticate, logout
-from django.db import transaction
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
-from rest_framework import generics, permissions, status
+from rest_framework import generics, permissions, status, viewsets
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
@@ -22,11 +19,14 @@ from api.serializers.accounts import (
     TokenSerializer,
 )
 from tracker.accounts.security import issue_token
+from tracker.customers import services
+from tracker.customers.models import Address
 from tracker.orders import policy
 
 
 class TokenLoginView(APIView):
-    """Exchange a username and password for an API token (mobile apps)."""
+    """Exchange a username and password for an API token; send it as
+    `Authorization: Token <token>`. Tokens expire; a 401 means sign in again."""
 
     authentication_classes: list = []
     permission_classes = [permissions.AllowAny]
@@ -38,8 +38,6 @@ class TokenLoginView(APIView):
     @extend_schema(
         operation_id="signIn",
         summary="Sign in for a token",
-        description="Exchange a username and password for an API token; send it as "
-        "`Authorization: Token <token>`. Tokens expire; a 401 means sign in again.",
         request=LoginSerializer,
         responses={200: TokenSerializer},
         examples=[
@@ -62,8 +60,6 @@ class LogoutView(APIView):
     @extend_schema(
         operation_id="signOut",
         summary="Sign out",
-        description="Revoke the caller's token (every device using it) and end the browser "
-        "session.",
         request=None,
         responses={204: None},
     )
@@ -85,63 +81,36 @@ class MeView(generics.RetrieveAPIView):
         return self.request.user
 
 
-class MyAddresses(generics.GenericAPIView):
-    """The signed-in customer's delivery addresses: another customer's answer 404."""
+@extend_schema_view(
+    list=extend_schema(operation_id="listAddresses", summary="List my delivery addresses"),
+    create=extend_schema(operation_id="createAddress", summary="Add a delivery address"),
+    retrieve=extend_schema(operation_id="getAddress", summary="Get one of my addresses"),
+    update=extend_schema(operation_id="replaceAddress", summary="Replace one of my addresses"),
+    partial_update=extend_schema(
+        operation_id="updateAddress", summary="Change one of my addresses"
+    ),
+    destroy=extend_schema(operation_id="deleteAddress", summary="Delete one of my addresses"),
+)
+class AddressViewSet(viewsets.ModelViewSet):
+    """My delivery addresses; another customer's answer 404. `is_default: true` makes an
+    address my only default; deleting the default makes the oldest remaining address
+    the default."""
 
     serializer_class = AddressSerializer
     permission_classes = [IsCustomer]
+    pagination_class = None
 
     def get_queryset(self):
         return policy.customer_of(self.request.user).addresses.all()
 
-    @transaction.atomic
-    def save_address(self, serializer: AddressSerializer, **fields: Any) -> None:
-        """Create and change keep one invariant: `is_default` true makes it the only default."""
-        address = serializer.save(**fields)
-        if serializer.validated_data.get("is_default"):
-            address.customer.addresses.exclude(pk=address.pk).update(is_default=False)
-
-
-@extend_schema_view(
-    get=extend_schema(operation_id="listAddresses", summary="List my delivery addresses"),
-    post=extend_schema(
-        operation_id="createAddress",
-        summary="Add a delivery address",
-        description="`is_default: true` makes it my only default address.",
-    ),
-)
-class AddressListView(MyAddresses, generics.ListCreateAPIView):
-    """My delivery addresses."""
-
-    pagination_class = None
-
     def perform_create(self, serializer: AddressSerializer) -> None:
-        self.save_address(serializer, customer=policy.customer_of(self.request.user))
-
-
-@extend_schema_view(
-    get=extend_schema(operation_id="getAddress", summary="Get one of my addresses"),
-    put=extend_schema(operation_id="replaceAddress", summary="Replace one of my addresses"),
-    patch=extend_schema(operation_id="updateAddress", summary="Change one of my addresses"),
-    delete=extend_schema(
-        operation_id="deleteAddress",
-        summary="Delete one of my addresses",
-        description="Deleting the default makes the oldest remaining address the default.",
-    ),
-)
-class AddressDetailView(MyAddresses, generics.RetrieveUpdateDestroyAPIView):
-    """One of my addresses: read, change (`is_default` true makes it the only default),
-    delete (deleting the default makes the oldest remaining address the default)."""
+        customer = policy.customer_of(self.request.user)
+        serializer.instance = services.add_address(customer, **serializer.validated_data)
 
     def perform_update(self, serializer: AddressSerializer) -> None:
-        self.save_address(serializer)
+        serializer.instance = services.change_address(
+            serializer.instance, **serializer.validated_data
+        )
 
-    @transaction.atomic
-    def perform_destroy(self, instance: Any) -> None:
-        was_default = instance.is_default
-        instance.delete()
-        if was_default:
-            heir = self.get_queryset().order_by("id").first()
-            if heir is not None:
-                heir.is_default = True
-                heir.save(update_fields=["is_default"])
+    def perform_destroy(self, instance: Address) -> None:
+        services.delete_address(instance)
