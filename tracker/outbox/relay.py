@@ -141,7 +141,7 @@ class Relay:
         auto-created by a produce: when it is missing, the broker is new or empty.
         """
         marker = topic_name(MARKER_TOPIC)
-        broker_topics = kafka.admin().list_topics(timeout=3).topics
+        broker_topics = self.producer.list_topics(timeout=3).topics  # its own connection
         if marker in broker_topics and self._topics_ready:
             return
         if marker not in broker_topics:
