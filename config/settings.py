@@ -254,7 +254,10 @@ PUSH_RECHECK_SECONDS = float(env_str("PUSH_RECHECK_SECONDS", "30"))
 
 # --- the event pipeline -------------------------------------------------------
 OUTBOX_RELAY_BATCH_SIZE = env_int("OUTBOX_RELAY_BATCH_SIZE", 500)
+#: An idle relay looks at the outbox every POLL seconds, or every IDLE seconds while commits
+#: wake it (tracker/outbox/wakeup.py): IDLE bounds the delay of a lost wake-up.
 OUTBOX_RELAY_POLL_SECONDS = float(env_str("OUTBOX_RELAY_POLL_SECONDS", "0.05"))
+OUTBOX_RELAY_IDLE_SECONDS = float(env_str("OUTBOX_RELAY_IDLE_SECONDS", "1.0"))
 
 # --- production hardening (on whenever DEBUG is off) -----------------------------
 if not DEBUG:

@@ -56,6 +56,7 @@ from contract import kafka
 from contract.conf import kafka_config
 from contract.events import Topic, topic_name
 from contract.positions import RolloverLog
+from tracker.outbox import wakeup
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,16 @@ class Relay:
         poll_seconds: float | None = None,
         max_backoff: float = 5.0,
         delivery_timeout: float = 10.0,
+        idle_seconds: float | None = None,
     ) -> None:
         self.batch_size = batch_size or settings.OUTBOX_RELAY_BATCH_SIZE
+        #: How long an idle relay waits between looks at the outbox: ``idle_seconds``
+        #: while commits wake it (:mod:`tracker.outbox.wakeup`), ``poll_seconds`` otherwise.
         self.poll_seconds = (
             poll_seconds if poll_seconds is not None else settings.OUTBOX_RELAY_POLL_SECONDS
+        )
+        self.idle_seconds = (
+            idle_seconds if idle_seconds is not None else settings.OUTBOX_RELAY_IDLE_SECONDS
         )
         self.max_backoff = max_backoff
         self.delivery_timeout = delivery_timeout
@@ -134,7 +141,7 @@ class Relay:
         auto-created by a produce: when it is missing, the broker is new or empty.
         """
         marker = topic_name(MARKER_TOPIC)
-        broker_topics = kafka.admin().list_topics(timeout=3).topics
+        broker_topics = self.producer.list_topics(timeout=3).topics  # its own connection
         if marker in broker_topics and self._topics_ready:
             return
         if marker not in broker_topics:
@@ -331,6 +338,13 @@ class Relay:
     def run(self, stop: threading.Event | None = None, check_topics_every: float = 2.0) -> None:
         """Relay until ``stop`` is set, backing off while the broker is unavailable."""
         stop = stop or threading.Event()
+        waiter = wakeup.Waiter().open()
+        try:
+            self._run(stop, waiter, check_topics_every)
+        finally:
+            waiter.close()
+
+    def _run(self, stop: threading.Event, waiter: wakeup.Waiter, check_topics_every: float) -> None:
         backoff = 0.1
         next_topic_check = 0.0
         while not stop.is_set():
@@ -342,7 +356,8 @@ class Relay:
                 self._measure_backlog()
                 backoff = 0.1
                 if sent == 0:
-                    stop.wait(self.poll_seconds)
+                    idle = self.idle_seconds if waiter.listening else self.poll_seconds
+                    waiter.wait(max(idle, self.poll_seconds), stop)
             except KafkaException as exc:
                 self.outages += 1
                 log.warning("relay: broker unavailable (%s); retrying in %.1fs", exc, backoff)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 
 from contract.events import Event
+from tracker.outbox import wakeup
 from tracker.outbox.models import OutboxEvent
 
 
@@ -18,10 +19,12 @@ def enqueue(event: Event) -> OutboxEvent:
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("outbox.enqueue() must run inside transaction.atomic()")
-    return OutboxEvent.objects.create(
+    row = OutboxEvent.objects.create(
         event_id=event.event_id,
         topic=event.TOPIC.value,
         key=event.key().decode(),
         payload=event.to_json(),
         event_time=datetime.fromtimestamp(event.event_time / 1000, tz=UTC),
     )
+    wakeup.announce()
+    return row
