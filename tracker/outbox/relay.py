@@ -160,15 +160,20 @@ class Relay:
                 )
         self._topics_ready = True
 
-    def publish_batch(self) -> int:
+    def publish_batch(self, check_topics: bool = False) -> int:
         """Publish the oldest unpublished rows; return how many the broker acknowledged.
 
         Raises KafkaException when any row of the batch was not acknowledged
         (those rows stay unpublished and are retried by the caller). On PostgreSQL,
         returns 0 at once while another relay holds the publishing lock.
+
+        The topics are checked (:meth:`_prepare_topics`) first when ``check_topics`` or
+        before the first batch, by the relay holding the lock only: a relay that read
+        the broker's topics just before another created the marker and published would
+        otherwise take the broker for new and replay what the other had published.
         """
         if connection.vendor != "postgresql":
-            failure = self._publish_rows()
+            failure = self._checked_publish(check_topics)
         else:
             with transaction.atomic():
                 with connection.cursor() as cursor:
@@ -176,10 +181,15 @@ class Relay:
                     if not cursor.fetchone()[0]:
                         self.standby_batches += 1
                         return 0
-                failure = self._publish_rows()
+                failure = self._checked_publish(check_topics)
         if isinstance(failure, KafkaException):
             raise failure
         return failure
+
+    def _checked_publish(self, check_topics: bool) -> int | KafkaException:
+        if check_topics or not self._topics_ready:
+            self._prepare_topics()
+        return self._publish_rows()
 
     def _publish_rows(self) -> int | KafkaException:
         rows = list(
@@ -349,10 +359,10 @@ class Relay:
         next_topic_check = 0.0
         while not stop.is_set():
             try:
-                if time.monotonic() >= next_topic_check:
-                    self._prepare_topics()
+                check_topics = time.monotonic() >= next_topic_check
+                sent = self.publish_batch(check_topics)
+                if check_topics:
                     next_topic_check = time.monotonic() + check_topics_every
-                sent = self.publish_batch()
                 self._measure_backlog()
                 backoff = 0.1
                 if sent == 0:
