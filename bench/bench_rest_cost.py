@@ -86,6 +86,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="commit of the old code")
     parser.add_argument("--warmup", type=float, default=60)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
     args = parser.parse_args()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log = ROOT / "bench" / "results" / f"rest-cost-{stamp}.log"
@@ -111,7 +112,7 @@ def main() -> None:
         {
             "machine": machine(),
             "settings": vars(args) | {"log": log.name},
-            "note": "other helpers' tests shared the machine",
+            "note": args.note,
             "cores": results,
         },
     )
