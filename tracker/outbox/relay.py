@@ -366,8 +366,7 @@ class Relay:
                 self._measure_backlog()
                 backoff = 0.1
                 if sent == 0:
-                    idle = self.idle_seconds if waiter.listening else self.poll_seconds
-                    waiter.wait(max(idle, self.poll_seconds), stop)
+                    waiter.wait(self.idle_seconds if waiter.listening else self.poll_seconds, stop)
             except KafkaException as exc:
                 self.outages += 1
                 log.warning("relay: broker unavailable (%s); retrying in %.1fs", exc, backoff)

@@ -1,7 +1,7 @@
 """Waking the relay when an outbox row commits, instead of querying the table all the time.
 
-Polling every 50 ms cost the relay about 0.04 cores with nothing to publish. Now the
-transaction that enqueues an event also wakes the relay:
+An idle relay that polls often to stay fresh spends its time finding nothing. Instead,
+the transaction that enqueues an event also wakes the relay:
 
 * on PostgreSQL with ``NOTIFY``, which the server delivers at commit (never for a
   rolled-back transaction) to every listening relay;
