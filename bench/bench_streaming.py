@@ -222,14 +222,12 @@ class Latencies:
 
     def _follow(self, topic: Topic) -> None:
         sink = self.samples[topic.value]
-        for rec in kafka.iter_topic(topic, follow=True):
+        for rec in kafka.iter_topic(topic, follow=True, stop=self.stop):
             received = now_ms()
             body = json.loads(rec.value)
             sink.append((body["event_time"], received - body["event_time"]))
             if topic is Topic.ORDERS_ENRICHED:
                 self.versions.setdefault(body["order_id"], set()).add(body["version"])
-            if self.stop.is_set():
-                return
 
     def since(self, t0: int, t1: int) -> dict[str, list[int]]:
         return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
@@ -345,12 +343,14 @@ def run_level(
         rss = round(common.process_tree_rss(job.pid), 1)
         exit_code = job.poll()  # not None: the job died during the run
     finally:
-        latencies.stop.set()
+        latencies.stop.set()  # its consumers close before this level's broker stops
         job.terminate()
         try:
             job.wait(30)
         except subprocess.TimeoutExpired:
             job.kill()
+        for t in latencies.threads:
+            t.join(5)
     batches = []
     phases: dict[str, list[int]] = {}
     for line in log_path.read_text().splitlines():

@@ -388,8 +388,11 @@ def iter_topic(
     idle_timeout: float = 1.0,
     max_wait: float = 30.0,
     follow: bool = False,
+    stop: threading.Event | None = None,
 ) -> Iterator[Record]:
-    """Yield records of ``topic`` in per-partition order; stop when idle unless ``follow``."""
+    """Yield records of ``topic`` in per-partition order; stop when idle unless ``follow``,
+    and in any case once ``stop`` is set (a follower of a quiet topic yields nothing, so
+    its caller cannot otherwise end it)."""
     config = config or kafka_config()
     name = (
         topic_name(topic, config.topic_prefix) if topic in Topic._value2member_map_ else str(topic)
@@ -403,7 +406,7 @@ def iter_topic(
         at_eof: set[int] = set()
         deadline = time.monotonic() + max_wait
         last_activity = time.monotonic()
-        while follow or time.monotonic() < deadline:
+        while (follow or time.monotonic() < deadline) and not (stop and stop.is_set()):
             batch = cons.consume(1000, timeout=0.1)
             for msg in batch:
                 err = msg.error()
