@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import common  # noqa: E402
+from contract.events import Topic  # noqa: E402
 
 
 def start_system(multiple: float):
@@ -110,6 +111,10 @@ async def probe(
 
     rest, push, naive, rest_polled, errors = [], [], [], [], 0
     socket = {f"{kind}_{path}": [] for kind in ("status", "gps") for path in ("old", "new")}
+    # Each change on the fast path, for its stages: (kind, order, status or latitude,
+    # wall clock at accept, seconds to the API's answer, seconds to the first message).
+    changes: list[tuple[str, int, object, float, float, float]] = []
+    start = topic_offsets((Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS))
     auth = lambda key: {"Authorization": f"Token {key}"}  # noqa: E731
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         menu = (
@@ -147,6 +152,7 @@ async def probe(
             version = snapshot["version"]
             for step in range(4 + gps_points):  # four kitchen steps, then GPS points on the road
                 accepted = time.perf_counter()
+                accepted_wall = time.time()
                 if step < 4:
                     response = await client.post(
                         f"/api/v1/orders/{order_id}/advance/", headers=auth(keys["operator"])
@@ -168,6 +174,8 @@ async def probe(
                     want = lambda d, lat=lat: bool(d["position"]) and d["position"]["lat"] == lat  # noqa: E731
                     fast = lambda d, want=want: d["type"] == "position" and want(d)  # noqa: E731
                     accepted = time.perf_counter()  # 202: the broker has it
+                    accepted_wall = time.time()
+                answered = time.perf_counter() - accepted
                 if response.status_code >= 300:
                     errors += 1
                     continue
@@ -230,6 +238,8 @@ async def probe(
                     kind = "status" if step < 4 else "gps"
                     socket[f"{kind}_old"].append(pushed)
                     socket[f"{kind}_new"].append(first)
+                    what = body["status"] if step < 4 else lat
+                    changes.append((kind, order_id, what, accepted_wall, answered, first))
                 except TimeoutError:
                     errors += 1
                 if naive_task is not None:
@@ -242,6 +252,7 @@ async def probe(
                             errors += 1
             await ws.close()
     return {
+        "stages": fast_path_stages(changes, start),
         "rest": rest,
         "push": push,
         "naive": naive,
@@ -285,6 +296,7 @@ def one_level(
         "naive_polling": summary(measured["naive"]),
         "rest_polling": summary(measured["rest_polling"]),
         "socket": {name: summary(values) for name, values in measured["socket"].items()},
+        "fast_path_stages": measured["stages"],
         "errors": measured["errors"],
         "rss_mb": rss,
     }
@@ -367,19 +379,66 @@ def advance(order_id: int) -> tuple[str, float]:
     return order.status, committed
 
 
-def topic_offsets() -> dict:
-    """Where order_statuses and orders_enriched end now (a phase's records come after)."""
+def topic_offsets(
+    topics: tuple[Topic, ...] = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED),
+) -> dict:
+    """Where ``topics`` end now (a phase's records come after)."""
     from contract import kafka
-    from contract.events import Topic, topic_name
+    from contract.events import topic_name
 
     cons = kafka.consumer()
     try:
-        return {
-            topic: kafka.end_offsets(cons, topic_name(topic))
-            for topic in (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
-        }
+        return {topic: kafka.end_offsets(cons, topic_name(topic)) for topic in topics}
     finally:
         cons.close()
+
+
+def fast_path_stages(changes: list[tuple], start: dict) -> dict:
+    """Where each fast-path change spent its time, from the records' produce times.
+
+    A status: accepted -> the API answered (the database commit and its outbox row),
+    -> the relay produced it to order_statuses, -> its socket got it. A GPS point is
+    timed from the API's 202 (the broker has it), so its first stage is the bridge.
+    Also the ten slowest changes with their stages, to say where a tail comes from."""
+    from contract import kafka
+    from contract.events import parse_event
+
+    orders = {order for _, order, *_ in changes}
+    produced: dict = {}
+    for topic, offsets in start.items():
+        for record in kafka.iter_topic(topic, start=offsets, idle_timeout=1.0, max_wait=60):
+            event = parse_event(topic, record.value)
+            what = event.status if topic is Topic.ORDER_STATUSES else event.lat
+            key = (event.order_id, what)
+            if event.order_id in orders and key not in produced:
+                produced[key] = record.timestamp / 1000
+    rows = []
+    for kind, order, what, accepted, answered, first in changes:
+        made = produced.get((order, what))
+        if made is None:
+            continue
+        after_accept = made - accepted
+        rows.append(
+            {
+                "kind": kind,
+                "order": order,
+                "total_ms": first * 1000,
+                "answered_ms": answered * 1000,
+                "produced_ms": after_accept * 1000,
+                "to_socket_ms": (first - after_accept) * 1000,
+            }
+        )
+    stages = {}
+    for kind in ("status", "gps"):
+        mine = [r for r in rows if r["kind"] == kind]
+        if not mine:
+            continue
+        stages[kind] = {
+            name: summary([r[name] / 1000 for r in mine])
+            for name in ("answered_ms", "produced_ms", "to_socket_ms", "total_ms")
+        }
+    stages["slowest"] = sorted(rows, key=lambda r: -r["total_ms"])[:10]
+    return stages
 
 
 def stage_times(start: dict, orders: set[int]) -> dict:
@@ -406,7 +465,7 @@ async def watch_phase(
 
     from websockets.asyncio.client import connect as ws_connect
 
-    from contract.events import Topic, status_rank
+    from contract.events import status_rank
 
     seen: list[
         tuple[int, str, float]
@@ -788,6 +847,21 @@ def main() -> None:
                     f"  {name} / push: p50 {base['p50_ms'] / push['p50_ms']:.1f}x, "
                     f"p99 {base['p99_ms'] / max(push['p99_ms'], 1):.1f}x"
                 )
+        stages = level.get("fast_path_stages", {})  # a baseline's older bench has none
+        for kind in ("status", "gps"):
+            if kind in stages:
+                print(
+                    f"  {kind} fast path, p50 / p99 ms from accept: "
+                    + ", ".join(
+                        f"{name[:-3]} {v['p50_ms']:.0f} / {v['p99_ms']:.0f}"
+                        for name, v in stages[kind].items()
+                    )
+                )
+        for row in stages.get("slowest", [])[:5]:
+            print(
+                f"  slow {row['kind']}: "
+                + ", ".join(f"{k} {v:.0f}" for k, v in row.items() if k.endswith("_ms"))
+            )
         print(
             "  RSS MiB: "
             + ", ".join(f"{k}={v:.0f}" for k, v in level["rss_mb"].items())

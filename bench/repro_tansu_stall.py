@@ -12,6 +12,10 @@ assign()-based consumers). Three experiments, each a sub-command (default: all):
 * ``early``: does a waiting fetch return when data arrives before its max wait? One record
   produced at a random moment while a follower waits; arrival latency per W.
 * ``idle``: broker CPU with idle followers (9 partitions each) per W.
+* ``shared``: head-of-line blocking. A busy topic (3 partitions of N single-record
+  batches, ``--busy-rate`` records a second still arriving) and a quiet one; a record produced
+  to the quiet topic, timed ack -> received by a reader that follows both topics in one
+  consumer (as the push bridge does) and by one that follows the quiet topic alone.
 
 Why (docs/broker.md): this build lists every stored batch of the partition on each fetch
 that has data to return, and stops listing when the fetch's max wait is used up; a reader
@@ -315,9 +319,94 @@ def idle_cost(bare: Bare, waits: list[int], followers: int, seconds: float) -> d
     return out
 
 
+def shared_reader(
+    bare: Bare, sizes: list[int], samples: int, busy_rate: float, wait_ms: int = 100
+) -> list[dict]:
+    """A quiet topic's record behind a busy topic's listings, per busy-partition size."""
+    bare.topic("busy", 3)
+    bare.topic("quiet", 3)
+    prod = bare.producer(**{"linger.ms": 0, "batch.num.messages": 1})
+    stop = threading.Event()
+
+    def trickle() -> None:  # every fetch then has busy partitions to list
+        while not stop.wait(1 / busy_rate):
+            prod.produce("busy", None, VALUE, partition=random.randrange(3))
+            prod.poll(0)
+
+    rows, stored = [], 0
+    for size in sizes:
+        for partition in range(3):
+            batch = kafka.Deliveries(prod)
+            for _ in range(size - stored):
+                batch.produce("busy", None, VALUE, partition=partition)
+            batch.flush(120)
+        stored = size
+        stop.clear()
+        feeder = threading.Thread(target=trickle, daemon=True)
+        feeder.start()
+        readers = {
+            "both topics": bare.consumer(wait_ms),
+            "quiet topic alone": bare.consumer(wait_ms),
+        }
+        readers["both topics"].assign(
+            [TopicPartition(t, p, OFFSET_END) for t in ("busy", "quiet") for p in range(3)]
+        )
+        readers["quiet topic alone"].assign(
+            [TopicPartition("quiet", p, OFFSET_END) for p in range(3)]
+        )
+        latencies: dict[str, list[float]] = {name: [] for name in readers}
+        got: dict[str, float] = {}
+
+        def follow(name: str, cons: Consumer, got: dict[str, float] = got) -> None:
+            while not stop.is_set():
+                for msg in cons.consume(1000, timeout=0.05):
+                    if msg.error() is None and msg.topic() == "quiet":
+                        got[name] = time.monotonic()
+
+        threads = [
+            threading.Thread(target=follow, args=item, daemon=True) for item in readers.items()
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(2)  # both readers at the end, fetching
+        for _ in range(samples):
+            time.sleep(0.2 + random.random() * 0.3)
+            got.clear()
+            one = kafka.Deliveries(prod)
+            one.produce("quiet", None, VALUE)
+            one.flush(5)
+            acked = time.monotonic()
+            deadline = acked + 5
+            while len(got) < len(readers) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            for name in readers:
+                if name in got:
+                    latencies[name].append((got[name] - acked) * 1000)
+        stop.set()
+        for t in [*threads, feeder]:
+            t.join(5)
+        for cons in readers.values():
+            cons.close()
+        row = {
+            "busy_batches_per_partition": size,
+            **{
+                name: {
+                    "received": len(v),
+                    "p50_ms": round(percentile(v, 50), 1),
+                    "p99_ms": round(percentile(v, 99), 1),
+                    "max_ms": round(max(v), 1) if v else None,
+                }
+                for name, v in latencies.items()
+            },
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = arguments(__doc__)
-    parser.add_argument("what", nargs="*", default=["stall", "early", "idle"])
+    parser.add_argument("what", nargs="*", default=["stall", "early", "idle", "shared"])
     parser.add_argument("--sizes", default="1000,5000,10000,20000,40000,80000,160000")
     parser.add_argument("--waits", default="5,20,100,500")
     parser.add_argument("--rate", type=int, default=1000)
@@ -325,12 +414,15 @@ def main() -> None:
     parser.add_argument("--preload", type=int, default=10000)
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--followers", type=int, default=4)
+    parser.add_argument("--shared-sizes", default="0,5000,10000,20000")
+    parser.add_argument("--busy-rate", type=float, default=300, help="records/s to the busy topic")
+    parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
     args = parser.parse_args()
     waits = [int(w) for w in args.waits.split(",")]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = f"tansu-stall-{stamp}"
     RESULTS.mkdir(exist_ok=True)
-    result: dict = {"machine": machine(), "note": "other helpers' tests shared the machine"}
+    result: dict = {"machine": machine(), "note": args.note}
     if "stall" in args.what:
         bare = Bare(RESULTS / f"{name}.broker.log")
         try:
@@ -360,6 +452,29 @@ def main() -> None:
             result["early"] = early_return(bare, waits, args.samples)
         finally:
             bare.stop()
+    if "shared" in args.what:
+        bare = Bare(RESULTS / f"{name}.shared.broker.log")
+        try:
+            result["shared"] = shared_reader(
+                bare, [int(s) for s in args.shared_sizes.split(",")], args.samples, args.busy_rate
+            )
+        finally:
+            bare.stop()
+        print_table(
+            "A quiet topic's record, ack -> received (ms), wait 100 ms, beside a busy topic of "
+            "N batches per partition",
+            [
+                (
+                    str(r["busy_batches_per_partition"]),
+                    *(
+                        f"{r[k]['p50_ms']} / {r[k]['p99_ms']} / {r[k]['max_ms']}"
+                        for k in ("both topics", "quiet topic alone")
+                    ),
+                )
+                for r in result["shared"]
+            ],
+            ("busy batches", "one consumer, both topics p50/p99/max", "quiet topic alone"),
+        )
     if "idle" in args.what:
         bare = Bare(RESULTS / f"{name}.idle.broker.log")
         try:
