@@ -102,9 +102,9 @@ Listening = Callable[[str], bool]
 
 #: The topics the bridge follows, each reader (a consumer and its thread) its own.
 #: Statuses are read alone: the embedded broker lists every stored batch of a partition
-#: that has new records on each fetch, so one consumer of both topics got a status only
-#: after listing delivery_locations' partitions, busy with GPS points (p50 287 ms and
-#: p99 794 ms at 20,000 batches each, against 48 and 89 alone: docs/broker.md).
+#: that has new records on each fetch, so a consumer of every topic got a status only
+#: after listing the busy partitions of the other two (a bare broker, 20,000 batches
+#: each: p50 287 ms and p99 794 ms, against 48 and 89 alone; docs/broker.md).
 READERS = ((Topic.ORDER_STATUSES,), (Topic.DELIVERY_LOCATIONS, Topic.ORDERS_ENRICHED))
 
 #: Orders whose last version/status the bridge remembers (bounded memory).
