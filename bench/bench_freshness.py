@@ -400,21 +400,11 @@ def fast_path_stages(changes: list[tuple], start: dict) -> dict:
     -> the relay produced it to order_statuses, -> its socket got it. A GPS point is
     timed from the API's 202 (the broker has it), so its first stage is the bridge.
     Also the ten slowest changes with their stages, to say where a tail comes from."""
-    from contract import kafka
-    from contract.events import parse_event
-
-    orders = {order for _, order, *_ in changes}
-    produced: dict = {}
-    for topic, offsets in start.items():
-        for record in kafka.iter_topic(topic, start=offsets, idle_timeout=1.0, max_wait=60):
-            event = parse_event(topic, record.value)
-            what = event.status if topic is Topic.ORDER_STATUSES else event.lat
-            key = (event.order_id, what)
-            if event.order_id in orders and key not in produced:
-                produced[key] = record.timestamp / 1000
+    produced = stage_times(start, {order for _, order, *_ in changes})
     rows = []
     for kind, order, what, accepted, answered, first in changes:
-        made = produced.get((order, what))
+        topic = Topic.ORDER_STATUSES if kind == "status" else Topic.DELIVERY_LOCATIONS
+        made = produced.get((topic, order, what))
         if made is None:
             continue
         after_accept = made - accepted
@@ -443,15 +433,17 @@ def fast_path_stages(changes: list[tuple], start: dict) -> dict:
 
 def stage_times(start: dict, orders: set[int]) -> dict:
     """(topic, order, status) -> when the first such record was produced (wall clock, s):
-    the relay produces order_statuses, the stream job orders_enriched."""
+    the relay produces order_statuses, the stream job orders_enriched; a GPS point is
+    (delivery_locations, order, latitude)."""
     from contract import kafka
-    from contract.events import parse_event
+    from contract.events import DeliveryLocation, parse_event
 
     first: dict = {}
     for topic, offsets in start.items():
         for record in kafka.iter_topic(topic, start=offsets, idle_timeout=1.0, max_wait=60):
             event = parse_event(topic, record.value)
-            key = (topic, event.order_id, event.status)
+            what = event.lat if isinstance(event, DeliveryLocation) else event.status
+            key = (topic, event.order_id, what)
             if event.order_id in orders and key not in first:
                 first[key] = record.timestamp / 1000
     return first
