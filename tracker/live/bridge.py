@@ -1,7 +1,7 @@
 """From Kafka to WebSockets: fan ``order_statuses``, ``delivery_locations`` and
 ``orders_enriched`` out to groups.
 
-Three paths, two readers (statuses alone: :data:`READERS`):
+Three paths, three readers (:data:`READERS`):
 
 * **Fast status** (``order_statuses``, the outbox relay's raw events): a status
   change is pushed as a ``status`` message the moment its event exists, seconds
@@ -101,11 +101,12 @@ Publish = Callable[[list[tuple[str, dict[str, Any]]]], None]
 Listening = Callable[[str], bool]
 
 #: The topics the bridge follows, each reader (a consumer and its thread) its own.
-#: Statuses are read alone: the embedded broker lists every stored batch of a partition
-#: that has new records on each fetch, so a consumer of every topic got a status only
-#: after listing the busy partitions of the other two (a bare broker, 20,000 batches
-#: each: p50 287 ms and p99 794 ms, against 48 and 89 alone; docs/broker.md).
-READERS = ((Topic.ORDER_STATUSES,), (Topic.DELIVERY_LOCATIONS, Topic.ORDERS_ENRICHED))
+#: Each topic is read alone: the embedded broker lists every stored batch of a partition
+#: that has new records on each fetch, so a consumer of several topics got a status only
+#: after listing the busy partitions of the others (a bare broker, 20,000 batches each:
+#: p50 287 ms and p99 794 ms, against 48 and 89 alone; docs/broker.md), and a point only
+#: after orders_enriched's.
+READERS = ((Topic.ORDER_STATUSES,), (Topic.DELIVERY_LOCATIONS,), (Topic.ORDERS_ENRICHED,))
 
 #: Orders whose last version/status the bridge remembers (bounded memory).
 MAX_TRACKED_ORDERS = 200_000
@@ -169,12 +170,35 @@ class Bridge:
         self.coalesced = 0
         #: Records skipped (invalid, or failing to be handled), by reason.
         self.skipped: Counter[str] = Counter()
-        #: The readers' threads take turns to handle what they polled.
+        #: The readers' threads take turns to change the state above; each publishes
+        #: what it decided outside it, so a status never waits for another reader's
+        #: sends to get through a busy event loop or Redis. Their messages may cross:
+        #: clients keep the furthest status, the highest version and the newest point.
         self._handling = threading.Lock()
 
     def handle_batch(self, records: list[tuple[Topic, bytes]]) -> None:
-        """Publish one poll's worth of (topic, value) records, in one call to ``publish``
-        (one hop to the event loop or one Redis round of sends per poll, not per group)."""
+        """Publish one poll's worth of (topic, value) records, and the fleet entries
+        due, in one call to ``publish`` (one hop to the event loop or one Redis round
+        of sends per poll, not per group)."""
+        self._handle(records, fleet=True)
+
+    def tick(self) -> None:
+        """Between polls: send the fleet entries that have waited out their interval."""
+        self._handle([], fleet=True)
+
+    def _handle(self, records: list[tuple[Topic, bytes]], fleet: bool) -> None:
+        """Decide under the lock, publish after it. Only one reader sends the fleet
+        (``fleet``), so its messages (a courier's point, then its ride's end) keep
+        their order."""
+        with self._handling:
+            sends = self._sends(records)
+            if fleet:
+                self._fleet(sends)
+        if sends:
+            self.publish(sends)
+
+    def _sends(self, records: list[tuple[Topic, bytes]]) -> list[tuple[str, dict[str, Any]]]:
+        """What one poll's records make the bridge send."""
         sends: list[tuple[str, dict[str, Any]]] = []
         pending_positions: dict[int, OrderEnriched] = {}
         points: dict[int, DeliveryLocation] = {}
@@ -193,9 +217,7 @@ class Bridge:
             )
         for point in points.values():
             self._fast_position(sends, point)
-        self._fleet(sends)
-        if sends:
-            self.publish(sends)
+        return sends
 
     def wants(self, topic: str, key: bytes | None) -> bool:
         """Whether a record is worth parsing: a courier's point only when its order's
@@ -208,13 +230,6 @@ class Bridge:
         except ValueError:
             return True  # parsed, and refused by its value or routed by it
         return self.listening(OPERATIONS_GROUP) or self.listening(order_group(order_id))
-
-    def tick(self) -> None:
-        """Between polls: send the fleet entries that have waited out their interval."""
-        sends: list[tuple[str, dict[str, Any]]] = []
-        self._fleet(sends)
-        if sends:
-            self.publish(sends)
 
     def _take(
         self,
@@ -417,6 +432,7 @@ class Bridge:
     ) -> None:
         """One reader: ``topics`` in one consumer, from their end, until ``stop``."""
         names = {topic_name(topic): topic for topic in topics}
+        fleet = Topic.DELIVERY_LOCATIONS in topics
         rollovers = RolloverLog()
         reporter = PositionReporter(reader)  # one per reader of each ASGI worker process
         rollovers.changed()
@@ -464,11 +480,7 @@ class Bridge:
                             mine[0], mine[1] = mine[0] + 1, max(mine[1], msg.timestamp()[1])
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
-                    with self._handling:
-                        if records:
-                            self.handle_batch(records)
-                        else:
-                            self.tick()
+                    self._handle(records, fleet)
                     _measure(seen, len(batch) < 1000)
             except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
                 log.exception("push bridge: consumer failed; reconnecting in 1s")

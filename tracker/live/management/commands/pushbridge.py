@@ -12,7 +12,7 @@ from tracker.live.bridge import Bridge, send_in_order
 
 class Command(BaseCommand):
     help = (
-        "Fan order_statuses (fast status) and orders_enriched out to WebSocket groups "
+        "Fan order_statuses, delivery_locations and orders_enriched out to WebSocket groups "
         "through the (Redis) channel layer."
     )
 
@@ -25,6 +25,8 @@ class Command(BaseCommand):
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())
-        self.stdout.write("pushbridge: following order_statuses and orders_enriched")
+        self.stdout.write(
+            "pushbridge: following order_statuses, delivery_locations and orders_enriched"
+        )
         self.stdout.flush()
         bridge.run(stop)
