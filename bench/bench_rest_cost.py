@@ -3,7 +3,8 @@
 Starts the whole system (every component, as ``make run`` does, on a fresh workdir and
 free ports) from each checkout in turn, once at the default load (the simulator at the
 book's peak, nobody using it) and once with the simulator off, lets it settle, then
-reads each component's CPU seconds (process and children, from /proc) over a window.
+reads each component's CPU seconds (process and children, from /proc) over a window,
+or several in a row (``--windows``: the stream job's JIT compiles for its first minutes).
 The old code is a baseline commit's tree (``bench.common.baseline_tree``).
 
 Not a test: prints a table and writes bench/results/rest-cost-*.json.
@@ -31,6 +32,7 @@ sys.path.insert(0, os.getcwd())
 from bench.common import process_tree_cpu, start_full_system
 
 warmup, seconds, multiple = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+windows = int(sys.argv[4])
 supervisor, _, workdir = start_full_system(multiple)
 try:
     time.sleep(warmup)
@@ -44,20 +46,24 @@ try:
         commits = os.path.join(os.environ["STREAMING_CHECKPOINT_DIR"], "spark", "commits")
         ids = [int(f) for f in os.listdir(commits) if f.isdigit()] if os.path.isdir(commits) else []
         return max(ids, default=0)
-    before, own0, batches0, t0 = cpu(), own(), batches(), time.monotonic()
-    time.sleep(seconds)
-    after, own1, elapsed = cpu(), own(), time.monotonic() - t0
-    cores = {n: round((after[n] - before.get(n, 0.0)) / elapsed, 3) for n in after}
-    cores["supervisor"] = round((own1 - own0) / elapsed, 3)
-    cores["total"] = round(sum(cores.values()), 3)
-    cores["stream_batches_per_s"] = round((batches() - batches0) / elapsed, 2)
-    print("RESULT " + json.dumps(cores), flush=True)
+    for _ in range(windows):
+        before, own0, batches0, t0 = cpu(), own(), batches(), time.monotonic()
+        time.sleep(seconds)
+        after, own1, elapsed = cpu(), own(), time.monotonic() - t0
+        cores = {n: round((after[n] - before.get(n, 0.0)) / elapsed, 3) for n in after}
+        cores["supervisor"] = round((own1 - own0) / elapsed, 3)
+        cores["total"] = round(sum(cores.values()), 3)
+        cores["stream_batches_per_s"] = round((batches() - batches0) / elapsed, 2)
+        print("RESULT " + json.dumps(cores), flush=True)
 finally:
     supervisor.stop()
 """
 
 
-def measure(checkout: Path, simulator: bool, warmup: float, seconds: float, log: Path) -> dict:
+def measure(
+    checkout: Path, simulator: bool, warmup: float, seconds: float, windows: int, log: Path
+) -> list[dict]:
+    """CPU per component in each of ``windows`` consecutive windows after ``warmup``."""
     env = {
         **__import__("os").environ,
         "SIMULATOR_ENABLED": "true" if simulator else "false",
@@ -67,18 +73,20 @@ def measure(checkout: Path, simulator: bool, warmup: float, seconds: float, log:
         out.write(f"\n=== {checkout} simulator={simulator}\n")
         out.flush()
         proc = subprocess.run(
-            [sys.executable, "-c", CHILD, str(warmup), str(seconds), "1"],
+            [sys.executable, "-c", CHILD, str(warmup), str(seconds), "1", str(windows)],
             cwd=checkout,
             env=env,
             stdout=subprocess.PIPE,
             stderr=out,
             text=True,
-            timeout=warmup + seconds + 600,
+            timeout=warmup + seconds * windows + 600,
         )
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    return {"error": f"exit {proc.returncode}: {proc.stdout[-2000:]}"}
+    found = [
+        json.loads(line[len("RESULT ") :])
+        for line in proc.stdout.splitlines()
+        if line.startswith("RESULT ")
+    ]
+    return found or [{"error": f"exit {proc.returncode}: {proc.stdout[-2000:]}"}]
 
 
 def main() -> None:
@@ -86,6 +94,12 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="commit of the old code")
     parser.add_argument("--warmup", type=float, default=60)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument(
+        "--windows", type=int, default=1, help="consecutive windows of --seconds (JIT warm-up)"
+    )
+    parser.add_argument(
+        "--loads", default="default,rest", help="default (the simulator on), rest (off)"
+    )
     parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
     args = parser.parse_args()
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -95,11 +109,16 @@ def main() -> None:
     ).stdout.strip()
     checkouts = {f"old {baseline}": baseline_tree(args.baseline), "new": ROOT}
     results: dict = {}
-    for simulator in (True, False):
+    loads = args.loads.split(",")
+    for simulator in [load == "default" for load in ("default", "rest") if load in loads]:
         for label, checkout in checkouts.items():
             key = f"{label}, simulator {'on (default load)' if simulator else 'off'}"
-            results[key] = measure(checkout, simulator, args.warmup, args.seconds, log)
-            print(key, json.dumps(results[key]), flush=True)
+            windows = measure(checkout, simulator, args.warmup, args.seconds, args.windows, log)
+            for index, cores in enumerate(windows):
+                start = args.warmup + index * args.seconds
+                name = key if len(windows) == 1 else f"{key}, from {start:.0f} s"
+                results[name] = cores
+                print(name, json.dumps(cores), flush=True)
     names = sorted({n for r in results.values() for n in r if n != "error"} - {"total"})
     names = [n for n in names if n != "stream_batches_per_s"] + ["stream_batches_per_s"]
     print_table(
