@@ -8,6 +8,7 @@ Spark job turning API writes into these records, is in test_pipeline_e2e.py.)
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 from channels.db import database_sync_to_async
@@ -446,3 +447,41 @@ def test_bridge_skips_and_counts_what_it_cannot_take_and_sends_the_rest_of_the_p
     )
     assert ("order.5", "ORDER_CONFIRMED") in sent
     assert bridge.skipped == {"invalid value": 1, "invalid placed_at": 1, "invalid event_id": 1}
+
+
+def test_a_status_is_published_while_another_readers_sends_wait_on_a_busy_loop():
+    """Each reader publishes after releasing the bridge's lock: one poll's sends stuck on
+    a slow channel layer do not hold back another reader's status."""
+    stuck, release = threading.Event(), threading.Event()
+    sent = []
+
+    def publish(sends):
+        if any(message["type"] == "update" for _, message in sends):
+            stuck.set()
+            release.wait(10)
+        sent.extend((group, message["type"]) for group, message in sends)
+
+    bridge = Bridge(publish)
+    enriched = order_event(6, 1, "ORDER_CONFIRMED", customer_id=9, restaurant_id=1)
+    slow = threading.Thread(
+        target=bridge.handle_batch, args=([(Topic.ORDERS_ENRICHED, enriched.to_json())],)
+    )
+    slow.start()
+    try:
+        assert stuck.wait(10)
+        status = OrderStatusChanged(
+            event_id=new_event_id(), event_time=now_ms(), order_id=5,
+            placed_at=now_ms() - 60_000, status="BEING_PREPARED",
+            previous_status="ORDER_CONFIRMED",
+        )  # fmt: skip
+        quick = threading.Thread(
+            target=bridge.handle_batch, args=([(Topic.ORDER_STATUSES, status.to_json())],)
+        )
+        quick.start()
+        quick.join(5)
+        assert not quick.is_alive()
+        assert sent == [("order.5", "status")]
+    finally:
+        release.set()
+        slow.join(10)
+    assert ("order.6", "update") in sent
