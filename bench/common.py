@@ -78,19 +78,24 @@ def process_tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) a process and its descendants have used so far: its
     own, its reaped children's (``cutime``/``cstime``: PostgreSQL's exited backends, the
     Python workers Spark forks per task) and its live descendants', whichever thread
-    started them (a JVM starts its workers from threads other than the main one)."""
-    task_dir = Path(f"/proc/{pid}/task")
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        children = [
-            child
-            for task in task_dir.iterdir()
-            for child in (task / "children").read_text().split()
-        ]
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    own = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    return own + sum(process_tree_cpu(int(c)) for c in set(children))
+    started them. Descendants are found by every process's parent in one pass over
+    /proc (a thread's ``children`` file is not reliable while the process runs: once a
+    stream job's whole subtree went missing from one reading)."""
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            # One that exits meanwhile is counted in its parent's cutime once reaped.
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                stats[int(entry.name)] = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    children: dict[int, list[int]] = {}
+    for child, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(child)
+    total, todo = 0.0, [pid] if pid in stats else []
+    while todo:
+        current = todo.pop()
+        total += sum(int(f) for f in stats[current][11:15])
+        todo.extend(children.get(current, []))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def longest_growth_s(series: list[float | None], step_s: float = 10) -> float:
