@@ -34,6 +34,7 @@ import math
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -114,7 +115,8 @@ async def probe(
     # Each change on the fast path, for its stages: (kind, order, status or latitude,
     # wall clock at accept, seconds to the API's answer, seconds to the first message).
     changes: list[tuple[str, int, object, float, float, float]] = []
-    start = topic_offsets((Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS))
+    probe_orders: set[int] = set()
+    follower = StageFollower((Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS), probe_orders)
     auth = lambda key: {"Authorization": f"Token {key}"}  # noqa: E731
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         menu = (
@@ -135,6 +137,7 @@ async def probe(
                 headers=auth(keys["customer"]),
             )  # fmt: skip
             order_id = placed.json()["id"]
+            probe_orders.add(order_id)
             # Wait until the pipeline knows the order, then subscribe.
             while True:
                 reply = await client.get(
@@ -252,7 +255,7 @@ async def probe(
                             errors += 1
             await ws.close()
     return {
-        "stages": fast_path_stages(changes, start),
+        "stages": fast_path_stages(changes, follower.stop()),
         "rest": rest,
         "push": push,
         "naive": naive,
@@ -393,14 +396,13 @@ def topic_offsets(
         cons.close()
 
 
-def fast_path_stages(changes: list[tuple], start: dict) -> dict:
+def fast_path_stages(changes: list[tuple], produced: dict) -> dict:
     """Where each fast-path change spent its time, from the records' produce times.
 
     A status: accepted -> the API answered (the database commit and its outbox row),
     -> the relay produced it to order_statuses, -> its socket got it. A GPS point is
     timed from the API's 202 (the broker has it), so its first stage is the bridge.
     Also the ten slowest changes with their stages, to say where a tail comes from."""
-    produced = stage_times(start, {order for _, order, *_ in changes})
     rows = []
     for kind, order, what, accepted, answered, first in changes:
         topic = Topic.ORDER_STATUSES if kind == "status" else Topic.DELIVERY_LOCATIONS
@@ -429,6 +431,55 @@ def fast_path_stages(changes: list[tuple], start: dict) -> dict:
         }
     stages["slowest"] = sorted(rows, key=lambda r: -r["total_ms"])[:10]
     return stages
+
+
+class StageFollower:
+    """Follows the fast paths' topics while a level runs and keeps when each probe
+    order's record was produced (``stage_times``' keys). Read after the run, most were
+    gone: a rollover carries only what some reader has not read, so last runs matched
+    5 of 80 statuses. A rollover moves the follower to the new log's start (the
+    consumer's offset reset), and the records carried there are seen again (the first
+    time is kept)."""
+
+    def __init__(self, topics: tuple[Topic, ...], orders: set[int]) -> None:
+        self.first: dict = {}
+        self._orders = orders
+        self._stop = threading.Event()
+        ends = topic_offsets(topics)
+        self._threads = [
+            threading.Thread(target=self._follow, args=(topic, ends[topic]), daemon=True)
+            for topic in topics
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _follow(self, topic: Topic, start: dict) -> None:
+        from contract import kafka
+        from contract.events import DeliveryLocation, parse_event
+
+        while not self._stop.is_set():
+            try:
+                for record in kafka.iter_topic(topic, start=start, follow=True, stop=self._stop):
+                    start[record.partition] = record.offset + 1
+                    key = record.key.decode() if record.key else ""
+                    if key.isdigit() and int(key) not in self._orders:
+                        continue  # another order's: not parsed (GPS points are many)
+                    event = parse_event(topic, record.value)
+                    what = event.lat if isinstance(event, DeliveryLocation) else event.status
+                    if event.order_id in self._orders:
+                        self.first.setdefault(
+                            (topic, event.order_id, what), record.timestamp / 1000
+                        )
+            except Exception as exc:  # noqa: BLE001 - a broker hiccup must not end the run
+                print(f"  stage follower of {topic}: {exc!r}; following again", flush=True)
+                self._stop.wait(0.5)
+
+    def stop(self) -> dict:
+        """Stop following; (topic, order, status or latitude) -> produce time (s)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(10)
+        return self.first
 
 
 def stage_times(start: dict, orders: set[int]) -> dict:
