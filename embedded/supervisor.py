@@ -209,23 +209,28 @@ class Supervisor:
                 self.say(f"stopped {name}")
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop every component, the last stage first and each stage within ``timeout``:
+        readers close while their broker still answers (stopped beside the broker, the
+        Pinot stand-in's consumer outlived the budget on every Ctrl-C and was killed)."""
         self.stopping.set()
-        for child in reversed(self.children):
-            proc = child.process
-            if proc is not None and proc.poll() is None:
-                self.say(f"stopping {child.component.name}")
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for child in reversed(self.children):
-            proc = child.process
-            if proc is None:
-                continue
-            try:
-                proc.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                self.say(f"{child.component.name} did not stop in time: killing it")
-            # Whatever the child left behind in its session (e.g. Spark's JVM) goes too.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        for stage in sorted({child.component.stage for child in self.children}, reverse=True):
+            children = [c for c in reversed(self.children) if c.component.stage == stage]
+            for child in children:
+                proc = child.process
+                if proc is not None and proc.poll() is None:
+                    self.say(f"stopping {child.component.name}")
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            for child in children:
+                proc = child.process
+                if proc is None:
+                    continue
+                try:
+                    proc.wait(max(deadline - time.monotonic(), 0.1))
+                except subprocess.TimeoutExpired:
+                    self.say(f"{child.component.name} did not stop in time: killing it")
+                # Whatever the child left behind in its session (e.g. Spark's JVM) goes too.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         self.say("all components stopped")
