@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import common  # noqa: E402
 from contract.events import Topic  # noqa: E402
+from contract.kafka import Record  # noqa: E402
 
 
 def start_system(multiple: float):
@@ -435,11 +436,10 @@ def fast_path_stages(changes: list[tuple], produced: dict) -> dict:
 
 class StageFollower:
     """Follows the fast paths' topics while a level runs and keeps when each probe
-    order's record was produced (``stage_times``' keys). Read after the run, most were
-    gone: a rollover carries only what some reader has not read, so last runs matched
-    5 of 80 statuses. A rollover moves the follower to the new log's start (the
-    consumer's offset reset), and the records carried there are seen again (the first
-    time is kept)."""
+    order's record was produced (:func:`note_produced`). Read after the run, most are
+    gone: a rollover carries only what some reader has not read. A rollover moves the
+    follower to the new log's start (the consumer's offset reset), and the records
+    carried there are seen again (the first time is kept)."""
 
     def __init__(self, topics: tuple[Topic, ...], orders: set[int]) -> None:
         self.first: dict = {}
@@ -455,7 +455,6 @@ class StageFollower:
 
     def _follow(self, topic: Topic, start: dict) -> None:
         from contract import kafka
-        from contract.events import DeliveryLocation, parse_event
 
         while not self._stop.is_set():
             try:
@@ -464,12 +463,7 @@ class StageFollower:
                     key = record.key.decode() if record.key else ""
                     if key.isdigit() and int(key) not in self._orders:
                         continue  # another order's: not parsed (GPS points are many)
-                    event = parse_event(topic, record.value)
-                    what = event.lat if isinstance(event, DeliveryLocation) else event.status
-                    if event.order_id in self._orders:
-                        self.first.setdefault(
-                            (topic, event.order_id, what), record.timestamp / 1000
-                        )
+                    note_produced(self.first, topic, record, self._orders)
             except Exception as exc:  # noqa: BLE001 - a broker hiccup must not end the run
                 print(f"  stage follower of {topic}: {exc!r}; following again", flush=True)
                 self._stop.wait(0.5)
@@ -482,21 +476,26 @@ class StageFollower:
         return self.first
 
 
-def stage_times(start: dict, orders: set[int]) -> dict:
-    """(topic, order, status) -> when the first such record was produced (wall clock, s):
-    the relay produces order_statuses, the stream job orders_enriched; a GPS point is
-    (delivery_locations, order, latitude)."""
-    from contract import kafka
+def note_produced(first: dict, topic: Topic, record: Record, orders: set[int]) -> None:
+    """Keep when ``record`` was produced (wall clock, s), if it is the first of its key
+    for one of ``orders``: (topic, order, status), or (topic, order, latitude) for a GPS
+    point. The relay produces order_statuses, the stream job orders_enriched."""
     from contract.events import DeliveryLocation, parse_event
+
+    event = parse_event(topic, record.value)
+    if event.order_id in orders:
+        what = event.lat if isinstance(event, DeliveryLocation) else event.status
+        first.setdefault((topic, event.order_id, what), record.timestamp / 1000)
+
+
+def stage_times(start: dict, orders: set[int]) -> dict:
+    """:func:`note_produced` over the records after ``start`` (topic -> offsets)."""
+    from contract import kafka
 
     first: dict = {}
     for topic, offsets in start.items():
         for record in kafka.iter_topic(topic, start=offsets, idle_timeout=1.0, max_wait=60):
-            event = parse_event(topic, record.value)
-            what = event.lat if isinstance(event, DeliveryLocation) else event.status
-            key = (topic, event.order_id, what)
-            if event.order_id in orders and key not in first:
-                first[key] = record.timestamp / 1000
+            note_produced(first, topic, record, orders)
     return first
 
 

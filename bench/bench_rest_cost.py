@@ -109,8 +109,7 @@ def main() -> None:
     ).stdout.strip()
     checkouts = {f"old {baseline}": baseline_tree(args.baseline), "new": ROOT}
     results: dict = {}
-    loads = args.loads.split(",")
-    for simulator in [load == "default" for load in ("default", "rest") if load in loads]:
+    for simulator in [{"default": True, "rest": False}[load] for load in args.loads.split(",")]:
         for label, checkout in checkouts.items():
             key = f"{label}, simulator {'on (default load)' if simulator else 'off'}"
             windows = measure(checkout, simulator, args.warmup, args.seconds, args.windows, log)

@@ -79,8 +79,7 @@ def process_tree_cpu(pid: int) -> float:
     own, its reaped children's (``cutime``/``cstime``: PostgreSQL's exited backends, the
     Python workers Spark forks per task) and its live descendants', whichever thread
     started them. Descendants are found by every process's parent in one pass over
-    /proc (a thread's ``children`` file is not reliable while the process runs: once a
-    stream job's whole subtree went missing from one reading)."""
+    /proc: a thread's ``children`` file is not reliable while the process runs."""
     stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():

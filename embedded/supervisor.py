@@ -209,9 +209,9 @@ class Supervisor:
                 self.say(f"stopped {name}")
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop every component, the last stage first and each stage within ``timeout``:
-        readers close while their broker still answers (stopped beside the broker, the
-        Pinot stand-in's consumer outlived the budget on every Ctrl-C and was killed)."""
+        """Stop every component, the last stage first and each stage within ``timeout``,
+        so readers close while their broker still answers (a consumer closing against a
+        broker already gone can outlive the budget)."""
         self.stopping.set()
         for stage in sorted({child.component.stage for child in self.children}, reverse=True):
             children = [c for c in reversed(self.children) if c.component.stage == stage]

@@ -102,10 +102,9 @@ Listening = Callable[[str], bool]
 
 #: The topics the bridge follows, each reader (a consumer and its thread) its own.
 #: Each topic is read alone: the embedded broker lists every stored batch of a partition
-#: that has new records on each fetch, so a consumer of several topics got a status only
-#: after listing the busy partitions of the others (a bare broker, 20,000 batches each:
-#: p50 287 ms and p99 794 ms, against 48 and 89 alone; docs/broker.md), and a point only
-#: after orders_enriched's.
+#: that has new records on each fetch, so a consumer of several topics got a status or a
+#: point only after listing the busy partitions of the others (docs/broker.md,
+#: "head-of-line blocking").
 READERS = ((Topic.ORDER_STATUSES,), (Topic.DELIVERY_LOCATIONS,), (Topic.ORDERS_ENRICHED,))
 
 #: Orders whose last version/status the bridge remembers (bounded memory).
