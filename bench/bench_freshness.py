@@ -256,7 +256,7 @@ async def probe(
                             errors += 1
             await ws.close()
     return {
-        "stages": fast_path_stages(changes, follower.stop()),
+        "stages": fast_path_stages(changes, *follower.stop()),
         "rest": rest,
         "push": push,
         "naive": naive,
@@ -283,7 +283,17 @@ def one_level(
     try:
         time.sleep(warmup)
         keys = tokens()
+        bridge_before = bridge_histograms(base)
         measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points, rest_every))
+        bridge = {
+            series: common.histogram_quantiles(bridge_before[series], buckets)
+            for series, buckets in bridge_histograms(base).items()
+        }
+        rollovers = broker_rollovers(supervisor.log_dir / "broker.log")
+        for row in measured["stages"].get("slowest", []):
+            row["rollover_within_s"] = min(
+                (abs(started - row["accepted_at"]) for started, _ in rollovers), default=None
+            )
         rss = {
             c.component.name: common.process_tree_rss(c.process.pid)
             for c in supervisor.children
@@ -301,9 +311,43 @@ def one_level(
         "rest_polling": summary(measured["rest_polling"]),
         "socket": {name: summary(values) for name, values in measured["socket"].items()},
         "fast_path_stages": measured["stages"],
+        "bridge": bridge,
+        "rollovers": rollovers,
         "errors": measured["errors"],
         "rss_mb": rss,
     }
+
+
+def bridge_histograms(base: str) -> dict[str, dict[float, float]]:
+    """The web's push-bridge histograms now: (metric, topic) -> cumulative buckets."""
+    from contract.events import topic_name
+
+    return {
+        f"{short} {topic.value}": common.histogram_buckets(
+            f"{base}/metrics",
+            f"ordertrack_push_bridge_{short}_seconds",
+            {"topic": topic_name(topic)},
+        )
+        for short in ("record_age", "handle")
+        for topic in (Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS)
+    }
+
+
+def broker_rollovers(path: Path) -> list[tuple[float, float | None]]:
+    """The embedded broker's rollovers in its log: (start, wall clock s; seconds taken)."""
+    import datetime as dt
+
+    found: list[tuple[float, float | None]] = []
+    for line in path.read_text(errors="replace").splitlines():
+        stamp = line[:23]
+        if " broker rollover" not in line:
+            continue
+        at = dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
+        if "rollover done in" in line and found:
+            found[-1] = (found[-1][0], float(line.split("rollover done in ")[1].split(" s")[0]))
+        elif "rollover:" in line:
+            found.append((at, None))
+    return found
 
 
 # ---------------------------------------------------------------------------- watchers
@@ -397,13 +441,16 @@ def topic_offsets(
         cons.close()
 
 
-def fast_path_stages(changes: list[tuple], produced: dict) -> dict:
+def fast_path_stages(changes: list[tuple], produced: dict, followed: dict) -> dict:
     """Where each fast-path change spent its time, from the records' produce times.
 
     A status: accepted -> the API answered (the database commit and its outbox row),
     -> the relay produced it to order_statuses, -> its socket got it. A GPS point is
     timed from the API's 202 (the broker has it), so its first stage is the bridge.
-    Also the ten slowest changes with their stages, to say where a tail comes from."""
+    ``followed_ms`` is produce -> the benchmark's own consumer of the topic: a change
+    late there too was late out of the broker, one late only on the socket was late in
+    the web process. Also the ten slowest changes with their stages and accept time, to
+    say where a tail comes from."""
     rows = []
     for kind, order, what, accepted, answered, first in changes:
         topic = Topic.ORDER_STATUSES if kind == "status" else Topic.DELIVERY_LOCATIONS
@@ -411,24 +458,26 @@ def fast_path_stages(changes: list[tuple], produced: dict) -> dict:
         if made is None:
             continue
         after_accept = made - accepted
-        rows.append(
-            {
-                "kind": kind,
-                "order": order,
-                "total_ms": first * 1000,
-                "answered_ms": answered * 1000,
-                "produced_ms": after_accept * 1000,
-                "to_socket_ms": (first - after_accept) * 1000,
-            }
-        )
+        row = {
+            "kind": kind,
+            "order": order,
+            "accepted_at": accepted,
+            "total_ms": first * 1000,
+            "answered_ms": answered * 1000,
+            "produced_ms": after_accept * 1000,
+            "to_socket_ms": (first - after_accept) * 1000,
+        }
+        if (key := (topic, order, what)) in followed:
+            row["followed_ms"] = (followed[key] - made) * 1000
+        rows.append(row)
     stages = {}
     for kind in ("status", "gps"):
         mine = [r for r in rows if r["kind"] == kind]
         if not mine:
             continue
         stages[kind] = {
-            name: summary([r[name] / 1000 for r in mine])
-            for name in ("answered_ms", "produced_ms", "to_socket_ms", "total_ms")
+            name: summary([r[name] / 1000 for r in mine if name in r])
+            for name in ("answered_ms", "produced_ms", "followed_ms", "to_socket_ms", "total_ms")
         }
     stages["slowest"] = sorted(rows, key=lambda r: -r["total_ms"])[:10]
     return stages
@@ -443,6 +492,9 @@ class StageFollower:
 
     def __init__(self, topics: tuple[Topic, ...], orders: set[int]) -> None:
         self.first: dict = {}
+        #: the same keys -> when this follower got the record (wall clock, s): beside the
+        #: socket's time, whether a late record was late out of the broker or the web
+        self.received: dict = {}
         self._orders = orders
         self._stop = threading.Event()
         ends = topic_offsets(topics)
@@ -463,29 +515,36 @@ class StageFollower:
                     key = record.key.decode() if record.key else ""
                     if key.isdigit() and int(key) not in self._orders:
                         continue  # another order's: not parsed (GPS points are many)
-                    note_produced(self.first, topic, record, self._orders)
+                    key = note_produced(self.first, topic, record, self._orders)
+                    if key is not None:
+                        self.received.setdefault(key, time.time())
             except Exception as exc:  # noqa: BLE001 - a broker hiccup must not end the run
                 print(f"  stage follower of {topic}: {exc!r}; following again", flush=True)
                 self._stop.wait(0.5)
 
-    def stop(self) -> dict:
-        """Stop following; (topic, order, status or latitude) -> produce time (s)."""
+    def stop(self) -> tuple[dict, dict]:
+        """Stop following; (topic, order, status or latitude) -> produce time (s), and ->
+        this follower's receipt (s)."""
         self._stop.set()
         for thread in self._threads:
             thread.join(10)
-        return self.first
+        return self.first, self.received
 
 
-def note_produced(first: dict, topic: Topic, record: Record, orders: set[int]) -> None:
-    """Keep when ``record`` was produced (wall clock, s), if it is the first of its key
-    for one of ``orders``: (topic, order, status), or (topic, order, latitude) for a GPS
-    point. The relay produces order_statuses, the stream job orders_enriched."""
+def note_produced(first: dict, topic: Topic, record: Record, orders: set[int]) -> tuple | None:
+    """Keep when ``record`` was produced (wall clock, s), if it is one of ``orders``'s:
+    under (topic, order, status), or (topic, order, latitude) for a GPS point, the first
+    time is kept. The relay produces order_statuses, the stream job orders_enriched.
+    Returns the key, or None for another order's record."""
     from contract.events import DeliveryLocation, parse_event
 
     event = parse_event(topic, record.value)
-    if event.order_id in orders:
-        what = event.lat if isinstance(event, DeliveryLocation) else event.status
-        first.setdefault((topic, event.order_id, what), record.timestamp / 1000)
+    if event.order_id not in orders:
+        return None
+    what = event.lat if isinstance(event, DeliveryLocation) else event.status
+    key = (topic, event.order_id, what)
+    first.setdefault(key, record.timestamp / 1000)
+    return key
 
 
 def stage_times(start: dict, orders: set[int]) -> dict:
@@ -899,10 +958,19 @@ def main() -> None:
                         for name, v in stages[kind].items()
                     )
                 )
+        for series, figures in level.get("bridge", {}).items():
+            print(f"  bridge {series}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
+        if "rollovers" in level:
+            print(f"  broker rollovers during the level: {len(level['rollovers'])}")
         for row in stages.get("slowest", [])[:5]:
             print(
                 f"  slow {row['kind']}: "
                 + ", ".join(f"{k} {v:.0f}" for k, v in row.items() if k.endswith("_ms"))
+                + (
+                    f", nearest rollover {row['rollover_within_s']:.0f} s away"
+                    if row.get("rollover_within_s") is not None
+                    else ""
+                )
             )
         print(
             "  RSS MiB: "

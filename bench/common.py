@@ -107,6 +107,38 @@ def longest_growth_s(series: list[float | None], step_s: float = 10) -> float:
     return longest
 
 
+def histogram_buckets(url: str, name: str, labels: dict[str, str]) -> dict[float, float]:
+    """One histogram series of a ``/metrics`` exposition: upper bound -> cumulative count
+    (empty while the series has no sample)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url, timeout=10).raise_for_status().text
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{name}_bucket" and all(
+                sample.labels.get(k) == v for k, v in labels.items()
+            ):
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0) + sample.value  # summed over workers
+    return buckets
+
+
+def histogram_quantiles(
+    before: dict[float, float], after: dict[float, float], quantiles=(0.5, 0.99)
+) -> dict:
+    """The samples observed between two :func:`histogram_buckets` reads: their count and,
+    per quantile, the upper bound of the bucket that holds it (a bound, not a value)."""
+    counts = {bound: after[bound] - before.get(bound, 0) for bound in sorted(after)}
+    total = counts.get(float("inf"), 0)
+    out: dict = {"n": total}
+    for q in quantiles:
+        bound = next((b for b, c in counts.items() if total and c >= q * total), None)
+        out[f"p{q * 100:g}_at_most_s"] = bound
+    return out
+
+
 def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"

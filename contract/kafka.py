@@ -407,7 +407,10 @@ def iter_topic(
         deadline = time.monotonic() + max_wait
         last_activity = time.monotonic()
         while (follow or time.monotonic() < deadline) and not (stop and stop.is_set()):
-            batch = cons.consume(1000, timeout=0.1)
+            # poll() returns with the first record; consume(timeout=0) drains the rest
+            # (consume alone waits out its timeout for a batch that is not full).
+            first = cons.poll(0.1)
+            batch = [first, *cons.consume(999, timeout=0)] if first is not None else []
             for msg in batch:
                 err = msg.error()
                 if err is None:

@@ -54,6 +54,8 @@ NAMES = {
         "ordertrack_websockets_open",
         "ordertrack_push_bridge_delay_seconds",
         "ordertrack_push_bridge_records_total",
+        "ordertrack_push_bridge_record_age_seconds",
+        "ordertrack_push_bridge_handle_seconds",
         "ordertrack_kafka_topic_end_offset",
         "ordertrack_pipeline_stage_lag",
         "ordertrack_pipeline_stage_input_total",

@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 from channels.layers import InMemoryChannelLayer
 from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import Counter as MetricCounter
-from prometheus_client import Gauge
+from prometheus_client import Gauge, Histogram
 
 from contract import kafka
 from contract.events import (
@@ -90,6 +90,20 @@ BRIDGE_DELAY = Gauge(
 )
 BRIDGE_RECORDS = MetricCounter(
     "ordertrack_push_bridge_records_total", "Records the push bridge consumed", ["topic"]
+)
+_SECONDS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BRIDGE_RECORD_AGE = Histogram(
+    "ordertrack_push_bridge_record_age_seconds",
+    "How old each record was when the push bridge received it, from its timestamp (a "
+    "status: the relay's produce; a GPS point: the courier's fix)",
+    ["topic"],
+    buckets=_SECONDS,
+)
+BRIDGE_HANDLE = Histogram(
+    "ordertrack_push_bridge_handle_seconds",
+    "Time from a poll's records to their messages accepted by the channel layer",
+    ["topic"],
+    buckets=_SECONDS,
 )
 
 #: Sends (group, message) pairs to the channel layer, in order, before returning.
@@ -432,6 +446,8 @@ class Bridge:
         """One reader: ``topics`` in one consumer, from their end, until ``stop``."""
         names = {topic_name(topic): topic for topic in topics}
         fleet = Topic.DELIVERY_LOCATIONS in topics
+        ages = {name: BRIDGE_RECORD_AGE.labels(name) for name in names}
+        handled = BRIDGE_HANDLE.labels(",".join(names))
         rollovers = RolloverLog()
         reporter = PositionReporter(reader)  # one per reader of each ASGI worker process
         rollovers.changed()
@@ -469,9 +485,11 @@ class Bridge:
                         continue
                     records = []
                     seen = {name: [0, 0] for name in names}  # topic -> [records, newest ms]
+                    received = now_ms()
                     for msg in batch:
                         err = msg.error()
                         if err is None:
+                            ages[msg.topic()].observe(max(0, received - msg.timestamp()[1]) / 1000)
                             if self.wants(msg.topic(), msg.key()):
                                 records.append((names[msg.topic()], msg.value()))
                             positions[(msg.topic(), msg.partition())] = msg.offset() + 1
@@ -479,7 +497,10 @@ class Bridge:
                             mine[0], mine[1] = mine[0] + 1, max(mine[1], msg.timestamp()[1])
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
+                    started = time.perf_counter()
                     self._handle(records, fleet)
+                    if records:
+                        handled.observe(time.perf_counter() - started)
                     _measure(seen, len(batch) < 1000)
             except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
                 log.exception("push bridge: consumer failed; reconnecting in 1s")
