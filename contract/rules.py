@@ -49,55 +49,100 @@ def shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-def _check_type(name: str, value: Any, annotation: Any) -> Any:
-    """Validate ``value`` against a dataclass annotation; return the normalised value."""
+#: Checks a value against one annotation: (field name, value) -> the normalised value.
+Check = typing.Callable[[str, Any], Any]
+
+
+@functools.cache
+def _type_check(annotation: Any) -> Check:
+    """The check of a dataclass annotation, built once per annotation: resolving the
+    annotation's form on every value cost most of an event's validation."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(annotation)
-        if value is None and type(None) in args:
-            return None
         (inner,) = [a for a in args if a is not type(None)]
-        return _check_type(name, value, inner)
-    if value is None:
-        raise EventValidationError(name, "is required")
+        check = _type_check(inner)
+        if type(None) not in args:
+            return check
+        return lambda name, value: None if value is None else check(name, value)
     if annotation is bool:
-        if not isinstance(value, bool):
-            raise EventValidationError(name, f"must be a boolean, got {shown(value)}")
-        return value
+        return _check_bool
     if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise EventValidationError(name, f"must be an integer, got {shown(value)}")
-        if not INT64_MIN <= value <= INT64_MAX:  # Spark and Pinot store LONG
-            raise EventValidationError(name, f"must fit in 64 bits, got {shown(value)}")
-        return value
+        return _check_int
     if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise EventValidationError(name, f"must be a number, got {shown(value)}")
-        try:
-            number = float(value)  # an integer of hundreds of digits is no float
-        except OverflowError:
-            number = math.inf
-        if not math.isfinite(number):
-            raise EventValidationError(name, f"must be finite, got {shown(value)}")
-        return number
+        return _check_float
     if annotation is str:
-        if not isinstance(value, str):
-            raise EventValidationError(name, f"must be a string, got {shown(value)}")
-        return value
+        return _check_str
     if origin is list:
         (item_type,) = typing.get_args(annotation)
-        if not isinstance(value, list):
-            raise EventValidationError(name, f"must be a list, got {type(value).__name__}")
-        return [_check_type(f"{name}[{i}]", item, item_type) for i, item in enumerate(value)]
+        return functools.partial(_check_list, _type_check(item_type))
     if origin is dict:
-        if not isinstance(value, dict):
-            raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
-        return value
+        return _check_dict
     if dataclasses.is_dataclass(annotation):
-        if not isinstance(value, dict):
-            raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
-        return annotation.from_dict(value, prefix=f"{name}.")
-    raise TypeError(f"unsupported annotation {annotation!r} for {name}")  # programming error
+        return functools.partial(_check_record, annotation)
+    raise TypeError(f"unsupported annotation {annotation!r}")  # programming error
+
+
+def _present(name: str, value: Any) -> None:
+    if value is None:
+        raise EventValidationError(name, "is required")
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    _present(name, value)
+    if not isinstance(value, bool):
+        raise EventValidationError(name, f"must be a boolean, got {shown(value)}")
+    return value
+
+
+def _check_int(name: str, value: Any) -> int:
+    _present(name, value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EventValidationError(name, f"must be an integer, got {shown(value)}")
+    if not INT64_MIN <= value <= INT64_MAX:  # Spark and Pinot store LONG
+        raise EventValidationError(name, f"must fit in 64 bits, got {shown(value)}")
+    return value
+
+
+def _check_float(name: str, value: Any) -> float:
+    _present(name, value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EventValidationError(name, f"must be a number, got {shown(value)}")
+    try:
+        number = float(value)  # an integer of hundreds of digits is no float
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise EventValidationError(name, f"must be finite, got {shown(value)}")
+    return number
+
+
+def _check_str(name: str, value: Any) -> str:
+    _present(name, value)
+    if not isinstance(value, str):
+        raise EventValidationError(name, f"must be a string, got {shown(value)}")
+    return value
+
+
+def _check_list(item: Check, name: str, value: Any) -> list:
+    _present(name, value)
+    if not isinstance(value, list):
+        raise EventValidationError(name, f"must be a list, got {type(value).__name__}")
+    return [item(f"{name}[{i}]", v) for i, v in enumerate(value)]
+
+
+def _check_dict(name: str, value: Any) -> dict:
+    _present(name, value)
+    if not isinstance(value, dict):
+        raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _check_record(cls: Any, name: str, value: Any) -> Any:
+    _present(name, value)
+    if not isinstance(value, dict):
+        raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
+    return cls.from_dict(value, prefix=f"{name}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +271,12 @@ def field_specs(cls: type) -> tuple[tuple[str, Any, Any], ...]:
     return tuple((f.name, hints[f.name], f.default) for f in dataclasses.fields(cls))
 
 
+@functools.cache
+def _field_checks(cls: type) -> tuple[tuple[str, Check, Any], ...]:
+    """(name, :func:`_type_check`, default) per field of ``cls``."""
+    return tuple((name, _type_check(hint), default) for name, hint, default in field_specs(cls))
+
+
 class Record:
     """Shared (de)serialisation for the contract's dataclasses."""
 
@@ -234,13 +285,13 @@ class Record:
         if not isinstance(data, dict):
             raise EventValidationError(prefix.rstrip(".") or "event", "must be a JSON object")
         values = {}
-        for field_name, annotation, default in field_specs(cls):
+        for field_name, check, default in _field_checks(cls):
             if field_name not in data:
                 if default is not dataclasses.MISSING:
                     values[field_name] = default
                     continue
                 raise EventValidationError(prefix + field_name, "is required")
-            values[field_name] = _check_type(prefix + field_name, data[field_name], annotation)
+            values[field_name] = check(prefix + field_name, data[field_name])
         record = cls(**values)
         record.validate(prefix)
         return record
