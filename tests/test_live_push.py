@@ -26,6 +26,7 @@ from contract.events import (
 )
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event, order_event_of
+from tracker.live import bridge as bridge_module
 from tracker.live import messages
 from tracker.live.bridge import Bridge
 from tracker.live.layers import SweepingInMemoryChannelLayer
@@ -449,16 +450,31 @@ def test_bridge_skips_and_counts_what_it_cannot_take_and_sends_the_rest_of_the_p
     assert bridge.skipped == {"invalid value": 1, "invalid placed_at": 1, "invalid event_id": 1}
 
 
-def test_a_status_is_published_while_another_readers_sends_wait_on_a_busy_loop():
-    """Each reader publishes after releasing the bridge's lock: one poll's sends stuck on
-    a slow channel layer do not hold back another reader's status."""
+@pytest.mark.parametrize("slow_in", ["publish", "parse"])
+def test_a_status_is_published_while_another_reader_is_slow(slow_in, monkeypatch):
+    """Each reader parses its poll before taking the bridge's lock and publishes after
+    releasing it: neither a long poll being parsed (a thousand enriched records take
+    about 0.1 s) nor sends stuck on a busy event loop hold back another reader's status."""
     stuck, release = threading.Event(), threading.Event()
     sent = []
 
+    def hold() -> None:
+        stuck.set()
+        release.wait(10)
+
+    if slow_in == "parse":
+        parse = bridge_module.parse_event
+
+        def slow_parse(topic, value):
+            if topic == Topic.ORDERS_ENRICHED:
+                hold()
+            return parse(topic, value)
+
+        monkeypatch.setattr(bridge_module, "parse_event", slow_parse)
+
     def publish(sends):
-        if any(message["type"] == "update" for _, message in sends):
-            stuck.set()
-            release.wait(10)
+        if slow_in == "publish" and any(message["type"] == "update" for _, message in sends):
+            hold()
         sent.extend((group, message["type"]) for group, message in sends)
 
     bridge = Bridge(publish)

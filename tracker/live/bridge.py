@@ -55,6 +55,7 @@ from contract import kafka
 from contract.events import (
     IN_TRANSIT_STATUSES,
     DeliveryLocation,
+    Event,
     EventValidationError,
     OrderEnriched,
     OrderStatus,
@@ -200,30 +201,43 @@ class Bridge:
         self._handle([], fleet=True)
 
     def _handle(self, records: list[tuple[Topic, bytes]], fleet: bool) -> None:
-        """Decide under the lock, publish after it. Only one reader sends the fleet
-        (``fleet``), so its messages (a courier's point, then its ride's end) keep
-        their order."""
+        """Parse, then decide under the lock, then publish after it. Parsing stays outside
+        (an enriched record takes about 0.1 ms to validate, a poll up to a thousand), so a
+        status never waits for another reader's poll to be parsed. Only one reader sends
+        the fleet (``fleet``), so its messages (a courier's point, then its ride's end)
+        keep their order."""
+        events = [event for event in map(self._parse, records) if event is not None]
         with self._handling:
-            sends = self._sends(records)
+            sends = self._sends(events)
             if fleet:
                 self._fleet(sends)
         if sends:
             self.publish(sends)
 
-    def _sends(self, records: list[tuple[Topic, bytes]]) -> list[tuple[str, dict[str, Any]]]:
-        """What one poll's records make the bridge send."""
+    def _parse(self, record: tuple[Topic, bytes]) -> Event | None:
+        """One record's event, or None (counted and logged) when it is not valid."""
+        topic, value = record
+        try:
+            return parse_event(topic, value)
+        except EventValidationError as exc:
+            with self._handling:
+                self.skipped[f"invalid {exc.field}"] += 1
+            log.warning("push bridge: skipping an invalid %s record: %s", topic, exc)
+            return None
+
+    def _sends(self, events: list[Event]) -> list[tuple[str, dict[str, Any]]]:
+        """What one poll's events make the bridge send."""
         sends: list[tuple[str, dict[str, Any]]] = []
         pending_positions: dict[int, OrderEnriched] = {}
         points: dict[int, DeliveryLocation] = {}
-        for topic, value in records:
+        for event in events:
             try:
-                self._take(topic, value, sends, pending_positions, points)
-            except EventValidationError as exc:
-                self.skipped[f"invalid {exc.field}"] += 1
-                log.warning("push bridge: skipping an invalid %s record: %s", topic, exc)
+                self._take(event, sends, pending_positions, points)
             except Exception as exc:  # noqa: BLE001 - one record must not stop every socket
                 self.skipped[type(exc).__name__] += 1
-                log.exception("push bridge: skipping a %s record it could not handle", topic)
+                log.exception(
+                    "push bridge: skipping a %s it could not handle", type(event).__name__
+                )
         for event in pending_positions.values():
             self._offer(
                 sends, _update_groups(event, False), lambda e=event: update_from_enriched(e, False)
@@ -246,16 +260,14 @@ class Bridge:
 
     def _take(
         self,
-        topic: Topic,
-        value: bytes,
+        event: Event,
         sends: list[tuple[str, dict[str, Any]]],
         pending_positions: dict[int, OrderEnriched],
         points: dict[int, DeliveryLocation],
     ) -> None:
-        """One record of a poll: a fast status, a courier's point (the newest per order
+        """One event of a poll: a fast status, a courier's point (the newest per order
         waits for the end of the poll), or an enriched update (pending when it only
         moves the courier, so a later one of the same order replaces it)."""
-        event = parse_event(topic, value)
         if isinstance(event, OrderStatusChanged):
             self._fast_status(sends, event)
             return
