@@ -61,11 +61,18 @@ finally:
 
 
 def measure(
-    checkout: Path, simulator: bool, warmup: float, seconds: float, windows: int, log: Path
+    checkout: Path,
+    simulator: bool,
+    warmup: float,
+    seconds: float,
+    windows: int,
+    log: Path,
+    extra_env: dict[str, str],
 ) -> list[dict]:
     """CPU per component in each of ``windows`` consecutive windows after ``warmup``."""
     env = {
         **__import__("os").environ,
+        **extra_env,
         "SIMULATOR_ENABLED": "true" if simulator else "false",
         "PYTHONPATH": str(checkout),
     }
@@ -101,18 +108,29 @@ def main() -> None:
         "--loads", default="default,rest", help="default (the simulator on), rest (off)"
     )
     parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
+    parser.add_argument(
+        "--new-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the new code only (a lever measured against the same commit)",
+    )
     args = parser.parse_args()
+    new_env = dict(pair.split("=", 1) for pair in args.new_env)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log = ROOT / "bench" / "results" / f"rest-cost-{stamp}.log"
     baseline = subprocess.run(
         ["git", "rev-parse", "--short", args.baseline], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
-    checkouts = {f"old {baseline}": baseline_tree(args.baseline), "new": ROOT}
+    new = "new" + "".join(f" {name}={value}" for name, value in new_env.items())
+    checkouts = {f"old {baseline}": (baseline_tree(args.baseline), {}), new: (ROOT, new_env)}
     results: dict = {}
     for simulator in [{"default": True, "rest": False}[load] for load in args.loads.split(",")]:
-        for label, checkout in checkouts.items():
+        for label, (checkout, env) in checkouts.items():
             key = f"{label}, simulator {'on (default load)' if simulator else 'off'}"
-            windows = measure(checkout, simulator, args.warmup, args.seconds, args.windows, log)
+            windows = measure(
+                checkout, simulator, args.warmup, args.seconds, args.windows, log, env
+            )
             for index, cores in enumerate(windows):
                 start = args.warmup + index * args.seconds
                 name = key if len(windows) == 1 else f"{key}, from {start:.0f} s"
