@@ -199,8 +199,9 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
 
 def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
     """Embedded, the bridge sees its channel layer's groups: an update goes to the groups
-    with a member (and is not built when none has one), a courier's point of an order
-    nobody watches is not even parsed, and the fleet waits for an operator."""
+    with a member (and is not built when none has one), a courier's point or an enriched
+    record that no group with a member would get is not even parsed, and the fleet waits
+    for an operator."""
     sent, listening = [], {"customer.9"}
     bridge = Bridge(
         lambda sends: sent.extend((group, m["type"]) for group, m in sends),
@@ -217,9 +218,19 @@ def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
     class Unwatched:
         pk, customer_id, restaurant_id = 6, 10, 2
 
+    class Elsewhere:
+        pk, customer_id, restaurant_id = 8, 11, 3
+
     bridge.handle_batch([record(1), record(1, Unwatched), record(2, Unwatched, lat=12.91)])
     assert sent == [("customer.9", "update")]
-    # Still remembered: the unwatched order's older version stays a no-op once watched.
+    enriched = topic_name(Topic.ORDERS_ENRICHED)
+    assert bridge.wants(enriched, b"5", record(4)[1])  # its customer listens
+    assert not bridge.wants(enriched, b"6", record(4, Unwatched)[1])
+    assert bridge.wants(enriched, b"6", b"\xff not JSON")  # parsed, and refused
+    listening.add("restaurant.2")
+    assert bridge.wants(enriched, b"6", record(4, Unwatched)[1])  # its kitchen board
+    listening.remove("restaurant.2")
+    # What was parsed is remembered: the older version stays a no-op once watched.
     listening.add("order.6")
     sent.clear()
     bridge.handle_batch([record(2, Unwatched), record(3, Unwatched, lat=12.92)])
@@ -228,7 +239,7 @@ def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
     locations = topic_name(Topic.DELIVERY_LOCATIONS)
     assert bridge.wants(locations, b"6") and not bridge.wants(locations, b"5")
     assert bridge.wants(locations, b"not an id")  # parsed, and refused by its value
-    assert bridge.wants(topic_name(Topic.ORDERS_ENRICHED), b"5")
+    assert bridge.wants(enriched, b"6", record(4, Unwatched)[1])  # its order's socket
     point = DeliveryLocation(
         event_id=new_event_id(), event_time=now_ms(), order_id=6, placed_at=now_ms() - 1000,
         courier_id=7, lat=12.93, lon=77.6,
@@ -238,6 +249,7 @@ def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
     assert sent == [("order.6", "position")]  # no fleet message: no operator listens
     listening.add("operations")
     assert bridge.wants(locations, b"5")  # the fleet wants every courier
+    assert bridge.wants(enriched, b"8", record(1, Elsewhere)[1])  # and every ride
     sent.clear()
     later = dataclasses.replace(point, event_id=new_event_id(), event_time=now_ms() + 1)
     bridge.handle_batch([(Topic.DELIVERY_LOCATIONS, later.to_json())])

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import json
 import logging
 import os
 import threading
@@ -180,6 +181,7 @@ class Bridge:
         self._fleet_gone: list[int] = []
         self.clock: Callable[[], float] = time.monotonic
         self._locations = topic_name(Topic.DELIVERY_LOCATIONS)
+        self._routed = {self._locations, topic_name(Topic.ORDERS_ENRICHED)}
         self.published = 0
         self.coalesced = 0
         #: Records skipped (invalid, or failing to be handled), by reason.
@@ -246,17 +248,34 @@ class Bridge:
             self._fast_position(sends, point)
         return sends
 
-    def wants(self, topic: str, key: bytes | None) -> bool:
-        """Whether a record is worth parsing: a courier's point only when its order's
-        sockets or the operators' fleet listen (the key is the order id). At 10x the
-        points are half the records, and parsing them cost most of a core."""
-        if topic != self._locations or key is None:
+    def wants(self, topic: str, key: bytes | None, value: bytes | None = None) -> bool:
+        """Whether a record is worth parsing (validating is most of the bridge's work): a
+        courier's point or an enriched record only when a group it would go to listens, or
+        the operators' group (the fleet follows every ride). The key is the order id; an
+        enriched record's customer and restaurant are read from its JSON unvalidated. At
+        10x the points are half the records, and the enriched records, in every web
+        process, came to a fifth of a core. A record that cannot be routed so is parsed,
+        and refused by its value or routed by it."""
+        if topic not in self._routed or key is None:
             return True
         try:
             order_id = int(key)
         except ValueError:
-            return True  # parsed, and refused by its value or routed by it
-        return self.listening(OPERATIONS_GROUP) or self.listening(order_group(order_id))
+            return True
+        if self.listening(OPERATIONS_GROUP) or self.listening(order_group(order_id)):
+            return True
+        if topic == self._locations:
+            return False
+        try:
+            data = json.loads(value or b"")
+            customer, restaurant = data["customer_id"], data["restaurant_id"]
+        except (ValueError, TypeError, KeyError):
+            return True
+        if not isinstance(customer, int) or not isinstance(restaurant, int):
+            return True
+        return self.listening(customer_group(customer)) or self.listening(
+            restaurant_group(restaurant)
+        )
 
     def _take(
         self,
@@ -502,7 +521,7 @@ class Bridge:
                         err = msg.error()
                         if err is None:
                             ages[msg.topic()].observe(max(0, received - msg.timestamp()[1]) / 1000)
-                            if self.wants(msg.topic(), msg.key()):
+                            if self.wants(msg.topic(), msg.key(), msg.value()):
                                 records.append((names[msg.topic()], msg.value()))
                             positions[(msg.topic(), msg.partition())] = msg.offset() + 1
                             mine = seen[msg.topic()]
