@@ -202,11 +202,13 @@ def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
     with a member (and is not built when none has one), a courier's point or an enriched
     record that no group with a member would get is not even parsed, and the fleet waits
     for an operator."""
-    sent, listening = [], {"customer.9"}
-    bridge = Bridge(
-        lambda sends: sent.extend((group, m["type"]) for group, m in sends),
-        listening=listening.__contains__,
-    )
+    sent, kinds, listening = [], [], {"customer.9"}
+
+    def publish(sends):
+        sent.extend((group, m["type"]) for group, m in sends)
+        kinds.extend(m.get("kind") for _, m in sends)
+
+    bridge = Bridge(publish, listening=listening.__contains__)
 
     class InTransit:
         pk, customer_id, restaurant_id = 5, 9, 1
@@ -224,22 +226,28 @@ def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
     bridge.handle_batch([record(1), record(1, Unwatched), record(2, Unwatched, lat=12.91)])
     assert sent == [("customer.9", "update")]
     enriched = topic_name(Topic.ORDERS_ENRICHED)
-    assert bridge.wants(enriched, b"5", record(4)[1])  # its customer listens
-    assert not bridge.wants(enriched, b"6", record(4, Unwatched)[1])
+    assert bridge.wants(enriched, b"5", record(2)[1])  # its customer listens
+    # Nobody would get these: not parsed, but their versions and statuses are remembered.
+    assert not bridge.wants(enriched, b"6", record(3, Unwatched)[1])
+    assert not bridge.wants(enriched, b"6", record(4, Unwatched, lat=12.92)[1])
     assert bridge.wants(enriched, b"6", b"\xff not JSON")  # parsed, and refused
     listening.add("restaurant.2")
-    assert bridge.wants(enriched, b"6", record(4, Unwatched)[1])  # its kitchen board
+    assert bridge.wants(enriched, b"6", record(5, Unwatched)[1])  # its kitchen board
     listening.remove("restaurant.2")
-    # What was parsed is remembered: the older version stays a no-op once watched.
+    # Once watched, the versions seen stay no-ops and the next one is a move, not a
+    # status change announced again.
     listening.add("order.6")
     sent.clear()
-    bridge.handle_batch([record(2, Unwatched), record(3, Unwatched, lat=12.92)])
+    bridge.handle_batch(
+        [record(3, Unwatched), record(4, Unwatched), record(5, Unwatched, lat=12.93)]
+    )
     assert sent == [("order.6", "update")]
+    assert kinds[-1] == "position"
 
     locations = topic_name(Topic.DELIVERY_LOCATIONS)
     assert bridge.wants(locations, b"6") and not bridge.wants(locations, b"5")
     assert bridge.wants(locations, b"not an id")  # parsed, and refused by its value
-    assert bridge.wants(enriched, b"6", record(4, Unwatched)[1])  # its order's socket
+    assert bridge.wants(enriched, b"6", record(6, Unwatched)[1])  # its order's socket
     point = DeliveryLocation(
         event_id=new_event_id(), event_time=now_ms(), order_id=6, placed_at=now_ms() - 1000,
         courier_id=7, lat=12.93, lon=77.6,

@@ -139,6 +139,7 @@ MAX_TRACKED_COURIERS = 50_000
 
 
 _ENDED = frozenset({OrderStatus.DELIVERED.value, OrderStatus.CANCELLED.value})
+_STATUSES = frozenset(status.value for status in OrderStatus)
 
 
 class _Trip(NamedTuple):
@@ -252,10 +253,12 @@ class Bridge:
         """Whether a record is worth parsing (validating is most of the bridge's work): a
         courier's point or an enriched record only when a group it would go to listens, or
         the operators' group (the fleet follows every ride). The key is the order id; an
-        enriched record's customer and restaurant are read from its JSON unvalidated. At
-        10x the points are half the records, and the enriched records, in every web
-        process, came to a fifth of a core. A record that cannot be routed so is parsed,
-        and refused by its value or routed by it."""
+        enriched record's customer and restaurant are read from its JSON unvalidated, and
+        when it is not parsed its version and status are still remembered, so an order
+        first watched mid-way is not re-announced as a status change. At 10x the points
+        are half the records, and the enriched records, in every web process, came to a
+        fifth of a core. A record that cannot be routed so is parsed, and refused by its
+        value or routed by it."""
         if topic not in self._routed or key is None:
             return True
         try:
@@ -269,13 +272,28 @@ class Bridge:
         try:
             data = json.loads(value or b"")
             customer, restaurant = data["customer_id"], data["restaurant_id"]
+            version, status = data["version"], data["status"]
         except (ValueError, TypeError, KeyError):
             return True
-        if not isinstance(customer, int) or not isinstance(restaurant, int):
+        if not (
+            all(type(n) is int for n in (customer, restaurant, version)) and status in _STATUSES
+        ):
             return True
-        return self.listening(customer_group(customer)) or self.listening(
-            restaurant_group(restaurant)
-        )
+        if self.listening(customer_group(customer)) or self.listening(restaurant_group(restaurant)):
+            return True
+        with self._handling:
+            self._seen_version(order_id, version, status)
+        return False
+
+    def _seen_version(self, order_id: int, version: int, status: str) -> bool | None:
+        """Remember an order's enriched ``version`` and ``status`` when newer than what was
+        seen. None when it is not newer; else whether its status changed."""
+        last = self._seen.get(order_id)
+        if last is not None and version <= last.version:
+            return None  # a re-emit or replay: already published
+        rank = max(status_rank(status), last.rank if last else -1)
+        self._remember(order_id, _Published(version, status, rank))
+        return last is None or last.status != status
 
     def _take(
         self,
@@ -297,12 +315,9 @@ class Bridge:
             return
         assert isinstance(event, OrderEnriched)
         self._follow_trip(event)
-        last = self._seen.get(event.order_id)
-        if last is not None and event.version <= last.version:
-            return  # a re-emit or replay: already published
-        status_changed = last is None or last.status != event.status
-        rank = max(status_rank(event.status), last.rank if last else -1)
-        self._remember(event.order_id, _Published(event.version, event.status, rank))
+        status_changed = self._seen_version(event.order_id, event.version, event.status)
+        if status_changed is None:
+            return
         if event.order_id in pending_positions:
             self.coalesced += 1
         if status_changed:
