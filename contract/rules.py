@@ -83,31 +83,45 @@ def _type_check(annotation: Any) -> Check:
     raise TypeError(f"unsupported annotation {annotation!r}")  # programming error
 
 
-def _present(name: str, value: Any) -> None:
-    if value is None:
-        raise EventValidationError(name, "is required")
+def _shown(value: Any) -> str:
+    return f"got {shown(value)}"
 
 
-def _check_bool(name: str, value: Any) -> bool:
-    _present(name, value)
-    if not isinstance(value, bool):
-        raise EventValidationError(name, f"must be a boolean, got {shown(value)}")
-    return value
+def _type_name(value: Any) -> str:
+    return f"got {type(value).__name__}"
+
+
+def _instance_of(kind: type | tuple[type, ...], must: str, got: typing.Callable) -> Check:
+    """A check that ``value`` is present and a ``kind`` (never a bool unless ``kind`` is)."""
+    refuse_bool = kind is not bool
+
+    def check(name: str, value: Any) -> Any:
+        if value is None:
+            raise EventValidationError(name, "is required")
+        if (refuse_bool and isinstance(value, bool)) or not isinstance(value, kind):
+            raise EventValidationError(name, f"{must}, {got(value)}")
+        return value
+
+    return check
+
+
+_check_bool = _instance_of(bool, "must be a boolean", _shown)
+_check_str = _instance_of(str, "must be a string", _shown)
+_check_dict = _instance_of(dict, "must be an object", _type_name)
+_is_int = _instance_of(int, "must be an integer", _shown)
+_is_number = _instance_of((int, float), "must be a number", _shown)
+_is_list = _instance_of(list, "must be a list", _type_name)
 
 
 def _check_int(name: str, value: Any) -> int:
-    _present(name, value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise EventValidationError(name, f"must be an integer, got {shown(value)}")
+    _is_int(name, value)
     if not INT64_MIN <= value <= INT64_MAX:  # Spark and Pinot store LONG
         raise EventValidationError(name, f"must fit in 64 bits, got {shown(value)}")
     return value
 
 
 def _check_float(name: str, value: Any) -> float:
-    _present(name, value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EventValidationError(name, f"must be a number, got {shown(value)}")
+    _is_number(name, value)
     try:
         number = float(value)  # an integer of hundreds of digits is no float
     except OverflowError:
@@ -117,32 +131,12 @@ def _check_float(name: str, value: Any) -> float:
     return number
 
 
-def _check_str(name: str, value: Any) -> str:
-    _present(name, value)
-    if not isinstance(value, str):
-        raise EventValidationError(name, f"must be a string, got {shown(value)}")
-    return value
-
-
 def _check_list(item: Check, name: str, value: Any) -> list:
-    _present(name, value)
-    if not isinstance(value, list):
-        raise EventValidationError(name, f"must be a list, got {type(value).__name__}")
-    return [item(f"{name}[{i}]", v) for i, v in enumerate(value)]
-
-
-def _check_dict(name: str, value: Any) -> dict:
-    _present(name, value)
-    if not isinstance(value, dict):
-        raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
-    return value
+    return [item(f"{name}[{i}]", v) for i, v in enumerate(_is_list(name, value))]
 
 
 def _check_record(cls: Any, name: str, value: Any) -> Any:
-    _present(name, value)
-    if not isinstance(value, dict):
-        raise EventValidationError(name, f"must be an object, got {type(value).__name__}")
-    return cls.from_dict(value, prefix=f"{name}.")
+    return cls.from_dict(_check_dict(name, value), prefix=f"{name}.")
 
 
 @dataclasses.dataclass(frozen=True)
