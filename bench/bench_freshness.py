@@ -339,14 +339,12 @@ def broker_rollovers(path: Path) -> list[tuple[float, float | None]]:
 
     found: list[tuple[float, float | None]] = []
     for line in path.read_text(errors="replace").splitlines():
-        stamp = line[:23]
-        if " broker rollover" not in line:
-            continue
-        at = dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()
-        if "rollover done in" in line and found:
-            found[-1] = (found[-1][0], float(line.split("rollover done in ")[1].split(" s")[0]))
-        elif "rollover:" in line:
-            found.append((at, None))
+        if " broker rollover done in " in line and found:
+            taken = float(line.split("rollover done in ")[1].split(" s")[0])
+            found[-1] = (found[-1][0], taken)
+        elif " broker rollover: Tansu holds " in line:
+            at = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone()
+            found.append((at.timestamp(), None))
     return found
 
 
@@ -515,9 +513,9 @@ class StageFollower:
                     key = record.key.decode() if record.key else ""
                     if key.isdigit() and int(key) not in self._orders:
                         continue  # another order's: not parsed (GPS points are many)
-                    key = note_produced(self.first, topic, record, self._orders)
-                    if key is not None:
-                        self.received.setdefault(key, time.time())
+                    noted = note_produced(self.first, topic, record, self._orders)
+                    if noted is not None:
+                        self.received.setdefault(noted, time.time())
             except Exception as exc:  # noqa: BLE001 - a broker hiccup must not end the run
                 print(f"  stage follower of {topic}: {exc!r}; following again", flush=True)
                 self._stop.wait(0.5)

@@ -205,8 +205,8 @@ class Bridge:
 
     def _handle(self, records: list[tuple[Topic, bytes]], fleet: bool) -> None:
         """Parse, then decide under the lock, then publish after it. Parsing stays outside
-        (an enriched record takes about 0.1 ms to validate, a poll up to a thousand), so a
-        status never waits for another reader's poll to be parsed. Only one reader sends
+        (a poll holds up to a thousand records, each validated), so a status never waits
+        for another reader's poll to be parsed. Only one reader sends
         the fleet (``fleet``), so its messages (a courier's point, then its ride's end)
         keep their order."""
         events = [event for event in map(self._parse, records) if event is not None]
@@ -255,10 +255,10 @@ class Bridge:
         the operators' group (the fleet follows every ride). The key is the order id; an
         enriched record's customer and restaurant are read from its JSON unvalidated, and
         when it is not parsed its version and status are still remembered, so an order
-        first watched mid-way is not re-announced as a status change. At 10x the points
-        are half the records, and the enriched records, in every web process, came to a
-        fifth of a core. A record that cannot be routed so is parsed, and refused by its
-        value or routed by it."""
+        first watched mid-way is not re-announced as a status change. Every web process
+        reads every record, and most are of orders no socket of its follows
+        (docs/performance.md). A record that cannot be routed so is parsed, and refused
+        by its value or routed by it."""
         if topic not in self._routed or key is None:
             return True
         try:
@@ -535,12 +535,13 @@ class Bridge:
                     for msg in batch:
                         err = msg.error()
                         if err is None:
-                            ages[msg.topic()].observe(max(0, received - msg.timestamp()[1]) / 1000)
-                            if self.wants(msg.topic(), msg.key(), msg.value()):
-                                records.append((names[msg.topic()], msg.value()))
-                            positions[(msg.topic(), msg.partition())] = msg.offset() + 1
-                            mine = seen[msg.topic()]
-                            mine[0], mine[1] = mine[0] + 1, max(mine[1], msg.timestamp()[1])
+                            topic, stamp, value = msg.topic(), msg.timestamp()[1], msg.value()
+                            ages[topic].observe(max(0, received - stamp) / 1000)
+                            if self.wants(topic, msg.key(), value):
+                                records.append((names[topic], value))
+                            positions[(topic, msg.partition())] = msg.offset() + 1
+                            mine = seen[topic]
+                            mine[0], mine[1] = mine[0] + 1, max(mine[1], stamp)
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
                     started = time.perf_counter()
