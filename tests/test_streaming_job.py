@@ -19,7 +19,7 @@ from contract.kafka import consumer, producer, publish, read_topic
 from embedded import spark_kafka as connector
 from embedded.kafka_reads import KafkaRange, read_ranges
 from embedded.spark_kafka import KafkaRowWriter, KafkaStreamReader, SinkError
-from streaming.job import CheckpointError
+from streaming.job import CHECKPOINT_FILE_MANAGER, CheckpointError
 from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 
@@ -326,3 +326,32 @@ def test_a_checkpoint_whose_state_is_gone_is_refused_not_resumed_empty(run_strea
     shutil.rmtree(tmp_path / "cp" / "spark" / "state")
     with pytest.raises(CheckpointError, match="committed batches but no join state"):
         run_stream(checkpoint=tmp_path / "cp")
+
+
+@pytest.mark.spark
+def test_the_checkpoint_is_renamed_into_place_with_its_checksum_and_never_overwritten(
+    spark, tmp_path
+):
+    """The job's checkpoint goes through Hadoop's FileSystem API (rename(2) per file, no
+    `readlink` process per path as with FileContext), still atomic and checksummed, and a
+    second writer of a batch's entry is refused as Spark's logs need."""
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    managers = getattr(
+        jvm.org.apache.spark.sql.execution.streaming.checkpointing, "CheckpointFileManager$"
+    )
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    manager = getattr(managers, "MODULE$").create(hadoop_path(str(tmp_path)), conf)
+    assert manager.getClass().getName() == CHECKPOINT_FILE_MANAGER
+
+    def write(name: str, body: bytes) -> None:
+        out = manager.createAtomic(hadoop_path(str(tmp_path / name)), False)
+        out.write(bytearray(body))
+        out.close()
+
+    write("7", b'v1\n{"batchWatermarkMs":0}')
+    assert (tmp_path / "7").read_bytes() == b'v1\n{"batchWatermarkMs":0}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".7.crc", "7"]  # no temporary left
+    with pytest.raises(Exception, match="already exists"):
+        write("7", b"v1\n{}")
+    assert (tmp_path / "7").read_bytes() == b'v1\n{"batchWatermarkMs":0}'
