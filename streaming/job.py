@@ -239,10 +239,10 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         )
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         # The checkpoint is a local directory. Spark's default writer of it renames each
-        # file through Hadoop's FileContext, which on a local disk starts a `readlink`
-        # process per path renamed (four per file with its checksum, a dozen a batch:
-        # a tenth of a core at one batch a second, docs/performance.md); the FileSystem
-        # API renames with rename(2), atomic on a local disk, and keeps the checksums.
+        # file through Hadoop's FileContext, which without Hadoop's native library starts
+        # a `readlink` process for every path it renames, several per batch
+        # (docs/performance.md); the FileSystem API renames with rename(2), atomic on a
+        # local disk, and keeps the checksums.
         .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )

@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 
 import pytest
+from py4j.protocol import Py4JJavaError
 
 from contract.conf import BASE_DIR
 from contract.events import OrderStatus, Topic, now_ms, topic_name
@@ -352,6 +353,6 @@ def test_the_checkpoint_is_renamed_into_place_with_its_checksum_and_never_overwr
     write("7", b'v1\n{"batchWatermarkMs":0}')
     assert (tmp_path / "7").read_bytes() == b'v1\n{"batchWatermarkMs":0}'
     assert sorted(p.name for p in tmp_path.iterdir()) == [".7.crc", "7"]  # no temporary left
-    with pytest.raises(Exception, match="already exists"):
+    with pytest.raises(Py4JJavaError, match="already exists"):
         write("7", b"v1\n{}")
     assert (tmp_path / "7").read_bytes() == b'v1\n{"batchWatermarkMs":0}'
