@@ -12,13 +12,18 @@ from __future__ import annotations
 import os
 import sys
 
+from embedded import jvm
 from embedded.spark_kafka import KafkaDataSource, KafkaRowWriter
 from streaming.job import PythonConnector, use_python_connector
 
 
 def register() -> None:
     """Make ``STREAMING_KAFKA_CONNECTOR=python`` run on :mod:`embedded.spark_kafka`."""
-    use_python_connector(PythonConnector(data_source=KafkaDataSource, writer=KafkaRowWriter))
+    use_python_connector(
+        PythonConnector(
+            data_source=KafkaDataSource, writer=KafkaRowWriter, spark_conf=jvm.spark_conf()
+        )
+    )
 
 
 #: ``make run``'s micro-batch interval. A micro-batch here costs about half a second

@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,8 @@ class PythonConnector:
     data_source: type
     #: bootstrap servers -> the ``foreach`` writer of each micro-batch's rows.
     writer: Callable[[str], Any]
+    #: Spark settings the machines it runs on need (applied before STREAMING_SPARK_CONF).
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
 
 
 _python_connector: list[PythonConnector] = []
@@ -251,6 +253,9 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         # state its own checkpoint ids, so a re-run never reuses a failed batch's files
         # (Spark refuses version 1 for real-time mode). Fixed in the checkpoint.
         builder = builder.config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+    if settings.connector == "python":
+        for key, value in python_connector().spark_conf.items():
+            builder = builder.config(key, value)
     for pair in filter(None, (p.strip() for p in settings.spark_conf.split(";"))):
         key, sep, value = pair.partition("=")
         if not sep:

@@ -356,3 +356,40 @@ def test_the_checkpoint_is_renamed_into_place_with_its_checksum_and_never_overwr
     with pytest.raises(Py4JJavaError, match="already exists"):
         write("7", b"v1\n{}")
     assert (tmp_path / "7").read_bytes() == b'v1\n{"batchWatermarkMs":0}'
+
+
+def _reaped_children_faults(pid: int) -> int:
+    """Page faults of every child ``pid`` has waited for (``cminflt``, /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return int(fields[8])  # field 12 of proc(5), counted after the name
+
+
+@pytest.mark.spark
+def test_the_embedded_checkpoint_sets_file_permissions_without_starting_a_process(spark, tmp_path):
+    """Hadoop's local file system, without its native library, starts a `chmod` process
+    for every file it creates; the embedded job's (embedded/java) sets the bits in the
+    JVM, with the same result."""
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    ours = hadoop_path(f"file://{tmp_path}").getFileSystem(conf)
+    assert ours.getClass().getName() == "ordertrack.NioLocalFileSystem"
+    hadoops = jvm.org.apache.hadoop.fs.LocalFileSystem()
+    hadoops.initialize(hadoop_path("file:///").toUri(), conf)
+    pid = jvm.java.lang.ProcessHandle.current().pid()
+
+    def create(fs, name: str) -> int:
+        """The children's page faults while ``fs`` creates ten files."""
+        before = _reaped_children_faults(pid)
+        for i in range(10):
+            fs.create(hadoop_path(str(tmp_path / f"{name}-{i}")), True).close()
+        return _reaped_children_faults(pid) - before
+
+    assert create(hadoops, "hadoop") > 0  # the probe sees Hadoop's chmod processes
+    assert create(ours, "ours") == 0
+    for name in ("hadoop-3", "ours-3", ".ours-3.crc"):  # 0666 less Hadoop's umask, 022
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644
+    permission = jvm.org.apache.hadoop.fs.permission.FsPermission
+    ours.setPermission(hadoop_path(str(tmp_path / "ours-3")), permission(0o640))
+    assert (tmp_path / "ours-3").stat().st_mode & 0o777 == 0o640
