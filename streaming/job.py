@@ -194,6 +194,10 @@ CHECKPOINT_FILE_MANAGER = (
 )
 
 
+#: The class whose log says a micro-batch outlasted the trigger (quieted below).
+TRIGGER_EXECUTOR = "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"
+
+
 def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") -> Any:
     """A local SparkSession tuned for latency (docs/performance.md, "The stream job")."""
     # Python workers must import `tracker` and `streaming`.
@@ -267,8 +271,7 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
     # log reports every batch's duration and lag, so Spark's per-batch warning is noise.
     jvm = spark.sparkContext._jvm
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
-        jvm.org.apache.logging.log4j.Level.ERROR,
+        TRIGGER_EXECUTOR, jvm.org.apache.logging.log4j.Level.ERROR
     )
     if settings.connector == "python":
         spark.dataSource.register(python_connector().data_source)

@@ -20,7 +20,7 @@ from contract.kafka import consumer, producer, publish, read_topic
 from embedded import spark_kafka as connector
 from embedded.kafka_reads import KafkaRange, read_ranges
 from embedded.spark_kafka import KafkaRowWriter, KafkaStreamReader, SinkError
-from streaming.job import CHECKPOINT_FILE_MANAGER, CheckpointError
+from streaming.job import CHECKPOINT_FILE_MANAGER, TRIGGER_EXECUTOR, CheckpointError
 from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 
@@ -393,3 +393,17 @@ def test_the_embedded_checkpoint_sets_file_permissions_without_starting_a_proces
     permission = jvm.org.apache.hadoop.fs.permission.FsPermission
     ours.setPermission(hadoop_path(str(tmp_path / "ours-3")), permission(0o640))
     assert (tmp_path / "ours-3").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.spark
+def test_the_classes_the_job_configures_by_name_exist_in_this_spark(spark):
+    """A class named in a setting or a log level fails silently when Spark moves it (its
+    trigger executor moved to a `runtime` package in 4.x and its warning came back)."""
+    for name in (CHECKPOINT_FILE_MANAGER, TRIGGER_EXECUTOR):
+        spark._jvm.java.lang.Class.forName(name)
+    assert (
+        spark._jvm.org.apache.logging.log4j.LogManager.getLogger(TRIGGER_EXECUTOR)
+        .getLevel()
+        .toString()
+        == "ERROR"
+    )
