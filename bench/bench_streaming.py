@@ -8,9 +8,10 @@ kitchen statuses 2 s apart, then its courier sends one GPS point per second for
 book's peak (50 orders/min): 1x, 10x, 100x.
 
 Latency is measured per output record as (wall clock when the bench consumer
-receives it) - (its ``event_time``, which is the wall clock at which the source
-event was produced), and its p99 is also reported per 10-second window so a
-growing lag shows. Micro-batch durations come from the job's own progress lines.
+receives it) - (the wall clock at which the change that made its version was
+produced: the order's version-th event, whose ``event_time`` the record usually
+carries; a delivery status re-sent for a status change keeps its position's older
+one), and its p99 is also reported per 10-second window so a growing lag shows. Micro-batch durations come from the job's own progress lines.
 
 ``--baseline COMMIT`` runs that commit's job too (checked out into a temporary
 git worktree), level by level under the same load, so old and new are compared
@@ -109,6 +110,7 @@ class Load:
         rate_per_min: float,
         transit_s: int,
         seconds: float,
+        changed_at: dict[tuple[int, int], int],
         legacy: bool = False,
         linger_ms: int = 5,
     ) -> None:
@@ -121,6 +123,9 @@ class Load:
         self.sent = 0
         self.last_time: dict[int, int] = {}
         self.placed_at: dict[int, int] = {}
+        #: (order, n) -> event_time of the order's n-th change: what its version n answers.
+        self.changed_at = changed_at
+        self._changes: dict[int, int] = {}
 
     def run(self, first_order_id: int) -> None:
         sent = kafka.Deliveries(kafka.producer(**{"linger.ms": self.linger_ms}))
@@ -140,6 +145,8 @@ class Load:
                 due, _, kind, oid, step = heapq.heappop(heap)
                 seq += 1
                 for event, follow in self._event(kind, oid, step, due):
+                    self._changes[oid] = n = self._changes.get(oid, 0) + 1
+                    self.changed_at[(oid, n)] = event.event_time
                     if self.legacy:
                         body = json.loads(event.to_json())
                         body.pop("placed_at", None)
@@ -206,13 +213,20 @@ class Load:
 
 
 class Latencies:
-    """Follows the enriched topics; records receive time - event_time per record."""
+    """Follows the enriched topics; records, per record, receive time - the time of the
+    change that made its version (``changed_at``: the order's version-th event)."""
 
-    def __init__(self) -> None:
+    def __init__(self, changed_at: dict[tuple[int, int], int]) -> None:
+        self.changed_at = changed_at
         self.samples: dict[str, list[tuple[int, int]]] = {
             "orders_enriched": [],
             "delivery_statuses": [],
         }
+        #: (event_time, produced by the job's sink - event_time, received - produced),
+        #: to tell the job's share of a late record from the broker's and this reader's.
+        self.split: list[tuple[int, int, int]] = []
+        #: (job ms, topic, order, version, status, event_time, produced), for the slowest.
+        self.records: list[tuple[int, str, int, int, str, int, int]] = []
         self.stop = threading.Event()
         self.versions: dict[int, set[int]] = {}
         self.threads = [
@@ -225,12 +239,43 @@ class Latencies:
         for rec in kafka.iter_topic(topic, follow=True, stop=self.stop):
             received = now_ms()
             body = json.loads(rec.value)
-            sink.append((body["event_time"], received - body["event_time"]))
+            # A delivery status re-sent for a status change keeps its position's older
+            # event_time (clients order points by it): its change is the status.
+            changed = self.changed_at.get((body["order_id"], body["version"]), body["event_time"])
+            sink.append((changed, received - changed))
+            self.split.append((changed, rec.timestamp - changed, received - rec.timestamp))
+            self.records.append(
+                (
+                    rec.timestamp - changed,
+                    topic.value,
+                    body["order_id"],
+                    body["version"],
+                    body["status"],
+                    changed,
+                    rec.timestamp,
+                )
+            )
             if topic is Topic.ORDERS_ENRICHED:
                 self.versions.setdefault(body["order_id"], set()).add(body["version"])
 
     def since(self, t0: int, t1: int) -> dict[str, list[int]]:
         return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
+
+
+def _split(split: list[tuple[int, int, int]], t0: int, t1: int) -> dict[str, Any]:
+    """Where the processed records' latency went: event -> the job's produce (the job),
+    and produce -> this bench's receipt (the broker's fetch and the bench's reader),
+    overall and for the slowest 1% of records."""
+    window = [(job, read) for t, job, read in split if t0 <= t < t1]
+    if not window:
+        return {}
+    slowest = sorted(window, key=sum)[-max(1, len(window) // 100) :]
+    return {
+        "job_ms_p50_p99": [pct([j for j, _ in window], 50), pct([j for j, _ in window], 99)],
+        "read_ms_p50_p99": [pct([r for _, r in window], 50), pct([r for _, r in window], 99)],
+        "slowest_1pct_job_ms_p50": pct([j for j, _ in slowest], 50),
+        "slowest_1pct_read_ms_p50": pct([r for _, r in slowest], 50),
+    }
 
 
 def _copy_lines(source: Any, path: Path) -> None:
@@ -276,7 +321,8 @@ def run_level(
             stderr=log_file,
             text=True,
         )
-    latencies = Latencies()
+    changed_at: dict[tuple[int, int], int] = {}
+    latencies = Latencies(changed_at)
     for t in latencies.threads:
         t.start()
     rss_samples: list[tuple[float, float]] = []  # (seconds since start, MiB), every 30 s
@@ -311,7 +357,12 @@ def run_level(
         # silent "stall" of earlier runs (docs/broker.md).
         threading.Thread(target=_copy_lines, args=(job.stdout, log_path), daemon=True).start()
         load = Load(
-            common.BOOK_PEAK_PER_MIN * multiple, args.transit, args.seconds, legacy, args.linger_ms
+            common.BOOK_PEAK_PER_MIN * multiple,
+            args.transit,
+            args.seconds,
+            changed_at,
+            legacy,
+            args.linger_ms,
         )
         t0 = now_ms() + int(args.warmup * 1000)
         load.run(order_base + 1)
@@ -399,6 +450,17 @@ def run_level(
         "e2e_ms_p50": pct(all_lat, 50),
         "e2e_ms_p99": pct(all_lat, 99),
         "e2e_ms_max": max(all_lat) if all_lat else None,
+        **_split(latencies.split, t0, t1),
+        "slowest_records": [
+            dict(
+                zip(
+                    ("job_ms", "topic", "order", "version", "status", "event_time", "produced"),
+                    r,
+                    strict=True,
+                )
+            )
+            for r in heapq.nlargest(15, (r for r in latencies.records if t0 <= r[5] < t1))
+        ],
         "delivery_status_ms_p50": pct(lat["delivery_statuses"], 50),
         "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
         "rss_mib_at_end": rss,
@@ -509,6 +571,12 @@ def main() -> int:
             print(f"{'':>12}   failed: {r['failed']}")
             continue
         print(f"{'':>12}   e2e p99 per 10 s: {r['e2e_ms_p99_per_10s']}")
+        if "job_ms_p50_p99" in r:
+            print(
+                f"{'':>12}   event -> job's produce p50/p99 {r['job_ms_p50_p99']}, "
+                f"produce -> bench p50/p99 {r['read_ms_p50_p99']}; slowest 1%: job "
+                f"{r['slowest_1pct_job_ms_p50']}, read {r['slowest_1pct_read_ms_p50']}"
+            )
         print(f"{'':>12}   batch phases p50: {r['batch_phase_ms_p50']}")
     settings = {
         "machine_cpus": os.cpu_count(),
