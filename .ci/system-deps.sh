@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Debian packages the project needs beyond Python wheels: a Java runtime for
-# PySpark, Chromium for the browser tests, Prometheus for the alert-rule tests, and
-# PostgreSQL + Redis for the production
-# path (`make run-prod`, and the PostgreSQL/Redis tests `make test` runs).
+# Debian packages the project needs beyond Python wheels: a Java runtime for PySpark
+# and its compiler for the embedded mode's one Java class (embedded/jvm.py), Chromium
+# for the browser tests, Prometheus for the alert-rule tests, and PostgreSQL + Redis for
+# the production path (`make run-prod`, and the PostgreSQL/Redis tests `make test` runs).
 # Installs only what is missing.
 set -euo pipefail
 
 need=()
-command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 # Run as ordinary processes by embedded/compose.py (initdb under var/); no service is started.
