@@ -362,7 +362,7 @@ def _reaped_children_faults(pid: int) -> int:
     """Page faults of every child ``pid`` has waited for (``cminflt``, /proc/PID/stat)."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rpartition(")")[2].split()
-    return int(fields[8])  # field 12 of proc(5), counted after the name
+    return int(fields[8])  # field 11 of proc(5); the split starts at field 3
 
 
 @pytest.mark.spark
