@@ -11,7 +11,8 @@ Latency is measured per output record as (wall clock when the bench consumer
 receives it) - (the wall clock at which the change that made its version was
 produced: the order's version-th event, whose ``event_time`` the record usually
 carries; a delivery status re-sent for a status change keeps its position's older
-one), and its p99 is also reported per 10-second window so a growing lag shows. Micro-batch durations come from the job's own progress lines.
+one), and its p99 is also reported per 10-second window so a growing lag shows.
+Micro-batch durations come from the job's own progress lines.
 
 ``--baseline COMMIT`` runs that commit's job too (checked out into a temporary
 git worktree), level by level under the same load, so old and new are compared
@@ -222,11 +223,10 @@ class Latencies:
             "orders_enriched": [],
             "delivery_statuses": [],
         }
-        #: (event_time, produced by the job's sink - event_time, received - produced),
-        #: to tell the job's share of a late record from the broker's and this reader's.
-        self.split: list[tuple[int, int, int]] = []
-        #: (job ms, topic, order, version, status, event_time, produced), for the slowest.
-        self.records: list[tuple[int, str, int, int, str, int, int]] = []
+        #: Per record (job ms: its change -> the job's sink produced it, read ms: produced ->
+        #: received, topic, order, version, status, its change's time), to tell the job's
+        #: share of a late record from the broker's and this reader's.
+        self.records: list[tuple[int, int, str, int, int, str, int]] = []
         self.stop = threading.Event()
         self.versions: dict[int, set[int]] = {}
         self.threads = [
@@ -243,16 +243,15 @@ class Latencies:
             # event_time (clients order points by it): its change is the status.
             changed = self.changed_at.get((body["order_id"], body["version"]), body["event_time"])
             sink.append((changed, received - changed))
-            self.split.append((changed, rec.timestamp - changed, received - rec.timestamp))
             self.records.append(
                 (
                     rec.timestamp - changed,
+                    received - rec.timestamp,
                     topic.value,
                     body["order_id"],
                     body["version"],
                     body["status"],
                     changed,
-                    rec.timestamp,
                 )
             )
             if topic is Topic.ORDERS_ENRICHED:
@@ -262,19 +261,22 @@ class Latencies:
         return {k: [lat for t, lat in v if t0 <= t < t1] for k, v in self.samples.items()}
 
 
-def _split(split: list[tuple[int, int, int]], t0: int, t1: int) -> dict[str, Any]:
-    """Where the processed records' latency went: event -> the job's produce (the job),
+def _split(records: list[tuple], t0: int, t1: int) -> dict[str, Any]:
+    """Where the processed records' latency went: change -> the job's produce (the job),
     and produce -> this bench's receipt (the broker's fetch and the bench's reader),
-    overall and for the slowest 1% of records."""
-    window = [(job, read) for t, job, read in split if t0 <= t < t1]
+    overall and for the slowest 1% of records, with the 15 slowest themselves."""
+    window = [r for r in records if t0 <= r[-1] < t1]
     if not window:
         return {}
-    slowest = sorted(window, key=sum)[-max(1, len(window) // 100) :]
+    jobs, reads = [r[0] for r in window], [r[1] for r in window]
+    slowest = sorted(window, key=lambda r: r[0] + r[1])[-max(1, len(window) // 100) :]
+    fields = ("job_ms", "read_ms", "topic", "order", "version", "status", "event_time")
     return {
-        "job_ms_p50_p99": [pct([j for j, _ in window], 50), pct([j for j, _ in window], 99)],
-        "read_ms_p50_p99": [pct([r for _, r in window], 50), pct([r for _, r in window], 99)],
-        "slowest_1pct_job_ms_p50": pct([j for j, _ in slowest], 50),
-        "slowest_1pct_read_ms_p50": pct([r for _, r in slowest], 50),
+        "job_ms_p50_p99": [pct(jobs, 50), pct(jobs, 99)],
+        "read_ms_p50_p99": [pct(reads, 50), pct(reads, 99)],
+        "slowest_1pct_job_ms_p50": pct([r[0] for r in slowest], 50),
+        "slowest_1pct_read_ms_p50": pct([r[1] for r in slowest], 50),
+        "slowest_records": [dict(zip(fields, r, strict=True)) for r in heapq.nlargest(15, window)],
     }
 
 
@@ -450,17 +452,7 @@ def run_level(
         "e2e_ms_p50": pct(all_lat, 50),
         "e2e_ms_p99": pct(all_lat, 99),
         "e2e_ms_max": max(all_lat) if all_lat else None,
-        **_split(latencies.split, t0, t1),
-        "slowest_records": [
-            dict(
-                zip(
-                    ("job_ms", "topic", "order", "version", "status", "event_time", "produced"),
-                    r,
-                    strict=True,
-                )
-            )
-            for r in heapq.nlargest(15, (r for r in latencies.records if t0 <= r[5] < t1))
-        ],
+        **_split(latencies.records, t0, t1),
         "delivery_status_ms_p50": pct(lat["delivery_statuses"], 50),
         "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
         "rss_mib_at_end": rss,
