@@ -32,15 +32,6 @@ class Component:
     ready_timeout: float = 120.0
     #: The child's whole environment (default: the supervisor's own, inherited).
     env: dict[str, str] | None = None
-    #: Its scheduling niceness (``nice -n``), inherited by every process it starts.
-    nice: int = 0
-
-
-#: The stream job's micro-batches take both cores for a few hundred ms at a time. On one
-#: machine, a request, the relay's produce and the push bridge's fetch that wake during such a
-#: burst would queue behind it; a lower priority for the job lets them go first, and the
-#: job still gets every cycle they leave (docs/performance.md, "Sharing two cores").
-STREAMING_NICE = 10
 
 
 def web_address() -> tuple[str, int]:
@@ -68,8 +59,7 @@ def components() -> list[Component]:
         Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,
                   f"Django ASGI server on http://{host}:{port}"),
         Component("streaming", [PYTHON, "-m", "embedded.streaming"], "streaming: ready", 2,
-                  "Spark Structured Streaming job (JVM warm-up takes ~20 s)", ready_timeout=240.0,
-                  nice=STREAMING_NICE),
+                  "Spark Structured Streaming job (JVM warm-up takes ~20 s)", ready_timeout=240.0),
         Component("simulator", [PYTHON, MANAGE, "simulate", *rate, *pace], "simulator: running", 2,
                   "simulator placing orders", enabled=lambda: env_bool("SIMULATOR_ENABLED", True)),
     ]  # fmt: skip

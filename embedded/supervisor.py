@@ -111,12 +111,8 @@ class Supervisor:
         env = {**base, "PYTHONUNBUFFERED": "1"}
         child.ready.clear()
         child.started_at = time.monotonic()
-        argv = child.component.argv
-        if child.component.nice:
-            # Through nice(1), before exec: the JVM and the Python workers it starts inherit it.
-            argv = ["nice", "-n", str(child.component.nice), *argv]
         proc = subprocess.Popen(
-            argv,
+            child.component.argv,
             cwd=BASE_DIR,
             env=env,
             stdout=subprocess.PIPE,
