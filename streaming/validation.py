@@ -11,11 +11,9 @@ is named ``invalid <field>: <reason>``, as ``parse_event`` names it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import types
 import typing
-from collections import Counter
 from typing import Any
 
 from pyspark.sql import types as T
@@ -167,20 +165,15 @@ def _check_rows(cls: type) -> list[dict[str, Any]]:
     return rows
 
 
-def _checked_classes() -> list[type]:
-    """The source events' classes and their elements' (``OrderItem``), each once."""
+def check_table() -> str:
+    """SQL: the constant array of every check of every source event (and its elements)."""
     classes: list[type] = []
     for cls in SOURCE_EVENTS.values():
         for c in (cls, *filter(None, (_nested(a) for _, a, _ in fields_of(cls)))):
             if c not in classes:
                 classes.append(c)
-    return classes
-
-
-def check_table() -> str:
-    """SQL: the constant array of every check of every source event (and its elements)."""
     table: dict[str, list[dict[str, Any]]] = {}
-    for cls in _checked_classes():
+    for cls in classes:
         rows = _check_rows(cls)
         table[cls.__name__] = rows
         table[f"{cls.__name__}/rules"] = [r for r in rows if r["k"] not in ("required", "type")]
@@ -217,24 +210,8 @@ def _failed(c: str, m: str) -> str:
         "not_after": f"{long} > {other}",
         "not_future": f"{long} > unix_millis(current_timestamp()) + {MAX_CLOCK_SKEW_MS}",
     }
-    # Interpreted, a CASE tries its branches in order (each reads c.k again): the kinds the
-    # verdict's rules use most go first (docs/performance.md, "The validation's CASE").
-    used = _kind_uses()
-    whens = " ".join(
-        f"WHEN {sql_literal(k)} THEN {cases[k]}" for k in sorted(cases, key=lambda k: -used[k])
-    )
+    whens = " ".join(f"WHEN {sql_literal(k)} THEN {cond}" for k, cond in cases.items())
     return f"coalesce(CASE {c}.k {whens} END, false)"
-
-
-@functools.cache
-def _kind_uses() -> Counter[str]:
-    """How many of the verdict's checks (every class's rules) are of each kind."""
-    return Counter(
-        row["k"]
-        for cls in _checked_classes()
-        for row in _check_rows(cls)
-        if row["k"] not in ("required", "type")
-    )
 
 
 def object_map(variant: str) -> str:
