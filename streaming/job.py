@@ -385,6 +385,9 @@ def progress_line(progress: dict[str, Any]) -> str:
             f"state_updated={op.get('numRowsUpdated')}",
             f"state_dropped_late={op.get('numRowsDroppedByWatermark')}",
             f"state_commit_ms={op.get('commitTimeMs')}",
+            # Each batch, Spark scans the whole state for keys past the watermark: this
+            # grows with the orders kept (STREAMING_ORDER_RETENTION), not with the batch.
+            f"state_evict_ms={op.get('allRemovalsTimeMs')}",
         ]
     return "streaming: " + " ".join(parts)
 

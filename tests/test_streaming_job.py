@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -224,6 +225,7 @@ def test_python_m_streaming_prints_ready_and_processes(kafka_topics, tmp_path):
     assert "streaming: ready" in proc.stdout
     assert "streaming: batch=0 rows=2 " in proc.stderr, proc.stderr[-2000:]
     assert "state_rows=3 " in proc.stderr  # the order and its two lines
+    assert re.search(r"state_rows=3 .* state_evict_ms=\d+", proc.stderr)  # the watermark's scan
     (enriched,) = outputs(Topic.ORDERS_ENRICHED)
     assert enriched["version"] == 2
     assert enriched["order_id"] == 301 and enriched["location_time"] == T0 + 1
