@@ -40,6 +40,7 @@ NAMES = {
         "ordertrack_stream_input_rows_total",
         "ordertrack_stream_records_behind",
         "ordertrack_stream_state_rows",
+        "ordertrack_stream_state_eviction_seconds",
         "ordertrack_stream_dead_letters_total",
         "ordertrack_stream_last_batch_timestamp_seconds",
     ),

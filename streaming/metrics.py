@@ -34,6 +34,11 @@ BEHIND = Gauge(
     ["topic"],
 )
 STATE_ROWS = Gauge("ordertrack_stream_state_rows", "Rows in the join state (orders kept)")
+STATE_EVICTION = Gauge(
+    "ordertrack_stream_state_eviction_seconds",
+    "Time the last micro-batch spent scanning the whole join state for rows past the "
+    "watermark (summed over its partitions; grows with the state, not the batch)",
+)
 DEAD_LETTERS = Counter(
     "ordertrack_stream_dead_letters", "Records refused to dead_letters, by reason", ["reason"]
 )
@@ -81,7 +86,9 @@ def record(progress: dict[str, Any]) -> None:
         BATCH_DURATION.observe((progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000)
     for topic, count in records_behind(progress).items():
         BEHIND.labels(topic).set(count)
-    STATE_ROWS.set(sum(op.get("numRowsTotal") or 0 for op in progress.get("stateOperators") or []))
+    operators = progress.get("stateOperators") or []
+    STATE_ROWS.set(sum(op.get("numRowsTotal") or 0 for op in operators))
+    STATE_EVICTION.set(sum(op.get("allRemovalsTimeMs") or 0 for op in operators) / 1000)
     observed = (progress.get("observedMetrics") or {}).get(DEAD_LETTER_METRICS)
     if hasattr(observed, "asDict"):  # a Row in PySpark's progress objects
         observed = observed.asDict()
