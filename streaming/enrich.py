@@ -14,17 +14,19 @@ tests), and every step is a JVM operator: no Python UDF, no driver-side rows.
 * :func:`fold_per_order` is the one streaming aggregation, grouped by ``(order_id,
   placed_ts, slot)``: it folds the three topics into one row per order (the order,
   first by event time; the first time of each status; the latest courier point; the
-  number of events, the version). Every aggregate is commutative, so arrival order
-  never matters. ``placed_ts`` carries the watermark, so an order's state is dropped
-  once the watermark passes its placement time plus the retention. Dead letters and
-  item lines are finished records in slots of their own (:func:`to_slots`), so the
-  plan is a single branch and the source is read and parsed once per micro-batch.
+  number of events, the version; the micro-batch that last brought the order event).
+  Every aggregate is commutative, so arrival order never matters. ``placed_ts``
+  carries the watermark, so an order's state is dropped once the watermark passes its
+  placement time plus the retention. Dead letters are finished records in slots of
+  their own (:func:`to_slots`), so the plan is a single branch and the source is read
+  and parsed once per micro-batch.
 * :func:`apply_rules` decides by event time: the current status is the highest-ranked
   status reached; a cancel counts only if it came before the food left, and statuses
   after a counted cancel are ignored.
 * :func:`route` gives ``orders_enriched`` for every updated order,
-  ``delivery_statuses`` when the latest point was taken on the road, and the
-  finished ``order_items_enriched`` and ``dead_letters`` records. Event ids are
+  ``delivery_statuses`` when the latest point was taken on the road, the order's
+  ``order_items_enriched`` lines in the micro-batch that brought its order event, and
+  the finished ``dead_letters`` records. Event ids are
   UUID5s of (topic, order, version or line), computed exactly as :func:`output_id`
   does, so a re-run batch writes byte-identical records.
 """
@@ -160,12 +162,15 @@ def observe_dead_letters(validated: DataFrame) -> DataFrame:
 
 
 def to_slots(validated: DataFrame, output_prefix: str) -> DataFrame:
-    """Each message as the rows the aggregation groups by ``(order_id, placed_ts, slot)``.
+    """Each message as the row the aggregation groups by ``(order_id, placed_ts, slot)``.
 
-    A valid event is one row of its order's state (slot ``''``); each line of an order
-    event and each dead letter is a row of its own slot, whose ``out`` is the finished
-    record. Routing everything through the one aggregation keeps the plan a single
-    branch, so the source is read and parsed once per micro-batch.
+    A valid event is a row of its order's state (slot ``''``); a dead letter is a slot
+    of its own, whose ``out`` is the finished record. Routing both through the one
+    aggregation keeps the plan a single branch, so the source is read and parsed once
+    per micro-batch. An order event's lines are not rows of the state: they are written
+    from the order's row in the micro-batch that brought the order event (``seen_ts``,
+    that batch's timestamp; :func:`route`), so the state, which Spark scans whole for
+    eviction every batch, keeps one row per order.
     """
     order, status, location = (F.col(t.value) for t in SOURCE_EVENTS)
     event = _slot(
@@ -179,6 +184,7 @@ def to_slots(validated: DataFrame, output_prefix: str) -> DataFrame:
         .when(status.isNotNull(), "status")
         .otherwise("location"),
         order_event=order,
+        seen_ts=F.when(order.isNotNull(), F.current_timestamp()),
         status=status["status"],
         courier_id=F.coalesce(status["courier_id"], location["courier_id"]),
         lat=location["lat"],
@@ -193,21 +199,8 @@ def to_slots(validated: DataFrame, output_prefix: str) -> DataFrame:
         slot=F.concat(F.lit("dead:"), _coordinates()),
         out=_dead_letter_record(output_prefix),
     )
-
-    def line(item: Column, i: Column) -> Column:
-        return _slot(
-            order_id=order["order_id"],
-            placed_ts=F.timestamp_millis(order["event_time"]),
-            slot=F.concat(F.lit("line:"), i + 1),
-            out=_item_record(order, item, i + 1, output_prefix),
-        )
-
-    rows = (
-        F.when(F.col("reason").isNotNull(), F.array(dead))
-        .when(order.isNotNull(), F.concat(F.array(event), F.transform(order["items"], line)))
-        .otherwise(F.array(event))
-    )
-    return validated.select(F.explode(rows).alias("w")).select("w.*")
+    row = F.when(F.col("reason").isNotNull(), dead).otherwise(event)
+    return validated.select(row.alias("w")).select("w.*")
 
 
 def fold_per_order(slots: DataFrame, retention: str) -> DataFrame:
@@ -232,6 +225,7 @@ def fold_per_order(slots: DataFrame, retention: str) -> DataFrame:
             F.max_by(point, F.when(kind == "location", by_time)).alias("loc"),
             F.count(F.lit(1)).alias("version"),
             F.max(event_time).alias("change_time"),
+            F.max("seen_ts").alias("seen_ts"),
             F.max("out").alias("out"),
             *first_status_times,
         )
@@ -290,14 +284,23 @@ def apply_rules(state: DataFrame) -> DataFrame:
 
 def route(ruled: DataFrame, output_prefix: str) -> DataFrame:
     """Updated groups -> records: an order's ``orders_enriched`` (+ ``delivery_statuses``
-    when on the road); a line's or a dead letter's finished record."""
+    when on the road, + its ``order_items_enriched`` lines when this micro-batch brought
+    its order event); a dead letter's finished record."""
+    o = F.col("o")
+    lines = F.when(
+        F.col("seen_ts") == F.current_timestamp(),
+        F.transform(o["items"], lambda item, i: _item_record(o, item, i + 1, output_prefix)),
+    ).otherwise(F.array().cast(f"array<{OUTPUT_TYPE}>"))
     records = F.when(
         F.col("slot") == "",
-        F.array_compact(
-            F.array(
-                _enriched_record(output_prefix),
-                F.when(F.col("on_the_road"), _delivery_record(output_prefix)),
-            )
+        F.concat(
+            F.array_compact(
+                F.array(
+                    _enriched_record(output_prefix),
+                    F.when(F.col("on_the_road"), _delivery_record(output_prefix)),
+                )
+            ),
+            lines,
         ),
     ).otherwise(F.array("out"))
     return ruled.select(F.explode(records).alias("out")).select("out.topic", "out.key", "out.value")
@@ -316,6 +319,7 @@ def _slot(**columns: Column) -> Column:
         "event_id": F.lit(None).cast("string"),
         "kind": F.lit(None).cast("string"),
         "order_event": F.lit(None).cast(struct_type(OrderPlaced)),
+        "seen_ts": F.lit(None).cast("timestamp"),
         "status": F.lit(None).cast("string"),
         "courier_id": F.lit(None).cast("bigint"),
         "lat": F.lit(None).cast("double"),

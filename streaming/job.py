@@ -44,9 +44,16 @@ EXCLUDED_RULES = (
 )
 
 
+#: The layout of the join state. Spark refuses to resume a checkpoint whose state has
+#: another layout, so the default checkpoint is named after it and a new layout starts
+#: a new checkpoint, rebuilt from the topics (docs/operations.md, "Upgrades").
+#: 2: an order's lines are written from its row, no longer kept as rows of their own.
+STATE_LAYOUT = 2
+
+
 def _default_checkpoint_dir() -> str:
     # Not "streaming": the driver-state job that wrote there had another plan and state.
-    return str(var_dir() / "checkpoints" / "stream-join")
+    return str(var_dir() / "checkpoints" / f"stream-join-{STATE_LAYOUT}")
 
 
 class CheckpointError(RuntimeError):
@@ -448,6 +455,14 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
         drain(query.recentProgress)
         if query.exception() is not None:
             log.error("streaming: query failed: %s", query.exception())
+            if "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE" in str(query.exception()):
+                log.error(
+                    "streaming: checkpoint %s holds join state of another layout (this "
+                    "release: %d); rebuild it from the topics with a new "
+                    'STREAMING_CHECKPOINT_DIR (docs/operations.md, "Upgrades")',
+                    settings.checkpoint_dir,
+                    STATE_LAYOUT,
+                )
             return 1
         if not ready and settings.available_now:
             print(READY_LINE, flush=True)  # nothing to do is also "caught up"

@@ -33,9 +33,9 @@ def spark(kafka_broker):
 def run_stream(spark, kafka_topics, tmp_path):
     """Run the job once over what is in the test's topics (``availableNow``).
 
-    Returns a callable ``run(checkpoint=None, **settings)``; the default
-    checkpoint directory is shared by calls within one test so restarts resume
-    from it.
+    Returns a callable ``run(checkpoint=None, **settings)`` that answers the query's
+    last progress; the default checkpoint directory is shared by calls within one test
+    so restarts resume from it.
     """
     from streaming.job import Settings, start_query
 
@@ -52,6 +52,7 @@ def run_stream(spark, kafka_topics, tmp_path):
             if query.exception() is not None:
                 raise AssertionError(f"streaming query failed: {query.exception()}")
             assert not query.isActive, "availableNow query did not finish within 120 s"
+            return query.lastProgress
         finally:
             if query.isActive:
                 query.stop()

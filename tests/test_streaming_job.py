@@ -56,7 +56,7 @@ def test_stream_outputs_equal_the_batch_plan_and_a_restart_loses_nothing(spark, 
     ]
     bad = b'{"schema_version": 1, "order_id": "x"}'
     send(first, raw=[(Topic.ORDER_STATUSES, bad)])
-    run_stream()
+    progress = run_stream()
 
     want = run_batch(spark, first)
     enriched = outputs(Topic.ORDERS_ENRICHED)
@@ -73,6 +73,9 @@ def test_stream_outputs_equal_the_batch_plan_and_a_restart_loses_nothing(spark, 
     ]
     (dead,) = outputs(Topic.DEAD_LETTERS)
     assert dead["source_topic"] == "order_statuses" and "event_id" in dead["reason"]
+    # The join state, which Spark scans whole every batch, keeps one row per order and
+    # per dead letter; the lines are written from their order's row, not kept.
+    assert progress["stateOperators"][0]["numRowsTotal"] == 3
 
     # Restart on the same checkpoint with new input: the state was kept.
     second = [
@@ -108,6 +111,9 @@ def test_batches_split_across_runs_match_one_batch(run_stream, kafka_topics):
     run_stream()
     (only,) = outputs(Topic.ORDERS_ENRICHED)
     assert only["status"] == "DELIVERED" and only["version"] == len(evs)
+    # Its lines are written in the batch that brought the order event, and only then.
+    lines = sorted((i["order_id"], i["line"]) for i in outputs(Topic.ORDER_ITEMS_ENRICHED))
+    assert lines == [(201, 1), (201, 2)]
     assert only["location_time"] == max(
         e.event_time for e in evs if e.TOPIC is Topic.DELIVERY_LOCATIONS
     )
@@ -224,8 +230,9 @@ def test_python_m_streaming_prints_ready_and_processes(kafka_topics, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "streaming: ready" in proc.stdout
     assert "streaming: batch=0 rows=2 " in proc.stderr, proc.stderr[-2000:]
-    assert "state_rows=3 " in proc.stderr  # the order and its two lines
-    assert re.search(r"state_rows=3 .* state_evict_ms=\d+", proc.stderr)  # the watermark's scan
+    assert "state_rows=1 " in proc.stderr  # the order; its two lines are written, not kept
+    assert re.search(r"state_rows=1 .* state_evict_ms=\d+", proc.stderr)  # the watermark's scan
+    assert len(outputs(Topic.ORDER_ITEMS_ENRICHED)) == 2
     (enriched,) = outputs(Topic.ORDERS_ENRICHED)
     assert enriched["version"] == 2
     assert enriched["order_id"] == 301 and enriched["location_time"] == T0 + 1
