@@ -102,12 +102,15 @@ async def probe(
     probes: int,
     gps_points: int = 5,
     rest_every: float = 0.02,
+    fast_only: bool = False,
 ) -> dict:
     """Place probe orders, then time each change from API accept to REST and WebSocket.
 
     On the socket, each change is timed twice, in the same run: when the stream job's
     ``update`` shows it (the only path before the fast paths: "old"), and when the first
-    message showing it arrives, a fast ``status``/``position`` or that update ("new")."""
+    message showing it arrives, a fast ``status``/``position`` or that update ("new").
+    ``fast_only`` times the first message alone and moves on at once (no REST reads, no
+    pollers, no waiting for the update), so a run gathers enough changes for a p99."""
     import httpx
     import websockets
 
@@ -184,7 +187,7 @@ async def probe(
                     errors += 1
                     continue
                 naive_task = poll_task = None
-                if step < 4:  # a poller's phase relative to the change is random
+                if step < 4 and not fast_only:  # a poller's phase relative to the change is random
                     naive_task = asyncio.create_task(
                         naive_poll(
                             client,
@@ -215,6 +218,8 @@ async def probe(
                         now = time.perf_counter() - accepted
                         if first is None and fast(message):
                             first = now
+                            if fast_only:
+                                return first, None, min_version
                         if (
                             message.get("type") == "update"
                             and message["version"] > min_version
@@ -223,7 +228,7 @@ async def probe(
                             return (now if first is None else first), now, message["version"]
 
                 push_task = asyncio.create_task(wait_push())
-                step_deadline = time.monotonic() + 60
+                step_deadline = time.monotonic() + (0 if fast_only else 60)
                 while time.monotonic() < step_deadline:  # REST visibility, polled every 20 ms
                     reply = await client.get(
                         f"/api/v1/orders/{order_id}/", headers=auth(keys["operator"])
@@ -238,9 +243,10 @@ async def probe(
                     await asyncio.sleep(rest_every)
                 try:
                     first, pushed, version = await asyncio.wait_for(push_task, timeout=30)
-                    push.append(pushed)
                     kind = "status" if step < 4 else "gps"
-                    socket[f"{kind}_old"].append(pushed)
+                    if pushed is not None:
+                        push.append(pushed)
+                        socket[f"{kind}_old"].append(pushed)
                     socket[f"{kind}_new"].append(first)
                     what = body["status"] if step < 4 else lat
                     changes.append((kind, order_id, what, accepted_wall, answered, first))
@@ -277,14 +283,21 @@ def summary(values: list[float]) -> dict:
 
 
 def one_level(
-    multiple: float, probes: int, warmup: float, gps_points: int = 5, rest_every: float = 0.02
+    multiple: float,
+    probes: int,
+    warmup: float,
+    gps_points: int = 5,
+    rest_every: float = 0.02,
+    fast_only: bool = False,
 ) -> dict:
     supervisor, naive, base, naive_base = start_system(multiple)
     try:
         time.sleep(warmup)
         keys = tokens()
         bridge_before = bridge_histograms(base)
-        measured = asyncio.run(probe(base, naive_base, keys, probes, gps_points, rest_every))
+        measured = asyncio.run(
+            probe(base, naive_base, keys, probes, gps_points, rest_every, fast_only)
+        )
         bridge = {
             series: common.histogram_quantiles(bridge_before[series], buckets)
             for series, buckets in bridge_histograms(base).items()
@@ -848,6 +861,11 @@ def main() -> None:
     parser.add_argument(
         "--rest-poll", type=float, default=0.02, help="seconds between the REST visibility reads"
     )
+    parser.add_argument(
+        "--fast-only",
+        action="store_true",
+        help="time only each change's first message on the socket, then the next change",
+    )
     parser.add_argument("--watchers", default="100,1000", help="watched orders per run")
     parser.add_argument("--watch-seconds", type=float, default=60, help="seconds per phase")
     parser.add_argument("--changes", type=float, default=2, help="status changes per second")
@@ -863,7 +881,14 @@ def main() -> None:
         print(
             "RESULT "
             + json.dumps(
-                one_level(args.one_level, args.probes, args.warmup, args.gps_points, args.rest_poll)
+                one_level(
+                    args.one_level,
+                    args.probes,
+                    args.warmup,
+                    args.gps_points,
+                    args.rest_poll,
+                    args.fast_only,
+                )
             )
         )
         return
@@ -909,6 +934,7 @@ def main() -> None:
                 str(args.gps_points),
                 "--rest-poll",
                 str(args.rest_poll),
+                *(["--fast-only"] if args.fast_only else []),
             ],
             root,
         )
