@@ -251,11 +251,10 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        # The watermark eviction reads the whole state every batch. Through RocksDB's
-        # default 8 MiB block cache per partition that meant decompressing most of it
-        # again each time once it outgrew the cache: 64 MiB cut the eviction by a third at
-        # 50,000 orders (docs/performance.md). The cache holds only blocks it has read,
-        # so a small state costs no more memory.
+        # The watermark eviction reads the whole state every batch: past RocksDB's default
+        # 8 MiB block cache per partition, it decompressed most of it again each time
+        # (docs/performance.md). The cache holds only blocks it has read, so a small
+        # state costs no more memory.
         .config("spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB", "64")
         # The checkpoint is a local directory. Spark's default writer of it renames each
         # file through Hadoop's FileContext, which without Hadoop's native library starts
