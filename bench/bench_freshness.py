@@ -875,6 +875,11 @@ def main() -> None:
     parser.add_argument(
         "--baseline", help="also measure this commit's system, level by level (old vs new)"
     )
+    parser.add_argument(
+        "--same-bench",
+        action="store_true",
+        help="measure the baseline's system with this checkout's bench scripts",
+    )
     parser.add_argument("--one-level", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--one-watchers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -919,7 +924,9 @@ def main() -> None:
         print_watchers(watchers[-1])
     codes = [("new", ROOT)]
     if args.baseline:
-        codes.insert(0, (f"old {args.baseline}", common.baseline_tree(args.baseline)))
+        codes.insert(
+            0, (f"old {args.baseline}", common.baseline_tree(args.baseline, args.same_bench))
+        )
     for multiple, (code, root) in (
         (float(m), code) for m in args.multiples.split(",") if m for code in codes
     ):

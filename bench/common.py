@@ -8,6 +8,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -146,14 +147,19 @@ def write_result(name: str, result: dict) -> Path:
     return path
 
 
-def baseline_tree(commit: str) -> Path:
+def baseline_tree(commit: str, same_bench: bool = False) -> Path:
     """``commit``'s tree unpacked in a temporary directory (the repository's worktrees are
     not touched), with the frontend's vendor files (not in git) copied: the old code of an
-    old-vs-new benchmark, run with the same virtualenv."""
+    old-vs-new benchmark, run with the same virtualenv. ``same_bench`` puts this checkout's
+    ``bench/`` scripts over the old ones, so both systems are measured by the same probe
+    (and by options the old scripts lack)."""
     root = RESULTS.parent.parent
     target = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
     tree = subprocess.run(["git", "archive", commit], cwd=root, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(target)], input=tree.stdout, check=True)
+    if same_bench:
+        for script in (root / "bench").glob("*.py"):
+            shutil.copy(script, target / "bench" / script.name)
     vendor = root / "frontend" / "static" / "vendor"
     if vendor.is_dir():
         subprocess.run(["cp", "-r", str(vendor), str(target / "frontend" / "static")], check=True)
