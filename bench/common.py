@@ -110,11 +110,14 @@ def longest_growth_s(series: list[float | None], step_s: float = 10) -> float:
 
 def histogram_buckets(url: str, name: str, labels: dict[str, str]) -> dict[float, float]:
     """One histogram series of a ``/metrics`` exposition: upper bound -> cumulative count
-    (empty while the series has no sample)."""
+    (empty while the series has no sample, or for a baseline that serves no ``/metrics``)."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = httpx.get(url, timeout=10).raise_for_status().text
+    response = httpx.get(url, timeout=10)
+    if response.status_code == 404:
+        return {}
+    text = response.raise_for_status().text
     buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
