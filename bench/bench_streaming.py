@@ -295,9 +295,11 @@ def run_level(
     code: Path,
     label: str,
     overrides: dict[str, str] | None = None,
+    broker_pid: int | None = None,
 ) -> dict:
     """One load level against a fresh job of the code in ``code`` (fresh topics, checkpoint),
-    with ``overrides`` set in its environment."""
+    with ``overrides`` set in its environment. ``broker_pid``'s CPU is sampled beside the
+    job's: the two share the machine, and the broker's grows with its log."""
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     os.environ["KAFKA_TOPIC_PREFIX"] = prefix
     kafka.ensure_topics(config=KafkaConfig())
@@ -328,13 +330,26 @@ def run_level(
     for t in latencies.threads:
         t.start()
     rss_samples: list[tuple[float, float]] = []  # (seconds since start, MiB), every 30 s
+    # (seconds since start, the job's cores, the broker's cores) over each 30 s
+    cpu_samples: list[tuple[float, float, float]] = []
 
     def sample_rss() -> None:
-        began = time.monotonic()
+        began = before = time.monotonic()
+        job_cpu = broker_cpu = 0.0
         while not latencies.stop.is_set() and job.poll() is None:
-            rss_samples.append(
-                (round(time.monotonic() - began), round(common.process_tree_rss(job.pid), 1))
-            )
+            now = time.monotonic()
+            rss_samples.append((round(now - began), round(common.process_tree_rss(job.pid), 1)))
+            job_now = common.process_tree_cpu(job.pid)
+            broker_now = common.process_tree_cpu(broker_pid) if broker_pid else 0.0
+            if now > before:
+                cpu_samples.append(
+                    (
+                        round(now - began),
+                        round((job_now - job_cpu) / (now - before), 2),
+                        round((broker_now - broker_cpu) / (now - before), 2),
+                    )
+                )
+            before, job_cpu, broker_cpu = now, job_now, broker_now
             latencies.stop.wait(30)
 
     threading.Thread(target=sample_rss, daemon=True).start()
@@ -457,6 +472,7 @@ def run_level(
         "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
         "rss_mib_at_end": rss,
         "rss_mib_every_30s": rss_samples,
+        "cores_job_broker_every_30s": cpu_samples[1:],
         "job_exit_code_during_run": exit_code,
         "job_errors": [
             line[:600]
@@ -520,7 +536,9 @@ def main() -> int:
                     create_topics=False
                 )
                 try:
-                    result = run_level(args, level, bench_dir, base, code, label, overrides)
+                    result = run_level(
+                        args, level, bench_dir, base, code, label, overrides, broker.process.pid
+                    )
                 except (TimeoutError, OSError, kafka.Undelivered) as exc:
                     # One run that fails (a job that never became ready, events the broker
                     # did not acknowledge) leaves the others' results, and says so; its logs
@@ -570,6 +588,11 @@ def main() -> int:
                 f"{r['slowest_1pct_job_ms_p50']}, read {r['slowest_1pct_read_ms_p50']}"
             )
         print(f"{'':>12}   batch phases p50: {r['batch_phase_ms_p50']}")
+        cores = r.get("cores_job_broker_every_30s", [])
+        print(
+            f"{'':>12}   cores per minute (job, broker): "
+            + ", ".join(f"{job:.2f}/{broker:.2f}" for _, job, broker in cores[1::2])
+        )
     settings = {
         "machine_cpus": os.cpu_count(),
         "baseline": args.baseline,
