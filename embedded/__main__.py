@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,9 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     call_command("simulate", seed_only=True, seed=42)
     comps = [c for c in components() if not (args.no_simulator and c.name == "simulator")]
     supervisor = Supervisor(comps)
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *a: stop.set())
-    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    supervisor.stop_on_signals()
     host, port = web_address()
     base = f"http://{host}:{port}"
     ready = (
@@ -54,10 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if supervisor.start(ready_message=ready):
-            while not stop.wait(0.5):
-                if supervisor.failed.is_set():
-                    break
-        else:
+            while not supervisor.stopping.wait(0.5):  # a timed wait lets signals in
+                pass
+        elif not supervisor.stopping.is_set():  # a component never became ready
             supervisor.failed.set()
     finally:
         supervisor.stop()

@@ -561,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     def on_signal(*_):
         nonlocal stop
         stop = True
+        for supervisor in (run.infra, run.app):  # also ends a start-up still under way
+            supervisor.stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -569,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
         while not stop and not run.app.failed.is_set() and not run.infra.failed.is_set():
             time.sleep(0.5)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
+        if stop:  # stopped during start-up: not a failure
+            return 0
         print(f"!! {exc}", file=sys.stderr)
         return 1
     finally:

@@ -150,10 +150,18 @@ class Supervisor:
                 self._spawn(child)
             self.stopping.wait(0.5)
 
+    def stop_on_signals(self) -> None:
+        """Ctrl-C and SIGTERM stop the system, also while it is still starting (the stream
+        job takes a minute): :meth:`start` returns False and the caller stops."""
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, lambda *_: self.stopping.set())
+
     def start(self, ready_message: str = "") -> bool:
         """Start the stages in order; return False if a stage never became ready."""
         stages = sorted({c.component.stage for c in self.children})
         for stage in stages:
+            if self.stopping.is_set():  # stopped during start-up (Ctrl-C)
+                return False
             group = [c for c in self.children if c.component.stage == stage]
             for child in group:
                 self._spawn(child)

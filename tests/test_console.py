@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import signal
 import sys
+import threading
 import time
 
 import pytest
@@ -109,3 +112,25 @@ def test_the_supervisor_shows_start_up_then_status_and_problems(monkeypatch, log
     assert RELAY_WARNING in shown
     assert not {SPARK_BEHIND, BATCH, HTTPX, PINOT_INFO} & set(shown)
     assert shown.count("1 batches") >= 2
+
+
+def test_ctrl_c_during_start_up_ends_it_at_once():
+    """Ctrl-C while a component is still starting (the stream job takes a minute) stops the
+    system then, not once everything is ready; the stages after it never start."""
+    slow = Component("streaming", [sys.executable, "-c", "import time; time.sleep(60)"], "ready", 0)
+    later = Component("web", [sys.executable, "-c", "print('ready')"], "ready", 1)
+    supervisor = Supervisor([slow, later], out=io.StringIO(), console=Console(interval=60))
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    supervisor.stop_on_signals()
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    began = time.monotonic()
+    try:
+        assert not supervisor.start()
+        assert time.monotonic() - began < 5
+    finally:
+        supervisor.stop()
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+    slow_child, later_child = supervisor.children
+    assert slow_child.process.poll() is not None  # stopped, not left running
+    assert later_child.process is None  # the next stage never started
