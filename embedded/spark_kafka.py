@@ -442,7 +442,11 @@ _PRODUCERS: dict[str, Any] = {}
 
 def _shared_producer(bootstrap: str) -> Any:
     """One producer per worker process (creating one per task costs a broker handshake),
-    replaced when a batch fails (its broker may have lost the producer's state)."""
+    replaced when a batch fails (its broker may have lost the producer's state).
+
+    Its linger is long because a task's ``close`` flushes anyway: the linger only decides
+    into how many record batches a task's rows are cut, and every batch is one more entry
+    the embedded broker lists on each fetch of that partition (docs/broker.md)."""
     from contract.conf import KafkaConfig
     from contract.kafka import SharedProducer
 
@@ -451,7 +455,7 @@ def _shared_producer(bootstrap: str) -> Any:
         if shared is None:
             shared = SharedProducer(
                 KafkaConfig(bootstrap_servers=bootstrap),
-                **{"linger.ms": 1, "queue.buffering.max.messages": 500_000},
+                **{"linger.ms": 100, "queue.buffering.max.messages": 500_000},
             )
             _PRODUCERS[bootstrap] = shared
         return shared
