@@ -334,22 +334,26 @@ def run_level(
     cpu_samples: list[tuple[float, float, float]] = []
 
     def sample_rss() -> None:
-        began = before = time.monotonic()
-        job_cpu = broker_cpu = 0.0
+        began = time.monotonic()
+        before: tuple[float, float, float] | None = None  # the last (time, job CPU, broker CPU)
         while not latencies.stop.is_set() and job.poll() is None:
             now = time.monotonic()
             rss_samples.append((round(now - began), round(common.process_tree_rss(job.pid), 1)))
-            job_now = common.process_tree_cpu(job.pid)
-            broker_now = common.process_tree_cpu(broker_pid) if broker_pid else 0.0
-            if now > before:
+            cpu = (
+                now,
+                common.process_tree_cpu(job.pid),
+                common.process_tree_cpu(broker_pid) if broker_pid else 0.0,
+            )
+            if before is not None:
+                seconds = now - before[0]
                 cpu_samples.append(
                     (
                         round(now - began),
-                        round((job_now - job_cpu) / (now - before), 2),
-                        round((broker_now - broker_cpu) / (now - before), 2),
+                        round((cpu[1] - before[1]) / seconds, 2),
+                        round((cpu[2] - before[2]) / seconds, 2),
                     )
                 )
-            before, job_cpu, broker_cpu = now, job_now, broker_now
+            before = cpu
             latencies.stop.wait(30)
 
     threading.Thread(target=sample_rss, daemon=True).start()
@@ -472,7 +476,7 @@ def run_level(
         "delivery_status_ms_p99": pct(lat["delivery_statuses"], 99),
         "rss_mib_at_end": rss,
         "rss_mib_every_30s": rss_samples,
-        "cores_job_broker_every_30s": cpu_samples[1:],
+        "cores_job_broker_every_30s": cpu_samples,
         "job_exit_code_during_run": exit_code,
         "job_errors": [
             line[:600]
