@@ -2,18 +2,8 @@
 
 One place builds every client so that the reliability settings (idempotent
 producer, acks=all, fetch waits) are the same for Django, the relay, the
-simulator, the Spark data source and the Pinot stand-in.
-
-Tansu, the embedded broker, reports a partition's high watermark as the base
-offset of the *last record batch* + 1 in ListOffsets (a fetch response carries the
-exact one), so a reader that trusts the listed watermark misses the tail of a
-batched write. :func:`end_offsets` finds the true end by reading forward from the
-listed end until the fetch response's watermark; every reader here uses it (or
-reads to end-of-partition directly), never the raw listed watermark.
-
-Fetch waits are long enough for the broker to find the data (docs/broker.md):
-Tansu lists every stored batch of a partition when a fetch has something to
-return and answers *nothing* when that takes longer than the fetch's max wait.
+simulator, the push bridge and the Pinot stand-in. (The stream job reads and
+writes through Spark's own Kafka connector.)
 """
 
 from __future__ import annotations
@@ -54,6 +44,10 @@ def producer(config: KafkaConfig | None = None, **overrides: object) -> Producer
         "bootstrap.servers": config.bootstrap_servers,
         "enable.idempotence": True,
         "acks": "all",
+        # The Java client's partitioner (murmur2), not librdkafka's default (CRC32): the
+        # stream job's records, written by Spark's Kafka sink, and ours must put one
+        # order's records in the same partition (per-order order, Pinot's upsert).
+        "partitioner": "murmur2_random",
         "linger.ms": 5,
         "message.timeout.ms": 30_000,
         # JSON events shrink 2x with lz4 for little CPU: less broker memory and network.
@@ -63,17 +57,17 @@ def producer(config: KafkaConfig | None = None, **overrides: object) -> Producer
     return Producer(settings)
 
 
-#: Default fetch max wait of every reader: Tansu's time to find the data, which grows
-#: with the batches a partition holds (docs/broker.md), and how long an idle reader's
-#: fetch lasts in the broker instead of the reader polling.
-FETCH_WAIT_MS = 100
+#: How long an idle reader's fetch waits in the broker (Kafka answers it as soon as
+#: data arrives, so this bounds only the idle reader's wake-ups, not latency).
+FETCH_WAIT_MS = 500
 
 
 def consumer(config: KafkaConfig | None = None, **overrides: object) -> Consumer:
     """A consumer for assign()-based reading: the caller owns the offsets.
 
-    Group joins are slow on Tansu (seconds), so readers assign partitions and
-    track offsets themselves; the group id is only a label.
+    Every reader here reads all partitions of its topics (each web worker's push
+    bridge, the Pinot stand-in), so readers assign partitions and track offsets
+    themselves; the group id is only a label.
     """
     config = config or kafka_config()
     settings: dict[str, object] = {
@@ -83,8 +77,6 @@ def consumer(config: KafkaConfig | None = None, **overrides: object) -> Consumer
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
-        # Data arriving during the wait is seen at the broker's next check, at most
-        # FETCH_WAIT_MS / 2 later (Tansu does not return a waiting fetch early).
         "fetch.wait.max.ms": FETCH_WAIT_MS,
         "fetch.error.backoff.ms": 50,
     }
@@ -195,7 +187,7 @@ class Deliveries:
             self.producer.flush(timeout)
         except (KafkaException, SystemError) as exc:
             # SystemError: confluent-kafka's flush() can return NULL without an exception
-            # when the producer turns fatal during the call (seen after a rollover).
+            # when the producer turns fatal during the call.
             self.unknown_in_doubt(f"producer failed: {exc}")
         if len(self.acked) < self.total:
             raise Undelivered(self.total, list(self.acked), dict(self.errors))
@@ -205,8 +197,8 @@ class Deliveries:
 class SharedProducer:
     """One producer shared by a process's threads, replaced when it stops delivering.
 
-    A producer whose broker lost its state (the embedded broker rolled over or
-    crashed) may refuse every record from then on (``PRODUCER_FENCED``,
+    A producer whose broker lost its state (a broker's data deleted, a cluster
+    rebuilt) may refuse every record from then on (``PRODUCER_FENCED``,
     ``UNKNOWN_PRODUCER_ID``, ``OUT_OF_ORDER_SEQUENCE``, a fatal error) or time them all
     out. Whoever sees a batch fail calls :meth:`replace`; the next caller gets a new
     producer (a new producer id), and the failed batch's records are retried by the
@@ -214,23 +206,14 @@ class SharedProducer:
     """
 
     def __init__(self, config: KafkaConfig | None = None, **overrides: object) -> None:
-        from contract.positions import RolloverLog
-
         self.config = config
         self.overrides = overrides
         self._lock = threading.Lock()
         self._producer: Producer | None = None
         self.replaced = 0
-        self._rollovers = RolloverLog(config)
-        self._rollovers.changed()
 
     def get(self) -> Producer:
-        """The producer; a new one once the embedded broker has rolled over (the old one's
-        idempotence state is gone with it, and librdkafka may stall rather than fail)."""
-        with self._lock:
-            current = self._producer
-        if current is not None and self._rollovers.changed():
-            self.replace(current)
+        """The producer (created on first use)."""
         with self._lock:
             if self._producer is None:
                 self._producer = producer(self.config, **self.overrides)
@@ -276,7 +259,10 @@ def ensure_topics(
                 name,
                 num_partitions=config.partitions,
                 replication_factor=config.replication_factor,
-                config={"retention.ms": str(config.retention_ms)},
+                config={
+                    "retention.ms": str(config.retention_ms),
+                    "retention.bytes": str(config.retention_bytes),
+                },
             )
             for name in missing
         ],
@@ -300,61 +286,52 @@ def partitions_of(cons: Consumer, topic: str, timeout: float = 10.0) -> list[int
     return sorted(metadata.partitions)
 
 
-def at_fetched_end(cons: Consumer, msg: Message) -> bool:
-    """Whether ``msg`` is the last record below the high watermark of the fetch response
-    that carried it (exact on Tansu, unlike ListOffsets): the partition's end is then
-    known without a further fetch that waits its whole max wait for end-of-partition."""
-    _, high = cons.get_watermark_offsets(TopicPartition(msg.topic(), msg.partition()), cached=True)
-    return high >= 0 and msg.offset() + 1 >= high
-
-
-def drain(cons: Consumer, timeout: float) -> list[Message]:
-    """What is buffered, or else the first message within ``timeout``: ``consume(n, t)``
-    alone waits out ``t`` whenever fewer than ``n`` messages come."""
-    return cons.consume(1000, timeout=0) or cons.consume(1, timeout=timeout)
-
-
 def end_offsets(
     cons: Consumer, topic: str, partitions: Iterable[int] | None = None, timeout: float = 10.0
 ) -> dict[int, int]:
-    """The true next offset of each partition, robust to Tansu's watermark.
-
-    Lists the high watermark, then reads forward from (listed end - 1) to the
-    fetched high watermark (or end-of-partition) and takes the highest offset seen
-    + 1. On a broker whose watermark is right (Apache Kafka) the forward read sees
-    one record. ``cons`` must have ``enable.partition.eof`` set (as :func:`consumer`
-    does); its assignment is replaced.
-    """
+    """Each partition's next offset (its high watermark)."""
     parts = list(partitions) if partitions is not None else partitions_of(cons, topic, timeout)
-    ends: dict[int, int] = {}
-    starts = []
-    for p in parts:
-        low, high = cons.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-        ends[p] = high
-        if high > low:
-            starts.append(TopicPartition(topic, p, max(high - 1, low)))
-    if not starts:
-        return ends
-    cons.assign(starts)
-    pending = {tp.partition for tp in starts}
-    deadline = time.monotonic() + timeout
+    return {
+        p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in parts
+    }
+
+
+def start_offsets(
+    cons: Consumer, topic: str, partitions: Iterable[int] | None = None, timeout: float = 10.0
+) -> dict[int, int]:
+    """Each partition's first offset still in the log (retention deletes the ones below)."""
+    parts = list(partitions) if partitions is not None else partitions_of(cons, topic, timeout)
+    return {
+        p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0] for p in parts
+    }
+
+
+def retention_report(config: KafkaConfig | None = None) -> list[str]:
+    """One line per product topic that retention has cut: how many records it removed
+    (whether every reader had read them first is each reader's own report)."""
+    config = config or kafka_config()
+    cons = consumer(config)
+    lines = []
     try:
-        while pending and time.monotonic() < deadline:
-            for msg in drain(cons, 0.05):
-                err = msg.error()
-                if err is None:
-                    ends[msg.partition()] = max(ends[msg.partition()], msg.offset() + 1)
-                    if at_fetched_end(cons, msg):
-                        pending.discard(msg.partition())
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                else:
-                    raise KafkaException(err)
+        existing = set(cons.list_topics(timeout=10).topics)
+        for topic in Topic:
+            name = topic_name(topic, config.topic_prefix)
+            if name not in existing:
+                continue
+            removed = sum(start_offsets(cons, name).values())
+            if removed:
+                cap = (
+                    f", {config.retention_bytes // 1_048_576} MiB a partition"
+                    if config.retention_bytes > 0
+                    else ""
+                )
+                lines.append(
+                    f"retention has removed the oldest {removed} records of {name} "
+                    f"(kept: {config.retention_ms // 3_600_000} h{cap})"
+                )
     finally:
-        cons.unassign()
-    if pending:
-        raise TimeoutError(f"could not find the end of {topic} partitions {sorted(pending)}")
-    return ends
+        cons.close()
+    return lines
 
 
 @dataclass(frozen=True)
@@ -374,8 +351,7 @@ def read_topic(topic: Topic | str, **options: Any) -> list[Record]:
     (``options``: those of :func:`iter_topic`, but ``follow``).
 
     "Idle" means end-of-partition was reached and nothing new arrived for
-    ``idle_timeout`` seconds; this is how tests count outputs (never by the
-    watermark, which Tansu under-reports).
+    ``idle_timeout`` seconds.
     """
     return list(iter_topic(topic, **options))
 

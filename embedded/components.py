@@ -48,8 +48,8 @@ def components() -> list[Component]:
     pace = ["--pace", str(env_float("SIMULATOR_PACE", 4.0))]
     # The stream job's first micro-batch needs input, so it starts beside the simulator.
     return [
-        Component("broker", [PYTHON, "-m", "embedded.broker"], "topics ready", 0,
-                  "starting the embedded Kafka-protocol broker (Tansu)",
+        Component("kafka", [PYTHON, "-m", "embedded.kafka"], "kafka: topics ready", 0,
+                  "starting Apache Kafka (one KRaft node, jvm/kafka)",
                   enabled=lambda: kafka_config().embedded),
         Component("relay", [PYTHON, MANAGE, "relay"], "relay: publishing", 1,
                   "outbox relay connecting to Kafka"),
@@ -58,7 +58,7 @@ def components() -> list[Component]:
                   enabled=lambda: env_bool("PINOT_EMBEDDED", True)),
         Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,
                   f"Django ASGI server on http://{host}:{port}"),
-        Component("streaming", [PYTHON, "-m", "embedded.streaming"], "streaming: ready", 2,
+        Component("streaming", [PYTHON, "-m", "streaming"], "streaming: ready", 2,
                   "Spark Structured Streaming job (JVM warm-up takes ~20 s)", ready_timeout=240.0),
         Component("simulator", [PYTHON, MANAGE, "simulate", *rate, *pace], "simulator: running", 2,
                   "simulator placing orders", enabled=lambda: env_bool("SIMULATOR_ENABLED", True)),

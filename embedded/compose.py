@@ -14,16 +14,17 @@ compose service    local process
 =================  ==========================================================
 postgres           Debian's PostgreSQL (``initdb`` in ``var/prod/postgres``)
 redis              Debian's ``redis-server`` with the compose command
-kafka              the embedded Tansu broker (no Kafka image here)
+kafka              Apache Kafka from ``jvm/kafka`` (``python -m embedded.kafka``), the
+                   image's version with its settings (``jvm/kafka/server.properties``)
 kafka-topics       its compose command, once
 migrate            its compose command, once (plus ``collectstatic``, which the
                    image runs at build time)
 spark-master,      their compose commands through pyspark's ``bin/spark-class``
 spark-worker       (the image's PATH), as the unprivileged ``ordertrack`` user
                    with SPARK_HOME read-only to it
-streaming          ``python -m embedded.streaming`` on the standalone master, with the
-                   embedded Python Kafka connector (compose's ``spark-submit
-                   --packages`` downloads the native connector from Maven)
+streaming          ``python -m streaming`` on the standalone master (compose's
+                   ``spark-submit`` of the same module; both put Spark's Kafka
+                   connector from ``jvm/spark-kafka`` on ``spark.jars``)
 pinot-*,           the Pinot stand-in (``python -m embedded.pinot_server``), which reads
 zookeeper          ``pinot/tables`` itself (no ``pinot-init``)
 relay, pushbridge  their compose commands
@@ -69,7 +70,7 @@ RUN_USER = "ordertrack"
 
 #: Compose services this machine cannot run (images), and the local process standing in.
 STAND_INS: dict[str, str | None] = {
-    "kafka": "broker",
+    "kafka": "kafka",
     "pinot-broker": "pinot",
     "pinot-controller": None,
     "pinot-server": None,
@@ -150,6 +151,7 @@ class Ports:
     postgres: int = field(default_factory=free_port)
     redis: int = field(default_factory=free_port)
     kafka: int = field(default_factory=free_port)
+    kafka_controller: int = field(default_factory=free_port)
     pinot: int = field(default_factory=free_port)
     spark: int = field(default_factory=free_port)
     spark_ui: int = field(default_factory=free_port)
@@ -293,8 +295,12 @@ def plan(
     )
     kafka_env = env_of("kafka-topics")  # the x-kafka-env block
     processes["kafka"] = (
-        ["python", "-m", "embedded.broker"],
-        {**kafka_env, "KAFKA_EMBEDDED": "true"},
+        ["python", "-m", "embedded.kafka"],
+        {
+            **kafka_env,
+            "KAFKA_CONTROLLER_PORT": str(ports.kafka_controller),
+            "KAFKA_HEAP": variables.get("KAFKA_HEAP") or "512m",
+        },
     )
     processes["pinot-broker"] = (
         ["python", "-m", "embedded.pinot_server"],
@@ -307,10 +313,8 @@ def plan(
             continue
         argv = localise_argv(name, list(services[name]["command"]), ports, mapping)
         processes[name] = (argv, env_of(name))
-    # The driver: compose's spark-submit --packages needs Maven; the job itself is the same.
-    stream_env = env_of("streaming")
-    stream_env["STREAMING_KAFKA_CONNECTOR"] = "python"
-    processes["streaming"] = (["python", "-m", "embedded.streaming"], stream_env)
+    # The driver: compose's spark-submit runs this module from the image's entry script.
+    processes["streaming"] = (["python", "-m", "streaming"], env_of("streaming"))
     return Plan(var, ports, variables, services, processes, one_shots)
 
 
@@ -440,7 +444,7 @@ def create_database(port: int, user: str, password: str, database: str) -> None:
 READY_TEXT = {
     "postgres": "database system is ready to accept connections",
     "redis": "Ready to accept connections",
-    "kafka": "topics ready",
+    "kafka": "kafka: topics ready",
     "pinot-broker": "pinot: ready",
     "spark-master": "I have been elected leader",
     "spark-worker": "Successfully registered with master",

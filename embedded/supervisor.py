@@ -4,7 +4,9 @@ What a person running ``make run`` needs: progress while each part warms up, a
 clear "ready" with where to look, then a status line per component every few seconds
 and every warning or error as it happens (:mod:`embedded.console`; every child's whole
 output is kept under ``var/logs/``), a loud report and a restart with backoff when a
-child dies, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL).
+child dies, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL). Every
+child gets the kernel's parent-death signal (:mod:`embedded.lifetime`): a hangup, a
+SIGKILL or a crash of the supervisor stops the children too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -23,6 +26,7 @@ from typing import TextIO
 from contract.conf import BASE_DIR, env_str, var_dir
 from embedded.components import Component
 from embedded.console import Console
+from embedded.lifetime import die_with_parent
 
 COLOURS = ["36", "33", "32", "35", "34", "31", "96", "93"]
 
@@ -69,6 +73,11 @@ class Supervisor:
         self.console = console or Console()
         self.up = threading.Event()  # start-up is over: only status lines and problems now
         self.json = env_str("LOG_FORMAT", "plain").lower() == "json"
+        #: Every child is started by one thread that lives as long as this process: the
+        #: parent-death signal follows the thread that forked, not the process, and a
+        #: restart comes from the watcher's thread, which ends before the children do.
+        self._spawns: queue.Queue[tuple[Child, threading.Event]] = queue.Queue()
+        threading.Thread(target=self._spawner, name="supervisor-spawner", daemon=True).start()
 
     # ----------------------------------------------------------------- output
 
@@ -106,7 +115,21 @@ class Supervisor:
 
     # ----------------------------------------------------------------- lifecycle
 
+    def _spawner(self) -> None:
+        while True:
+            child, done = self._spawns.get()
+            try:
+                self._start_process(child)
+            finally:
+                done.set()
+
     def _spawn(self, child: Child) -> None:
+        """Start ``child`` (on the spawner thread) and return once it runs."""
+        done = threading.Event()
+        self._spawns.put((child, done))
+        done.wait()
+
+    def _start_process(self, child: Child) -> None:
         base = os.environ if child.component.env is None else child.component.env
         env = {**base, "PYTHONUNBUFFERED": "1"}
         child.ready.clear()
@@ -119,7 +142,9 @@ class Supervisor:
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
-            start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
+            # Its own session (Ctrl-C reaches us only; we stop children in order), and
+            # SIGTERM when this process ends, however it ends.
+            preexec_fn=die_with_parent(),
         )
         child.process = proc
         threading.Thread(target=self._pump, args=(child, proc), daemon=True).start()
@@ -151,9 +176,10 @@ class Supervisor:
             self.stopping.wait(0.5)
 
     def stop_on_signals(self) -> None:
-        """Ctrl-C and SIGTERM stop the system, also while it is still starting (the stream
-        job takes a minute): :meth:`start` returns False and the caller stops."""
-        for number in (signal.SIGINT, signal.SIGTERM):
+        """Ctrl-C, SIGTERM and a hangup (the terminal closed, an SSH session dropped) stop
+        the system, also while it is still starting (the stream job takes a minute):
+        :meth:`start` returns False and the caller stops."""
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(number, lambda *_: self.stopping.set())
 
     def start(self, ready_message: str = "") -> bool:

@@ -4,8 +4,8 @@ One assign()-based consumer reads every partition of every table's topic (Pinot'
 low-level consumer does the same: it owns offsets, no consumer group). Offsets
 are committed to the store with the rows.
 
-The embedded broker keeps topics in memory, so after a restart they come back
-empty and are refilled from offset 0. Two checks notice it:
+A topic deleted and created again (a broker whose data was lost, a cluster rebuilt)
+comes back empty and is refilled from offset 0. Two checks notice it:
 
 * a fetched offset lower than the next expected one (librdkafka reset an
   out-of-range position to the beginning);
@@ -17,11 +17,7 @@ Either way the partition is re-read from offset 0. Re-read records are applied
 as "replayed": upsert and dedup make them idempotent, and they are not appended
 to an upsert table's history a second time.
 
-A *rollover* of the embedded broker is no reset: it carries every record this
-ingester has not read (it reports its positions, :mod:`contract.positions`)
-into a new log at lower offsets. The ingester notices it in the rollover log
-before it takes any record from the new log, and moves each position to the
-same record there.
+Its positions are reported for pipeline health (:mod:`contract.positions`).
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from contract import kafka
 from contract.conf import KafkaConfig
 from contract.events import topic_name
-from contract.positions import PositionReporter, RolloverLog, topic_ids
+from contract.positions import PositionReporter
 from pinot.definitions import TableDef
 from pinot.store import RECORD_ERRORS, Batch, RecordError, Store, to_row
 
@@ -84,10 +80,8 @@ class Ingester:
         #: topic -> broker timestamp (ms) of the newest record consumed (ingestion delay)
         self.newest_ms: dict[str, int] = {}
         self._verify = bool(self.positions)  # a persisted position must match the broker
-        self.rollovers = RolloverLog(config)
         self.reporter = PositionReporter("pinot", config)
-        #: topic -> the id of the incarnation ``positions`` refer to, and its partitions
-        self.topic_ids: dict[str, str] = {}
+        #: topic -> its partitions
         self.partitions: dict[str, list[int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pinot-ingest", daemon=True)
@@ -139,22 +133,14 @@ class Ingester:
     def _consume_loop(self) -> None:
         cons = kafka.consumer(self.config, error_cb=self._on_error)
         try:
-            self.rollovers.changed()
             while not self._stop.is_set() and not self._assign(cons):
                 self._stop.wait(0.5)
-            if not self.topic_ids:
-                self.topic_ids = self._current_ids()
             last_purge = 0.0
             while not self._stop.is_set():
                 if self._verify:
                     self._verify = False
                     self._verify_positions(cons)
                 messages = self._gather(cons)
-                if self.rollovers.changed():
-                    # Some of these may come from the new log at shifted offsets: dropped,
-                    # read again from the moved positions.
-                    self._follow_rollover(cons)
-                    continue
                 if messages:
                     self._process(cons, messages)
                 if self.reporter.due():
@@ -188,42 +174,14 @@ class Ingester:
                 break
         return messages
 
-    def _current_ids(self) -> dict[str, str]:
-        return topic_ids(self.reporter.admin, list(self.by_topic))
-
     def _report(self) -> None:
-        """Tell the broker how far each table's topic is read (its rollover keeps the rest)."""
-        try:
-            if not self.topic_ids:
-                self.topic_ids = self._current_ids()
-        except KafkaException:
-            return
-        for topic, parts in self.partitions.items():
-            if topic in self.topic_ids:
-                self.reporter.report(
-                    topic,
-                    self.topic_ids[topic],
-                    {p: self.positions.get((topic, p), (0, None))[0] for p in parts},
-                )
-
-    def _follow_rollover(self, cons) -> None:
-        """Move every position to the same record in the log the broker rolled over to."""
-        now = self._current_ids()
-        for topic, new_id in now.items():
-            old_id = self.topic_ids.get(topic)
-            if old_id is None or old_id == new_id:
-                continue
-            parts = {p: nxt for (t, p), (nxt, _) in self.positions.items() if t == topic}
-            moved = self.rollovers.translate(old_id, parts, new_id)
-            if moved is None:
-                self._verify = True  # not a rollover: the fingerprints decide
-                continue
-            for p, nxt in moved.items():
-                self.positions[(topic, p)] = (nxt, None)
-            log.info("topic %s rolled over: positions moved to %s", topic, moved)
-        self.topic_ids = now
-        self.store.apply([], self.positions)
-        self._assign(cons)
+        """Tell the broker how far each table's topic is read (pipeline health)."""
+        self.reporter.report(
+            {
+                topic: {p: self.positions.get((topic, p), (0, None))[0] for p in parts}
+                for topic, parts in self.partitions.items()
+            }
+        )
 
     # ------------------------------------------------------------------ records
 
@@ -245,12 +203,8 @@ class Ingester:
             return
         probe = kafka.consumer(self.config)
         changed = []
-        rolled = False
         try:
             for (topic, part), (nxt, fp) in list(self.positions.items()):
-                if self.rollovers.changed():
-                    rolled = True  # the broker rolled over while this ran: a move, no reset
-                    break
                 if topic not in self.by_topic or nxt == 0:
                     continue
                 probe.assign([TopicPartition(topic, part, nxt - 1)])
@@ -272,10 +226,6 @@ class Ingester:
                     changed.append((topic, part))
         finally:
             probe.close()
-        if rolled or self.rollovers.changed():
-            # The probe may have read the new log of a rollover: no reset, a move.
-            self._follow_rollover(cons)
-            return
         for topic, part in changed:
             self._reset(cons, topic, part, seek=False)
         self._assign(cons)
@@ -351,7 +301,7 @@ class Ingester:
     # ------------------------------------------------------------------ status
 
     def lag(self) -> dict[str, int]:
-        """Records behind the true end of each topic (uses the Tansu-safe end offsets)."""
+        """Records behind the true end of each topic (their end offsets now)."""
         cons = kafka.consumer(self.config)
         try:
             out = {}

@@ -1,24 +1,24 @@
 """The streaming job: three source topics in, enriched topics out, state in Spark.
 
-Pipeline, one path for both connectors::
+Pipeline::
 
-    orders, order_statuses, delivery_locations        (Kafka source, read by executors)
+    orders, order_statuses, delivery_locations        (Spark's Kafka source, on executors)
       -> streaming.enrich.outputs: parse, validate, join by order (RocksDB state store)
-      -> sink: the micro-batch's executor tasks produce (topic, key, value) rows
+      -> Spark's Kafka sink: the micro-batch's executor tasks produce (topic, key, value)
       -> orders_enriched, delivery_statuses, order_items_enriched, dead_letters
 
-The embedded mode and production differ only in the connector
-(``STREAMING_KAFKA_CONNECTOR``: our Python data source here, Spark's native
-``kafka`` format in production) and the master URL (``SPARK_MASTER``).
+Every mode runs this code on Spark's own Kafka connector (its jars come from
+``jvm/spark-kafka/pom.xml``); local runs and production differ only in the master URL
+(``SPARK_MASTER``) and the addresses.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from contract.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
 from contract.events import SOURCE_TOPICS, Topic, topic_name
 from contract.metrics import serve_metrics
+from contract.positions import PositionReporter
 
 from . import enrich, metrics
 
@@ -89,17 +90,12 @@ class Settings:
     output_prefix: str = field(
         default_factory=lambda: env_str("STREAMING_OUTPUT_PREFIX", kafka_config().topic_prefix)
     )
-    connector: str = field(default_factory=lambda: env_str("STREAMING_KAFKA_CONNECTOR", "python"))
     checkpoint_dir: str = field(
         default_factory=lambda: env_str("STREAMING_CHECKPOINT_DIR", _default_checkpoint_dir())
     )
     trigger_ms: int = field(default_factory=lambda: env_int("STREAMING_TRIGGER_MS", 100))
     shuffle_partitions: int = field(
         default_factory=lambda: env_int("STREAMING_SHUFFLE_PARTITIONS", 2)
-    )
-    #: python connector: input partitions per micro-batch (each is one Python task).
-    source_partitions: int = field(
-        default_factory=lambda: env_int("STREAMING_SOURCE_PARTITIONS", 2)
     )
     starting_offsets: str = field(
         default_factory=lambda: env_str("STREAMING_STARTING_OFFSETS", "earliest")
@@ -112,17 +108,13 @@ class Settings:
     max_offsets_per_trigger: int = field(
         default_factory=lambda: env_int("STREAMING_MAX_OFFSETS_PER_TRIGGER", 100_000)
     )
-    #: native connector: fail when offsets were lost (deleted, reset) instead of skipping.
+    #: Fail when offsets were lost (deleted by retention, reset) instead of skipping them.
     fail_on_data_loss: bool = field(
         default_factory=lambda: env_bool("STREAMING_FAIL_ON_DATA_LOSS", True)
     )
-    #: Real-time mode (native connector): the long-running batch's duration, e.g.
+    #: Real-time mode: the long-running batch's duration, e.g.
     #: ``5 minutes``; empty runs micro-batches every ``trigger_ms`` (docs/operations.md).
     real_time: str = field(default_factory=lambda: env_str("STREAMING_REAL_TIME", ""))
-    #: python connector: ``background`` keeps the topics' end offsets up to date on a
-    #: driver thread, so a micro-batch plans without waiting for a scan; ``scan`` scans
-    #: the ends before every batch.
-    end_offsets: str = field(default_factory=lambda: env_str("STREAMING_END_OFFSETS", "background"))
     #: How the driver reads each batch's progress: ``latest`` asks for the last batch's
     #: four times a second (the batches before it only when one was missed); ``recent``
     #: asks for the last 100 batches' once a second.
@@ -130,68 +122,19 @@ class Settings:
     spark_master: str = field(default_factory=lambda: env_str("SPARK_MASTER", "local[2]"))
     #: Extra Spark settings, ``key=value`` pairs separated by ``;`` (tuning without a release).
     spark_conf: str = field(default_factory=lambda: env_str("STREAMING_SPARK_CONF", ""))
+    #: Hadoop's local file system through java.nio (:mod:`jvm.hadoop`): where the driver
+    #: and executors share this machine's files (local runs, the local cluster test);
+    #: off where executors run elsewhere (compose).
+    nio_local_fs: bool = field(default_factory=lambda: env_bool("STREAMING_NIO_LOCAL_FS", True))
     available_now: bool = False
 
     def __post_init__(self) -> None:
-        if self.connector not in ("python", "native"):
-            raise ValueError(
-                f"STREAMING_KAFKA_CONNECTOR must be python or native: {self.connector}"
-            )
-        if self.real_time and self.connector != "native":
-            raise ValueError(
-                "STREAMING_REAL_TIME needs STREAMING_KAFKA_CONNECTOR=native: real-time mode "
-                "reads only from sources that support it (Spark's kafka format), not from "
-                "a Python data source"
-            )
-        if self.end_offsets not in ("background", "scan"):
-            raise ValueError(
-                f"STREAMING_END_OFFSETS must be background or scan: {self.end_offsets}"
-            )
         if self.progress not in ("latest", "recent"):
             raise ValueError(f"STREAMING_PROGRESS must be latest or recent: {self.progress}")
 
     @property
     def source_topics(self) -> list[str]:
         return [topic_name(t, self.input_prefix) for t in SOURCE_TOPICS]
-
-    @property
-    def kafka_format(self) -> str:
-        return "ordertrack_kafka" if self.connector == "python" else "kafka"
-
-
-@dataclass(frozen=True)
-class PythonConnector:
-    """Kafka for Spark as a Python data source and ``foreach`` writer (``connector=python``).
-
-    For machines without Spark's spark-sql-kafka package. The job knows it only by its
-    format name; whoever starts the job there registers it (``python -m embedded.streaming``),
-    so production code never imports the embedded mode's connector.
-    """
-
-    #: A ``pyspark.sql.datasource.DataSource`` named ``Settings.kafka_format``.
-    data_source: type
-    #: bootstrap servers -> the ``foreach`` writer of each micro-batch's rows.
-    writer: Callable[[str], Any]
-    #: Spark settings the machines it runs on need (applied before STREAMING_SPARK_CONF).
-    spark_conf: Mapping[str, str] = field(default_factory=dict)
-
-
-_python_connector: list[PythonConnector] = []
-
-
-def use_python_connector(connector: PythonConnector) -> None:
-    """Register the connector that ``STREAMING_KAFKA_CONNECTOR=python`` runs on."""
-    _python_connector[:] = [connector]
-
-
-def python_connector() -> PythonConnector:
-    if not _python_connector:
-        raise RuntimeError(
-            "STREAMING_KAFKA_CONNECTOR=python needs the Python connector registered: start "
-            "the job with `python -m embedded.streaming` (the embedded mode), or set "
-            "STREAMING_KAFKA_CONNECTOR=native where Spark has its kafka package."
-        )
-    return _python_connector[0]
 
 
 # ------------------------------------------------------------------------------ Spark
@@ -269,9 +212,8 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         # state its own checkpoint ids, so a re-run never reuses a failed batch's files
         # (Spark refuses version 1 for real-time mode). Fixed in the checkpoint.
         builder = builder.config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
-    if settings.connector == "python":
-        for key, value in python_connector().spark_conf.items():
-            builder = builder.config(key, value)
+    for key, value in connector_conf(settings).items():
+        builder = builder.config(key, value)
     for pair in filter(None, (p.strip() for p in settings.spark_conf.split(";"))):
         key, sep, value = pair.partition("=")
         if not sep:
@@ -285,39 +227,38 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         TRIGGER_EXECUTOR, jvm.org.apache.logging.log4j.Level.ERROR
     )
-    if settings.connector == "python":
-        spark.dataSource.register(python_connector().data_source)
     return spark
+
+
+def connector_conf(settings: Settings) -> dict[str, str]:
+    """Spark's Kafka connector on the job's classpath (``spark.jars``: the driver serves
+    them to executors, on a cluster too), and the local file system fix."""
+    from jvm import hadoop, maven
+
+    conf = {"spark.jars": ",".join(str(jar) for jar in maven.jars("spark-kafka"))}
+    if settings.nio_local_fs:
+        conf.update(hadoop.spark_conf())
+    return conf
 
 
 def source_frame(spark: Any, settings: Settings) -> Any:
     """The three source topics with the native Kafka source's columns."""
     reader = (
-        spark.readStream.format(settings.kafka_format)
+        spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("subscribe", ",".join(settings.source_topics))
         .option("startingOffsets", settings.starting_offsets)
+        .option("kafka.fetch.max.wait.ms", "5")
+        .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
     )
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-    if settings.connector == "python":
-        reader = reader.option("numPartitions", str(settings.source_partitions)).option(
-            "endOffsets", settings.end_offsets
-        )
-    else:
-        reader = (
-            reader.option("kafka.fetch.max.wait.ms", "5")
-            .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
-            .option("kafka.group.id", "ordertrack-spark-source")
-        )
     return reader.load().select("key", "value", "topic", "partition", "offset", "timestamp")
 
 
 def sink(stream: Any, settings: Settings) -> Any:
     """The stream's writer: executor tasks of each micro-batch produce its rows."""
     writer = stream.writeStream.outputMode("update")
-    if settings.connector == "python":
-        return writer.foreach(python_connector().writer(settings.bootstrap_servers))
     return writer.format("kafka").option("kafka.bootstrap.servers", settings.bootstrap_servers)
 
 
@@ -417,14 +358,16 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     if not settings.available_now:
         serve_metrics("streaming")
     log.info(
-        "streaming: started connector=%s master=%s checkpoint=%s trigger=%s",
-        settings.connector,
+        "streaming: started master=%s checkpoint=%s trigger=%s",
         settings.spark_master,
         settings.checkpoint_dir,
         "availableNow" if settings.available_now else f"{settings.trigger_ms}ms",
     )
     last_batch = -1
     ready = False
+    reporter = PositionReporter(
+        "stream", replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers)
+    )
 
     def drain(progresses: list[Any]) -> None:
         nonlocal last_batch, ready
@@ -438,6 +381,7 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
                 log.exception("streaming: could not record batch %s's metrics", last_batch)
             if progress["numInputRows"]:
                 log.info("%s", progress_line(progress))
+            reporter.report(source_positions(progress))
             if not ready:
                 ready = True
                 print(READY_LINE, flush=True)
@@ -473,5 +417,26 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
             print(READY_LINE, flush=True)  # nothing to do is also "caught up"
         return 0
     finally:
+        reporter.close()
         if query.isActive:
             query.stop()
+
+
+def source_positions(progress: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """The next offset of each source partition after this batch (its ``endOffset``):
+    topic -> partition -> offset. Spark's Kafka source commits nothing to Kafka, so this
+    is what pipeline health learns the job's position from (:mod:`contract.positions`)."""
+    out: dict[str, dict[int, int]] = {}
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if not isinstance(end, dict):
+            continue
+        for topic, parts in end.items():
+            if isinstance(parts, dict):
+                out[topic] = {int(p): int(o) for p, o in parts.items()}
+    return out

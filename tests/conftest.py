@@ -1,26 +1,21 @@
-"""Shared fixtures: one real embedded broker for the whole session.
+"""Shared fixtures: one Apache Kafka node for the whole ``make test``.
 
 Tests isolate themselves with a unique ``KAFKA_TOPIC_PREFIX`` (see
-``kafka_topics``) instead of restarting the broker, which keeps the suite fast.
+``kafka_topics``, which deletes them afterwards) instead of restarting the broker.
+When ``KAFKA_BOOTSTRAP_SERVERS`` names a running broker before the session starts
+(``make test`` starts one for both of its pytest passes), the session uses it;
+otherwise it starts its own on free ports.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import uuid
 
 import pytest
 
 from contract.conf import KafkaConfig
 from contract.kafka import ensure_topics
-from embedded.broker import EmbeddedBroker
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.engines import free_port  # noqa: F401 - the tests' one helper for ports
 
 
 @pytest.fixture(scope="session")
@@ -69,25 +64,28 @@ def _fresh_read_copies():
 
 
 @pytest.fixture(scope="session")
-def kafka_broker():
-    """A real Tansu broker on a free loopback port, shared by the session."""
-    port = free_port()
-    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{port}"
-    broker = EmbeddedBroker(KafkaConfig(), log_path=None).start(create_topics=False)
-    yield broker
-    from tracker.live.bridge import stop_embedded_bridge
+def kafka_broker(tmp_path_factory):
+    """The session's Apache Kafka: ``make test``'s (``KAFKA_TEST_BROKER``), or one of its own."""
+    from tests.engines import session_kafka
 
-    stop_embedded_bridge()  # its consumer would otherwise retry the stopped broker
-    broker.stop()
+    with session_kafka(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
+        from tracker.live.bridge import stop_embedded_bridge
+
+        stop_embedded_bridge()  # its consumer would otherwise retry the stopped broker
 
 
 @pytest.fixture
 def kafka_topics(kafka_broker, monkeypatch):
-    """Fresh, empty topics for one test: a unique prefix on the shared broker."""
+    """Fresh, empty topics for one test: a unique prefix on the shared broker, deleted
+    afterwards (the broker's disk stays small over the suite)."""
     prefix = f"t{uuid.uuid4().hex[:10]}."
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", prefix)
-    ensure_topics(config=KafkaConfig())
-    return prefix
+    created = ensure_topics(config=KafkaConfig())
+    yield prefix
+    from tests.engines import delete_topics_with_prefix
+
+    delete_topics_with_prefix(prefix, also=created)
 
 
 # Slow, component-specific fixtures live in their own modules (session-scoped).

@@ -16,11 +16,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark(kafka_broker):
-    """A local SparkSession with the Python Kafka data source registered."""
-    from embedded.streaming import register
+    """A local SparkSession with Spark's Kafka connector (as the job runs)."""
     from streaming.job import Settings, spark_session
-
-    register()
 
     # py4j logs at INFO while shutting down, after pytest has closed its capture streams.
     logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -1,4 +1,4 @@
-"""Integration tests: real SparkSession, real embedded broker, the job end to end."""
+"""Integration tests: real SparkSession, Apache Kafka, Spark's Kafka connector, the job end to end."""
 
 from __future__ import annotations
 
@@ -17,17 +17,13 @@ from py4j.protocol import Py4JJavaError
 
 from contract.conf import BASE_DIR
 from contract.events import OrderStatus, Topic, now_ms, topic_name
-from contract.kafka import consumer, producer, publish, read_topic
-from embedded import spark_kafka as connector
-from embedded.kafka_reads import KafkaRange, read_ranges
-from embedded.spark_kafka import KafkaRowWriter, KafkaStreamReader, SinkError
+from contract.kafka import producer, publish, read_topic
 from streaming.job import CHECKPOINT_FILE_MANAGER, TRIGGER_EXECUTOR, CheckpointError
-from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 
 
 def send(events, *, raw: list[tuple[Topic, bytes]] = ()) -> None:
-    """Publish with linger so Tansu under-reports the watermark (the reader must cope)."""
+    """Publish in batches (a linger), as the relay and the simulator do."""
     prod = producer(**{"linger.ms": 50})
     for ev in events:
         publish(prod, ev)
@@ -174,43 +170,6 @@ def test_a_rebuild_from_the_topics_writes_the_same_records_and_overwrites_pinot(
         server.stop()
 
 
-def test_source_replays_a_partition_whose_topic_was_reset():
-    """A checkpoint offset beyond the true end means the in-memory broker restarted."""
-    reader = KafkaStreamReader({"kafka.bootstrap.servers": "unused", "subscribe": "t"})
-    ranges = [
-        (r.partition, r.start, r.end)
-        for p in reader.partitions({"t": {"0": 50, "1": 5}}, {"t": {"0": 20, "1": 9}})
-        for r in p.ranges
-    ]
-    assert sorted(ranges) == [(0, 0, 20), (1, 5, 9)]
-    # New partitions start at 0; empty ranges are skipped.
-    ranges = [
-        (r.partition, r.start, r.end)
-        for p in reader.partitions({"t": {"0": 3}}, {"t": {"0": 3, "1": 2}})
-        for r in p.ranges
-    ]
-    assert ranges == [(1, 0, 2)]
-
-
-def test_source_packs_partitions_into_few_even_tasks():
-    reader = KafkaStreamReader(
-        {"kafka.bootstrap.servers": "unused", "subscribe": "a,b,c", "numPartitions": "2"}
-    )
-    end = {t: {str(p): 1000 * (p + 1) for p in range(3)} for t in "abc"}
-    parts = reader.partitions({}, end)
-    assert len(parts) == 2
-    sizes = [sum(r.end - r.start for r in p.ranges) for p in parts]
-    assert sum(sizes) == 18_000 and abs(sizes[0] - sizes[1]) <= 1000
-    assert sorted((r.topic, r.partition) for p in parts for r in p.ranges) == [
-        (t, p) for t in "abc" for p in range(3)
-    ]
-    # A quiet batch (a few records) is one task: each task has a fixed cost.
-    quiet = reader.partitions(
-        end, {t: {p: o + 2 for p, o in parts_.items()} for t, parts_ in end.items()}
-    )
-    assert len(quiet) == 1 and sum(r.end - r.start for r in quiet[0].ranges) == 18
-
-
 @pytest.mark.spark
 def test_python_m_streaming_prints_ready_and_processes(kafka_topics, tmp_path):
     send([placed(301), point(T0 + 1, 0.1, order_id=301)])
@@ -220,7 +179,7 @@ def test_python_m_streaming_prints_ready_and_processes(kafka_topics, tmp_path):
         "PYTHONPATH": str(BASE_DIR),
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "embedded.streaming", "--available-now"],
+        [sys.executable, "-m", "streaming", "--available-now"],
         cwd=BASE_DIR,
         env=env,
         capture_output=True,
@@ -237,96 +196,6 @@ def test_python_m_streaming_prints_ready_and_processes(kafka_topics, tmp_path):
     assert enriched["version"] == 2
     assert enriched["order_id"] == 301 and enriched["location_time"] == T0 + 1
     assert str(uuid.UUID(enriched["event_id"])) == enriched["event_id"]
-
-
-def test_source_reads_at_most_max_offsets_per_trigger_in_proportion_to_backlog():
-    reader = KafkaStreamReader(
-        {"kafka.bootstrap.servers": "unused", "subscribe": "a", "maxOffsetsPerTrigger": "100"}
-    )
-    ends = {"a": {"0": 1000, "1": 100, "2": 5}}
-    capped = reader._capped({"a": {"0": 0, "1": 0, "2": 4}}, ends)
-    assert capped == {"a": {"0": 90, "1": 9, "2": 5}}
-    assert reader._capped({"a": {"0": 990, "1": 100, "2": 5}}, ends) == ends  # under the cap
-
-
-def test_source_honours_the_job_options_spark_passes_with_lower_cased_keys():
-    # Spark hands a Python data source its options in a case-insensitive map, whose
-    # keys it stores lower-cased: copied into a dict, "maxOffsetsPerTrigger" was lost.
-    from pyspark.sql.datasource import CaseInsensitiveDict
-
-    options = CaseInsensitiveDict(
-        {
-            "kafka.bootstrap.servers": "unused",
-            "subscribe": "a,b",
-            "startingOffsets": "latest",
-            "maxOffsetsPerTrigger": "100",
-            "numPartitions": "1",
-            "endOffsets": "scan",
-        }
-    )
-    reader = connector.KafkaDataSource(options).streamReader(connector.KAFKA_SCHEMA)
-    assert (reader.starting, reader.max_offsets, reader.num_partitions) == ("latest", 100, 1)
-    assert reader.end_offsets == "scan" and reader.topics == ["a", "b"]
-
-
-def test_source_detects_a_reset_topic_by_its_id_even_once_refilled_past_the_old_offset():
-    reader = KafkaStreamReader({"kafka.bootstrap.servers": "unused", "subscribe": "t"})
-    start = {"t": {"0": 5}, "_topic_ids": {"t": "old-id"}}
-    end = {"t": {"0": 9}, "_topic_ids": {"t": "new-id"}}
-    ranges = [(r.start, r.end) for p in reader.partitions(start, end) for r in p.ranges]
-    assert ranges == [(0, 9)]
-    same = {"t": {"0": 9}, "_topic_ids": {"t": "old-id"}}
-    assert [(r.start, r.end) for p in reader.partitions(start, same) for r in p.ranges] == [(5, 9)]
-
-
-def test_a_range_that_never_reaches_its_end_fails_instead_of_reading_short(kafka_topics):
-    send([placed(401), placed(402)])
-    topic = topic_name(Topic.ORDERS)
-    reader = KafkaStreamReader(
-        {"kafka.bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "subscribe": topic}
-    )
-    ends = reader._true_ends()[topic]
-    exact = [KafkaRange(topic, int(p), 0, end) for p, end in ends.items()]
-    assert len(list(read_ranges(consumer, exact, 5))) == 2
-    beyond = [KafkaRange(topic, int(p), 0, end + 5) for p, end in ends.items()]
-    with pytest.raises(TimeoutError, match="no record of"):
-        list(read_ranges(consumer, beyond, 2))
-    # Planned in an incarnation of the topic that no longer exists (the embedded broker
-    # restarted empty): those records can never come, so the range is dropped, not waited on.
-    ids = reader._topic_ids()
-    lost = [KafkaRange(topic, int(p), 0, end + 5, "an-older-id") for p, end in ends.items()]
-    assert len(list(read_ranges(consumer, lost, 1, topic_ids=lambda topics: ids))) == 2
-    same = [KafkaRange(topic, int(p), 0, end + 5, ids[topic]) for p, end in ends.items()]
-    with pytest.raises(TimeoutError, match="no record of"):
-        list(read_ranges(consumer, same, 1, topic_ids=lambda topics: ids))
-
-
-def test_the_sink_acknowledges_its_rows_and_fails_its_task_when_the_broker_does_not(
-    kafka_topics,
-):
-    from pyspark.sql import Row
-
-    topic = topic_name(Topic.DEAD_LETTERS)
-    writer = KafkaRowWriter(os.environ["KAFKA_BOOTSTRAP_SERVERS"], timeout=10)
-    assert writer.open(0, 7)
-    for i in range(3):
-        writer.process(Row(topic=topic, key=str(i).encode(), value=f"v{i}".encode()))
-    writer.close(None)
-    assert sorted(r.value for r in read_topic(Topic.DEAD_LETTERS)) == [b"v0", b"v1", b"v2"]
-    # Nobody listens on this port: nothing is acknowledged, so the task (and its
-    # micro-batch) must fail rather than be committed as written.
-    nobody = f"127.0.0.1:{free_port()}"
-    unreachable = KafkaRowWriter(nobody, timeout=1)
-    unreachable.open(0, 8)
-    unreachable.process(Row(topic=topic, key=b"1", value=b"lost"))
-    with pytest.raises(SinkError, match="1 of 1 messages not acknowledged"):
-        unreachable.close(None)
-    # A task that already failed is not also flushed: Spark re-runs it.
-    failed = KafkaRowWriter(nobody, timeout=1)
-    failed.open(0, 9)
-    failed.process(Row(topic=topic, key=b"1", value=b"never"))
-    failed.close(RuntimeError("the task failed upstream"))
-    connector._PRODUCERS.pop(nobody).get().purge()  # it would retry that port for minutes
 
 
 @pytest.mark.spark

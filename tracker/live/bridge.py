@@ -68,7 +68,7 @@ from contract.events import (
     topic_name,
 )
 from contract.geo import haversine_km
-from contract.positions import PositionReporter, RolloverLog, topic_ids
+from contract.positions import PositionReporter
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -117,10 +117,8 @@ Publish = Callable[[list[tuple[str, dict[str, Any]]]], None]
 Listening = Callable[[str], bool]
 
 #: The topics the bridge follows, each reader (a consumer and its thread) its own.
-#: Each topic is read alone: the embedded broker lists every stored batch of a partition
-#: that has new records on each fetch, so a consumer of several topics got a status or a
-#: point only after listing the busy partitions of the others (docs/broker.md,
-#: "head-of-line blocking").
+#: Each topic is read alone, so a burst on one (a fleet's GPS points, a replay of
+#: enriched records) never queues another's records (statuses) behind it.
 READERS = ((Topic.ORDER_STATUSES,), (Topic.DELIVERY_LOCATIONS,), (Topic.ORDERS_ENRICHED,))
 
 #: Orders whose last version/status the bridge remembers (bounded memory).
@@ -464,8 +462,8 @@ class Bridge:
 
         ``ready`` is set once every reader's start offsets are fixed: every record
         produced after that moment will be published (what came before is in the
-        snapshot). Positions are reported to the broker, and a rollover of the embedded
-        broker moves them to the same records in its new log (:mod:`contract.positions`).
+        snapshot). Positions are reported to the broker for pipeline health
+        (:mod:`contract.positions`).
         """
         readies = [threading.Event() for _ in READERS]
         threads = [
@@ -494,20 +492,15 @@ class Bridge:
         fleet = Topic.DELIVERY_LOCATIONS in topics
         ages = {name: BRIDGE_RECORD_AGE.labels(name) for name in names}
         handled = BRIDGE_HANDLE.labels(",".join(names))
-        rollovers = RolloverLog()
         reporter = PositionReporter(reader)  # one per reader of each ASGI worker process
-        rollovers.changed()
-        #: (topic, partition) -> next offset, in the incarnations ``ids`` name
+        #: (topic, partition) -> next offset
         positions: dict[tuple[str, int], int] = {}
-        ids: dict[str, str] = {}
         while not stop.is_set():
             cons = kafka.consumer()
             try:
                 if not positions:
-                    # Start at the true end (Tansu's watermark under-reports), resolved now
-                    # rather than lazily, so no record slips between ready and first fetch.
-                    # (end_offsets replaces the assignment: collect both, then assign.)
-                    ids = topic_ids(reporter.admin, list(names))
+                    # Start at the end, resolved now rather than lazily, so no record
+                    # slips between ready and the first fetch.
                     positions = {
                         (name, partition): offset
                         for name in names
@@ -518,17 +511,12 @@ class Bridge:
                 log.info("push bridge: following %s", ", ".join(names))
                 while not stop.is_set():
                     if reporter.due():
-                        _report(reporter, ids, positions)
+                        reporter.report(_by_topic(positions))
                     # poll() returns as soon as one record is there; consume(timeout=0)
                     # then drains what is buffered without waiting (consume alone
                     # would wait its whole timeout for a batch that is not full).
                     first = cons.poll(0.1)
                     batch = [first, *cons.consume(999, timeout=0)] if first is not None else []
-                    if rollovers.changed():
-                        # Some of these may come from the new log at shifted offsets.
-                        ids = _follow_rollover(rollovers, reporter, ids, positions)
-                        cons.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
-                        continue
                     records = []
                     seen = {name: [0, 0] for name in names}  # topic -> [records, newest ms]
                     received = now_ms()
@@ -554,6 +542,7 @@ class Bridge:
                 stop.wait(1.0)
             finally:
                 cons.close()
+        reporter.close()
 
 
 def _update_groups(event: OrderEnriched, status_changed: bool) -> list[str]:
@@ -587,26 +576,11 @@ def _bounded_put(table: OrderedDict, key: Any, value: Any, limit: int) -> None:
         table.popitem(last=False)
 
 
-def _report(reporter: PositionReporter, ids: dict[str, str], positions: dict) -> None:
-    for topic, topic_id in ids.items():
-        reporter.report(topic, topic_id, {p: o for (t, p), o in positions.items() if t == topic})
-
-
-def _follow_rollover(
-    rollovers: RolloverLog, reporter: PositionReporter, ids: dict[str, str], positions: dict
-) -> dict[str, str]:
-    """Move ``positions`` to the same records in the new log; the new topic ids.
-
-    A topic the rollover log does not lead to (the broker lost its data) is read again
-    from its start: the duplicate checks above keep it from being pushed twice."""
-    now = topic_ids(reporter.admin, list(ids))
-    for topic, new_id in now.items():
-        parts = {p: o for (t, p), o in positions.items() if t == topic}
-        moved = rollovers.translate(ids[topic], parts, new_id) if ids[topic] != new_id else parts
-        for p, offset in (moved or dict.fromkeys(parts, 0)).items():
-            positions[(topic, p)] = offset
-    log.info("push bridge: the broker rolled over; following its new log")
-    return now
+def _by_topic(positions: dict[tuple[str, int], int]) -> dict[str, dict[int, int]]:
+    out: dict[str, dict[int, int]] = {}
+    for (topic, partition), offset in positions.items():
+        out.setdefault(topic, {})[partition] = offset
+    return out
 
 
 async def send_in_order(channel_layer: Any, sends: list[tuple[str, dict[str, Any]]]) -> None:

@@ -32,7 +32,7 @@ from prometheus_client import Gauge
 from contract import kafka
 from contract.conf import env_float, env_int
 from contract.events import ENRICHED_TOPICS, SOURCE_TOPICS, Topic, topic_name
-from contract.positions import GroupOffsets, positions_by_reader, topic_ids
+from contract.positions import GroupOffsets, positions_by_reader
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -227,8 +227,7 @@ class PipelineMonitor:
         ends = {name: kafka.end_offsets(self._cons, name, timeout=5) for name in names}
         for name, parts in ends.items():
             TOPIC_END.labels(name).set(sum(parts.values()))
-        ids = topic_ids(self._admin, names, timeout=5)
-        reported = positions_by_reader(self._admin, ids, self._offsets)
+        reported = positions_by_reader(self._admin, names, self._offsets)
         out = {}
         for stage in STAGES[1:]:
             readers = [r for r in reported if r == stage.reader or r.startswith(f"{stage.reader}-")]

@@ -335,7 +335,7 @@ def _pick_courier() -> Courier:
 # --------------------------------------------------------------------------- telemetry
 
 #: One idempotent producer per process, shared by every request thread; replaced when
-#: its broker lost its state (the embedded broker rolled over).
+#: it turns fatal (its broker lost the producer's state).
 telemetry = kafka.SharedProducer(**{"linger.ms": 2, "message.timeout.ms": 10_000})
 
 
@@ -410,8 +410,7 @@ def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 1
 
 
 def _send_points(points: list[events.DeliveryLocation], timeout: float) -> int:
-    """Send ``points``; when the producer fails (its broker lost its state, as after the
-    embedded broker's rollover), replace it and send the points not acknowledged again
+    """Send ``points``; when the producer fails (its broker lost its state), replace it and send the points not acknowledged again
     with the new one, within the same ``timeout``. A point in doubt may then arrive
     twice (the stream job keeps the latest point per order by time: no change)."""
     deadline = time.monotonic() + timeout

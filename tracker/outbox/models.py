@@ -3,7 +3,7 @@
 A row here is the promise that its event will reach Kafka. The relay
 (:mod:`tracker.outbox.relay`) publishes rows in primary-key order and stamps
 ``published_at``; rows are kept so the topics can be rebuilt from any point in
-time (the embedded broker forgets everything when it restarts).
+time (a broker that lost its data, a cluster rebuilt).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ Guarantees, and how:
   outbox event twice, with the same event id (docs/reliability.md).
 * **Rebuildable topics.** :meth:`Relay.replay` un-marks rows from a point in
   time so they are published again. The relay does this by itself when the
-  broker comes back empty (the embedded broker keeps data in memory only).
+  broker comes back empty (its data deleted, a cluster rebuilt, or a ``make run``
+  on a database older than its Kafka data).
 
 **Several relays, one at a time.** Order across relays needs one publisher at a
 time: a relay that took rows 101-200 while another still flushes 1-100 could put
@@ -55,7 +56,6 @@ from django.utils import timezone
 from contract import kafka
 from contract.conf import kafka_config
 from contract.events import Topic, topic_name
-from contract.positions import RolloverLog
 from tracker.outbox import wakeup
 from tracker.outbox.models import OutboxEvent
 
@@ -108,8 +108,6 @@ class Relay:
         self.max_backoff = max_backoff
         self.delivery_timeout = delivery_timeout
         self._producer = None
-        self._rollovers = RolloverLog()
-        self._rollovers.changed()
         self._topics_ready = False
         self.published_total = 0
         self.standby_batches = 0  # batches skipped because another relay was publishing
@@ -125,9 +123,6 @@ class Relay:
 
     @property
     def producer(self):
-        if self._producer is not None and self._rollovers.changed():
-            # The embedded broker rolled over: it no longer knows this producer.
-            self._retire_producer()
         if self._producer is None:
             self._producer = kafka.producer(
                 **{"message.timeout.ms": int(self.delivery_timeout * 1000)}

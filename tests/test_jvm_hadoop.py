@@ -6,7 +6,7 @@ import logging
 import os
 import zipfile
 
-from embedded import jvm
+from jvm import hadoop as jvm
 
 
 def test_the_jar_is_built_once_and_again_only_when_a_source_is_newer(tmp_path):
@@ -32,7 +32,7 @@ def test_without_a_javac_the_job_runs_on_hadoops_own_class_and_says_so(
     monkeypatch.setenv("ORDERTRACK_VAR_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    with caplog.at_level(logging.WARNING, logger="embedded.jvm"):
+    with caplog.at_level(logging.WARNING, logger="jvm.hadoop"):
         assert jvm.spark_conf() == {}
     assert "no javac" in caplog.text
     assert "chmod process per file" in caplog.text

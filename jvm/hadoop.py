@@ -1,4 +1,4 @@
-"""The embedded mode's one Java class, built from ``embedded/java/`` with the machine's javac.
+"""The one Java class of local runs, built from ``jvm/java/`` with the machine's javac.
 
 Hadoop's local file system, without Hadoop's native library (pyspark ships none), sets the
 permission of every file it creates by starting a ``chmod`` process: several per
@@ -48,7 +48,7 @@ def _hadoop_api_jar() -> Path:
 
 
 def build_jar(target: Path | None = None) -> Path:
-    """The jar of ``embedded/java``'s classes, compiled unless it is newer than every source."""
+    """The jar of ``jvm/java``'s classes, compiled unless it is newer than every source."""
     jar = target or var_dir() / "jvm" / "ordertrack-hadoop.jar"
     sources = sorted(SOURCES.rglob("*.java"))
     newest = max(source.stat().st_mtime for source in sources)

@@ -17,9 +17,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from contract.conf import BASE_DIR, var_dir
+from contract.conf import BASE_DIR, env_str
 
 JVM_DIR = BASE_DIR / "jvm"
+
+
+def resolved_dir() -> Path:
+    """Where components resolve to: the checkout's ``var/jvm`` (not ``ORDERTRACK_VAR_DIR``,
+    which a production-like run points elsewhere: one resolution serves every mode)."""
+    return Path(env_str("ORDERTRACK_JVM_DIR", str(BASE_DIR / "var" / "jvm")))
 
 
 class MavenError(RuntimeError):
@@ -36,14 +42,16 @@ def pom(component: str) -> Path:
 def _mvn() -> str:
     found = shutil.which("mvn")
     if found is None:
-        raise MavenError("Maven (mvn) is not installed: run `make install` (bash .ci/system-deps.sh)")
+        raise MavenError(
+            "Maven (mvn) is not installed: run `make install` (bash .ci/system-deps.sh)"
+        )
     return found
 
 
 def lib_dir(component: str) -> Path:
     """``component``'s jars, resolved now unless already resolved from its current POM."""
     source = pom(component)
-    target = var_dir() / "jvm" / component / "lib"
+    target = resolved_dir() / component / "lib"
     stamp = target / ".pom-sha256"
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest:
@@ -64,7 +72,9 @@ def lib_dir(component: str) -> Path:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             output = (done.stdout + done.stderr).strip()[-3000:]
-            raise MavenError(f"Maven could not resolve jvm/{component} ({' '.join(command)}):\n{output}")
+            raise MavenError(
+                f"Maven could not resolve jvm/{component} ({' '.join(command)}):\n{output}"
+            )
         staged.mkdir(exist_ok=True)
         (staged / ".pom-sha256").write_text(digest)
         if target.exists():
@@ -94,7 +104,7 @@ def java() -> str:
     return found
 
 
-if __name__ == "__main__":  # `python -m embedded.maven kafka spark-kafka`: resolve ahead of use
+if __name__ == "__main__":  # `python -m jvm.maven kafka spark-kafka`: resolve ahead of use
     import sys
 
     for name in sys.argv[1:] or sorted(p.parent.name for p in JVM_DIR.glob("*/pom.xml")):
