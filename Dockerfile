@@ -8,19 +8,28 @@
 # contract.events) runs inside executors, so they need this
 # repository's code plus pandas/pyarrow/protobuf at the pinned versions. The official
 # image ships its own Python (not 3.11) and none of our packages, so we would build a
-# second image on top of it anyway. Here the pip-installed pyspark==4.3.0 (pinned in
+# second image on top of it anyway. Here the pip-installed pyspark (pinned in
 # requirements.txt) *is* the Spark distribution: its bin/spark-class starts the
 # standalone master and worker, its bin/spark-submit submits the job, and the JVM
 # side can never drift from the Python side. OpenJDK 17 is Debian bookworm's JRE.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG NODE_IMAGE=node:22-bookworm-slim
+ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
 
 # ---- browser assets (git-ignored, vendored from npm by frontend/vendor.sh) ----------
 FROM ${NODE_IMAGE} AS frontend
 WORKDIR /src/frontend
 COPY frontend/package.json frontend/package-lock.json frontend/vendor.sh ./
 RUN bash vendor.sh
+
+# ---- JVM parts (jvm/*/pom.xml: Spark's Kafka connector), resolved from Maven Central ----
+FROM ${MAVEN_IMAGE} AS jvm
+WORKDIR /src
+COPY jvm/spark-kafka/pom.xml jvm/spark-kafka/pom.xml
+RUN mvn --batch-mode --quiet --file jvm/spark-kafka/pom.xml dependency:copy-dependencies \
+        -DoutputDirectory=/src/var/jvm/spark-kafka/lib -DincludeScope=runtime \
+    && sha256sum jvm/spark-kafka/pom.xml | cut -d' ' -f1 | tr -d '\n' > /src/var/jvm/spark-kafka/lib/.pom-sha256
 
 # ---- application ----------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -39,6 +48,7 @@ RUN pip install -r requirements.txt
 
 COPY . .
 COPY --from=frontend /src/frontend/static/vendor ./frontend/static/vendor
+COPY --from=jvm /src/var/jvm ./var/jvm
 
 # spark-submit needs a script path; streaming/__main__.py uses package-relative imports,
 # so this two-line entry point runs it as the package `streaming` (same code as
@@ -59,7 +69,7 @@ ENV PYTHONPATH=/app \
 # the folders here makes fresh volumes owned by the unprivileged user.
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin ordertrack \
     && python manage.py collectstatic --noinput --verbosity 0 \
-    && mkdir -p /var/lib/ordertrack/checkpoints /var/lib/ordertrack/ivy /var/lib/ordertrack/spark-work /app/var \
+    && mkdir -p /var/lib/ordertrack/checkpoints /var/lib/ordertrack/spark-work /app/var \
     && chown -R ordertrack:ordertrack /app/var /var/lib/ordertrack
 
 USER ordertrack

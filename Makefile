@@ -1,6 +1,7 @@
 # Ordertrack: `make run` starts the whole system; `make test` runs every test.
-# Both install what they need first (a .venv from requirements.txt, and the
-# Debian packages the embedded mode uses), so they work on a fresh machine.
+# Both install what they need first (a .venv from requirements.txt, the Debian
+# packages, and the JVM parts of jvm/*/pom.xml through Maven), so they work on a
+# fresh machine.
 
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
 # make run-prod: docker-compose.yml's topology as local processes (embedded/compose.py).
-.PHONY: run run-prod test test-backends install system-deps schema lint format tail bench clean
+.PHONY: run run-prod test test-passes test-backends install jvm system-deps schema lint format tail bench clean
 
 run: install
 	$(PY) -m embedded
@@ -26,7 +27,11 @@ BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/
 	tests/test_outbox_wakeup.py
 
 # Both runs always run (a failure in the first still shows the second's); either fails the target.
+# One Apache Kafka serves both (tests/engines.py starts it and stops it after).
 test: install
+	@$(PY) -m tests.engines -- $(MAKE) --no-print-directory test-passes
+
+test-passes:
 	@$(PY) -m pytest $(PYTEST_ARGS); first=$$?; \
 	PUSH_BRIDGE_EMBEDDED=true $(PY) -m embedded.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS); \
 	second=$$?; test $$first -eq 0 -a $$second -eq 0
@@ -36,6 +41,11 @@ test-backends: install
 
 install: $(STAMP) $(SYSTEM_STAMP)
 	bash frontend/vendor.sh
+	$(PY) -m jvm.maven
+
+# The JVM parts (Kafka's broker, Spark's Kafka connector): each jvm/<name>/pom.xml resolved
+# into var/jvm/<name>/lib (again only when its POM changes; Maven's cache in ~/.m2).
+jvm: install
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the project needs beyond Python wheels: a Java runtime for PySpark
-# and its compiler for the embedded mode's one Java class (embedded/jvm.py), Chromium
+# and Apache Kafka, its compiler for the one Java class of local runs (jvm/hadoop.py),
+# Maven for the JVM parts (jvm/*/pom.xml), Chromium
 # for the browser tests, Prometheus for the alert-rule tests, and PostgreSQL + Redis for
 # the production path (`make run-prod`, and the PostgreSQL/Redis tests `make test` runs).
 # Installs only what is missing.
@@ -8,6 +9,8 @@ set -euo pipefail
 
 need=()
 command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+# Maven resolves the JVM parts (jvm/*/pom.xml: Apache Kafka, Spark's Kafka connector).
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 # Run as ordinary processes by embedded/compose.py (initdb under var/); no service is started.

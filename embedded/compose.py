@@ -397,7 +397,7 @@ def prefix_for(name: str) -> list[str]:
 
 
 def prepare_dirs(var: Path) -> None:
-    for sub in ("postgres", "run", "app", "home", "lib/spark-work", "lib/checkpoints", "lib/ivy"):
+    for sub in ("postgres", "run", "app", "home", "lib/spark-work", "lib/checkpoints"):
         (var / sub).mkdir(parents=True, exist_ok=True)
     (var / "postgres").chmod(0o700)
     if os.geteuid() == 0:

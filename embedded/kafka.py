@@ -15,6 +15,7 @@ import base64
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,12 @@ from jvm import maven
 CONFIG_DIR = maven.JVM_DIR / "kafka"
 #: Its own stdout's lines that tell start-up is over.
 STARTED = "Kafka Server started"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _cluster_id() -> str:
@@ -51,6 +58,19 @@ class KafkaBroker:
     #: Extra ``server.properties`` lines (tests, the cluster override).
     overrides: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def fresh(
+        cls, data_dir: Path, log_path: Path | None = None, port: int | None = None
+    ) -> KafkaBroker:
+        """A started node on free loopback ports (tests, benchmarks); a ``data_dir`` an
+        earlier node used resumes its log."""
+        return cls(
+            data_dir=data_dir,
+            port=port or free_port(),
+            controller_port=free_port(),
+            log_path=log_path,
+        ).start()
 
     @property
     def bootstrap_servers(self) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from contract.conf import KafkaConfig
 from contract.kafka import ensure_topics
-from tests.engines import free_port  # noqa: F401 - the tests' one helper for ports
+from embedded.kafka import free_port  # noqa: F401 - the tests' one helper for ports
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,24 +22,13 @@ from contract.conf import var_dir
 TEST_BROKER = "KAFKA_TEST_BROKER"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_kafka(data_dir: Path, log_name: str = "test-kafka.log"):  # noqa: ANN201 - KafkaBroker
-    """A fresh Kafka node on free ports, its log in ``var/logs/<log_name>``."""
+def start_kafka(  # noqa: ANN201 - a KafkaBroker
+    data_dir: Path, port: int | None = None, log_name: str = "test-kafka.log"
+):
+    """A Kafka node (on a free port unless ``port``), its log in ``var/logs/<log_name>``."""
     from embedded.kafka import KafkaBroker
 
-    broker = KafkaBroker(
-        data_dir=data_dir,
-        port=free_port(),
-        controller_port=free_port(),
-        heap="512m",
-        log_path=var_dir() / "logs" / log_name,
-    )
-    return broker.start()
+    return KafkaBroker.fresh(data_dir, log_path=var_dir() / "logs" / log_name, port=port)
 
 
 @contextlib.contextmanager

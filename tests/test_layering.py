@@ -23,7 +23,7 @@ FRAMEWORKS = (
     "pyspark", "duckdb", "pinotdb", "uvicorn",
 )  # fmt: skip
 #: What production runs (the Docker image's processes); ``embedded`` is what it replaces.
-PRODUCTION = ("config", "contract", "tracker", "api", "frontend", "streaming", "pinot")
+PRODUCTION = ("config", "contract", "tracker", "api", "frontend", "streaming", "pinot", "jvm")
 FIRST_PARTY = (*PRODUCTION, "embedded", "tests", "bench")
 CHANNELS = ("api", "frontend", "tracker.live")
 
@@ -117,7 +117,7 @@ def test_the_walk_sees_imports_that_point_up():
     assert "tracker.orders.policy" in api["api/permissions.py"]
     assert "tracker.tracking.read_model" in api["api/serializers/fields.py"]
     assert "contract.kafka" in imports_of("pinot")["pinot/ingest.py"]
-    assert "embedded.spark_kafka.KafkaDataSource" in imports_of("embedded")["embedded/streaming.py"]
+    assert "jvm.maven" in imports_of("embedded")["embedded/kafka.py"]
     assert "config.asgi_threads" in imports_of("config")["config/asgi.py"]
     # Relative imports resolve against the package, __init__ included.
     assert "streaming.job" in imports_of("streaming")["streaming/__main__.py"]

@@ -12,10 +12,8 @@ from collections import defaultdict
 import pytest
 
 from contract import kafka
-from contract.conf import KafkaConfig
 from contract.events import SOURCE_TOPICS, Topic, topic_name
-from embedded.broker import EmbeddedBroker
-from tests.conftest import free_port
+from tests.engines import free_port, start_kafka
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM
@@ -77,11 +75,13 @@ def test_relay_publishes_each_event_once_in_order(kafka_topics):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker, monkeypatch):
+def test_relay_survives_a_broker_outage_and_replays_after_data_loss(
+    kafka_broker, monkeypatch, tmp_path
+):
     port = free_port()
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "outage.")
-    broker = EmbeddedBroker(KafkaConfig()).start(create_topics=False)
+    broker = start_kafka(tmp_path / "first", port=port, log_name="test-kafka-outage.log")
     customer, restaurant = make_customer(), make_restaurant()
     make_courier()
     relay = Relay(delivery_timeout=1.5, max_backoff=0.5)
@@ -92,7 +92,7 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
         first = [place(customer, restaurant) for _ in range(5)]
         _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
 
-        broker.stop()  # the broker dies, taking every message with it
+        broker.kill()  # the broker dies, and its disk with it (a new node below)
         # The system of record keeps accepting writes while the broker is down.
         second = [place(customer, restaurant) for _ in range(5)]
         for order in first:
@@ -103,7 +103,7 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
         pending = OutboxEvent.objects.filter(published_at__isnull=True)
         assert pending.count() == 10 + 5
 
-        broker = EmbeddedBroker(KafkaConfig()).start(create_topics=False)  # empty again
+        broker = start_kafka(tmp_path / "second", port=port, log_name="test-kafka-outage.log")
         _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
         for order in second:
             services.advance_order(order.pk, by=SYSTEM)
@@ -118,74 +118,6 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(kafka_broker
         stop.set()
         thread.join(10)
         broker.stop()  # whichever broker is running, even when an assertion failed
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_embedded_broker_rolls_over_past_its_memory_limit_carrying_what_nobody_has_read(
-    monkeypatch,
-):
-    """Tansu's memory log ignores retention.ms, so the broker process rolls Tansu over above
-    KAFKA_EMBEDDED_MAX_MB. No reader has reported a position here, so every record is
-    unread and carried: the outbox events (the relay replays nothing, as its marker topic
-    is carried too) and the dead letters, which nothing could replay. The carried log is
-    still over the limit, so the bound waits for readers instead of rolling over again."""
-    import os
-    import subprocess
-    import sys
-
-    from confluent_kafka import KafkaException
-
-    port = free_port()
-    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
-    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "rollover.")
-    env = {**os.environ, "KAFKA_EMBEDDED_MAX_MB": "64", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "embedded.broker"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-    reader.start()
-    customer, restaurant = make_customer(), make_restaurant()
-    relay = Relay(delivery_timeout=3, max_backoff=0.5)
-    stop = threading.Event()
-    thread = threading.Thread(target=relay.run, args=(stop,), kwargs={"check_topics_every": 0.3})
-    try:
-        _wait_until(lambda: any("topics ready" in line for line in lines))
-        orders = [place(customer, restaurant) for _ in range(5)]
-        thread.start()
-        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
-
-        # Fill the broker past its limit (random bytes: compression cannot shrink them). The
-        # rollover may come mid-fill: what was not acknowledged is sent again, as producers do.
-        values = {os.urandom(64 * 1024) for _ in range(1200)}
-        todo, shared = set(values), kafka.SharedProducer()
-        while todo:
-            batch = kafka.Deliveries(shared.get())
-            try:
-                for value in todo:
-                    batch.produce(topic_name(Topic.DEAD_LETTERS), None, value, tag=value)
-                todo -= set(batch.flush(30))
-            except (kafka.Undelivered, KafkaException):
-                todo -= set(batch.acked)
-                shared.replace(batch.producer)
-        _wait_until(lambda: any("rollover done" in line for line in lines))
-        time.sleep(2)  # a few more checks of the bound: it must not roll over again
-        assert sum("rollover done" in line for line in lines) == 1, lines
-        assert {r.value for r in kafka.read_topic(Topic.DEAD_LETTERS)} == values
-        _assert_exactly_once_in_order(_published_events())
-        assert {e["order_id"] for e in _published_events()} == {o.pk for o in orders}
-        assert relay.published_total == OutboxEvent.objects.count()  # no replay
-        assert proc.poll() is None  # the broker process lives on; only Tansu restarted
-    finally:
-        stop.set()
-        if thread.is_alive():
-            thread.join(10)
-        proc.terminate()
-        proc.wait(10)
 
 
 def _wait_until(predicate, timeout: float = 30.0) -> None:
@@ -238,7 +170,7 @@ def test_a_record_the_broker_can_never_take_is_skipped_counted_and_the_rest_flow
 
 @pytest.mark.django_db(transaction=True)
 def test_records_whose_fate_the_broker_never_told_are_counted_as_in_doubt(
-    kafka_broker, monkeypatch
+    kafka_broker, monkeypatch, tmp_path
 ):
     """The broker freezes with the relay's records in flight (SIGSTOP), then resumes and
     writes them. The relay could not know: it retried them with a new producer, so the topic
@@ -252,7 +184,7 @@ def test_records_whose_fate_the_broker_never_told_are_counted_as_in_doubt(
     port = free_port()
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "frozen.")
-    broker = EmbeddedBroker(KafkaConfig()).start(create_topics=False)
+    broker = start_kafka(tmp_path / "frozen", port=port, log_name="test-kafka-frozen.log")
     try:
         customer, restaurant = make_customer(), make_restaurant()
         relay = Relay(delivery_timeout=1.0, max_backoff=0.2)

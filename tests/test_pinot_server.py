@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from contract import kafka
-from contract.conf import KafkaConfig
 from contract.events import ENRICHED_TOPICS, now_ms
+from contract.kafka import ensure_topics
 from pinot.definitions import TABLES_DIR, load_tables, validate
 from pinot.sql import Translator, duration_ms, joda_to_strftime, translate
 from tests.fixtures_pinot import REAL_PINOT_URL, delivery_event, order_event
@@ -245,7 +245,9 @@ def test_query_options_in_the_request_body(local_pinot):
     }
 
 
-def test_broker_restart_refills_topics_and_the_server_rereads_them(monkeypatch):
+def test_broker_restart_refills_topics_and_the_server_rereads_them(
+    kafka_broker, monkeypatch, tmp_path
+):
     """Embedded broker restart: topics come back empty and are refilled from offset 0.
 
     The refill differs from what was consumed (new event ids, an extra order), so
@@ -253,26 +255,24 @@ def test_broker_restart_refills_topics_and_the_server_rereads_them(monkeypatch):
     """
     if REAL_PINOT_URL:
         pytest.skip("broker restarts are an embedded-mode concern")
-    import socket
-
-    from embedded.broker import EmbeddedBroker
     from embedded.pinot_server import LocalPinot
+    from tests.engines import free_port, start_kafka
     from tests.fixtures_pinot import PinotHarness
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{port}")
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "restart.")
-    broker = EmbeddedBroker(KafkaConfig(), log_path=None).start()
+    broker = start_kafka(tmp_path / "first", port=port, log_name="test-kafka-restart.log")
+    ensure_topics()
     server = LocalPinot(port=0).start()
     monkeypatch.setenv("PINOT_BROKER_URL", server.url)
     try:
         harness = PinotHarness(server.url, server)
         harness.publish(*[order_event(1, v) for v in (1, 2, 3)])
         harness.sync()
-        broker.stop()
-        broker = EmbeddedBroker(KafkaConfig(), log_path=None).start()
+        broker.kill()  # and its disk: a new, empty node on the same address
+        broker = start_kafka(tmp_path / "second", port=port, log_name="test-kafka-restart.log")
+        ensure_topics()
         harness.producer = kafka.producer()
         # the replay: order 2 first, then order 1 again (new event ids), then its next version
         harness.publish(order_event(2, 1), *[order_event(1, v) for v in (1, 2, 3, 4)])

@@ -83,9 +83,8 @@ def test_environments_are_compose_environments(plan, name):
     _, env = plan.processes.get(name) or plan.one_shots[name]
     theirs = prod.service_env(plan.services[name])
     mapping = plan.address_map()
-    overrides = {"STREAMING_KAFKA_CONNECTOR": "python"} if name == "streaming" else {}
     for key, value in theirs.items():
-        assert env[key] == overrides.get(key, prod.localise(value, mapping)), key
+        assert env[key] == prod.localise(value, mapping), key
     extra = set(env) - set(theirs) - set(prod.base_env(plan.var))
     assert not extra, f"{name}: variables compose does not set: {extra}"
     # nothing still points at a compose host name

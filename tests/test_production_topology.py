@@ -232,12 +232,11 @@ def test_every_env_example_variable_is_used_by_the_compose_file_and_vice_versa()
 # ------------------------------------------------------------------------------ streaming
 
 
-def test_streaming_service_runs_the_native_connector_through_the_jobs_setting():
+def test_streaming_service_runs_the_job_with_the_connector_of_the_maven_build():
     from streaming.job import Settings
 
     service = load_compose()["services"]["streaming"]
     env = service_env(service)
-    assert env["STREAMING_KAFKA_CONNECTOR"] == "native"
     command = service["command"]
     assert command[0] == "spark-submit"
     flags = dict(arg.split("=", 1) for arg in command if arg.startswith("--") and "=" in arg)
@@ -248,7 +247,11 @@ def test_streaming_service_runs_the_native_connector_through_the_jobs_setting():
         for line in (ROOT / "requirements.txt").read_text().splitlines()
         if "==" in line and not line.startswith("#")
     )
-    assert flags["--packages"] == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pins['pyspark']}"
+    # No --packages: the job puts the connector resolved from jvm/spark-kafka on spark.jars
+    # (the image resolves it at build time), at the version of pyspark.
+    assert "--packages" not in flags
+    pom = (ROOT / "jvm" / "spark-kafka" / "pom.xml").read_text()
+    assert f"<spark.version>{pins['pyspark']}</spark.version>" in pom
     # The job accepts the environment the service gives it.
     saved = dict(os.environ)
     try:
@@ -257,7 +260,6 @@ def test_streaming_service_runs_the_native_connector_through_the_jobs_setting():
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    assert settings.connector == "native"
     assert settings.bootstrap_servers == "kafka:9092"
     assert settings.spark_master == "spark://spark-master:7077"
     # Driver and workers share the checkpoint volume (state stores are written by executors).

@@ -2,7 +2,7 @@
 
 Both start with the command lines of ``docker-compose.yml``'s ``spark-master`` and
 ``spark-worker`` services (host, ports and work directory mapped to this machine),
-the job runs with ``SPARK_MASTER=spark://…`` over the embedded broker, and its
+the job runs with ``SPARK_MASTER=spark://…`` over Apache Kafka, and its
 executor JVM is killed with SIGKILL mid-run. What reaches the enriched topics must
 equal what the same event script gives in local mode.
 """
@@ -165,7 +165,7 @@ def test_cluster_run_with_a_killed_executor_equals_local_mode(spark, kafka_topic
     }
     send(first, raw=raw[:1])
     job = subprocess.Popen(
-        [sys.executable, "-m", "embedded.streaming"],
+        [sys.executable, "-m", "streaming"],
         cwd=BASE_DIR,
         env=env,
         # Its stdout too: Spark writes a line there per batch slower than the trigger, and
