@@ -13,7 +13,8 @@ import pytest
 
 from contract import kafka
 from contract.events import SOURCE_TOPICS, Topic, topic_name
-from tests.engines import free_port, start_kafka
+from embedded.kafka import free_port
+from tests.engines import start_kafka
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM

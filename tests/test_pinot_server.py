@@ -255,8 +255,9 @@ def test_broker_restart_refills_topics_and_the_server_rereads_them(
     """
     if REAL_PINOT_URL:
         pytest.skip("broker restarts are an embedded-mode concern")
+    from embedded.kafka import free_port
     from embedded.pinot_server import LocalPinot
-    from tests.engines import free_port, start_kafka
+    from tests.engines import start_kafka
     from tests.fixtures_pinot import PinotHarness
 
     port = free_port()

@@ -1,0 +1,142 @@
+"""No component outlives the supervisor: a hangup, SIGKILL or crash of it stops them all.
+
+The supervisor here runs two components that each start a grandchild of their own the
+way the Kafka and Pinot launchers start their JVMs (with the parent-death signal), in a
+process group of its own, as ``make run`` does in a terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from contract.conf import BASE_DIR
+
+SUPERVISOR = textwrap.dedent(
+    """
+    import sys
+    from embedded.components import Component
+    from embedded.supervisor import Supervisor
+
+    child = (
+        "import subprocess, sys, time\\n"
+        "from embedded.lifetime import die_with_parent\\n"
+        "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\\n"
+        "                     preexec_fn=die_with_parent())\\n"
+        "print('grandchild', g.pid, flush=True)\\n"
+        "print('up', flush=True)\\n"
+        "time.sleep(600)\\n"
+    )
+    comps = [Component(name, [sys.executable, "-c", child], "up", stage)
+             for name, stage in (("one", 0), ("two", 1))]
+    supervisor = Supervisor(comps)
+    supervisor.stop_on_signals()
+    if supervisor.start(ready_message="all up"):
+        while not supervisor.stopping.wait(0.5):
+            pass
+    supervisor.stop()
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "\nState:\tZ" in status.read_text())
+
+
+def _descendant_pids(tmp_path: Path, proc: subprocess.Popen[str]) -> list[int]:
+    """The components' and their grandchildren's pids, once all are up."""
+    deadline = time.monotonic() + 30
+    lines: list[str] = []
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "all up" in line:
+            break
+    else:
+        pytest.fail("the supervisor did not start its components: " + "".join(lines))
+    grandchildren = [
+        int(line.split("grandchild ")[1].split()[0]) for line in lines if "grandchild " in line
+    ]
+    children = [  # of every thread: the supervisor starts them from one of its own
+        int(p)
+        for task in Path(f"/proc/{proc.pid}/task").iterdir()
+        for p in (task / "children").read_text().split()
+    ]
+    assert len(children) == 2 and len(grandchildren) == 2, lines
+    return children + grandchildren
+
+
+def _run_supervisor(tmp_path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR],
+        cwd=BASE_DIR,
+        env={**os.environ, "PYTHONPATH": str(BASE_DIR), "ORDERTRACK_VAR_DIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal gives `make run`
+    )
+
+
+def _wait_gone(pids: list[int], within: float) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        left = [pid for pid in pids if _alive(pid)]
+        if not left:
+            return []
+        time.sleep(0.2)
+    return [pid for pid in pids if _alive(pid)]
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["hangup to its process group", "SIGKILL of the supervisor", "SIGTERM of the supervisor"],
+)
+def test_no_component_outlives_the_supervisor(tmp_path, how):
+    proc = _run_supervisor(tmp_path)
+    try:
+        pids = _descendant_pids(tmp_path, proc)
+        if how.startswith("hangup"):
+            os.killpg(proc.pid, signal.SIGHUP)
+        elif how.startswith("SIGKILL"):
+            proc.kill()
+        else:
+            proc.terminate()
+        proc.wait(15)
+        assert _wait_gone(pids, within=10) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_taken_port_is_reported_with_the_process_holding_it():
+    from embedded.lifetime import port_holder
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import socket, time; s = socket.socket(); "
+         "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True); "
+         "time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        port = int(holder.stdout.readline())
+        found = port_holder(port)
+        assert found.startswith(f"pid {holder.pid} ") and "socket" in found
+    finally:
+        holder.kill()
+        holder.wait()
