@@ -135,7 +135,7 @@ class KafkaBroker:
             self._java("kafka.Kafka", str(config), heap=self.heap),
             stdout=out,
             stderr=subprocess.STDOUT if out is not None else None,
-            preexec_fn=die_with_parent(),
+            preexec_fn=die_with_parent(new_session=False),
         )
         if out is not None:
             out.close()

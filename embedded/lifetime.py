@@ -18,14 +18,19 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+def die_with_parent(sig: int = signal.SIGTERM, new_session: bool = True) -> Callable[[], None]:
     """A ``preexec_fn`` for :class:`subprocess.Popen`: the child gets ``sig`` when this
     process exits. (Linux sends it when the *thread* that forked the child ends, so start
-    children from a thread that lives as long as they should.)"""
+    children from a thread that lives as long as they should.)
+
+    ``new_session``: the child leads a session of its own (the supervisor's components:
+    Ctrl-C reaches the supervisor, which stops them in order); a launcher's JVM stays in
+    the launcher's process group, so a signal to the component's group reaches it too."""
     parent = os.getpid()
 
     def preexec() -> None:
-        os.setsid()  # its own session: Ctrl-C reaches the parent, which stops children in order
+        if new_session:
+            os.setsid()
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
             os._exit(127)

@@ -81,6 +81,18 @@ def check_checkpoint(checkpoint_dir: str | Path) -> None:
     )
 
 
+def spark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def real_time_supported() -> bool:
+    """Whether this Spark runs a stateful query (the join) in real-time mode (4.3+)."""
+    major, minor = (int(part) for part in spark_version().split(".")[:2])
+    return (major, minor) >= (4, 3)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the job, read from the environment with embedded defaults."""
@@ -129,6 +141,13 @@ class Settings:
     available_now: bool = False
 
     def __post_init__(self) -> None:
+        if self.real_time and not real_time_supported():
+            raise ValueError(
+                "STREAMING_REAL_TIME: real-time mode runs this job's stateful join only on "
+                f"Spark 4.3 or later (4.1 and 4.2 accept stateless queries only); this is "
+                f"Spark {spark_version()}, pinned because Maven Central serves no 4.3.0 "
+                "spark-sql-kafka connector (docs/operations.md). Unset STREAMING_REAL_TIME."
+            )
         if self.progress not in ("latest", "recent"):
             raise ValueError(f"STREAMING_PROGRESS must be latest or recent: {self.progress}")
 
@@ -353,6 +372,8 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
     except CheckpointError as exc:
         log.error("%s", exc)
         return 2
+    for line in retention_losses(settings):
+        log.warning("streaming: %s", line)
     spark = spark_session(settings)
     query = start_query(spark, settings)
     if not settings.available_now:
@@ -440,3 +461,55 @@ def source_positions(progress: dict[str, Any]) -> dict[str, dict[int, int]]:
             if isinstance(parts, dict):
                 out[topic] = {int(p): int(o) for p, o in parts.items()}
     return out
+
+
+def checkpoint_positions(checkpoint_dir: str | Path) -> dict[str, dict[int, int]]:
+    """Where the checkpoint resumes each source partition: the end offsets of its last
+    committed batch (Spark's offset log: a version line, the batch's metadata, then one
+    JSON line per source); {} before the first commit."""
+    spark_dir = Path(checkpoint_dir) / "spark"
+    commits = [int(p.name) for p in (spark_dir / "commits").glob("[0-9]*") if p.name.isdigit()]
+    if not commits:
+        return {}
+    try:
+        lines = (spark_dir / "offsets" / str(max(commits))).read_text().splitlines()
+    except OSError:
+        return {}
+    out: dict[str, dict[int, int]] = {}
+    for line in lines[2:]:
+        try:
+            source = json.loads(line)
+        except ValueError:
+            continue
+        for topic, parts in source.items() if isinstance(source, dict) else ():
+            out[topic] = {int(p): int(o) for p, o in parts.items()}
+    return out
+
+
+def retention_losses(settings: Settings) -> list[str]:
+    """What Kafka's retention deleted before the job read it (a stop longer than the
+    topics' retention): one line per partition. With ``STREAMING_FAIL_ON_DATA_LOSS``
+    (production's default) the query then fails and this says why; ``make run`` skips
+    them and says what was skipped."""
+    positions = checkpoint_positions(settings.checkpoint_dir)
+    if not positions:
+        return []
+    from contract.kafka import consumer, start_offsets
+
+    config = replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers)
+    cons = consumer(config)
+    lines = []
+    try:
+        for topic, parts in sorted(positions.items()):
+            starts = start_offsets(cons, topic, parts)
+            for partition, position in sorted(parts.items()):
+                if starts[partition] > position:
+                    lines.append(
+                        f"retention deleted {starts[partition] - position} records of "
+                        f"{topic}[{partition}] (offsets {position}-{starts[partition] - 1}) "
+                        "before this job read them"
+                        + ("" if settings.fail_on_data_loss else "; skipping them")
+                    )
+    finally:
+        cons.close()
+    return lines

@@ -89,7 +89,7 @@ def system(tmp_path_factory):
     from embedded.components import components
     from embedded.supervisor import Supervisor
 
-    wanted = ("broker", "relay", "pinot", "web", "streaming")
+    wanted = ("kafka", "relay", "pinot", "web", "streaming")
     log = io.StringIO()
     supervisor = Supervisor([c for c in components() if c.name in wanted], out=log, max_restarts=0)
     prometheus = None

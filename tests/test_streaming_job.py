@@ -285,3 +285,43 @@ def test_the_classes_the_job_configures_by_name_exist_in_this_spark(spark):
         .toString()
         == "ERROR"
     )
+
+
+@pytest.mark.spark
+def test_records_retention_deleted_before_the_job_read_them_are_reported_then_skipped(
+    run_stream, tmp_path
+):
+    """A ``make run`` stopped longer than Kafka's retention: the log's start moved past
+    where the checkpoint resumes. The job says which records it never read; production's
+    ``failOnDataLoss`` stops on them, ``make run``'s setting skips them and goes on.
+    (DeleteRecords moves the log's start exactly as retention does, without waiting for
+    the broker's retention check.)"""
+    from confluent_kafka import TopicPartition
+
+    from contract.kafka import admin, consumer, end_offsets
+    from streaming.job import Settings, retention_losses
+
+    checkpoint = tmp_path / "checkpoint"
+    send([placed(501)])
+    run_stream(checkpoint=checkpoint)
+    send([placed(502), placed(503), placed(504)])
+    name = topic_name(Topic.ORDERS)
+    cons = consumer()
+    try:
+        ends = end_offsets(cons, name)
+    finally:
+        cons.close()
+    cut = [TopicPartition(name, p, end) for p, end in ends.items() if end]
+    for future in admin().delete_records(cut).values():
+        future.result(10)
+    settings = dataclasses.replace(Settings(), checkpoint_dir=str(checkpoint))
+    lines = retention_losses(settings)
+    assert len(lines) >= 1 and all(f"records of {name}[" in line for line in lines), lines
+    assert sum(int(line.split()[2]) for line in lines) == 3  # 502-504, never read
+    with pytest.raises(AssertionError, match="(?i)data loss|offset"):
+        run_stream(checkpoint=checkpoint, fail_on_data_loss=True)
+    run_stream(checkpoint=checkpoint, fail_on_data_loss=False)
+    assert set(latest(outputs(Topic.ORDERS_ENRICHED))) == {501}
+    send([placed(505)])
+    run_stream(checkpoint=checkpoint, fail_on_data_loss=False)
+    assert set(latest(outputs(Topic.ORDERS_ENRICHED))) == {501, 505}
