@@ -2,7 +2,7 @@
 
 ``pinot`` gives each test a :class:`PinotHarness`. By default it starts the local
 server in-process (a few tens of ms) on a free port, consuming the test's own
-topic prefix on the session's Tansu broker, and points ``PINOT_BROKER_URL`` at
+topic prefix on the session's Kafka broker, and points ``PINOT_BROKER_URL`` at
 it. Tests publish enriched events with ``publish()`` (the real producer), call
 ``sync()`` and query through the selectors (pinotdb over HTTP).
 

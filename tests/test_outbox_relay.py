@@ -1,6 +1,6 @@
 """The outbox relay publishes every event exactly once and in order per order,
-across a broker outage that loses the broker's data (the embedded broker is
-in-memory), by replaying the outbox."""
+across a broker outage that loses the broker's data (a node replaced with an empty
+one), by replaying the outbox."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The whole pipeline, end to end, with real parts: API -> database + outbox -> relay ->
-Kafka (Tansu) -> Spark Structured Streaming -> enriched topics -> Pinot stand-in ->
+Apache Kafka -> Spark Structured Streaming -> enriched topics -> Pinot stand-in ->
 REST reads, and -> push bridge -> WebSocket.
 
 An order placed and driven through every status by the REST API (customer, kitchen

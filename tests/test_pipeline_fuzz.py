@@ -5,7 +5,7 @@ quantities, prices, names, lines; poles and the date line; ``placed_at`` equal t
 ``event_time``), their status and GPS events, invalid variants of those events (one
 field replaced by a value past a bound or of the wrong JSON type) and random bytes on
 every raw topic, plus random bytes and random JSON on the enriched topics and
-``dead_letters``. All of it goes through the streaming query on the embedded broker and
+``dead_letters``. All of it goes through the streaming query on Apache Kafka and
 into the Pinot stand-in. Then:
 
 * each valid order's Pinot row is what the contract's rules compute from its valid
