@@ -2,9 +2,10 @@
 calls from the view's handler to its answer (through the pinotdb queries), in each checkout.
 
 Each checkout (this one, and ``--baseline``'s tree) runs the same child in its own process,
-on an Apache Kafka node of its own that this script starts: the Pinot stand-in in-process, a fresh SQLite database, one order on
-the road with a courier's trail, then the detail read three times (the first fills the
-per-process copies) and the third traced with ``sys.setprofile``. Counted:
+on an Apache Kafka node of its own that this script starts: the Pinot stand-in
+in-process, a fresh SQLite database, one order on the road with a courier's trail, then
+the detail read three times (the first fills the per-process copies) and the third traced
+with ``sys.setprofile``. Counted:
 
 * project calls: Python functions of the checkout (not the virtualenv) entered while the
   handler runs; comprehensions and generator expressions (``<listcomp>``...) apart;
