@@ -1,10 +1,10 @@
 """Benchmark the stream job: micro-batch duration and event -> enriched latency.
 
 Not a test. Starts an Apache Kafka node of its own per run, runs ``python -m streaming``
-as a child process (exactly as ``make run`` does, on Spark's Kafka connector), and drives a synthetic load shaped like the
-book's simulator, compressed in time: each order is placed, moves through the
-kitchen statuses 2 s apart, then its courier sends one GPS point per second for
-``--transit`` seconds before arriving and delivering. Rates are multiples of the
+as a child process (exactly as ``make run`` does, on Spark's Kafka connector), and
+drives a synthetic load shaped like the book's simulator, compressed in time: each
+order is placed, moves through the kitchen statuses 2 s apart, then its courier sends
+one GPS point per second for ``--transit`` seconds before arriving and delivering. Rates are multiples of the
 book's peak (50 orders/min): 1x, 10x, 100x.
 
 Latency is measured per output record as (wall clock when the bench consumer
@@ -370,9 +370,9 @@ def run_level(
             if time.monotonic() - started > 180:
                 raise TimeoutError("the job did not become ready")
         ready_after = time.monotonic() - started
-        # Keep reading the job's stdout: Spark writes a WARN line there for every batch
-        # slower than the trigger, and a pipe nobody reads fills at 64 KiB (about 240 such
-        # lines), after which the stream execution thread blocks in write() for good: the
+        # Keep reading the job's stdout: Spark wrote a WARN line there for every batch
+        # slower than the trigger (the job now quiets it; a baseline may not), and a pipe
+        # nobody reads fills at 64 KiB (about 240 such lines), after which the stream execution thread blocks in write() for good: the
         # silent "stall" of earlier runs (docs/operations.md; bench/repro_pipe_stall.py).
         threading.Thread(target=_copy_lines, args=(job.stdout, log_path), daemon=True).start()
         load = Load(
@@ -533,8 +533,8 @@ def main() -> int:
         for i, level in enumerate(int(x) for x in args.levels.split(",")):
             for j, (label, code, overrides) in enumerate(codes):
                 base = (i * len(codes) + j + 1) * 10_000_000
-                # A Kafka node of its own per run, so a run never inherits the log (and
-                # the page cache) of the runs before it; its data is removed after the run.
+                # A Kafka node of its own per run, on a fresh data folder (removed after
+                # the run), so no run inherits the topics or the log of the runs before it.
                 os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{common.free_port()}"
                 # Logs kept beside the result: the broker's and the job's.
                 logs = common.RESULTS / f"streaming-{stamp}-{label.split()[0]}-{level}x"
