@@ -1,8 +1,8 @@
 """API latency and cost: closed-loop concurrency per endpoint, or an open-loop order-detail
 load at a fixed rate with the server CPU each request costs.
 
-The system runs embedded on loopback (broker, Pinot stand-in, uvicorn). By default the
-tracking tables are filled through the real broker with enriched records for ``--orders``
+The system runs embedded on loopback (Kafka, Pinot stand-in, uvicorn). By default the
+tracking tables are filled through Kafka with enriched records for ``--orders``
 orders (and a courier trail for those on the road), as the stream job would write them.
 
 Closed loop (the old mode): N clients, each sending its next request when the last one
@@ -508,7 +508,7 @@ def open_loop_system(args: argparse.Namespace) -> dict:
         pids = {
             c.component.name: c.process.pid
             for c in supervisor.children
-            if c.component.name in ("web", "pinot", "streaming", "broker")
+            if c.component.name in ("web", "pinot", "streaming", "kafka")
         }
         details = simulator_orders(workdir / "ordertrack.sqlite3", args.warmup)
         warm_up(web_url, details)

@@ -5,8 +5,8 @@
    Asia/Kolkata), through the real services: kitchens as slow as each restaurant is and as
    busy as the hour makes them, couriers as fast as the hour's traffic lets them, on streets
    (two legs, not the diagonal). Status changes land in the database, GPS points in Kafka
-   and in the simulation's log (where the bench takes them from: reading a day of points
-   back from the embedded broker's memory log is slower than simulating them).
+   and in the simulation's log (where the bench takes them from, rather than reading a day
+   of points back out of Kafka).
 2. The orders' final states and every GPS point are written to the enriched topics as the
    stream job would write them (the Spark job itself is skipped: a day of events through it
    would take longer than the day's evaluation), and the Pinot stand-in ingests them.
@@ -43,6 +43,7 @@ import math
 import os
 import pickle
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -53,7 +54,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import arguments, free_port, machine, percentile, print_table, write_result  # noqa: E402
+from bench.common import (  # noqa: E402
+    arguments,
+    free_port,
+    machine,
+    percentile,
+    print_table,
+    start_kafka,
+    write_result,
+)
 
 ZONE = "Asia/Kolkata"  # the demo city's
 STEPS = ("PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",
@@ -101,8 +110,7 @@ def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
     t0 = time.perf_counter()
     stats = sim.run(duration=(day_end - start).total_seconds() + 3600)  # + an hour to finish
     print(f"simulated {stats} in {time.perf_counter() - t0:.0f} s", flush=True)
-    # The GPS points, from the simulation's log (reading a day of them back from the
-    # embedded broker's in-memory log takes longer than the simulation).
+    # The GPS points, from the simulation's log rather than read back out of Kafka.
     numbered = list(Order.objects.order_by("id").values_list("id", flat=True))
     trails: dict[int, list[tuple[int, float, float]]] = defaultdict(list)
     for offset, kind, _, *detail in sim.log:
@@ -294,14 +302,14 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     saved = workdir / "simulated.pickle"
     setup(workdir)
-    from contract.kafka import ensure_topics
-    from embedded.broker import EmbeddedBroker
     from embedded.pinot_server import LocalPinot
 
-    broker = EmbeddedBroker(log_path=None).start()
+    # Kafka's data in a folder of its own, not the kept workdir: a reused simulation is
+    # published again, into empty topics.
+    kafka_dir = Path(tempfile.mkdtemp(prefix="bench-eta-kafka-"))
+    broker = start_kafka(kafka_dir)
     server = None
     try:
-        ensure_topics()
         if saved.exists():  # the same simulated day again, for another predictor
             day_start, day_end, sim_stats, trails = pickle.loads(saved.read_bytes())
             print(f"reusing the simulation in {saved}", flush=True)
@@ -326,6 +334,7 @@ def main() -> int:
         if server is not None:
             server.stop()
         broker.stop()
+        shutil.rmtree(kafka_dir, ignore_errors=True)
 
     rows = []
     for step, r in result["steps"].items():

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import common  # noqa: E402
+from contract.conf import var_dir  # noqa: E402
 from contract.events import Topic  # noqa: E402
 from contract.kafka import Record  # noqa: E402
 
@@ -303,11 +304,7 @@ def one_level(
             series: common.histogram_quantiles(bridge_before[series], buckets)
             for series, buckets in bridge_histograms(base).items()
         }
-        rollovers = broker_rollovers(supervisor.log_dir / "broker.log")
-        for row in measured["stages"].get("slowest", []):
-            row["rollover_within_s"] = min(
-                (abs(started - row["accepted_at"]) for started, _ in rollovers), default=None
-            )
+        kafka_disk_mb = common.disk_mb(var_dir() / "kafka")
         rss = {
             c.component.name: common.process_tree_rss(c.process.pid)
             for c in supervisor.children
@@ -326,7 +323,7 @@ def one_level(
         "socket": {name: summary(values) for name, values in measured["socket"].items()},
         "fast_path_stages": measured["stages"],
         "bridge": bridge,
-        "rollovers": rollovers,
+        "kafka_disk_mb": kafka_disk_mb,
         "errors": measured["errors"],
         "rss_mb": rss,
     }
@@ -345,21 +342,6 @@ def bridge_histograms(base: str) -> dict[str, dict[float, float]]:
         for short in ("record_age", "handle")
         for topic in (Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS)
     }
-
-
-def broker_rollovers(path: Path) -> list[tuple[float, float | None]]:
-    """The embedded broker's rollovers in its log: (start, wall clock s; seconds taken)."""
-    import datetime as dt
-
-    found: list[tuple[float, float | None]] = []
-    for line in path.read_text(errors="replace").splitlines():
-        if " broker rollover done in " in line and found:
-            taken = float(line.split("rollover done in ")[1].split(" s")[0])
-            found[-1] = (found[-1][0], taken)
-        elif " broker rollover: Tansu holds " in line:
-            at = dt.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone()
-            found.append((at.timestamp(), None))
-    return found
 
 
 # ---------------------------------------------------------------------------- watchers
@@ -497,10 +479,7 @@ def fast_path_stages(changes: list[tuple], produced: dict, followed: dict) -> di
 
 class StageFollower:
     """Follows the fast paths' topics while a level runs and keeps when each probe
-    order's record was produced (:func:`note_produced`). Read after the run, most are
-    gone: a rollover carries only what some reader has not read. A rollover moves the
-    follower to the new log's start (the consumer's offset reset), and the records
-    carried there are seen again (the first time is kept)."""
+    order's record was produced (:func:`note_produced`) and when this follower got it."""
 
     def __init__(self, topics: tuple[Topic, ...], orders: set[int]) -> None:
         self.first: dict = {}
@@ -992,17 +971,12 @@ def main() -> None:
                 )
         for series, figures in level.get("bridge", {}).items():
             print(f"  bridge {series}: " + ", ".join(f"{k} {v}" for k, v in figures.items()))
-        if "rollovers" in level:
-            print(f"  broker rollovers during the level: {len(level['rollovers'])}")
+        if "kafka_disk_mb" in level:
+            print(f"  Kafka's log on disk at the level's end: {level['kafka_disk_mb']} MiB")
         for row in stages.get("slowest", [])[:5]:
             print(
                 f"  slow {row['kind']}: "
                 + ", ".join(f"{k} {v:.0f}" for k, v in row.items() if k.endswith("_ms"))
-                + (
-                    f", nearest rollover {row['rollover_within_s']:.0f} s away"
-                    if row.get("rollover_within_s") is not None
-                    else ""
-                )
             )
         print(
             "  RSS MiB: "

@@ -1,14 +1,15 @@
-"""Long run: the whole embedded system (``make run``) at its default load for hours, with
-the broker's memory bound low enough to be crossed again and again.
+"""Long run: the whole embedded system (``make run``) at its default load for hours;
+``--retention-mb`` lowers Kafka's per-partition size bound so that retention deletes
+segments during the run.
 
 Every ``--probe-every`` seconds a black-box probe goes through the public API as a
 customer and an operator would: place an order, advance it to OUT_FOR_DELIVERY, post
 a GPS point as its courier, and wait until both the status and the point are on an open
 WebSocket and in the REST detail served from Pinot. Memory (RSS with children) is
-sampled every 30 s (bench_soak's sampler). The component logs are kept beside the
-result. Not a test: prints the probe table and writes bench/results/longrun-*.json.
+sampled every 30 s (bench_soak's sampler), and Kafka's log on disk (``var/kafka``) with
+every probe. The component logs are kept beside the result. Not a test: prints the probe table and writes bench/results/longrun-*.json.
 
-    nice .venv/bin/python bench/bench_longrun.py --minutes 120 --max-mb 256
+    nice .venv/bin/python bench/bench_longrun.py --minutes 120 --retention-mb 32
 """
 
 from __future__ import annotations
@@ -164,9 +165,9 @@ async def probe(web: str, people: dict, n: int) -> dict:
     return row
 
 
-def rollovers_so_far(workdir: Path) -> int:
-    log = workdir / "logs" / "broker.log"
-    return log.read_text(errors="replace").count("rollover done") if log.exists() else 0
+def kafka_disk_mb(workdir: Path) -> float:
+    """Kafka's log segments and indexes on disk now: what retention bounds."""
+    return common.disk_mb(workdir / "kafka")
 
 
 #: Set by SIGTERM/SIGINT: probing stops and the run is written as it stands (with its
@@ -182,15 +183,15 @@ async def run_probes(web: str, people: dict, minutes: float, every: float, sampl
         started = time.monotonic()
         row = await probe(web, people, n)
         row["t_min"] = round((started - t0) / 60, 1)
-        row["broker_rss_mb"] = (
-            sampler.samples[-1]["rss_mb"].get("broker") if sampler.samples else None
+        row["kafka_rss_mb"] = (
+            sampler.samples[-1]["rss_mb"].get("kafka") if sampler.samples else None
         )
-        row["rollovers"] = rollovers_so_far(workdir)
+        row["kafka_disk_mb"] = kafka_disk_mb(workdir)
         rows.append(row)
         print(
             f"  probe {n}: t={row['t_min']} min ok={row['ok']} step={row['step']} "
-            f"socket={row.get('socket_s')} update={row.get('update_s')} rest={row.get('rest_s')} rss={row['broker_rss_mb']} "
-            f"rollovers={row['rollovers']} {row.get('error', '')}",
+            f"socket={row.get('socket_s')} update={row.get('update_s')} rest={row.get('rest_s')} "
+            f"kafka rss={row['kafka_rss_mb']} disk={row['kafka_disk_mb']} MiB {row.get('error', '')}",
             flush=True,
         )
         n += 1
@@ -222,7 +223,12 @@ def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> li
 def main() -> None:
     parser = common.arguments(__doc__)
     parser.add_argument("--minutes", type=float, default=120)
-    parser.add_argument("--max-mb", type=int, default=256, help="KAFKA_EMBEDDED_MAX_MB")
+    parser.add_argument(
+        "--retention-mb",
+        type=int,
+        default=0,
+        help="KAFKA_RETENTION_BYTES in MiB, per partition (0: the local default)",
+    )
     parser.add_argument("--probe-every", type=float, default=120.0, help="seconds")
     common.add_multiple(parser)
     parser.add_argument(
@@ -230,7 +236,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    os.environ["KAFKA_EMBEDDED_MAX_MB"] = str(args.max_mb)
+    if args.retention_mb:
+        os.environ["KAFKA_RETENTION_BYTES"] = str(args.retention_mb * 1_048_576)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: STOP.set())
@@ -262,7 +269,7 @@ def main() -> None:
         "probes": probes,
         "probes_passed": sum(p["ok"] for p in probes),
         "probes_total": len(probes),
-        "rollovers": rollovers_so_far(workdir),
+        "kafka_disk_mb": kafka_disk_mb(workdir),
         "rss_mb_series": series,
         "events_in": events_in,
         "rows_in_pinot": rows,
@@ -273,18 +280,19 @@ def main() -> None:
     path = common.RESULTS / f"longrun-{stamp}.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True))
     common.print_table(
-        f"Long run: default load x{args.multiple:g}, KAFKA_EMBEDDED_MAX_MB={args.max_mb}, "
-        f"{args.minutes:g} min; {result['probes_passed']}/{len(probes)} probes passed, "
-        f"{result['rollovers']} rollovers",
+        f"Long run: default load x{args.multiple:g}, retention "
+        f"{args.retention_mb or 'default'} MiB a partition, {args.minutes:g} min; "
+        f"{result['probes_passed']}/{len(probes)} probes passed, Kafka's log "
+        f"{result['kafka_disk_mb']} MiB on disk",
         [
             (f"{p['t_min']}", "pass" if p["ok"] else f"FAIL at {p['step']}",
              str(p.get("gps_http", "")), str(p.get("socket_s", "")), str(p.get("update_s", "")),
              str(p.get("rest_s", "")),
-             str(p["broker_rss_mb"]), str(p["rollovers"]))
+             str(p["kafka_rss_mb"]), str(p["kafka_disk_mb"]))
             for p in probes
         ],
-        header=("t (min)", "probe", "GPS HTTP", "GPS->socket s", "GPS->update s", "GPS->REST s", "broker RSS MiB",
-                "rollovers"),
+        header=("t (min)", "probe", "GPS HTTP", "GPS->socket s", "GPS->update s", "GPS->REST s", "Kafka RSS MiB",
+                "Kafka disk MiB"),
     )  # fmt: skip
     names = [c.component.name for c in supervisor.children]
     common.print_table(

@@ -1,6 +1,6 @@
 """Benchmark of the serving layer: local Pinot ingest rate and tracking-query latency.
 
-Starts its own embedded broker (Tansu) on a free port, produces ``--orders``
+Starts its own Apache Kafka node on a free port, produces ``--orders``
 orders worth of enriched events (3 versions per order, 2 item lines, 5 courier
 points for every 5th order), then starts the local Pinot server, measures how
 fast it ingests everything, and times each named selector in
@@ -28,11 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import arguments  # noqa: E402
+from bench.common import arguments, start_kafka  # noqa: E402
 from contract import kafka  # noqa: E402
-from contract.conf import KafkaConfig  # noqa: E402
 from contract.events import now_ms  # noqa: E402
-from embedded.broker import EmbeddedBroker  # noqa: E402
 from embedded.pinot_server import LocalPinot  # noqa: E402
 from tests.fixtures_pinot import delivery_event, item_event, order_event  # noqa: E402
 from tracker.tracking import selectors as s  # noqa: E402
@@ -113,8 +111,8 @@ def main() -> int:
 
     os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{free_port()}"
     os.environ["KAFKA_TOPIC_PREFIX"] = "bench."
-    broker = EmbeddedBroker(KafkaConfig(), log_path=None).start()
     tmp = tempfile.TemporaryDirectory()
+    broker = start_kafka(Path(tmp.name))
     db = args.db or str(Path(tmp.name) / "bench.duckdb")
     server = None
     try:

@@ -1,7 +1,7 @@
 """Load and soak: the whole system with the simulator at a multiple of the book's peak,
 REST readers and WebSocket subscribers attached, for a fixed time.
 
-Two systems: the embedded one (``make run``: SQLite, Tansu, Spark local) by default, or
+Two systems: the embedded one (``make run``: SQLite, a local Apache Kafka node, Spark local) by default, or
 with ``--production`` the production-like run (``make run-prod``: PostgreSQL, Redis, the
 push bridge as its own process, Spark on a standalone Master + Worker).
 
@@ -281,7 +281,7 @@ def main() -> None:
         "params": vars(args),
         "env": {
             k: os.environ[k]
-            for k in ("KAFKA_EMBEDDED_MAX_MB", "KAFKA_RETENTION_MS", "PINOT_LOCAL_MEMORY_LIMIT")
+            for k in ("KAFKA_RETENTION_BYTES", "KAFKA_RETENTION_MS", "PINOT_LOCAL_MEMORY_LIMIT")
             if k in os.environ
         },
         "system": "production-like (make run-prod)" if args.production else "embedded (make run)",

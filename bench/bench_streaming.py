@@ -1,10 +1,10 @@
 """Benchmark the stream job: micro-batch duration and event -> enriched latency.
 
-Not a test. Starts its own embedded broker, runs ``python -m embedded.streaming`` as a
-child process (exactly as deployed), and drives a synthetic load shaped like the
-book's simulator, compressed in time: each order is placed, moves through the
-kitchen statuses 2 s apart, then its courier sends one GPS point per second for
-``--transit`` seconds before arriving and delivering. Rates are multiples of the
+Not a test. Starts an Apache Kafka node of its own per run, runs ``python -m streaming``
+as a child process (exactly as ``make run`` does, on Spark's Kafka connector), and
+drives a synthetic load shaped like the book's simulator, compressed in time: each
+order is placed, moves through the kitchen statuses 2 s apart, then its courier sends
+one GPS point per second for ``--transit`` seconds before arriving and delivering. Rates are multiples of the
 book's peak (50 orders/min): 1x, 10x, 100x.
 
 Latency is measured per output record as (wall clock when the bench consumer
@@ -14,8 +14,8 @@ carries; a delivery status re-sent for a status change keeps its position's olde
 one), and its p99 is also reported per 10-second window so a growing lag shows.
 Micro-batch durations come from the job's own progress lines.
 
-``--baseline COMMIT`` runs that commit's job too (checked out into a temporary
-git worktree), level by level under the same load, so old and new are compared
+``--baseline COMMIT`` runs that commit's job too (its tree unpacked into a temporary
+directory), level by level under the same load, so old and new are compared
 side by side in one run on one machine. ``--variant "LABEL:K=V K=V"`` (repeatable)
 also runs the new code with those environment variables set (``{run}`` in a value
 becomes the run's own name, e.g. for a checkpoint directory), so each of the job's
@@ -24,8 +24,8 @@ the same run. Latency counts events not yet processed when the run ends: an orde
 whose last record never arrived adds a sample of (end of the drain - its last event's
 time), a lower bound. Prints a table and writes JSON to bench/results/.
 
-    .venv/bin/python bench/bench_streaming.py [--levels 10,100] [--baseline 2fc5158]
-        [--variant "scan-ends:STREAMING_END_OFFSETS=scan SPARK_MASTER=local[2,4]"]
+    .venv/bin/python bench/bench_streaming.py [--levels 10,100] [--baseline 860029a]
+        [--variant "rawfs:STREAMING_NIO_LOCAL_FS=false SPARK_MASTER=local[2,4]"]
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ from contract.events import (  # noqa: E402
     now_ms,
     topic_name,
 )
-from embedded.broker import EmbeddedBroker  # noqa: E402
 
 SHOP = (12.9716, 77.5946)
 HOME = (12.9352, 77.6245)
@@ -225,7 +224,7 @@ class Latencies:
         }
         #: Per record (job ms: its change -> the job's sink produced it, read ms: produced ->
         #: received, topic, order, version, status, its change's time), to tell the job's
-        #: share of a late record from the broker's and this reader's.
+        #: share of a late record from Kafka's and this reader's.
         self.records: list[tuple[int, int, str, int, int, str, int]] = []
         self.stop = threading.Event()
         self.versions: dict[int, set[int]] = {}
@@ -263,7 +262,7 @@ class Latencies:
 
 def _split(records: list[tuple], t0: int, t1: int) -> dict[str, Any]:
     """Where the processed records' latency went: change -> the job's produce (the job),
-    and produce -> this bench's receipt (the broker's fetch and the bench's reader),
+    and produce -> this bench's receipt (Kafka's fetch and the bench's reader),
     overall and for the slowest 1% of records, with the 15 slowest themselves."""
     window = [r for r in records if t0 <= r[-1] < t1]
     if not window:
@@ -299,7 +298,7 @@ def run_level(
 ) -> dict:
     """One load level against a fresh job of the code in ``code`` (fresh topics, checkpoint),
     with ``overrides`` set in its environment. ``broker_pid``'s CPU is sampled beside the
-    job's: the two share the machine, and the broker's grows with its log."""
+    job's: the two share the machine's cores."""
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     os.environ["KAFKA_TOPIC_PREFIX"] = prefix
     kafka.ensure_topics(config=KafkaConfig())
@@ -309,7 +308,6 @@ def run_level(
         "STREAMING_CHECKPOINT_DIR": str(bench_dir / prefix / "checkpoint"),
         "STREAMING_TRIGGER_MS": str(args.trigger_ms),
         "STREAMING_SHUFFLE_PARTITIONS": str(args.shuffle_partitions),
-        "STREAMING_SOURCE_PARTITIONS": str(args.source_partitions),
         "STREAMING_SPARK_CONF": args.spark_conf,
         **{k: v.replace("{run}", prefix.rstrip(".")) for k, v in (overrides or {}).items()},
     }
@@ -318,7 +316,7 @@ def run_level(
     # Appending: the job's stdout is copied into the same file once it is ready.
     with open(log_path, "a") as log_file:
         job = subprocess.Popen(
-            [sys.executable, "-m", "embedded.streaming"],
+            [sys.executable, "-m", job_module(code)],
             cwd=code,
             env=env,
             stdout=subprocess.PIPE,
@@ -372,10 +370,10 @@ def run_level(
             if time.monotonic() - started > 180:
                 raise TimeoutError("the job did not become ready")
         ready_after = time.monotonic() - started
-        # Keep reading the job's stdout: Spark writes a WARN line there for every batch
-        # slower than the trigger, and a pipe nobody reads fills at 64 KiB (about 240 such
-        # lines), after which the stream execution thread blocks in write() for good: the
-        # silent "stall" of earlier runs (docs/broker.md).
+        # Keep reading the job's stdout: Spark wrote a WARN line there for every batch
+        # slower than the trigger (the job now quiets it; a baseline may not), and a pipe
+        # nobody reads fills at 64 KiB (about 240 such lines), after which the stream execution thread blocks in write() for good: the
+        # silent "stall" of earlier runs (docs/operations.md; bench/repro_pipe_stall.py).
         threading.Thread(target=_copy_lines, args=(job.stdout, log_path), daemon=True).start()
         load = Load(
             common.BOOK_PEAK_PER_MIN * multiple,
@@ -488,6 +486,12 @@ def run_level(
     }
 
 
+def job_module(code: Path) -> str:
+    """The job's entry point in ``code``: a baseline from before 2026-11-28 ran it on the
+    Python connector through ``embedded.streaming``."""
+    return "embedded.streaming" if (code / "embedded" / "streaming.py").exists() else "streaming"
+
+
 def main() -> int:
     parser = common.arguments(__doc__)
     parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
@@ -501,15 +505,13 @@ def main() -> int:
     parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
     parser.add_argument("--trigger-ms", type=int, default=100)
     parser.add_argument("--shuffle-partitions", type=int, default=2)
-    parser.add_argument("--source-partitions", type=int, default=2)
     parser.add_argument("--spark-conf", default="", help="extra Spark settings: k=v;k=v")
     parser.add_argument("--seconds", type=float, default=40, help="load duration per level")
     parser.add_argument("--warmup", type=float, default=10, help="seconds not measured")
     parser.add_argument("--transit", type=int, default=20, help="GPS points per delivery")
     parser.add_argument(
         "--linger-ms", type=int, default=5,
-        help="the load generator's producer linger: records per batch (the bare broker here "
-        "has no batch bound, and each fetch lists a partition's every batch: docs/broker.md)",
+        help="the load generator's producer linger, ms (how many records share a batch)",
     )  # fmt: skip
     args = parser.parse_args()
 
@@ -531,13 +533,14 @@ def main() -> int:
         for i, level in enumerate(int(x) for x in args.levels.split(",")):
             for j, (label, code, overrides) in enumerate(codes):
                 base = (i * len(codes) + j + 1) * 10_000_000
-                # A broker of its own per run, so a run never inherits the records (and the
-                # memory) the in-memory broker kept for the runs before it.
+                # A Kafka node of its own per run, on a fresh data folder (removed after
+                # the run), so no run inherits the topics or the log of the runs before it.
                 os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{common.free_port()}"
                 # Logs kept beside the result: the broker's and the job's.
                 logs = common.RESULTS / f"streaming-{stamp}-{label.split()[0]}-{level}x"
-                broker = EmbeddedBroker(KafkaConfig(), log_path=Path(f"{logs}.broker.log")).start(
-                    create_topics=False
+                kafka_dir = bench_dir / f"kafka-{i}-{j}"
+                broker = common.start_kafka(
+                    kafka_dir, log_path=Path(f"{logs}.broker.log"), topics=False
                 )
                 try:
                     result = run_level(
@@ -551,6 +554,7 @@ def main() -> int:
                     result["failed"] = f"{type(exc).__name__}: {exc}"
                 finally:
                     broker.stop()
+                    shutil.rmtree(kafka_dir, ignore_errors=True)
                     for job_log in bench_dir.glob("bench*.log"):
                         shutil.move(str(job_log), f"{logs}.job.log")
                 result["logs"] = Path(logs).name + ".{broker,job}.log"
@@ -604,7 +608,6 @@ def main() -> int:
         "note": args.note,
         "trigger_ms": args.trigger_ms,
         "shuffle_partitions": args.shuffle_partitions,
-        "source_partitions": args.source_partitions,
         "spark_conf": args.spark_conf,
         "seconds_per_level": args.seconds,
         "warmup_s": args.warmup,

@@ -66,7 +66,7 @@ def rss_mb(pid: int) -> float:
 
 
 def process_tree_rss(pid: int) -> float:
-    """RSS of a process and its descendants (a component's JVM or Tansu child), MiB."""
+    """RSS of a process and its descendants (a component's JVM child), MiB."""
     total = rss_mb(pid)
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
@@ -268,10 +268,36 @@ def _serve(
     return serving, [server, pinot]
 
 
+def start_kafka(workdir: Path, log_path: Path | None = None, topics: bool = True):  # noqa: ANN201 - a KafkaBroker
+    """An Apache Kafka node of the benchmark's own on ``KAFKA_BOOTSTRAP_SERVERS``'s port
+    (set it to a free one first), its data under ``workdir/kafka`` and its own log in
+    ``log_path`` (default ``workdir/logs/kafka.log``), with the product's topics unless
+    ``topics`` is false. A node per run: no run reads another's records."""
+    from contract.conf import kafka_config
+    from contract.kafka import ensure_topics
+    from embedded.kafka import KafkaBroker
+
+    log_path = log_path or workdir / "logs" / "kafka.log"
+    broker = KafkaBroker.fresh(workdir / "kafka", log_path=log_path, port=kafka_config().port)
+    if topics:
+        ensure_topics()
+    return broker
+
+
+def disk_mb(path: Path) -> float:
+    """Bytes under ``path`` (Kafka's log segments, a checkpoint), in MiB."""
+    total = 0
+    for entry in path.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):  # a segment deleted meanwhile
+            if entry.is_file():
+                total += entry.stat().st_size
+    return round(total / 1_048_576, 1)
+
+
 @contextlib.contextmanager
 def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterator[Stack]:
-    """Broker (this process) + Pinot stand-in and uvicorn as their own processes, as
-    ``make run`` runs them, on a fresh migrated SQLite database.
+    """Kafka (a child of this process) + Pinot stand-in and uvicorn as their own processes,
+    as ``make run`` runs them, on a fresh migrated SQLite database.
 
     Django is set up in this process on the same database, so a benchmark can seed
     rows and produce events before it starts measuring. With ``profile``, one uvicorn
@@ -297,9 +323,7 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
     django.setup()
     from django.core.management import call_command
 
-    from embedded.broker import EmbeddedBroker
-
-    broker = EmbeddedBroker().start()
+    broker = start_kafka(workdir)
     call_command("migrate", verbosity=0)
     processes: list[subprocess.Popen] = []
     try:

@@ -72,7 +72,11 @@ def reference_at_placement(row: dict) -> float:
 
 
 def main() -> int:
-    workdir = Path(sys.argv[1])
+    from bench.common import arguments
+
+    parser = arguments(__doc__)
+    parser.add_argument("workdir", type=Path, help="a ``bench_eta.py --workdir`` directory")
+    workdir = parser.parse_args().workdir
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("ORDERTRACK_VAR_DIR", str(workdir))
     import django

@@ -1,13 +1,15 @@
 """The stream job's silent stall in ``bench_streaming``, reduced to its mechanism.
 
 The benchmark started the job with ``stdout=PIPE`` and read it only until "streaming:
-ready". Spark then writes one WARN line to stdout for every micro-batch slower than the
+ready". Spark then wrote one WARN line to stdout for every micro-batch slower than the
 trigger ("Current batch is falling behind. The trigger interval is 100 milliseconds, but
-spent 719 milliseconds", about 274 bytes with its prefix). Nobody reads the pipe; once
-its buffer is full the writing thread (Spark's stream execution thread) blocks in
-``write(1, ...)`` and no batch ever starts again: no error, no exit, the broker still
-serving. This writes such lines from a child whose pipe is not read, and reports how
-many got through and what the child's writing thread waits on (``/proc/PID/wchan``).
+spent 719 milliseconds", about 274 bytes with its prefix). Nobody read the pipe; once
+its buffer was full the writing thread (Spark's stream execution thread) blocked in
+``write(1, ...)`` and no batch ever started again: no error, no exit. The job now keeps
+that logger at ERROR and every launcher reads or redirects the job's stdout, but any
+child on an unread pipe stalls the same way (docs/operations.md). This writes such lines
+from a child whose pipe is not read, and reports how many got through and what the
+child's writing thread waits on (``/proc/PID/wchan``).
 
 Not a test. Usage::
 

@@ -1,10 +1,11 @@
 """The order-detail read path, traced: which project functions ``GET /api/v1/orders/<id>/``
 calls from the view's handler to its answer (through the pinotdb queries), in each checkout.
 
-Each checkout (this one, and ``--baseline``'s tree) runs the same child in its own process:
-an embedded broker, the Pinot stand-in in-process, a fresh SQLite database, one order on
-the road with a courier's trail, then the detail read three times (the first fills the
-per-process copies) and the third traced with ``sys.setprofile``. Counted:
+Each checkout (this one, and ``--baseline``'s tree) runs the same child in its own process,
+on an Apache Kafka node of its own that this script starts: the Pinot stand-in
+in-process, a fresh SQLite database, one order on the road with a courier's trail, then
+the detail read three times (the first fills the per-process copies) and the third traced
+with ``sys.setprofile``. Counted:
 
 * project calls: Python functions of the checkout (not the virtualenv) entered while the
   handler runs; comprehensions and generator expressions (``<listcomp>``...) apart;
@@ -26,35 +27,41 @@ Not a test: prints a table and writes bench/results/trace-order-detail-*.json.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import arguments, baseline_tree, machine, print_table, write_result  # noqa: E402
+from bench.common import (  # noqa: E402
+    arguments,
+    baseline_tree,
+    free_port,
+    machine,
+    print_table,
+    start_kafka,
+    write_result,
+)
 
 #: Runs inside the checkout being traced (its own modules and test builders).
 CHILD = r"""
 import json, os, shutil, sys, tempfile
 sys.path.insert(0, os.getcwd())
 root = os.path.realpath(os.getcwd()) + os.sep
-from bench.common import free_port
 os.environ.update({
     "ORDERTRACK_VAR_DIR": tempfile.mkdtemp(prefix="trace-"),
-    "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
-    "KAFKA_TOPIC_PREFIX": "", "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SETTINGS_MODULE": "config.settings",
     "LOG_LEVEL": "WARNING", "PINOT_LOCAL_LOG_LEVEL": "WARNING",
 })
 import django
 django.setup()
 from django.core.management import call_command
-from embedded.broker import EmbeddedBroker
 from embedded.pinot_server import LocalPinot
 
-broker = EmbeddedBroker().start()
 call_command("migrate", verbosity=0)
 pinot = LocalPinot(port=0).start()
 os.environ["PINOT_BROKER_URL"] = pinot.url
@@ -177,24 +184,34 @@ try:
     }), flush=True)
 finally:
     pinot.stop()
-    broker.stop()
     shutil.rmtree(os.environ["ORDERTRACK_VAR_DIR"], ignore_errors=True)
 """
 
 
 def trace(checkout: Path, log: Path) -> dict:
-    with log.open("a") as out:
-        out.write(f"\n=== {checkout}\n")
-        out.flush()
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD],
-            cwd=checkout,
-            env={**__import__("os").environ, "PYTHONPATH": str(checkout)},
-            stdout=subprocess.PIPE,
-            stderr=out,
-            text=True,
-            timeout=600,
-        )
+    # A Kafka node per checkout (started here: an old checkout may not have the
+    # launcher), with the product's topics, so each child reads only its own records.
+    data = Path(tempfile.mkdtemp(prefix="trace-kafka-"))
+    os.environ.update(
+        {"KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}", "KAFKA_TOPIC_PREFIX": ""}
+    )
+    broker = start_kafka(data, log_path=data / "kafka.log")
+    try:
+        with log.open("a") as out:
+            out.write(f"\n=== {checkout}\n")
+            out.flush()
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD],
+                cwd=checkout,
+                env={**os.environ, "PYTHONPATH": str(checkout)},
+                stdout=subprocess.PIPE,
+                stderr=out,
+                text=True,
+                timeout=600,
+            )
+    finally:
+        broker.stop()
+        shutil.rmtree(data, ignore_errors=True)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])

@@ -169,7 +169,7 @@ def test_cluster_run_with_a_killed_executor_equals_local_mode(spark, kafka_topic
         cwd=BASE_DIR,
         env=env,
         # Its stdout too: Spark writes a line there per batch slower than the trigger, and
-        # a pipe nobody reads blocks the job once full (docs/broker.md).
+        # a pipe nobody reads blocks the job once full (docs/operations.md, 5.2).
         stdout=(spark_cluster["logs"] / "job.log").open("w"),
         stderr=subprocess.STDOUT,
         text=True,
