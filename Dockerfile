@@ -65,7 +65,7 @@ ENV PYTHONPATH=/app \
     PATH=/usr/local/lib/python3.11/site-packages/pyspark/bin:$PATH
 
 # Static files are collected at build time (WhiteNoise serves them when DEBUG is off).
-# /var/lib/ordertrack holds the named volumes (Spark checkpoints, Ivy cache): creating
+# /var/lib/ordertrack holds the named volumes (Spark checkpoints, the workers' work folders): creating
 # the folders here makes fresh volumes owned by the unprivileged user.
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin ordertrack \
     && python manage.py collectstatic --noinput --verbosity 0 \

@@ -306,19 +306,24 @@ def start_offsets(
     }
 
 
-def retention_report(config: KafkaConfig | None = None) -> list[str]:
+def retention_report(config: KafkaConfig | None = None, skip: Iterable[str] = ()) -> list[str]:
     """One line per product topic that retention has cut: how many records it removed
-    (whether every reader had read them first is each reader's own report)."""
+    (whether every reader had read them first is each reader's own report). ``skip``:
+    topics just created (empty, and their partitions may have no leader yet)."""
     config = config or kafka_config()
     cons = consumer(config)
     lines = []
     try:
-        existing = set(cons.list_topics(timeout=10).topics)
+        existing = set(cons.list_topics(timeout=10).topics) - set(skip)
         for topic in Topic:
             name = topic_name(topic, config.topic_prefix)
             if name not in existing:
                 continue
-            removed = sum(start_offsets(cons, name).values())
+            try:
+                removed = sum(start_offsets(cons, name).values())
+            except KafkaException as exc:
+                lines.append(f"could not read where {name} starts: {exc}")
+                continue
             if removed:
                 cap = (
                     f", {config.retention_bytes // 1_048_576} MiB a partition"

@@ -236,7 +236,7 @@ def main() -> int:
     created = ensure_topics()
     if created:
         print(f"kafka: created {len(created)} topics", flush=True)
-    for line in retention_report():
+    for line in retention_report(skip=created):
         print(f"kafka: {line}", flush=True)
     print("kafka: topics ready", flush=True)
     while not stop.wait(1.0):
