@@ -252,6 +252,11 @@ PUSH_HEARTBEAT_SECONDS = float(env_str("PUSH_HEARTBEAT_SECONDS", "20"))
 #: channel layer does not reach (another process in embedded mode) still closes it.
 PUSH_RECHECK_SECONDS = float(env_str("PUSH_RECHECK_SECONDS", "30"))
 
+# --- the simulator (tracker/simulator/seed.py) ------------------------------------
+#: With debug off, the only password the demo accounts may get (refused when unset, the
+#: public demo password, or weak); with debug on they get the public ``ordertrack-demo``.
+SIMULATOR_DEMO_PASSWORD = env_str("SIMULATOR_DEMO_PASSWORD", "")
+
 # --- the event pipeline -------------------------------------------------------
 OUTBOX_RELAY_BATCH_SIZE = env_int("OUTBOX_RELAY_BATCH_SIZE", 500)
 #: An idle relay looks at the outbox every POLL seconds, or every IDLE seconds while commits
