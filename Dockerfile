@@ -65,4 +65,5 @@ RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /app -
 USER ordertrack
 EXPOSE 8000
 # Every service in docker-compose.yml sets its own command; this default is the web tier.
-CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--no-access-log"]
+# --ws-max-size: WS_MAX_MESSAGE_BYTES's default (a larger client frame is closed with 1009).
+CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--ws-max-size", "4096", "--no-access-log"]

@@ -251,6 +251,14 @@ PUSH_HEARTBEAT_SECONDS = float(env_str("PUSH_HEARTBEAT_SECONDS", "20"))
 #: re-checks its credential and its access this often, so a change made where the
 #: channel layer does not reach (another process in embedded mode) still closes it.
 PUSH_RECHECK_SECONDS = float(env_str("PUSH_RECHECK_SECONDS", "30"))
+#: What a client may send a WebSocket (tracker/live/limits.py): the largest message (the
+#: largest a client sends is a ping; uvicorn's --ws-max-size is set to the same number in
+#: every command line), open sockets per user (operators too), connects per user, and
+#: messages per socket. Over size: close 1009; over a count or rate: close 4429.
+WS_MAX_MESSAGE_BYTES = env_int("WS_MAX_MESSAGE_BYTES", 4096)
+WS_MAX_SOCKETS_PER_USER = env_int("WS_MAX_SOCKETS_PER_USER", 20)
+WS_CONNECT_RATE = env_str("WS_CONNECT_RATE", "60/min")
+WS_PING_RATE = env_str("WS_PING_RATE", "30/min")
 
 # --- the simulator (tracker/simulator/seed.py) ------------------------------------
 #: With debug off, the only password the demo accounts may get (refused when unset, the

@@ -63,8 +63,28 @@ class Refusal:
     reason: str
 
 
+def spend(kind: str, ident: str, rate: tuple[int, int]) -> int | None:
+    """Count one use of ``ident``'s ``kind`` budget, a fixed window of ``rate`` (count,
+    seconds) in the cache (Redis in production, shared by every process): None while it
+    lasts, else the seconds until the window ends."""
+    limit, period = rate
+    now = int(time.time())
+    window = now // period
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
+    key = f"throttle:{kind}:{digest}:{window}"
+    cache.add(key, 0, timeout=period + 1)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=period + 1)
+        count = 1
+    if count > limit:
+        return period - now % period or 1
+    return None
+
+
 class LoginRateLimiter:
-    """Fixed-window counters in the cache (Redis in production, shared by every process).
+    """Fixed-window counters in the cache (:func:`spend`).
 
     Every attempt counts, successful or not: a correct guess must not reset the budget.
     Limiting per user name stops a distributed guess at one account; limiting per
@@ -76,20 +96,7 @@ class LoginRateLimiter:
         self.per_username = parse_rate(per_username or settings.LOGIN_THROTTLE_PER_USERNAME)
 
     def _hit(self, kind: str, ident: str, rate: tuple[int, int]) -> int | None:
-        limit, period = rate
-        now = int(time.time())
-        window = now // period
-        digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
-        key = f"login-throttle:{kind}:{digest}:{window}"
-        cache.add(key, 0, timeout=period + 1)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.set(key, 1, timeout=period + 1)
-            count = 1
-        if count > limit:
-            return period - now % period or 1
-        return None
+        return spend(f"login-{kind}", ident, rate)
 
     def attempt(self, *, client: str, username: str | None) -> Refusal | None:
         """Count one attempt; a Refusal when either budget is spent."""
