@@ -10,7 +10,7 @@ from __future__ import annotations
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from contract.conf import env_bool, env_int, env_list, env_str, var_dir
+from contract.conf import env_bool, env_float, env_int, env_list, env_str, var_dir
 
 #: The built-in key: fine on a laptop, never with debug off (see the check below).
 DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
@@ -194,6 +194,11 @@ REST_FRAMEWORK = {
     "COERCE_DECIMAL_TO_STRING": True,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+#: A courier's GPS points per order (api.throttles.LocationPointsThrottle): a burst of
+#: 1,200 points (a phone's offline queue: 20 minutes at one point a second, in batches of
+#: up to 500), refilled at 2 points a second (a phone reports about one a second).
+LOCATION_POINTS_PER_SECOND = env_float("API_LOCATION_POINTS_PER_SECOND", 2.0)
+LOCATION_POINTS_BURST = env_int("API_LOCATION_POINTS_BURST", 1200)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ordertrack API",
     "DESCRIPTION": (

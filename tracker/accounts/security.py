@@ -5,13 +5,17 @@
   then ignored, so a client cannot pick its own throttle key).
 * :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
   every login path (API token, browser sign-in, admin sign-in).
+* :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
+  budgets in the cache, shared by every process in production (Redis).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -81,6 +85,49 @@ def spend(kind: str, ident: str, rate: tuple[int, int]) -> int | None:
     if count > limit:
         return period - now % period or 1
     return None
+
+
+class TokenBucket:
+    """A budget of ``burst`` units, refilled at ``rate`` units a second, kept in the cache.
+
+    Two entries: when counting started and the units spent since (an atomic ``incr``), so
+    the processes sharing the cache never lose one another's spending. A bucket that would
+    hold more than ``burst`` is re-based to hold exactly that; an idle bucket lapses from
+    the cache once it would be full anyway.
+    """
+
+    def __init__(
+        self, name: str, *, rate: float, burst: int, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        digest = hashlib.sha256(name.encode()).hexdigest()[:32]
+        self._start, self._spent = f"bucket:{digest}:start", f"bucket:{digest}:spent"
+        self._ttl = math.ceil(burst / rate) + 60
+
+    def take(self, cost: int) -> float | None:
+        """Take ``cost`` units (at most ``burst``): None when they were there, else the
+        seconds until they will be (nothing is taken then)."""
+        cost = min(cost, self.burst)
+        now = self.clock()
+        if cache.add(self._start, now, timeout=self._ttl):
+            cache.set(self._spent, 0, timeout=self._ttl)  # a new or lapsed bucket is full
+        start = cache.get(self._start, now)
+        try:
+            spent = cache.incr(self._spent, cost)
+        except ValueError:  # lapsed between add and incr
+            cache.set(self._spent, cost, timeout=self._ttl)
+            spent = cost
+        before = spent - cost
+        available = self.burst + self.rate * (now - start) - before
+        if available > self.burst:  # it was full: count from a start that makes it so
+            cache.set(self._start, now - before / self.rate, timeout=self._ttl)
+            available = self.burst
+        if cost > available:
+            cache.decr(self._spent, cost)
+            return (cost - available) / self.rate
+        cache.touch(self._start, self._ttl)
+        cache.touch(self._spent, self._ttl)
+        return None
 
 
 class LoginRateLimiter:
