@@ -163,6 +163,10 @@ LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/logi
 LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
 LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "10/min")
 
+#: The web's /metrics on an internal listener (config/metrics_listener.py), on METRICS_HOST:
+#: what Prometheus scrapes in production (compose: 9100). 0 = off (the public /metrics).
+WEB_METRICS_PORT = env_int("WEB_METRICS_PORT", 0)
+
 #: API tokens (mobile apps) expire this many days after sign-in; 0 = never.
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
 

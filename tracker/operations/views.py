@@ -58,12 +58,21 @@ def readyz(request):
     )
 
 
+def web_registry() -> CollectorRegistry:
+    """What this web server exports: every worker process's figures (multi-process mode,
+    which ``config.asgi`` turns on for uvicorn's workers). Starts the pipeline monitor,
+    whose thread samples the pipeline figures."""
+    monitor()
+    if not multiprocess_mode():
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
+
+
 def metrics(request):
-    """Prometheus exposition of this web server: every worker process's figures
-    (multi-process mode, which ``config.asgi`` turns on for uvicorn's workers). Not routed by the production proxy; Prometheus scrapes each replica."""
-    monitor()  # the pipeline figures are sampled by the monitor's thread
-    registry = REGISTRY
-    if multiprocess_mode():
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)
+    """Prometheus exposition of this web server (:func:`web_registry`). Not routed by the
+    production proxy; there Prometheus scrapes each replica's internal listener
+    (``WEB_METRICS_PORT``, :mod:`config.metrics_listener`)."""
+    registry = web_registry()
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
