@@ -32,3 +32,13 @@ def test_operators_get_the_checks_and_the_pipeline_snapshot():
     body = browser.get("/readyz").json()
     assert {"status", "checks", "pipeline"} <= set(body)
     assert body["checks"]["database"] == "ok"
+
+
+def test_operators_may_use_their_api_token():
+    from rest_framework.authtoken.models import Token
+
+    ops = get_user_model().objects.create_user("ops", is_staff=True)
+    key = Token.objects.create(user=ops).key
+    body = Client().get("/readyz", HTTP_AUTHORIZATION=f"Token {key}").json()
+    assert "pipeline" in body
+    assert set(Client().get("/readyz", HTTP_AUTHORIZATION="Token wrong").json()) == {"status"}

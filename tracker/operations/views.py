@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 from django.db import connection
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from contract.metrics import multiprocess_mode
+from tracker.accounts.security import user_for_token
 from tracker.operations.pipeline import STALLED, monitor
+from tracker.orders import policy
 
 
 def _checks() -> dict[str, str]:
@@ -44,18 +49,21 @@ def healthz(request):
 
 
 def readyz(request):
-    """``/healthz`` plus the pipeline: 503 while a stage is stalled, with every stage's
-    status, lag and rate (:mod:`tracker.operations.pipeline`). For monitors and
+    """``/healthz`` plus the pipeline: 503 while a stage is stalled. For monitors and
     orchestrators that should know the live path is stuck; the proxy's health check
-    stays ``/healthz`` so a stalled stream job does not stop order taking."""
+    stays ``/healthz`` so a stalled stream job does not stop order taking.
+
+    Anyone gets the status and its code; operators (session or API token) also get the
+    checks and every stage's status, lag, rate and error (:mod:`tracker.operations.pipeline`),
+    which are theirs only, as ``GET /api/v1/operations/pipeline/`` is."""
     checks = _checks()
     pipeline = monitor().snapshot()
     healthy = all(value == "ok" for value in checks.values())
     status = "unhealthy" if not healthy else pipeline["status"]
-    return JsonResponse(
-        {"status": status, "checks": checks, "pipeline": pipeline},
-        status=200 if healthy and pipeline["status"] != STALLED else 503,
-    )
+    body = {"status": status}
+    if policy.is_operator(_caller(request)):
+        body.update(checks=checks, pipeline=pipeline)
+    return JsonResponse(body, status=200 if healthy and pipeline["status"] != STALLED else 503)
 
 
 def web_registry() -> CollectorRegistry:
@@ -68,6 +76,15 @@ def web_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
     return registry
+
+
+def _caller(request: HttpRequest) -> Any:
+    """The signed-in user: the session's, or an API token's (``Authorization: Token``), as
+    the API would take it; anonymous otherwise."""
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "token" and key.strip():
+        return user_for_token(key.strip()) or AnonymousUser()
+    return request.user
 
 
 def metrics(request):
