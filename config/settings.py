@@ -11,6 +11,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from contract.conf import env_bool, env_float, env_int, env_list, env_str, var_dir
+from tracker.accounts.rates import outlasts
 
 #: The built-in key: fine on a laptop, never with debug off (see the check below).
 DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
@@ -158,10 +159,19 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES
 #: Reverse proxies in front of the app that append to X-Forwarded-For (Caddy in
 #: docker-compose.yml: 1). 0 = ignore the header: the client is REMOTE_ADDR.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
-#: Every sign-in path, throttled per client and per user name.
+#: Every sign-in path, throttled per client and per user name. Every attempt counts against
+#: both; the name's budget is larger than one client's, so one client spending all of its
+#: attempts on a name cannot lock its owner out, and a guess spread over many clients is
+#: still capped.
 LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/login/"})
 LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
-LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "10/min")
+LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "30/min")
+if not outlasts(LOGIN_THROTTLE_PER_USERNAME, LOGIN_THROTTLE_PER_CLIENT):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_LOGIN_USERNAME ({LOGIN_THROTTLE_PER_USERNAME}) must allow more attempts "
+        f"than API_THROTTLE_LOGIN ({LOGIN_THROTTLE_PER_CLIENT}): otherwise one client can "
+        "spend a user name's whole budget and lock its owner out of sign-in."
+    )
 
 #: The web's /metrics on an internal listener (config/metrics_listener.py), on METRICS_HOST:
 #: what Prometheus scrapes in production (compose: 9100). 0 = off (the public /metrics).

@@ -110,7 +110,7 @@ def _uvicorn_commands() -> dict[str, str]:
     dockerfile = (ROOT / "Dockerfile").read_text()
     embedded = next(c for c in components() if c.name == "web")
     return {
-        "Dockerfile CMD": next(line for line in dockerfile.splitlines() if "uvicorn" in line),
+        "Dockerfile CMD": next(line for line in dockerfile.splitlines() if line.startswith("CMD")),
         "docker-compose.yml web": web,
         "make run (embedded/components.py)": " ".join(embedded.argv),
     }

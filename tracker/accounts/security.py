@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+from tracker.accounts.rates import parse_rate
 
 
 def client_ip(meta: dict) -> str:
@@ -40,15 +40,6 @@ def client_ip(meta: dict) -> str:
     if not addresses:
         return remote
     return addresses[-min(proxies, len(addresses))]
-
-
-def parse_rate(rate: str) -> tuple[int, int]:
-    """``"10/min"`` -> (10, 60)."""
-    count, _, period = rate.partition("/")
-    try:
-        return int(count), _PERIODS[period.strip().lower()]
-    except (ValueError, KeyError):
-        raise ValueError(f"rate must look like '10/min', got {rate!r}") from None
 
 
 def login_name(username: str) -> str:

@@ -22,7 +22,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 
-from tracker.accounts.security import Refusal, parse_rate, spend
+from tracker.accounts.rates import parse_rate
+from tracker.accounts.security import Refusal, spend
 
 
 def message_size(message: dict[str, Any]) -> int:
