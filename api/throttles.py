@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 from rest_framework.throttling import ScopedRateThrottle as DRFScopedRateThrottle
@@ -24,6 +25,13 @@ from tracker.accounts.security import TokenBucket, client_ip
 class ScopedRateThrottle(DRFScopedRateThrottle):
     def get_ident(self, request: Request) -> str:
         return client_ip(request.META)
+
+
+class ThrottledWrites:
+    """A view mixin: reads are free, writes spend the view's ``throttle_scope``."""
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        return [] if self.request.method in SAFE_METHODS else super().get_throttles()
 
 
 class LocationPointsThrottle(BaseThrottle):

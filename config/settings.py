@@ -177,6 +177,9 @@ if not outlasts(LOGIN_THROTTLE_PER_USERNAME, LOGIN_THROTTLE_PER_CLIENT):
 #: what Prometheus scrapes in production (compose: 9100). 0 = off (the public /metrics).
 WEB_METRICS_PORT = env_int("WEB_METRICS_PORT", 0)
 
+#: Delivery addresses a customer may keep (tracker/customers/services.py; 400 beyond).
+CUSTOMER_MAX_ADDRESSES = env_int("CUSTOMER_MAX_ADDRESSES", 20)
+
 #: API tokens (mobile apps) expire this many days after sign-in; 0 = never.
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
 

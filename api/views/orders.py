@@ -32,7 +32,7 @@ from api.serializers.orders import (
     PlaceOrderSerializer,
     TransitionSerializer,
 )
-from api.throttles import LocationPointsThrottle, ScopedRateThrottle
+from api.throttles import LocationPointsThrottle, ScopedRateThrottle, ThrottledWrites
 from tracker.orders import policy, services
 from tracker.orders.models import Order
 from tracker.tracking import read_model, selectors
@@ -78,14 +78,11 @@ class OrderView(generics.GenericAPIView):
         return Response(DETAIL.to_representation(detail), status=code)
 
 
-class OrderListView(OrderView):
+class OrderListView(ThrottledWrites, OrderView):
     """GET: my orders (latest first, from Pinot). POST: place an order (customers)."""
 
     throttle_scope = "orders"
     pagination_class = PinotPagination
-
-    def get_throttles(self):
-        return super().get_throttles() if self.request.method == "POST" else []
 
     @extend_schema(
         operation_id="listOrders",
