@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -78,13 +79,19 @@ def test_prometheus_scrapes_the_web_on_an_internal_listener_in_production(settin
     port = _free_port()
     monkeypatch.setenv("METRICS_HOST", "127.0.0.1")
     server = serve_web_metrics(port)
+    series = _alerted_metric("PipelineStageStalled") + '{stage="relay"}'
+    deadline = time.monotonic() + 30  # the monitor's first sample sets the series
     try:
-        answer = httpx.get(
-            f"http://127.0.0.1:{port}/metrics", headers={"Host": f"172.18.0.7:{scraped}"}
-        )
+        while True:
+            answer = httpx.get(
+                f"http://127.0.0.1:{port}/metrics", headers={"Host": f"172.18.0.7:{scraped}"}
+            )
+            assert answer.status_code == 200
+            if series in answer.text or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     finally:
         server.shutdown()
         server.server_close()
-    assert answer.status_code == 200
-    assert _alerted_metric("PipelineStageStalled") in answer.text
+    assert series in answer.text
     assert "ordertrack_http_request_duration_seconds" in answer.text
