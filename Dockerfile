@@ -72,7 +72,15 @@ RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /app -
     && mkdir -p /var/lib/ordertrack/checkpoints /var/lib/ordertrack/spark-work /app/var \
     && chown -R ordertrack:ordertrack /app/var /var/lib/ordertrack
 
+# Safe by default when run on its own: debug off, so Django refuses to start until
+# DJANGO_SECRET_KEY (and DJANGO_ALLOWED_HOSTS) are given; compose sets them all.
+ENV DJANGO_DEBUG=false
+
 USER ordertrack
 EXPOSE 8000
 # Every service in docker-compose.yml sets its own command; this default is the web tier.
-CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--forwarded-allow-ips", "*", "--no-access-log"]
+# X-Forwarded-For/-Proto are believed only from uvicorn's default, 127.0.0.1 (a proxy in
+# the same network namespace); FORWARDED_ALLOW_IPS names another proxy's address. Never
+# "*": any client could then choose the address its throttles count.
+# --ws-max-size: WS_MAX_MESSAGE_BYTES's default (a larger client frame is closed with 1009).
+CMD ["uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--proxy-headers", "--ws-max-size", "4096", "--no-access-log"]

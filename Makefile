@@ -12,8 +12,10 @@ SYSTEM_STAMP := var/.system-deps
 # make run-prod: docker-compose.yml's topology as local processes (embedded/compose.py).
 .PHONY: run run-prod test test-passes test-backends install jvm system-deps schema lint format tail bench clean
 
+# Debug on explicitly: the embedded mode's demo accounts and development key (the image
+# defaults to debug off).
 run: install
-	$(PY) -m embedded
+	DJANGO_DEBUG=true $(PY) -m embedded
 
 run-prod: install
 	$(PY) -m embedded.compose $(RUN_PROD_ARGS)

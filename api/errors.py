@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from contract.events import EventValidationError
+from tracker.customers.services import TooManyAddresses
 from tracker.orders.policy import NotVisible, ScopeRequired
 from tracker.orders.services import IllegalTransition, OrderError, TelemetryError
 from tracker.tracking.exceptions import TrackingUnavailable
@@ -73,7 +74,7 @@ def _translate(exc: Exception) -> Exception:
         return exceptions.NotFound(str(exc))
     if isinstance(exc, ScopeRequired):
         return exceptions.ValidationError({exc.field: [str(exc)]})
-    if isinstance(exc, OrderError):
+    if isinstance(exc, OrderError | TooManyAddresses):
         return exceptions.ValidationError({exc.field or "non_field_errors": [str(exc)]})
     if isinstance(exc, EventValidationError):
         return exceptions.ValidationError({exc.field: [exc.reason]})

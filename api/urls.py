@@ -1,5 +1,5 @@
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
 from api import errors
 from api.views import accounts, docs, menu, operations, orders
@@ -48,7 +48,7 @@ v1 = [
 ]
 
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", docs.SchemaView.as_view(), name="schema"),  # built once per process
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("asyncapi/", docs.asyncapi, name="asyncapi"),
     *[path(f"v1/{p.pattern}", p.callback, name=p.name) for p in v1],

@@ -45,11 +45,11 @@ def main() -> None:
     args = parser.parse_args()
 
     with common.embedded_stack(args.workers, profile=args.profile) as stack:
-        order_ids, token = _seed(args.sockets)
+        order_ids, tokens = _seed(args.sockets)
         port = int(stack.web_url.rsplit(":", 1)[1])
         import uvloop
 
-        result = uvloop.run(_drive(args, port, order_ids, token, stack.web_pid))
+        result = uvloop.run(_drive(args, port, order_ids, tokens, stack.web_pid))
     if args.profile:
         print(f"  profile of the server written to {args.profile}")
     result.update({"machine": common.machine(), "params": {**vars(args), "profile": None}})
@@ -76,19 +76,15 @@ def main() -> None:
     print("  written to", common.write_result("push", result))
 
 
-def _seed(n: int) -> tuple[list[int], str]:
-    from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
-
+def _seed(n: int) -> tuple[list[int], list[str]]:
     from tests.factories import make_customer, make_restaurant, place
 
     customer, restaurant = make_customer("bench"), make_restaurant()
-    operator = get_user_model().objects.create_user("bench-ops", is_staff=True)
     ids = [place(customer, restaurant).pk for _ in range(n)]
-    return ids, Token.objects.create(user=operator).key
+    return ids, common.operator_tokens(n)  # the sockets spread over operators
 
 
-async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: int) -> dict:
+async def _drive(args, port: int, order_ids: list[int], tokens: list[str], server_pid: int) -> dict:
     from websockets.asyncio.client import connect as ws_connect
 
     from contract import kafka
@@ -102,10 +98,10 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
     rss_before = common.process_tree_rss(server_pid)  # all uvicorn workers
     start = time.monotonic()
 
-    async def connect(order_id: int):
+    async def connect(index: int, order_id: int):
         ws = await ws_connect(
             f"ws://127.0.0.1:{port}/ws/orders/{order_id}/",
-            additional_headers={"Authorization": f"Token {token}"},
+            additional_headers={"Authorization": f"Token {common.token_of_socket(tokens, index)}"},
             max_queue=None,
             open_timeout=120,
             ping_interval=None,  # the server pings; answering is enough
@@ -117,7 +113,8 @@ async def _drive(args, port: int, order_ids: list[int], token: str, server_pid: 
 
     for chunk in range(0, len(order_ids), 100):
         opened = await asyncio.gather(
-            *(connect(o) for o in order_ids[chunk : chunk + 100]), return_exceptions=True
+            *(connect(chunk + i, o) for i, o in enumerate(order_ids[chunk : chunk + 100])),
+            return_exceptions=True,
         )
         sockets += [ws for ws in opened if not isinstance(ws, BaseException)]
     connect_seconds = time.monotonic() - start

@@ -45,6 +45,7 @@ async def readers_and_subscribers(
     readers: int,
     sockets: int,
     token: str,
+    socket_tokens: list[str],
     headers: dict,
     origin: str | None,
 ) -> dict:
@@ -93,12 +94,13 @@ async def readers_and_subscribers(
                 error("rest", f"{response.status_code} {response.text[:200]}")
             await asyncio.sleep(0.2)
 
-    async def subscriber(order_id: int):
+    async def subscriber(index: int, order_id: int):
         url = base.replace("http", "ws") + f"/ws/orders/{order_id}/"
+        key = common.token_of_socket(socket_tokens, index)  # spread over users: the cap
         try:
             async with websockets.connect(
                 url,
-                additional_headers={**headers, "Authorization": f"Token {token}"},
+                additional_headers={**headers, "Authorization": f"Token {key}"},
                 origin=origin,
             ) as ws:
                 while time.monotonic() < deadline:
@@ -120,7 +122,7 @@ async def readers_and_subscribers(
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         ids = await order_ids()
         tasks = [asyncio.create_task(reader(client, random.Random(i))) for i in range(readers)]
-        tasks += [asyncio.create_task(subscriber(rng.choice(ids))) for _ in range(sockets)]
+        tasks += [asyncio.create_task(subscriber(i, rng.choice(ids))) for i in range(sockets)]
         await asyncio.gather(*tasks)
     return stats
 
@@ -257,7 +259,14 @@ def main() -> None:
         sampler.start()
         soak = asyncio.run(
             readers_and_subscribers(
-                web_url, args.minutes * 60, args.readers, args.sockets, token, headers, origin
+                web_url,
+                args.minutes * 60,
+                args.readers,
+                args.sockets,
+                token,
+                common.operator_tokens(args.sockets),
+                headers,
+                origin,
             )
         )
         sampler.stopped.set()

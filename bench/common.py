@@ -169,6 +169,29 @@ def baseline_tree(commit: str, same_bench: bool = False) -> Path:
     return target
 
 
+def operator_tokens(sockets: int, prefix: str = "bench-ops") -> list[str]:
+    """API tokens of enough operators to hold ``sockets`` WebSockets, at most
+    ``WS_MAX_SOCKETS_PER_USER`` each: benchmarks spread their sockets over users as real
+    clients are, rather than raise the cap. Socket ``i`` uses token ``i // that cap``."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    users = get_user_model().objects
+    keys = []
+    for n in range(max(1, math.ceil(sockets / settings.WS_MAX_SOCKETS_PER_USER))):
+        user, _ = users.get_or_create(username=f"{prefix}{n + 1}", defaults={"is_staff": True})
+        keys.append(Token.objects.get_or_create(user=user)[0].key)
+    return keys
+
+
+def token_of_socket(tokens: list[str], index: int) -> str:
+    """The token socket ``index`` signs in with (see :func:`operator_tokens`)."""
+    from django.conf import settings
+
+    return tokens[index // settings.WS_MAX_SOCKETS_PER_USER]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -35,6 +35,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from config.asgi_limits import BodySizeLimit  # noqa: E402
+from config.metrics_listener import serve_web_metrics  # noqa: E402
 from tracker.live.auth import websocket_stack  # noqa: E402
 from tracker.live.routing import websocket_urlpatterns  # noqa: E402
 from tracker.tracking import eta  # noqa: E402
@@ -51,6 +52,7 @@ application = ProtocolTypeRouter(
 # after a restart, it would hold every query queued behind it past its timeout (503s);
 # loaded now, those requests find it running and answer with the defaults meanwhile.
 threading.Thread(target=eta.current_statistics, name="eta-first-load", daemon=True).start()
+serve_web_metrics()  # for Prometheus, off the public port (WEB_METRICS_PORT)
 
 gc.collect()
 gc.freeze()

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from contract.conf import env_bool, env_int, env_list, env_str, var_dir
+from contract.conf import env_bool, env_float, env_int, env_list, env_str, var_dir
+from tracker.accounts.rates import outlasts
 
 #: The built-in key: fine on a laptop, never with debug off (see the check below).
 DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
@@ -158,10 +159,26 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES
 #: Reverse proxies in front of the app that append to X-Forwarded-For (Caddy in
 #: docker-compose.yml: 1). 0 = ignore the header: the client is REMOTE_ADDR.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
-#: Every sign-in path, throttled per client and per user name.
+#: Every sign-in path, throttled per client and per user name. Every attempt counts against
+#: both; the name's budget is larger than one client's, so one client spending all of its
+#: attempts on a name cannot lock its owner out, and a guess spread over many clients is
+#: still capped.
 LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/login/"})
 LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
-LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "10/min")
+LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "30/min")
+if not outlasts(LOGIN_THROTTLE_PER_USERNAME, LOGIN_THROTTLE_PER_CLIENT):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_LOGIN_USERNAME ({LOGIN_THROTTLE_PER_USERNAME}) must allow more attempts "
+        f"than API_THROTTLE_LOGIN ({LOGIN_THROTTLE_PER_CLIENT}): otherwise one client can "
+        "spend a user name's whole budget and lock its owner out of sign-in."
+    )
+
+#: The web's /metrics on an internal listener (config/metrics_listener.py), on METRICS_HOST:
+#: what Prometheus scrapes in production (compose: 9100). 0 = off (the public /metrics).
+WEB_METRICS_PORT = env_int("WEB_METRICS_PORT", 0)
+
+#: Delivery addresses a customer may keep (tracker/customers/services.py; 400 beyond).
+CUSTOMER_MAX_ADDRESSES = env_int("CUSTOMER_MAX_ADDRESSES", 20)
 
 #: API tokens (mobile apps) expire this many days after sign-in; 0 = never.
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
@@ -194,6 +211,11 @@ REST_FRAMEWORK = {
     "COERCE_DECIMAL_TO_STRING": True,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+#: A courier's GPS points per order (api.throttles.LocationPointsThrottle): a burst of
+#: 1,200 points (a phone's offline queue: 20 minutes at one point a second, in batches of
+#: up to 500), refilled at 2 points a second (a phone reports about one a second).
+LOCATION_POINTS_PER_SECOND = env_float("API_LOCATION_POINTS_PER_SECOND", 2.0)
+LOCATION_POINTS_BURST = env_int("API_LOCATION_POINTS_BURST", 1200)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Ordertrack API",
     "DESCRIPTION": (
@@ -251,6 +273,19 @@ PUSH_HEARTBEAT_SECONDS = float(env_str("PUSH_HEARTBEAT_SECONDS", "20"))
 #: re-checks its credential and its access this often, so a change made where the
 #: channel layer does not reach (another process in embedded mode) still closes it.
 PUSH_RECHECK_SECONDS = float(env_str("PUSH_RECHECK_SECONDS", "30"))
+#: What a client may send a WebSocket (tracker/live/limits.py): the largest message (the
+#: largest a client sends is a ping; uvicorn's --ws-max-size is set to the same number in
+#: every command line), open sockets per user (operators too), connects per user, and
+#: messages per socket. Over size: close 1009; over a count or rate: close 4429.
+WS_MAX_MESSAGE_BYTES = env_int("WS_MAX_MESSAGE_BYTES", 4096)
+WS_MAX_SOCKETS_PER_USER = env_int("WS_MAX_SOCKETS_PER_USER", 20)
+WS_CONNECT_RATE = env_str("WS_CONNECT_RATE", "60/min")
+WS_PING_RATE = env_str("WS_PING_RATE", "30/min")
+
+# --- the simulator (tracker/simulator/seed.py) ------------------------------------
+#: With debug off, the only password the demo accounts may get (refused when unset, the
+#: public demo password, or weak); with debug on they get the public ``ordertrack-demo``.
+SIMULATOR_DEMO_PASSWORD = env_str("SIMULATOR_DEMO_PASSWORD", "")
 
 # --- the event pipeline -------------------------------------------------------
 OUTBOX_RELAY_BATCH_SIZE = env_int("OUTBOX_RELAY_BATCH_SIZE", 500)

@@ -43,7 +43,9 @@ def components() -> list[Component]:
     host, port = web_address()
     # Django runs sync views on one thread per process: two processes use both cores.
     workers = ["--workers", str(env_int("WEB_WORKERS", 2))]
-    web = ["-m", "uvicorn", "config.asgi:application", "--no-access-log", *workers]
+    # A client frame over WS_MAX_MESSAGE_BYTES is closed with 1009 before it is read.
+    frames = ["--ws-max-size", str(env_int("WS_MAX_MESSAGE_BYTES", 4096))]
+    web = ["-m", "uvicorn", "config.asgi:application", "--no-access-log", *workers, *frames]
     listen = ["--host", host, "--port", str(port)]
     rate = ["--rate", str(env_float("SIMULATOR_RATE", 50.0))]
     pace = ["--pace", str(env_float("SIMULATOR_PACE", 4.0))]

@@ -230,6 +230,8 @@ def default_variables(var: Path) -> dict[str, str]:
         "DJANGO_SECRET_KEY": saved.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(48),
         "POSTGRES_PASSWORD": saved.get("POSTGRES_PASSWORD") or secrets.token_urlsafe(18),
         "ORDERTRACK_DOMAIN": saved.get("ORDERTRACK_DOMAIN") or "localhost",
+        "SIMULATOR_DEMO_PASSWORD": saved.get("SIMULATOR_DEMO_PASSWORD")
+        or secrets.token_urlsafe(12),
     }
     if wanted != saved:
         var.mkdir(parents=True, exist_ok=True)

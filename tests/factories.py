@@ -11,7 +11,7 @@ from tracker.couriers.models import Courier
 from tracker.customers.models import Address, Customer
 from tracker.orders import services
 from tracker.restaurants.models import Product, Restaurant
-from tracker.simulator.seed import DemoSize, seed_demo
+from tracker.simulator.seed import PUBLIC_DEMO_ACCOUNTS, DemoSize, seed_demo
 
 
 def make_customer(username: str = "alice") -> Customer:
@@ -59,4 +59,4 @@ def place(customer: Customer, restaurant: Restaurant, **kwargs):
 
 
 def seed_small_world(seed: int = 1) -> None:
-    seed_demo(random.Random(seed), DemoSize(customers=20, couriers=8))
+    seed_demo(random.Random(seed), DemoSize(customers=20, couriers=8), PUBLIC_DEMO_ACCOUNTS)

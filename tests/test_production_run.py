@@ -30,6 +30,7 @@ COMPOSE_VARS = {
     "DJANGO_SECRET_KEY": "k" * 50,
     "POSTGRES_PASSWORD": "pw",
     "ORDERTRACK_DOMAIN": "localhost",
+    "SIMULATOR_DEMO_PASSWORD": "run-prod-demo-accounts-53",
 }
 
 

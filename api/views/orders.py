@@ -32,6 +32,7 @@ from api.serializers.orders import (
     PlaceOrderSerializer,
     TransitionSerializer,
 )
+from api.throttles import LocationPointsThrottle, ScopedRateThrottle, ThrottledWrites
 from tracker.orders import policy, services
 from tracker.orders.models import Order
 from tracker.tracking import read_model, selectors
@@ -77,14 +78,11 @@ class OrderView(generics.GenericAPIView):
         return Response(DETAIL.to_representation(detail), status=code)
 
 
-class OrderListView(OrderView):
+class OrderListView(ThrottledWrites, OrderView):
     """GET: my orders (latest first, from Pinot). POST: place an order (customers)."""
 
     throttle_scope = "orders"
     pagination_class = PinotPagination
-
-    def get_throttles(self):
-        return super().get_throttles() if self.request.method == "POST" else []
 
     @extend_schema(
         operation_id="listOrders",
@@ -230,7 +228,8 @@ class CourierLocationView(OrderView):
     """The assigned courier reports its position: one point, or a batch buffered offline."""
 
     permission_classes = [IsCourier]
-    throttle_scope = "locations"
+    throttle_scope = "locations"  # requests; and the points they carry:
+    throttle_classes = [ScopedRateThrottle, LocationPointsThrottle]
     serializer_class = LocationBatchSerializer
 
     def get_queryset(self) -> QuerySet[Order]:
@@ -240,7 +239,9 @@ class CourierLocationView(OrderView):
         operation_id="reportCourierLocations",
         summary="Report the courier's position",
         description="The order's assigned courier only: one GPS point, or a batch of up to "
-        "500 buffered while offline. Points are idempotent, so a retried batch is harmless.",
+        "500 buffered while offline. Points are idempotent, so a retried batch is harmless. "
+        "Budget per courier and order: 1,200 points at once (20 minutes offline at a point "
+        "a second), refilled at 2 points a second; beyond it 429 with `Retry-After`.",
         request=LocationBatchSerializer,
         responses={202: AcceptedSerializer, **errors(503)},
         examples=[

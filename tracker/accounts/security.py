@@ -5,19 +5,23 @@
   then ignored, so a client cannot pick its own throttle key).
 * :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
   every login path (API token, browser sign-in, admin sign-in).
+* :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
+  budgets in the cache, shared by every process in production (Redis).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
-_PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+from tracker.accounts.rates import parse_rate
 
 
 def client_ip(meta: dict) -> str:
@@ -38,15 +42,6 @@ def client_ip(meta: dict) -> str:
     return addresses[-min(proxies, len(addresses))]
 
 
-def parse_rate(rate: str) -> tuple[int, int]:
-    """``"10/min"`` -> (10, 60)."""
-    count, _, period = rate.partition("/")
-    try:
-        return int(count), _PERIODS[period.strip().lower()]
-    except (ValueError, KeyError):
-        raise ValueError(f"rate must look like '10/min', got {rate!r}") from None
-
-
 def login_name(username: str) -> str:
     """The account a sign-in attempt is aimed at, for its per-user-name budget.
 
@@ -63,8 +58,71 @@ class Refusal:
     reason: str
 
 
+def spend(kind: str, ident: str, rate: tuple[int, int]) -> int | None:
+    """Count one use of ``ident``'s ``kind`` budget, a fixed window of ``rate`` (count,
+    seconds) in the cache (Redis in production, shared by every process): None while it
+    lasts, else the seconds until the window ends."""
+    limit, period = rate
+    now = int(time.time())
+    window = now // period
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
+    key = f"throttle:{kind}:{digest}:{window}"
+    cache.add(key, 0, timeout=period + 1)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.set(key, 1, timeout=period + 1)
+        count = 1
+    if count > limit:
+        return period - now % period or 1
+    return None
+
+
+class TokenBucket:
+    """A budget of ``burst`` units, refilled at ``rate`` units a second, kept in the cache.
+
+    Two entries: when counting started and the units spent since (an atomic ``incr``), so
+    the processes sharing the cache never lose one another's spending. A bucket that would
+    hold more than ``burst`` is re-based to hold exactly that; an idle bucket lapses from
+    the cache once it would be full anyway.
+    """
+
+    def __init__(
+        self, name: str, *, rate: float, burst: int, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        digest = hashlib.sha256(name.encode()).hexdigest()[:32]
+        self._start, self._spent = f"bucket:{digest}:start", f"bucket:{digest}:spent"
+        self._ttl = math.ceil(burst / rate) + 60
+
+    def take(self, cost: int) -> float | None:
+        """Take ``cost`` units (at most ``burst``): None when they were there, else the
+        seconds until they will be (nothing is taken then)."""
+        cost = min(cost, self.burst)
+        now = self.clock()
+        if cache.add(self._start, now, timeout=self._ttl):
+            cache.set(self._spent, 0, timeout=self._ttl)  # a new or lapsed bucket is full
+        start = cache.get(self._start, now)
+        try:
+            spent = cache.incr(self._spent, cost)
+        except ValueError:  # lapsed between add and incr
+            cache.set(self._spent, cost, timeout=self._ttl)
+            spent = cost
+        before = spent - cost
+        available = self.burst + self.rate * (now - start) - before
+        if available > self.burst:  # it was full: count from a start that makes it so
+            cache.set(self._start, now - before / self.rate, timeout=self._ttl)
+            available = self.burst
+        if cost > available:
+            cache.decr(self._spent, cost)
+            return (cost - available) / self.rate
+        cache.touch(self._start, self._ttl)
+        cache.touch(self._spent, self._ttl)
+        return None
+
+
 class LoginRateLimiter:
-    """Fixed-window counters in the cache (Redis in production, shared by every process).
+    """Fixed-window counters in the cache (:func:`spend`).
 
     Every attempt counts, successful or not: a correct guess must not reset the budget.
     Limiting per user name stops a distributed guess at one account; limiting per
@@ -76,20 +134,7 @@ class LoginRateLimiter:
         self.per_username = parse_rate(per_username or settings.LOGIN_THROTTLE_PER_USERNAME)
 
     def _hit(self, kind: str, ident: str, rate: tuple[int, int]) -> int | None:
-        limit, period = rate
-        now = int(time.time())
-        window = now // period
-        digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
-        key = f"login-throttle:{kind}:{digest}:{window}"
-        cache.add(key, 0, timeout=period + 1)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.set(key, 1, timeout=period + 1)
-            count = 1
-        if count > limit:
-            return period - now % period or 1
-        return None
+        return spend(f"login-{kind}", ident, rate)
 
     def attempt(self, *, client: str, username: str | None) -> Refusal | None:
         """Count one attempt; a Refusal when either budget is spent."""

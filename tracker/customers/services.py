@@ -1,6 +1,7 @@
 """Writes to a customer's delivery addresses.
 
-One invariant lives here: a customer has at most one default address. Setting
+Two invariants live here: a customer has at most one default address, and at most
+``CUSTOMER_MAX_ADDRESSES`` addresses (:class:`TooManyAddresses`). Setting
 ``is_default`` makes an address the only default, and deleting the default makes the
 oldest remaining address the default, so a customer with addresses always has one to
 order to. The API and the address page both write through these functions.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from tracker.customers.models import Address, Customer
@@ -20,9 +22,20 @@ def _only_default(address: Address) -> None:
         address.customer.addresses.exclude(pk=address.pk).update(is_default=False)
 
 
+class TooManyAddresses(Exception):
+    """The customer already has ``CUSTOMER_MAX_ADDRESSES`` addresses."""
+
+    field = "non_field_errors"
+
+
 @transaction.atomic
 def add_address(customer: Customer, **fields: Any) -> Address:
-    """A new delivery address of ``customer``'s (the acting customer: never another's)."""
+    """A new delivery address of ``customer``'s (the acting customer: never another's);
+    :class:`TooManyAddresses` when they have the most allowed."""
+    Customer.objects.select_for_update().filter(pk=customer.pk).first()  # one add at a time
+    limit = settings.CUSTOMER_MAX_ADDRESSES
+    if customer.addresses.count() >= limit:
+        raise TooManyAddresses(f"A customer may keep at most {limit} addresses; delete one first.")
     address = customer.addresses.create(**fields)
     _only_default(address)
     return address

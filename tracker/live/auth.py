@@ -1,7 +1,7 @@
 """WebSocket authentication and origin checks.
 
 Browsers authenticate with their session cookie and always send ``Origin``,
-which must then be one of ours (no cross-site WebSocket hijacking). Mobile apps
+which must then be one of ours, scheme, host and port (no cross-site WebSocket hijacking). Mobile apps
 send ``Authorization: Token <key>`` (or ``?token=`` where a client library
 cannot set headers) and usually no ``Origin``; a token is not ambient
 authority, so a missing Origin is fine for them.
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from importlib import import_module
 from types import SimpleNamespace
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlsplit
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
-from django.http.request import validate_host
+from django.http.request import split_domain_port, validate_host
+from django.utils.http import is_same_domain
 
 from tracker.accounts.security import user_for_token
 
@@ -76,19 +77,44 @@ class TokenAuthMiddleware:
         return await self.app(scope, receive, send)
 
 
+def trusted_origin(origin: str, scope: dict) -> bool:
+    """Whether a browser's ``Origin`` is ours, by scheme, host and port, as Django's CSRF
+    check decides for a POST: one of ``CSRF_TRUSTED_ORIGINS`` (``*.`` naming subdomains),
+    or the socket's own origin (its scheme and ``Host``, that host being allowed)."""
+    trusted = settings.CSRF_TRUSTED_ORIGINS
+    if origin in trusted:
+        return True
+    parsed = urlsplit(origin)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        return False
+    for pattern in trusted:
+        allowed = urlsplit(pattern)
+        wildcard = "*" in allowed.netloc and allowed.scheme == parsed.scheme
+        if wildcard and is_same_domain(parsed.netloc, allowed.netloc.lstrip("*")):
+            return True
+    host = dict(scope.get("headers", [])).get(b"host", b"").decode(errors="replace")
+    scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
+    domain, _ = split_domain_port(host)
+    return (
+        bool(domain)
+        and validate_host(domain, settings.ALLOWED_HOSTS)
+        and (origin == f"{scheme}://{host}")
+    )
+
+
 class OriginCheck:
-    """Refuse a WebSocket whose Origin is present but not one of ALLOWED_HOSTS."""
+    """Refuse (4403, before opening) a WebSocket whose ``Origin`` is present but not one of
+    ours (:func:`trusted_origin`): a page of another site, or of another port or scheme on
+    our host, must not use the browser's session cookie."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send):
         origin = dict(scope.get("headers", [])).get(b"origin")
-        if origin is not None:
-            host = urlparse(origin.decode(errors="replace")).hostname or ""
-            if not validate_host(host, settings.ALLOWED_HOSTS):
-                await send({"type": "websocket.close", "code": 4403})
-                return
+        if origin is not None and not trusted_origin(origin.decode(errors="replace"), scope):
+            await send({"type": "websocket.close", "code": 4403})
+            return
         return await self.app(scope, receive, send)
 
 

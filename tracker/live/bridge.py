@@ -271,8 +271,8 @@ class Bridge:
             data = json.loads(value or b"")
             customer, restaurant = data["customer_id"], data["restaurant_id"]
             version, status = data["version"], data["status"]
-        except (ValueError, TypeError, KeyError):
-            return True
+        except (ValueError, TypeError, KeyError, RecursionError):  # nested too deeply: parse_event
+            return True  # refuses it, and it is skipped and counted like any bad record
         if not (
             all(type(n) is int for n in (customer, restaurant, version)) and status in _STATUSES
         ):

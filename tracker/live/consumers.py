@@ -34,6 +34,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from prometheus_client import Gauge
 
+from tracker.live import limits
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
 from tracker.live.bridge import ensure_embedded_bridge
@@ -68,6 +69,15 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
                 m.CLOSE_UNAUTHENTICATED, "Sign in first (session cookie or token)."
             )
             return
+        # Before any access check or snapshot: what every connect costs is bounded.
+        self._slots = limits.SocketSlots(user.pk, self.channel_name)
+        refusal = await limits.admit(user.pk, self._slots)
+        if refusal is not None:
+            await self.delivery.refuse(
+                m.CLOSE_TOO_MANY, refusal.reason, retry_after=refusal.retry_after
+            )
+            return
+        self._messages = limits.MessageRate()
         if settings.PUSH_BRIDGE_EMBEDDED:
             ready = ensure_embedded_bridge(asyncio.get_running_loop(), self.channel_layer)
             await asyncio.to_thread(ready.wait, 15)
@@ -96,10 +106,18 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         except policy.NotVisible:  # access went between the check and the snapshot
             await self.delivery.refuse(m.CLOSE_NOT_FOUND, "No such order.")
             return
-        self.delivery.start(*self.background())
+        self.delivery.start(*self.background(), self._hold_slot())
+
+    async def _hold_slot(self) -> None:
+        """Renew this socket's place among its user's sockets while it is open."""
+        while not self.delivery.closing:
+            await asyncio.sleep(self._slots.RENEW_SECONDS)
+            await limits.renew(self._slots)
 
     async def _close(self, code: int) -> None:
         await self.close(code=code)
+        if getattr(self, "_slots", None) is not None:
+            await limits.release(self._slots)  # a closing socket no longer counts
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch, without its hop to the database thread before each message.
@@ -121,6 +139,30 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             self._open_gauge = None
         if getattr(self, "delivery", None) is not None:
             self.delivery.stop()
+        if getattr(self, "_slots", None) is not None:
+            await limits.release(self._slots)
+
+    async def websocket_receive(self, message: dict[str, Any]) -> None:
+        """A client message: refused unread when over ``WS_MAX_MESSAGE_BYTES`` (1009) or
+        past the socket's ``WS_PING_RATE`` (4429); else parsed and answered."""
+        delivery = getattr(self, "delivery", None)
+        if delivery is None or delivery.closing:
+            return  # refused or closing: nothing more is read
+        size, limit = limits.message_size(message), settings.WS_MAX_MESSAGE_BYTES
+        if size > limit:
+            await delivery.refuse(
+                m.CLOSE_MESSAGE_TOO_BIG, f"A message may be at most {limit} bytes ({size} sent)."
+            )
+            return
+        wait = self._messages.hit()
+        if wait is not None:
+            await delivery.refuse(
+                m.CLOSE_TOO_MANY,
+                f"Too many messages: at most {settings.WS_PING_RATE} per socket.",
+                retry_after=wait,
+            )
+            return
+        await super().websocket_receive(message)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "ping":

@@ -76,14 +76,15 @@ class Delivery:
         for task in self._tasks:
             task.cancel()
 
-    async def refuse(self, code: int, reason: str) -> None:
-        """Tell the client why, then close with ``code``."""
+    async def refuse(self, code: int, reason: str, **details: Any) -> None:
+        """Tell the client why (and ``details``, such as ``retry_after``), then close with
+        ``code``."""
         self.closing = True
         current = asyncio.current_task()
         for task in self._tasks:
             if task is not current:
                 task.cancel()
-        await self._send({"type": "error", "code": code, "message": reason})
+        await self._send({"type": "error", "code": code, "message": reason, **details})
         await self._close(code)
 
     # ------------------------------------------------------------------ messages

@@ -36,6 +36,9 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_TOO_SLOW = 4408  # the client could not keep up; reconnect with ?since=
 CLOSE_UNAVAILABLE = 4503  # tracking store unreachable, or an open socket's access re-check
 #                           could not run (database error); retry with backoff
+CLOSE_TOO_MANY = 4429  # too many sockets, connects or messages (tracker/live/limits.py); the
+#                       error message's retry_after says when to try again
+CLOSE_MESSAGE_TOO_BIG = 1009  # a client message over WS_MAX_MESSAGE_BYTES (RFC 6455's code)
 
 
 def order_group(order_id: int) -> str:

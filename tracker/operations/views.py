@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 from django.db import connection
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from contract.metrics import multiprocess_mode
+from tracker.accounts.security import user_for_token
 from tracker.operations.pipeline import STALLED, monitor
+from tracker.orders import policy
 
 
 def _checks() -> dict[str, str]:
@@ -44,26 +49,47 @@ def healthz(request):
 
 
 def readyz(request):
-    """``/healthz`` plus the pipeline: 503 while a stage is stalled, with every stage's
-    status, lag and rate (:mod:`tracker.operations.pipeline`). For monitors and
+    """``/healthz`` plus the pipeline: 503 while a stage is stalled. For monitors and
     orchestrators that should know the live path is stuck; the proxy's health check
-    stays ``/healthz`` so a stalled stream job does not stop order taking."""
+    stays ``/healthz`` so a stalled stream job does not stop order taking.
+
+    Anyone gets the status and its code; operators (session or API token) also get the
+    checks and every stage's status, lag, rate and error (:mod:`tracker.operations.pipeline`),
+    which are theirs only, as ``GET /api/v1/operations/pipeline/`` is."""
     checks = _checks()
     pipeline = monitor().snapshot()
     healthy = all(value == "ok" for value in checks.values())
     status = "unhealthy" if not healthy else pipeline["status"]
-    return JsonResponse(
-        {"status": status, "checks": checks, "pipeline": pipeline},
-        status=200 if healthy and pipeline["status"] != STALLED else 503,
-    )
+    body = {"status": status}
+    if policy.is_operator(_caller(request)):
+        body.update(checks=checks, pipeline=pipeline)
+    return JsonResponse(body, status=200 if healthy and pipeline["status"] != STALLED else 503)
+
+
+def web_registry() -> CollectorRegistry:
+    """What this web server exports: every worker process's figures (multi-process mode,
+    which ``config.asgi`` turns on for uvicorn's workers). Starts the pipeline monitor,
+    whose thread samples the pipeline figures."""
+    monitor()
+    if not multiprocess_mode():
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
+
+
+def _caller(request: HttpRequest) -> Any:
+    """The signed-in user: the session's, or an API token's (``Authorization: Token``), as
+    the API would take it; anonymous otherwise."""
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "token" and key.strip():
+        return user_for_token(key.strip()) or AnonymousUser()
+    return request.user
 
 
 def metrics(request):
-    """Prometheus exposition of this web server: every worker process's figures
-    (multi-process mode, which ``config.asgi`` turns on for uvicorn's workers). Not routed by the production proxy; Prometheus scrapes each replica."""
-    monitor()  # the pipeline figures are sampled by the monitor's thread
-    registry = REGISTRY
-    if multiprocess_mode():
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)
+    """Prometheus exposition of this web server (:func:`web_registry`). Not routed by the
+    production proxy; there Prometheus scrapes each replica's internal listener
+    (``WEB_METRICS_PORT``, :mod:`config.metrics_listener`)."""
+    registry = web_registry()
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,14 +1,17 @@
 """Operators' admin for orders. Actions go through the same domain functions as the API,
-acting as the signed-in user (the policy decides, as for every channel)."""
+acting as the signed-in user (the policy decides, as for every channel). Nothing here
+deletes an order, its items or its history (:class:`tracker.outbox.admin.NoDeletes`):
+orders end by cancelling."""
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 
 from tracker.orders import policy, services
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
+from tracker.outbox.admin import NoDeletes
 
 
-class OrderItemInline(admin.TabularInline):
+class OrderItemInline(NoDeletes, admin.TabularInline):
     model = OrderItem
     extra = 0
     fields = ["product", "quantity", "unit_price"]
@@ -19,7 +22,7 @@ class OrderItemInline(admin.TabularInline):
         return False
 
 
-class OrderStatusChangeInline(admin.TabularInline):
+class OrderStatusChangeInline(NoDeletes, admin.TabularInline):
     model = OrderStatusChange
     extra = 0
     fields = ["changed_at", "previous_status", "status", "actor", "event_id"]
@@ -55,7 +58,7 @@ def cancel(modeladmin, request, queryset):
 
 
 @admin.register(Order)
-class OrderAdmin(admin.ModelAdmin):
+class OrderAdmin(NoDeletes, admin.ModelAdmin):
     list_display = [
         "id",
         "customer",
@@ -99,7 +102,7 @@ class OrderAdmin(admin.ModelAdmin):
 
 
 @admin.register(OrderStatusChange)
-class OrderStatusChangeAdmin(admin.ModelAdmin):
+class OrderStatusChangeAdmin(NoDeletes, admin.ModelAdmin):
     list_display = ["id", "order", "previous_status", "status", "changed_at", "actor"]
     list_filter = ["status", "changed_at"]
     search_fields = ["order__id", "event_id", "actor"]
@@ -110,7 +113,7 @@ class OrderStatusChangeAdmin(admin.ModelAdmin):
 
 
 @admin.register(OrderItem)
-class OrderItemAdmin(admin.ModelAdmin):
+class OrderItemAdmin(NoDeletes, admin.ModelAdmin):
     list_display = ["id", "order", "product", "quantity", "unit_price"]
     search_fields = ["order__id", "product__name"]
     list_filter = ["product__category"]

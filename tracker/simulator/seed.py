@@ -2,6 +2,11 @@
 
 Deterministic for a given random generator, and idempotent: seeding a database
 that already has restaurants only makes sure the demo accounts exist.
+
+The accounts' password (:func:`demo_accounts`): with debug on (``make run``) the public
+``ordertrack-demo``, and ``operator`` is a superuser; with debug off only the password the
+operator gives in ``SIMULATOR_DEMO_PASSWORD`` (refused when missing, public or weak), and
+no account is a superuser.
 """
 
 from __future__ import annotations
@@ -10,8 +15,16 @@ import random
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
+from django.contrib.auth.password_validation import (
+    CommonPasswordValidator,
+    NumericPasswordValidator,
+    get_default_password_validators,
+    validate_password,
+)
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from tracker.couriers.models import Courier
@@ -23,6 +36,57 @@ CITY_CENTER = (12.9716, 77.5946)
 CITY_SPREAD_DEG = 0.08
 DEMO_PASSWORD = "ordertrack-demo"
 OPERATOR_USERNAME = "operator"
+
+
+@dataclass(frozen=True)
+class DemoAccounts:
+    """The demo accounts' password, and whether ``operator`` is a superuser (Django admin)."""
+
+    password: str
+    superuser: bool
+
+
+#: ``make run``'s accounts (debug on): the password the README shows.
+PUBLIC_DEMO_ACCOUNTS = DemoAccounts(DEMO_PASSWORD, superuser=True)
+
+
+class DemoAccountsRefused(Exception):
+    """Debug is off and no acceptable ``SIMULATOR_DEMO_PASSWORD`` was given."""
+
+
+def demo_accounts() -> DemoAccounts:
+    """The accounts to seed: the public ones with debug on; with debug off the operator's
+    ``SIMULATOR_DEMO_PASSWORD`` (checked by Django's password validators, never the public,
+    a common or an all-digit one) and no superuser, or :class:`DemoAccountsRefused` saying what to set."""
+    if settings.DEBUG:
+        return PUBLIC_DEMO_ACCOUNTS
+    password = settings.SIMULATOR_DEMO_PASSWORD
+    problem = None
+    if not password:
+        problem = "is not set"
+    elif password == DEMO_PASSWORD:
+        problem = "is the public demo password"
+    else:
+        try:
+            # The project's validators, and never a common or all-digit password: ~270
+            # accounts share it, so it must not be guessable.
+            checks = [
+                *get_default_password_validators(),
+                CommonPasswordValidator(),
+                NumericPasswordValidator(),
+            ]
+            validate_password(password, password_validators=checks)
+        except ValidationError as exc:
+            problem = "is too weak: " + " ".join(exc.messages)
+    if problem is not None:
+        raise DemoAccountsRefused(
+            f"DJANGO_DEBUG is off and SIMULATOR_DEMO_PASSWORD {problem}. With debug off the "
+            "simulator creates its ~270 demo accounts only with a password you choose: set "
+            "SIMULATOR_DEMO_PASSWORD (8+ characters, not the public demo password), or run "
+            "with DJANGO_DEBUG=true on a development database."
+        )
+    return DemoAccounts(password, superuser=False)
+
 
 RESTAURANTS = [
     ("Indiranagar Pizza Co.", "100 Feet Rd, Indiranagar", 12.9719, 77.6412),
@@ -191,18 +255,24 @@ def _image_url(category: str) -> str:
 
 
 @transaction.atomic
-def seed_demo(rng: random.Random, size: DemoSize | None = None) -> dict[str, int]:
-    """Create the demo world if the database has none; return counts of what exists."""
+def seed_demo(
+    rng: random.Random, size: DemoSize | None = None, accounts: DemoAccounts | None = None
+) -> dict[str, int]:
+    """Create the demo world if the database has none; return counts of what exists.
+
+    ``accounts`` defaults to :func:`demo_accounts` (which refuses with debug off and no
+    ``SIMULATOR_DEMO_PASSWORD``)."""
     size = size or DemoSize()
+    accounts = accounts or demo_accounts()
     user_model = get_user_model()
-    password_hash = make_password(DEMO_PASSWORD)  # hashed once: PBKDF2 is slow by design
+    password_hash = make_password(accounts.password)  # hashed once: PBKDF2 is slow by design
     if not user_model.objects.filter(username=OPERATOR_USERNAME).exists():
         user_model.objects.create(
             username=OPERATOR_USERNAME,
             first_name="Ops",
             last_name="Desk",
-            is_staff=True,
-            is_superuser=True,
+            is_staff=True,  # the operator role (tracker.orders.policy.is_operator)
+            is_superuser=accounts.superuser,
             password=password_hash,
         )
     if not Restaurant.objects.exists():

@@ -8,7 +8,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from tracker.simulator.engine import RealClock, SimConfig, Simulation, VirtualClock
-from tracker.simulator.seed import DEMO_PASSWORD, OPERATOR_USERNAME, seed_demo
+from tracker.simulator.seed import (
+    OPERATOR_USERNAME,
+    PUBLIC_DEMO_ACCOUNTS,
+    DemoAccountsRefused,
+    demo_accounts,
+    seed_demo,
+)
 
 
 class Command(BaseCommand):
@@ -47,13 +53,22 @@ class Command(BaseCommand):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
         if rate < 0 or pace <= 0:
             raise CommandError("--rate must be >= 0 and --pace > 0")
+        try:
+            accounts = demo_accounts()
+        except DemoAccountsRefused as exc:
+            raise CommandError(str(exc)) from None
         rng = random.Random(seed)
-        counts = seed_demo(rng)
+        counts = seed_demo(rng, accounts=accounts)
+        password = (
+            repr(accounts.password)
+            if accounts == PUBLIC_DEMO_ACCOUNTS
+            else "the one in SIMULATOR_DEMO_PASSWORD"  # never written to the logs
+        )
         self.stdout.write(
             "simulator: demo data ready ("
             + ", ".join(f"{v} {k}" for k, v in counts.items())
             + f"); sign in as {OPERATOR_USERNAME} / customer1 / courier1 / staff1 "
-            f"with password {DEMO_PASSWORD!r}"
+            f"with password {password}"
         )
         self.stdout.flush()
         if seed_only:

@@ -1,0 +1,135 @@
+"""Every URL pattern and WebSocket route has a stated budget, or "none" with the reason
+(issue 53). A new endpoint fails here until its line is written: decide its throttle
+then, not after a flood.
+
+For DRF views the budget is read from the view (its ``throttle_scope``, its throttle
+classes, whether only writes spend it) and must be the one stated; Django views and
+pages state theirs in words. Sign-in paths must be throttled by the login middleware.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.views import APIView
+
+from api.throttles import ScopedRateThrottle, ThrottledWrites
+from tracker.live.consumers import TrackingSocket
+from tracker.live.routing import websocket_urlpatterns
+
+SIGN_IN = "LoginThrottleMiddleware: per client (API_THROTTLE_LOGIN) and per name"
+OPERATIONS = "none: operators and restaurant staff only; each read bounded by PINOT_QUERY_TIMEOUT_S"
+SIGNED_IN_READ = "none: a signed-in read, bounded by its page size and PINOT_QUERY_TIMEOUT_S"
+PAGE = "none: a signed-in page shell; its data comes through the API's budgets"
+
+BUDGETS = {
+    "healthz": "none: probes call it every few seconds; two cheap checks, no data",
+    "readyz": "none: probes; anonymous callers get the status only",
+    "metrics": "none: the public proxy answers 404; Prometheus scrapes WEB_METRICS_PORT",
+    "admin/": f"sign-in via /admin/login/ ({SIGN_IN}); every other page is staff-only",
+    "api/schema/": "none: built once per process, then served from memory",
+    "api/docs/": "none: a static page (Swagger UI from our own static files)",
+    "api/asyncapi/": "none: a file read once per process",
+    "api/v1/auth/token/": "scope login",
+    "api/v1/auth/logout/": "none: signed in; revokes the caller's own token and session",
+    "api/v1/me/": "none: signed in; one user and at most CUSTOMER_MAX_ADDRESSES addresses",
+    "api/v1/me/addresses/": "scope writes, writes only",
+    "api/v1/me/addresses/<int:pk>/": "scope writes, writes only",
+    "api/v1/restaurants/": "none: signed in; a small catalogue",
+    "api/v1/restaurants/<int:pk>/menu/": "none: signed in; one restaurant's menu",
+    "api/v1/orders/": "scope orders, writes only",
+    "api/v1/orders/<int:pk>/": SIGNED_IN_READ,
+    "api/v1/orders/<int:pk>/cancel/": "scope writes",
+    "api/v1/orders/<int:pk>/advance/": "scope writes",
+    "api/v1/orders/<int:pk>/locations/": "scope locations, LocationPointsThrottle",
+    "api/v1/operations/time-in-status/": OPERATIONS,
+    "api/v1/operations/stuck-orders/": OPERATIONS,
+    "api/v1/operations/deliveries-in-area/": OPERATIONS,
+    "api/v1/operations/dead-letters/": OPERATIONS,
+    "api/v1/operations/restaurant-dashboard/": OPERATIONS,
+    "api/v1/operations/pipeline/": OPERATIONS,
+    "api/v1/operations/sales-series/": OPERATIONS,
+    "api/^.*$": "none: an unknown API path, answered 404 with no work",
+    "": PAGE,
+    "orders/<int:order_id>/": PAGE,
+    "order/new/": PAGE,
+    "addresses/": PAGE,
+    "restaurant/": PAGE,
+    "restaurant/board/": PAGE,
+    "operations/": PAGE,
+    "accounts/login/": SIGN_IN,
+    "accounts/logout/": "none: ends the caller's own session",
+}
+
+SOCKET_BUDGET = (
+    "per user WS_CONNECT_RATE connects and WS_MAX_SOCKETS_PER_USER open sockets; per socket "
+    "WS_PING_RATE messages of at most WS_MAX_MESSAGE_BYTES"
+)
+WEBSOCKET_BUDGETS = {
+    "ws/orders/": SOCKET_BUDGET,
+    "ws/orders/<int:order_id>/": SOCKET_BUDGET,
+    "ws/restaurants/<int:restaurant_id>/": SOCKET_BUDGET,
+    "ws/operations/": SOCKET_BUDGET,
+}
+
+
+def _routes(patterns, prefix: str = ""):
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            if route == "admin/":  # Django's admin: one budget for all of its pages
+                yield route, None
+            else:
+                yield from _routes(pattern.url_patterns, route)
+        elif isinstance(pattern, URLPattern):
+            view = getattr(pattern.callback, "cls", None) or getattr(
+                pattern.callback, "view_class", None
+            )
+            yield route, view
+
+
+def _drf_budget(view: type[APIView]) -> str:
+    """The budget a DRF view spends, as :data:`BUDGETS` writes it."""
+    parts = []
+    scope = getattr(view, "throttle_scope", None)
+    classes = view.throttle_classes
+    if scope and any(issubclass(c, ScopedRateThrottle) for c in classes):
+        parts.append(f"scope {scope}")
+    parts += [c.__name__ for c in classes if not issubclass(c, ScopedRateThrottle)]
+    if parts and issubclass(view, ThrottledWrites):
+        parts.append("writes only")
+    return ", ".join(parts) or "none"
+
+
+def test_every_url_pattern_has_a_stated_budget():
+    routes = dict(_routes(get_resolver().url_patterns))
+    missing = sorted(set(routes) - set(BUDGETS))
+    assert not missing, f"state a throttle (or 'none: why') for {missing}"
+    assert not set(BUDGETS) - set(routes), "a stated budget for a route that is gone"
+    for route, view in routes.items():
+        stated = BUDGETS[route]
+        if view is not None and issubclass(view, APIView):
+            spent = _drf_budget(view)
+            expected = "none" if stated.startswith("none:") else stated
+            assert spent == expected, f"{route}: the view spends {spent!r}, stated {stated!r}"
+        assert stated.strip() and (not stated.startswith("none") or len(stated) > 10), route
+
+
+def test_every_sign_in_path_is_throttled_by_the_login_middleware():
+    for route, stated in BUDGETS.items():
+        if SIGN_IN in stated:
+            assert f"/{route}" in settings.LOGIN_PATHS or route == "admin/", route
+    assert "/admin/login/" in settings.LOGIN_PATHS
+    assert "/api/v1/auth/token/" in settings.LOGIN_PATHS
+    assert "config.middleware.LoginThrottleMiddleware" in settings.MIDDLEWARE
+
+
+def test_every_websocket_route_has_the_socket_limits():
+    routes = {str(p.pattern): p.callback.consumer_class for p in websocket_urlpatterns}
+    assert set(routes) == set(WEBSOCKET_BUDGETS), "state the budget of every socket route"
+    for route, consumer in routes.items():
+        assert issubclass(consumer, TrackingSocket), route
+        # The limits live in TrackingSocket's connect and receive; a consumer that
+        # replaced either would bypass them.
+        assert consumer.connect is TrackingSocket.connect, route
+        assert consumer.websocket_receive is TrackingSocket.websocket_receive, route

@@ -1,0 +1,112 @@
+"""What a client may send a WebSocket: the inbound limits (docs/api.md, "Limits").
+
+* A message is at most ``WS_MAX_MESSAGE_BYTES`` (the largest a client sends is a ping):
+  a larger one closes the socket with 1009 before it is parsed. The ASGI server refuses
+  larger frames itself (uvicorn's ``--ws-max-size``, set to the same number everywhere),
+  so this check covers servers and tests that do not.
+* A user holds at most ``WS_MAX_SOCKETS_PER_USER`` open sockets (:class:`SocketSlots`),
+  opens at most ``WS_CONNECT_RATE`` (:func:`admit`), and each socket sends at most
+  ``WS_PING_RATE`` messages (:class:`MessageRate`); beyond either, 4429 with
+  ``retry_after``. Operators are counted like everyone else.
+
+The socket count and connect rate live in the cache: Redis in production, shared by every
+web process; in embedded mode (no ``REDIS_URL``) each web process counts its own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.cache import cache
+
+from tracker.accounts.rates import parse_rate
+from tracker.accounts.security import Refusal, spend
+
+
+def message_size(message: dict[str, Any]) -> int:
+    """The size in bytes of one ``websocket.receive`` message, without copying an ASCII one."""
+    text = message.get("text")
+    if text is not None:
+        return len(text) if text.isascii() else len(text.encode())
+    return len(message.get("bytes") or b"")
+
+
+class SocketSlots:
+    """One user's open sockets, counted across every web process.
+
+    Each open socket holds one of ``WS_MAX_SOCKETS_PER_USER`` numbered slots in the cache,
+    as a lease it renews every ``RENEW_SECONDS`` while open and gives back when it closes;
+    a slot held by a process that died lapses after ``LEASE_SECONDS``.
+    """
+
+    LEASE_SECONDS = 90
+    RENEW_SECONDS = 30
+
+    def __init__(self, user_id: int, holder: str) -> None:
+        self.user_id, self.holder = user_id, holder
+        self.key: str | None = None
+
+    def _keys(self) -> list[str]:
+        return [f"ws-slot:{self.user_id}:{n}" for n in range(settings.WS_MAX_SOCKETS_PER_USER)]
+
+    def claim(self) -> bool:
+        """Take a free slot; False when the user holds them all."""
+        for key in self._keys():
+            if cache.add(key, self.holder, timeout=self.LEASE_SECONDS):
+                self.key = key
+                return True
+        return False
+
+    def renew(self) -> None:
+        if self.key is None:
+            return
+        if cache.get(self.key) == self.holder:
+            cache.touch(self.key, self.LEASE_SECONDS)
+        else:  # lapsed (the process stalled past the lease): take it again if still free
+            cache.add(self.key, self.holder, timeout=self.LEASE_SECONDS)
+
+    def release(self) -> None:
+        if self.key is not None and cache.get(self.key) == self.holder:
+            cache.delete(self.key)
+        self.key = None
+
+
+def _admit(user_id: int, slots: SocketSlots) -> Refusal | None:
+    wait = spend("ws-connect", str(user_id), parse_rate(settings.WS_CONNECT_RATE))
+    if wait is not None:
+        return Refusal(wait, f"Too many connects: at most {settings.WS_CONNECT_RATE} per user.")
+    if not slots.claim():
+        return Refusal(
+            slots.LEASE_SECONDS // 3,
+            f"Too many open sockets: at most {settings.WS_MAX_SOCKETS_PER_USER} sockets per "
+            "user; close one first.",
+        )
+    return None
+
+
+#: Count one connect of a user, then take a socket slot: a Refusal when either is spent
+#: (in a worker thread: the cache may be a network round trip away).
+admit = sync_to_async(_admit, thread_sensitive=False)
+renew = sync_to_async(SocketSlots.renew, thread_sensitive=False)
+release = sync_to_async(SocketSlots.release, thread_sensitive=False)
+
+
+class MessageRate:
+    """One socket's budget of client messages (``WS_PING_RATE``), a fixed window in memory."""
+
+    def __init__(self) -> None:
+        self.limit, self.period = parse_rate(settings.WS_PING_RATE)
+        self.window, self.count = 0, 0
+
+    def hit(self) -> int | None:
+        """Count one message: None while the budget lasts, else seconds until it renews."""
+        now = int(time.monotonic())
+        if now // self.period != self.window:
+            self.window, self.count = now // self.period, 0
+        self.count += 1
+        if self.count > self.limit:
+            return self.period - now % self.period or 1
+        return None
