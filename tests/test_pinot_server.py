@@ -48,7 +48,11 @@ def test_table_definitions_validate_and_cover_the_enriched_topics():
     assert deliveries.points == {"location": ("lon", "lat")}
     assert (items.dedup, items.upsert, items.primary_key) == (True, False, ("order_id", "line"))
     h3 = deliveries.config["fieldConfigList"][0]
-    assert h3["name"] == "location" and "h3" in h3["indexes"]
+    assert (h3["name"], h3["indexType"], h3["properties"]["resolutions"]) == (
+        "location",
+        "H3",
+        "13,5,6",
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,16 +1,17 @@
-"""The table configs say only what Pinot 1.3 reads, and the polygon query is the indexed form.
+"""The table configs say only what Pinot 0.11 reads, and the polygon query is the indexed form.
 
-Pinot deserialises table configs with Jackson and ignores unknown keys: a misspelt key
-(``"resolutions"`` for the H3 index's ``"resolution"``) creates the table and fails
-later, when the first consuming segment builds its index. So every index, upsert and
-dedup block of ``pinot/tables/*/table.json`` is checked against the keys Pinot's config
-classes read. The key lists are vendored from Pinot's sources (the class named beside
-each); a key a newer Pinot added is not accepted unless 1.3 reads it too.
+Pinot deserialises table configs with Jackson and ignores unknown keys: a key of another
+version (1.x's ``comparisonColumns`` or ``indexes.h3``) creates the table and is silently
+dropped, or fails later, when the first consuming segment builds its index. So every
+index, upsert and dedup block of ``pinot/tables/*/table.json`` is checked against the
+keys Pinot 0.11's config classes read (from its jars' classes, named beside each). On a
+real Pinot, pinot/loader.py also refuses any setting the controller did not keep.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -20,49 +21,25 @@ from tests.fixtures_pinot import delivery_event
 from tracker.tracking import selectors as s
 from tracker.tracking.selectors import orders as order_selectors
 
-# org.apache.pinot.spi.config.table.IndexConfig: {"disabled": ...} (every index config).
-INDEX_BASE = {"disabled"}
-
-#: fieldConfigList[].indexes.<type> -> the keys of its config class.
-INDEX_KEYS: dict[str, set[str]] = {
-    # org.apache.pinot.segment.spi.index.creator.H3IndexConfig:
-    #   @JsonCreator H3IndexConfig(@JsonProperty("disabled") Boolean disabled,
-    #                              @JsonProperty("resolution") H3IndexResolution resolution)
-    # ("resolutions" is only the *legacy* fieldConfig.properties key, a comma-separated string.)
-    "h3": INDEX_BASE | {"resolution"},
-    # org.apache.pinot.spi.config.table.IndexConfig (inverted, range with no options)
-    "inverted": INDEX_BASE,
-    # org.apache.pinot.spi.config.table.RangeIndexConfig: ("disabled", "version")
-    "range": INDEX_BASE | {"version"},
-    # org.apache.pinot.spi.config.table.BloomFilterConfig
-    "bloom": INDEX_BASE | {"fpp", "maxSizeInBytes", "loadOnHeap"},
-}
-
-# org.apache.pinot.spi.config.table.FieldConfig (@JsonCreator properties)
+# org.apache.pinot.spi.config.table.FieldConfig (0.11 @JsonCreator properties)
 FIELD_CONFIG_KEYS = {
-    "name", "encodingType", "indexType", "indexTypes", "indexes", "compressionCodec",
-    "timestampConfig", "properties", "tierOverwrites",
+    "name", "encodingType", "indexType", "indexTypes", "compressionCodec",
+    "timestampConfig", "properties",
 }  # fmt: skip
+#: fieldConfigList[].indexType(s) of 0.11 (FieldConfig.IndexType).
+INDEX_TYPES = {"INVERTED", "SORTED", "TEXT", "FST", "H3", "JSON", "TIMESTAMP", "RANGE"}
 
-# org.apache.pinot.spi.config.table.UpsertConfig (bean setters, Pinot 1.3.0).
+# org.apache.pinot.spi.config.table.UpsertConfig (fields, Pinot 0.11.0).
 UPSERT_KEYS = {
     "mode", "hashFunction", "partialUpsertStrategies", "defaultPartialUpsertStrategy",
-    "comparisonColumns", "comparisonColumn", "deleteRecordColumn", "dropOutOfOrderRecord",
-    "outOfOrderRecordColumn", "enableSnapshot", "enablePreload", "metadataTTL",
-    "deletedKeysTTL", "enableDeletedKeysCompactionConsistency", "consistencyMode",
-    "upsertViewRefreshIntervalMs", "newSegmentTrackingTimeMs", "metadataManagerClass",
-    "metadataManagerConfigs", "allowPartialUpsertConsumptionDuringCommit",
-    "partialUpsertMergerClass",
+    "comparisonColumn", "metadataManagerClass", "metadataManagerConfigs",
 }  # fmt: skip
 UPSERT_MODES = {"FULL", "PARTIAL", "NONE"}  # UpsertConfig.Mode
 
-# org.apache.pinot.spi.config.table.DedupConfig (@JsonCreator properties, Pinot 1.3.0).
-DEDUP_KEYS = {
-    "dedupEnabled", "hashFunction", "metadataManagerClass", "metadataManagerConfigs",
-    "enablePreload", "metadataTTL", "dedupTimeColumn",
-}  # fmt: skip
+# org.apache.pinot.spi.config.table.DedupConfig (@JsonCreator properties, Pinot 0.11.0).
+DEDUP_KEYS = {"dedupEnabled", "hashFunction"}
 # org.apache.pinot.spi.config.table.HashFunction
-HASH_FUNCTIONS = {"NONE", "MD5", "MURMUR3", "UUID"}
+HASH_FUNCTIONS = {"NONE", "MD5", "MURMUR3"}
 
 # org.apache.pinot.spi.config.table.IndexingConfig (bean properties the tables use, and more).
 INDEXING_KEYS = {
@@ -92,18 +69,14 @@ def test_index_upsert_and_dedup_blocks_use_only_keys_pinot_reads(name, config):
     problems = []
     for field in config.get("fieldConfigList", []):
         problems += [f"fieldConfig {k!r}" for k in set(field) - FIELD_CONFIG_KEYS]
-        for index, block in field.get("indexes", {}).items():
-            known = INDEX_KEYS.get(index)
-            if known is None:
-                problems.append(f"index type {index!r} not in the vendored list")
-                continue
-            problems += [f"indexes.{index}.{k!r}" for k in set(block) - known]
-        h3 = field.get("indexes", {}).get("h3")
-        if h3 is not None:
-            res = h3.get("resolution")
-            # H3IndexResolution: a non-empty list of resolutions 0..15
-            if not (isinstance(res, list) and res and all(0 <= r <= 15 for r in res)):
-                problems.append(f"indexes.h3.resolution {res!r}: a list of 0..15")
+        types = set(field.get("indexTypes", [])) | {field.get("indexType", "INVERTED")}
+        problems += [f"indexType {t!r}" for t in types - INDEX_TYPES]
+        if "H3" in types:
+            # H3IndexConfig: properties.resolutions, integers 0..15 separated by commas
+            # (Integer.parseInt of each part: no spaces)
+            res = field.get("properties", {}).get("resolutions", "")
+            if not re.fullmatch(r"\d+(,\d+)*", res) or any(int(r) > 15 for r in res.split(",")):
+                problems.append(f"properties.resolutions {res!r}: integers 0..15, no spaces")
     upsert = config.get("upsertConfig")
     if upsert is not None:
         problems += [f"upsertConfig {k!r}" for k in set(upsert) - UPSERT_KEYS]
@@ -117,21 +90,21 @@ def test_index_upsert_and_dedup_blocks_use_only_keys_pinot_reads(name, config):
         if dedup.get("hashFunction", "NONE") not in HASH_FUNCTIONS:
             problems.append(f"dedupConfig.hashFunction {dedup['hashFunction']!r}")
     problems += [f"tableIndexConfig {k!r}" for k in set(config["tableIndexConfig"]) - INDEXING_KEYS]
-    assert not problems, f"{name}: keys Pinot 1.3 does not read: {problems}"
+    assert not problems, f"{name}: keys Pinot 0.11 does not read: {problems}"
 
 
-def test_the_check_catches_the_misspelt_h3_key():
+def test_the_check_catches_1x_keys_and_spaced_h3_resolutions():
     name, config = next((n, c) for n, c in _tables() if n == "delivery_statuses")
-    h3 = config["fieldConfigList"][0]["indexes"]["h3"]
-    h3["resolutions"] = h3.pop("resolution")
-    with pytest.raises(AssertionError, match="resolutions"):
+    config["upsertConfig"]["comparisonColumns"] = ["version"]
+    config["fieldConfigList"][0]["properties"]["resolutions"] = "13, 5, 6"
+    with pytest.raises(AssertionError, match="comparisonColumns.*|.*resolutions"):
         test_index_upsert_and_dedup_blocks_use_only_keys_pinot_reads(name, config)
 
 
 def test_the_indexed_location_is_a_geography_with_an_h3_index():
     config = dict(_tables())["delivery_statuses"]
     fields = {f["name"]: f for f in config["fieldConfigList"]}
-    assert fields["location"]["indexes"]["h3"]["resolution"]
+    assert fields["location"]["indexType"] == "H3" and fields["location"]["properties"]
     transforms = {t["columnName"]: t for t in config["ingestionConfig"]["transformConfigs"]}
     # the third argument 1 makes a geography, which Pinot's H3 index requires
     assert transforms["location"]["transformFunction"].replace(" ", "").endswith(",1)")

@@ -24,8 +24,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import jsonschema
@@ -281,70 +279,33 @@ def test_streaming_service_runs_the_job_with_the_connector_of_the_maven_build():
 # ------------------------------------------------------------------------------ pinot
 
 
-class _FakeController(BaseHTTPRequestHandler):
-    calls: list[tuple[str, str, dict]] = []
-    existing = {"delivery_statuses"}
-
-    def do_POST(self):  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).calls.append(("POST", self.path, body))
-        name = body["tableName"] if self.path == "/tables" else body["schemaName"]
-        conflict = name in self.existing
-        self.send_response(409 if conflict else 200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(b'{"status": "ok"}')
-
-    def log_message(self, *args):
-        pass
-
-
-def test_pinot_init_creates_every_table_with_the_deployments_brokers_and_topics():
+def test_pinot_init_runs_the_loader_with_the_deployments_brokers_topics_and_retention():
+    """compose's pinot-init is pinot/loader.py (tested against a real Pinot in
+    tests/test_real_pinot.py): here, what it would send for compose's environment."""
+    from pinot import loader
     from pinot.definitions import load_tables
 
     service = load_compose()["services"]["pinot-init"]
-    python, dash_c, script, controller = service["command"]
-    assert (python, dash_c, controller) == ("python", "-c", "http://pinot-controller:9000")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeController)
-    _FakeController.calls = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    env = {**os.environ, **service_env(service)}
-    env.update({"KAFKA_BOOTSTRAP_SERVERS": "k1:9092,k2:9092", "KAFKA_TOPIC_PREFIX": "prod."})
-    try:
-        out = subprocess.run(
-            [sys.executable, "-c", script, f"http://127.0.0.1:{server.server_port}/"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        server.shutdown()
-    assert out.returncode == 0, out.stderr
-    tables = load_tables()
-    schemas = {b["schemaName"]: b for m, p, b in _FakeController.calls if p.startswith("/schemas")}
-    configs = {b["tableName"]: b for m, p, b in _FakeController.calls if p == "/tables"}
-    assert set(schemas) == set(configs) == set(tables)
-    # Never overridden: Pinot refuses a live schema that drops a column (eta_seconds did).
-    assert {p for m, p, b in _FakeController.calls if p.startswith("/schemas")} == {"/schemas"}
-    for name, table in tables.items():
-        assert schemas[name] == table.schema
-        stream = configs[name]["tableIndexConfig"]["streamConfigs"]
+    assert service["command"] == ["python", "-m", "pinot.loader", "http://pinot-controller:9000"]
+    env = service_env(service)
+    settings = loader.Settings(
+        controller_url="http://pinot-controller:9000",
+        kafka_bootstrap="k1:9092,k2:9092",
+        topic_prefix="prod.",
+        kafka_retention_ms=int(env["KAFKA_RETENTION_MS"]),
+    )
+    for table in load_tables().values():
+        config = loader.table_config(table, settings)  # flush time below the week kept
+        stream = config["tableIndexConfig"]["streamConfigs"]
         assert stream["stream.kafka.broker.list"] == "k1:9092,k2:9092"
         assert stream["stream.kafka.topic.name"] == f"prod.{table.topic}"
-        # Nothing else of the repository's definition changes.
+        assert stream["stream.kafka.consumer.factory.class.name"] == loader.CONSUMER_FACTORY
+        # Nothing else of the repository's definition changes (production keeps its retention).
         original = json.loads(json.dumps(table.config))
         original["tableIndexConfig"]["streamConfigs"].update(
             {k: stream[k] for k in ("stream.kafka.broker.list", "stream.kafka.topic.name")}
         )
-        assert configs[name] == original
-    assert (
-        "delivery_statuses <- prod.delivery_statuses: exists, left unchanged "
-        "(schema: exists, left unchanged)" in out.stdout
-    )
-    assert "orders_enriched <- prod.orders_enriched: created (schema: created)" in out.stdout
+        assert config == original
 
 
 def test_replica_counts_fit_the_cluster_in_the_file():

@@ -109,6 +109,21 @@ class _Translator:
             left, _ = self.emit(node.this, ctx, in_agg)
             right, _ = self.emit(node.expression, ctx, in_agg)
             return f"({left} LIKE {right})", "BOOLEAN"
+        if isinstance(node, exp.Case) and node.this is None:  # CASE WHEN c THEN v ... END
+            parts, kinds = [], []
+            for branch in node.args.get("ifs") or []:
+                cond, _ = self.emit(branch.this, ctx, in_agg)
+                value, kind = self.emit(branch.args["true"], ctx, in_agg)
+                parts.append(f"WHEN {cond} THEN {value}")
+                kinds.append(kind)
+            default = node.args.get("default")
+            if default is not None:
+                value, kind = self.emit(default, ctx, in_agg)
+                parts.append(f"ELSE {value}")
+                kinds.append(kind)
+            # Pinot's result type: DOUBLE when any branch is, else the first branch's
+            kind = "DOUBLE" if "DOUBLE" in kinds else kinds[0]
+            return f"(CASE {' '.join(parts)} END)", kind
         if isinstance(node, exp.Filter):
             return self._aggregate(node.this, node.expression, ctx, in_agg)
         if isinstance(node, (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)):

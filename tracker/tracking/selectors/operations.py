@@ -270,6 +270,12 @@ class RestaurantDashboard:
     windows: dict[str, WindowStats]
 
 
+def _sum_when(condition: str, value: str) -> str:
+    """``SUM(value) FILTER (WHERE condition)`` as Pinot 0.11 runs it beside a GROUP BY
+    (its single-stage engine refuses FILTER clauses in grouped queries); 0 on no rows."""
+    return f"SUM(CASE WHEN {condition} THEN {value} ELSE 0 END)"
+
+
 def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDashboard]:
     """Per restaurant: orders, sales and top-3 dishes for 1 h, 24 h, 7 d and the period before.
 
@@ -288,10 +294,10 @@ def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDas
         cur = f"created_at > ago('{d}')"
         prev = f"created_at <= ago('{d}') AND created_at > ago('{d2}')"
         aggs += [
-            f"COUNT(*) FILTER (WHERE {cur}) AS orders_{name}",
-            f"SUM(total) FILTER (WHERE {cur}) AS sales_{name}",
-            f"COUNT(*) FILTER (WHERE {prev}) AS prev_orders_{name}",
-            f"SUM(total) FILTER (WHERE {prev}) AS prev_sales_{name}",
+            f"{_sum_when(cur, '1')} AS orders_{name}",
+            f"{_sum_when(cur, 'total')} AS sales_{name}",
+            f"{_sum_when(prev, '1')} AS prev_orders_{name}",
+            f"{_sum_when(prev, 'total')} AS prev_sales_{name}",
         ]
     totals = query(
         f"SELECT restaurant_id, restaurant_name, {', '.join(aggs)} FROM orders_enriched "
@@ -301,9 +307,13 @@ def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDas
     )
     dish_aggs = []
     for name, (d, _) in WINDOWS.items():
+        cur = f"event_time > ago('{d}')"
+        # DISTINCTCOUNT counts the stand-in 0 of the rows outside the window (order ids
+        # are >= 1) as one more order: ``outside_<name>`` is 1 when there were such rows.
         dish_aggs += [
-            f"SUM(quantity) FILTER (WHERE event_time > ago('{d}')) AS qty_{name}",
-            f"DISTINCTCOUNT(order_id) FILTER (WHERE event_time > ago('{d}')) AS orders_{name}",
+            f"{_sum_when(cur, 'quantity')} AS qty_{name}",
+            f"DISTINCTCOUNT(CASE WHEN {cur} THEN order_id ELSE 0 END) AS orders_{name}",
+            f"MAX(CASE WHEN {cur} THEN 0 ELSE 1 END) AS outside_{name}",
         ]
     cancelled = _cancelled_order_ids(scope, params)
     not_cancelled = f" AND order_id NOT IN ({', '.join(map(str, cancelled))})" if cancelled else ""
@@ -320,7 +330,11 @@ def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDas
             qty = int(row[f"qty_{name}"])
             if qty > 0:
                 top[(int(row["restaurant_id"]), name)].append(
-                    Dish(row["product_name"], qty, int(row[f"orders_{name}"]))
+                    Dish(
+                        row["product_name"],
+                        qty,
+                        int(row[f"orders_{name}"]) - int(row[f"outside_{name}"]),
+                    )
                 )
     by_restaurant: dict[int, RestaurantDashboard] = {}
     for row in totals:

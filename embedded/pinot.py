@@ -1,0 +1,398 @@
+"""Apache Pinot as local JVM processes, for ``make run`` and the tests.
+
+Three JVMs from ``var/jvm/pinot/lib`` (jvm/pinot/pom.xml, Pinot 0.11.0 on JDK 17):
+
+* ``zookeeper``: Pinot's embedded ZooKeeper starter (cluster state);
+* ``controller-broker``: controller and broker in one JVM (``StartServiceManager``);
+* ``server``: the server alone, so a test can kill -9 it and restart it.
+
+Their data (ZooKeeper's snapshots, the controller's completed segments, the server's
+segments) stays under ``data_dir`` (``var/pinot`` for ``make run``) across restarts;
+the tables' retention (set by pinot/loader.py) bounds it. Settings for a 2-core machine
+are in jvm/pinot/*.properties. Every JVM gets the parent-death signal, so none outlives
+the Python process that started it.
+
+``python -m embedded.pinot`` runs it in the foreground, loads the tables and prints
+``pinot: ready``; SIGTERM or Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from contract.conf import env_int, kafka_config, var_dir
+from embedded import maven
+from pinot import loader
+from pinot.definitions import load_tables
+
+log = logging.getLogger(__name__)
+
+CONF_DIR = maven.JVM_DIR / "pinot"
+CLUSTER = "ordertrack"
+ADMIN_MAIN = "org.apache.pinot.tools.admin.PinotAdministrator"
+
+#: What Pinot's own launcher opens on JDK > 11 (its off-heap buffers and reflection).
+ADD_OPENS = [
+    f"--add-opens=java.base/{package}=ALL-UNNAMED"
+    for package in ("java.nio", "sun.nio.ch", "java.lang", "java.util", "java.lang.reflect")
+]
+#: Two cores: fewer GC and JIT threads than the JVM would pick for a bigger machine.
+JVM_COMMON = [
+    "-XX:+UseG1GC",
+    "-XX:ParallelGCThreads=2",
+    "-XX:ConcGCThreads=1",
+    "-XX:CICompilerCount=2",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.net.preferIPv4Stack=true",
+]
+#: Heaps (measured RSS in docs/pinot.md). Consuming segments are off-heap (server.properties).
+HEAPS = {"zookeeper": "64m", "controller-broker": "384m", "server": "512m"}
+
+_PR_SET_PDEATHSIG = 1
+
+
+class PinotError(RuntimeError):
+    """Pinot did not start, or a table could not be loaded."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where each part listens (all on 127.0.0.1)."""
+
+    zookeeper: int = 2181
+    controller: int = 9000
+    broker: int = 8099
+    server: int = 8098  # the broker-to-server (Netty) port
+    server_admin: int = 8097
+
+    @classmethod
+    def from_env(cls) -> Ports:
+        return cls(
+            zookeeper=env_int("PINOT_ZOOKEEPER_PORT", 2181),
+            controller=env_int("PINOT_CONTROLLER_PORT", 9000),
+            broker=env_int("PINOT_BROKER_PORT", 8099),
+            server=env_int("PINOT_SERVER_PORT", 8098),
+            server_admin=env_int("PINOT_SERVER_ADMIN_PORT", 8097),
+        )
+
+
+def die_with_parent(parent: int | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGTERM when the thread that started it ends.
+
+    Linux delivers the signal when the parent *thread* exits, so start children from a
+    long-lived thread. If the parent died between fork and prctl, the child ends now."""
+    parent = parent if parent is not None else os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def _set() -> None:
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            os._exit(1)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return _set
+
+
+def _write_conf(path: Path, base: str, extra: dict[str, object]) -> Path:
+    lines = (CONF_DIR / base).read_text().rstrip("\n")
+    lines += "\n\n# Set by embedded/pinot.py for this run\n"
+    lines += "".join(f"{key}={value}\n" for key, value in extra.items())
+    path.write_text(lines)
+    return path
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _listens(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class LocalPinot:
+    """ZooKeeper, controller + broker, and a server, as local JVMs over one data folder."""
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        ports: Ports | None = None,
+        kafka_bootstrap: str | None = None,
+        topic_prefix: str | None = None,
+        kafka_retention_ms: int | None = None,
+        retention_days: int = 3,
+    ) -> None:
+        kafka = kafka_config()
+        self.data_dir = Path(data_dir or var_dir() / "pinot")
+        self.ports = ports or Ports.from_env()
+        self.settings = loader.Settings(
+            controller_url=f"http://127.0.0.1:{self.ports.controller}",
+            kafka_bootstrap=kafka_bootstrap or kafka.bootstrap_servers,
+            topic_prefix=kafka.topic_prefix if topic_prefix is None else topic_prefix,
+            kafka_retention_ms=kafka_retention_ms or kafka.retention_ms,
+            retention_days=retention_days,
+        )
+        self.log_dir = self.data_dir / "logs"
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.outcomes: list[loader.Outcome] = []
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ addresses
+
+    @property
+    def controller_url(self) -> str:
+        return self.settings.controller_url
+
+    @property
+    def broker_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.broker}"
+
+    @property
+    def server_admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.server_admin}"
+
+    # ------------------------------------------------------------------ processes
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        classpath = maven.classpath("pinot")
+        command = [
+            maven.java(),
+            f"-Xms{HEAPS[name]}",
+            f"-Xmx{HEAPS[name]}",
+            *JVM_COMMON,
+            *ADD_OPENS,
+            f"-Dlog4j2.configurationFile={CONF_DIR / 'log4j2.xml'}",
+            f"-DLOG_ROOT={self.log_dir}",
+            f"-Dpinot.component={name}",
+            "-cp",
+            classpath,
+            ADMIN_MAIN,
+            *args,
+        ]
+        out = open(self.log_dir / f"{name}.out", "ab")  # noqa: SIM115 (the child holds it)
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,  # a terminal's Ctrl-C reaches Python, which stops them
+                preexec_fn=die_with_parent(),
+            )
+        finally:
+            out.close()
+        self.processes[name] = process
+        return process
+
+    def _wait(self, name: str, ready: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        process = self.processes[name]
+        while not ready():
+            if process.poll() is not None:
+                raise PinotError(
+                    f"Pinot {name} exited with {process.returncode} during start-up: "
+                    f"see {self.log_dir / name}.log and .out"
+                )
+            if time.monotonic() > deadline:
+                raise PinotError(
+                    f"Pinot {name} not ready after {timeout:.0f} s: see {self.log_dir}"
+                )
+            time.sleep(0.25)
+
+    def _start_server(self, timeout: float) -> None:
+        conf = _write_conf(
+            self.data_dir / "conf" / "server.properties",
+            "server.properties",
+            {
+                "pinot.zk.server": f"127.0.0.1:{self.ports.zookeeper}",
+                "pinot.cluster.name": CLUSTER,
+                "pinot.server.netty.port": self.ports.server,
+                "pinot.server.adminapi.port": self.ports.server_admin,
+                "pinot.server.instance.dataDir": self.data_dir / "server" / "index",
+                "pinot.server.instance.segmentTarDir": self.data_dir / "server" / "tar",
+                "pinot.server.instance.consumerDir": self.data_dir / "server" / "consumer",
+            },
+        )
+        self._spawn("server", self._service_manager(conf))
+        self._wait("server", lambda: _answers(f"{self.server_admin_url}/health/readiness"), timeout)
+
+    def _service_manager(self, *configs: Path) -> list[str]:
+        return [
+            "StartServiceManager",
+            "-zkAddress",
+            f"127.0.0.1:{self.ports.zookeeper}",
+            "-clusterName",
+            CLUSTER,
+            "-port",
+            "-1",  # no service-manager admin API
+            "-bootstrapConfigPaths",
+            *map(str, configs),
+        ]
+
+    def start(self, load: bool = True, timeout: float = 120.0) -> LocalPinot:
+        """Start the three JVMs in order, each ready before the next; then load the tables
+        (pinot/loader.py) and wait until each answers a query without exceptions."""
+        tables = load_tables()
+        for table in tables.values():  # refuse a flush time past Kafka's retention first
+            loader.table_config(table, self.settings)
+        for folder in ("conf", "logs", "zookeeper", "controller", "server"):
+            (self.data_dir / folder).mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        try:
+            self._spawn(
+                "zookeeper",
+                [
+                    "StartZookeeper",
+                    "-zkPort",
+                    str(self.ports.zookeeper),
+                    "-dataDir",
+                    str(self.data_dir / "zookeeper"),
+                ],
+            )
+            self._wait("zookeeper", lambda: _listens(self.ports.zookeeper), 30)
+            controller = _write_conf(
+                self.data_dir / "conf" / "controller.properties",
+                "controller.properties",
+                {
+                    "controller.port": self.ports.controller,
+                    "controller.vip.port": self.ports.controller,
+                    "controller.zk.str": f"127.0.0.1:{self.ports.zookeeper}",
+                    "controller.data.dir": self.data_dir / "controller" / "segments",
+                    "controller.local.temp.dir": self.data_dir / "controller" / "tmp",
+                },
+            )
+            broker = _write_conf(
+                self.data_dir / "conf" / "broker.properties",
+                "broker.properties",
+                {
+                    "pinot.zk.server": f"127.0.0.1:{self.ports.zookeeper}",
+                    "pinot.cluster.name": CLUSTER,
+                    "pinot.broker.client.queryPort": self.ports.broker,
+                },
+            )
+            self._spawn("controller-broker", self._service_manager(controller, broker))
+            remaining = max(10.0, deadline - time.monotonic())
+            self._wait(
+                "controller-broker", lambda: _answers(f"{self.controller_url}/health"), remaining
+            )
+            # The server joins a cluster the controller has set up (else Helix refuses it).
+            self._start_server(max(10.0, deadline - time.monotonic()))
+            self._wait(
+                "controller-broker",
+                lambda: _answers(f"{self.broker_url}/health"),
+                max(10.0, deadline - time.monotonic()),
+            )
+            if load:
+                self.load_tables(max(10.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def load_tables(self, timeout: float = 60.0) -> list[loader.Outcome]:
+        """Create or update the tables, then wait until every one answers queries."""
+        try:
+            self.outcomes = loader.load(self.settings)
+            loader.wait_queryable(self.broker_url, [o.table for o in self.outcomes], timeout)
+        except loader.LoaderError as exc:
+            raise PinotError(str(exc)) from exc
+        return self.outcomes
+
+    def _end(self, name: str, timeout: float) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("Pinot %s did not stop within %.0f s: killed", name, timeout)
+            process.kill()
+            process.wait()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM each JVM (server first, ZooKeeper last), SIGKILL after ``timeout``."""
+        with self._lock:
+            for name in ("server", "controller-broker", "zookeeper"):
+                self._end(name, timeout)
+
+    def kill_server(self) -> None:
+        """kill -9 the server alone (its consuming segments' rows are re-read from Kafka)."""
+        process = self.processes.pop("server", None)
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def restart_server(self, timeout: float = 60.0) -> None:
+        """Start the server again over its data; return once it is ready and every table
+        answers queries without exceptions."""
+        self._end("server", timeout)
+        self._start_server(timeout)
+        loader.wait_queryable(self.broker_url, list(load_tables()), timeout)
+
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.processes.items() if p.poll() is None}
+
+    def __enter__(self) -> LocalPinot:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> int:
+    """``python -m embedded.pinot``: run Pinot in the foreground until SIGTERM or Ctrl-C."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s pinot %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per readiness poll
+    pinot = LocalPinot(retention_days=env_int("PINOT_RETENTION_DAYS", 3))
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    ports = pinot.ports
+    print(
+        f"pinot: {loader.PINOT_VERSION}, controller {pinot.controller_url}, "
+        f"broker {pinot.broker_url}, server {ports.server} (admin {ports.server_admin}), "
+        f"zookeeper 127.0.0.1:{ports.zookeeper}",
+        flush=True,
+    )
+    print(f"pinot: data in {pinot.data_dir}, logs in {pinot.log_dir}", flush=True)
+    started = time.monotonic()
+    try:
+        pinot.start()
+    except (PinotError, maven.MavenError, loader.LoaderError) as exc:
+        print(f"pinot: {exc}", file=sys.stderr, flush=True)
+        return 1
+    for outcome in pinot.outcomes:
+        print(f"pinot: {outcome}", flush=True)
+    print(f"pinot: ready ({time.monotonic() - started:.1f} s, pids {pinot.pids()})", flush=True)
+    while not done.wait(1.0):
+        gone = [name for name, p in pinot.processes.items() if p.poll() is not None]
+        if gone:
+            print(f"pinot: {', '.join(gone)} exited: see {pinot.log_dir}", file=sys.stderr)
+            pinot.stop()
+            return 1
+    pinot.stop()
+    print("pinot: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Where Apache Pinot 0.11 (the version run: docs/pinot.md) differs from the DuckDB
+imitation, or from the table files written for Pinot 1.x, asserted on real Pinot.
+
+Each test publishes to the session's tables with its own ids (tests/fixtures_real_pinot.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+import uuid
+
+import httpx
+import pytest
+
+from contract.events import now_ms
+from pinot import loader
+from pinot.definitions import load_tables
+from tests.fixtures_pinot import delivery_event, item_event, order_event
+from tracker.tracking import selectors as s
+from tracker.tracking.exceptions import TrackingUnavailable
+
+pytest_plugins = ["tests.fixtures_real_pinot"]
+
+MIN = 60_000
+
+
+def test_a_group_by_with_filter_clauses_is_refused_and_the_dashboard_does_without(
+    real_pinot_harness,
+):
+    """0.11's single-stage engine refuses ``FILTER (WHERE ...)`` beside ``GROUP BY``; the
+    dashboard's windows are ``SUM(CASE WHEN ...)`` and its dish orders a corrected
+    DISTINCTCOUNT."""
+    pinot = real_pinot_harness
+    r = pinot.base + 1
+    now = now_ms()
+    pinot.publish(
+        order_event(pinot.base + 1, 1, restaurant_id=r, created_at=now - 10 * MIN, total=10.0),
+        order_event(pinot.base + 2, 1, restaurant_id=r, created_at=now - 90 * MIN, total=40.0),
+        item_event(pinot.base + 1, 1, "Margherita", 2, 8.5, restaurant_id=r, at=now - 10 * MIN),
+        item_event(pinot.base + 2, 1, "Margherita", 1, 8.5, restaurant_id=r, at=now - 90 * MIN),
+    )
+    pinot.sync()
+    with pytest.raises(TrackingUnavailable, match="GROUP BY with FILTER clauses is"):
+        s.query(
+            "SELECT restaurant_id, COUNT(*) FILTER (WHERE total > 1) FROM orders_enriched "
+            "WHERE restaurant_id = %(r)s GROUP BY restaurant_id LIMIT 10",
+            {"r": r},
+        )
+    [board] = s.restaurant_dashboard(r)
+    hour, day = board.windows["1h"], board.windows["24h"]
+    assert (hour.orders, hour.sales, hour.previous_orders, hour.previous_sales) == (
+        1,
+        10.0,
+        1,
+        40.0,
+    )
+    assert (day.orders, day.sales) == (2, 50.0)
+    assert [(d.product_name, d.quantity, d.orders) for d in hour.top_dishes] == [
+        ("Margherita", 2, 1)
+    ]
+    assert [(d.product_name, d.quantity, d.orders) for d in day.top_dishes] == [
+        ("Margherita", 3, 2)
+    ]
+
+
+def test_empty_set_aggregates_answer_infinities_as_strings(real_pinot_harness):
+    """An aggregate over no rows: MAX, AVG and PERCENTILE say "-Infinity", MIN "Infinity"
+    (strings in the JSON), SUM 0, COUNT and DISTINCTCOUNT 0; grouped queries answer no
+    row. Selectors read counts first (``rides > 0``) and never these values."""
+    pinot = real_pinot_harness
+    pinot.publish(order_event(pinot.base + 1, 1))  # a table with rows (see the next test)
+    pinot.sync()
+    none = pinot.base + 99
+    [row] = s.query(
+        "SELECT COUNT(*) AS n, MAX(total) AS mx, MIN(total) AS mn, AVG(total) AS av, "
+        "SUM(total) AS sm, PERCENTILE(total, 50) AS p50, DISTINCTCOUNT(order_id) AS dc "
+        "FROM orders_enriched WHERE order_id = %(id)s",
+        {"id": none},
+    )
+    assert row == {
+        "n": 0, "mx": "-Infinity", "mn": "Infinity", "av": "-Infinity", "sm": 0.0,
+        "p50": "-Infinity", "dc": 0,
+    }  # fmt: skip
+    assert (
+        s.query(
+            "SELECT status, MAX(total) FROM orders_enriched WHERE order_id = %(id)s "
+            "GROUP BY status LIMIT 10",
+            {"id": none},
+        )
+        == []
+    )
+    assert s.ride_speeds(now_ms() - MIN, now_ms() - MIN + 1, (50, 90)) == {}
+
+
+def test_a_table_without_rows_answers_count_with_no_row(real_pinot, real_pinot_harness):
+    """Before its first record, a table's ``COUNT(*)`` answers no row at all (not 0):
+    readers of counts must treat ``[]`` as 0 (RealPinotHarness.sync does)."""
+    name = f"empty_{uuid.uuid4().hex[:8]}"
+    table = load_tables()["order_items_enriched"]
+    schema = {**copy.deepcopy(table.schema), "schemaName": name}
+    config = copy.deepcopy(table.config)
+    config["tableName"] = name
+    config["segmentsConfig"]["schemaName"] = name
+    probe = dataclasses.replace(table, name=name, schema=schema, config=config)
+    controller = real_pinot.controller_url
+    try:
+        # the session's items topic, read from its end: no row reaches this table
+        config["tableIndexConfig"]["streamConfigs"][
+            "stream.kafka.consumer.prop.auto.offset.reset"
+        ] = "largest"
+        loader.load(real_pinot.settings, {name: probe})
+        loader.wait_queryable(real_pinot.broker_url, [name], 60)
+        assert s.query(f"SELECT COUNT(*) AS n FROM {name}") == []
+    finally:
+        httpx.delete(f"{controller}/tables/{name}", params={"type": "realtime"}, timeout=60)
+        httpx.delete(f"{controller}/schemas/{name}", timeout=60)
+
+
+def test_upsert_keeps_the_highest_version_and_skip_upsert_returns_every_row(real_pinot_harness):
+    """The comparison column is ``version`` (0.11's ``comparisonColumn``: its 1.x list form
+    ``comparisonColumns`` is ignored by 0.11, which would compare ``event_time``): version
+    3, published first with the latest event_time, still wins over version 2."""
+    pinot = real_pinot_harness
+    order = pinot.base + 1
+    t = now_ms() - 10 * MIN
+    pinot.publish(
+        order_event(order, 1, "PLACED_ORDER", created_at=t, status_time=t),
+        order_event(order, 3, "BEING_COOKED", created_at=t, status_time=t + 2000),
+        order_event(order, 2, "ORDER_CONFIRMED", created_at=t, status_time=t + 3000),
+        delivery_event(order, 2, 52.51, 13.41, at=t + 4000),
+        delivery_event(order, 1, 52.50, 13.40, at=t + 5000),
+    )
+    pinot.sync()
+    state = s.order_state(order)
+    assert (state.status, state.version) == ("BEING_COOKED", 3)
+    assert [p.status for p in s.order_status_history(order)] == [
+        "PLACED_ORDER",
+        "BEING_COOKED",
+        "ORDER_CONFIRMED",
+    ]  # fmt: skip (ordered by when each status was entered)
+    assert [p.version for p in s.courier_path(order)] == [1, 2]
+    both = "SELECT COUNT(*) AS n FROM orders_enriched WHERE order_id = %(id)s"
+    assert s.query(both, {"id": order}) == [{"n": 1}]
+    assert s.query("SET skipUpsert = true; " + both, {"id": order}) == [{"n": 3}]
+    assert s.query(both + " OPTION(skipUpsert=true)", {"id": order}) == [{"n": 3}]
+
+
+def test_the_loader_refuses_a_flush_time_not_below_kafkas_retention():
+    table = load_tables()["orders_enriched"]
+    settings = loader.Settings(
+        controller_url="http://127.0.0.1:1", kafka_bootstrap="k:9092", topic_prefix="",
+        kafka_retention_ms=6 * 3600 * 1000,
+    )  # fmt: skip
+    with pytest.raises(loader.LoaderError, match=r"flush.threshold.time '6h' is not below"):
+        loader.table_config(table, settings)
+    ok = dataclasses.replace(settings, kafka_retention_ms=6 * 3600 * 1000 + 1)
+    config = loader.table_config(table, ok)
+    stream = config["tableIndexConfig"]["streamConfigs"]
+    assert stream["stream.kafka.consumer.factory.class.name"] == loader.CONSUMER_FACTORY
+    assert stream["stream.kafka.broker.list"] == "k:9092"
+
+
+def test_the_loader_names_a_change_pinot_cannot_apply_and_leaves_the_table(real_pinot):
+    tables = load_tables()
+    table = tables["orders_enriched"]
+    retyped = copy.deepcopy(table.schema)
+    for spec in retyped["metricFieldSpecs"]:
+        if spec["name"] == "total":
+            spec["dataType"] = "FLOAT"
+    changed = {"orders_enriched": dataclasses.replace(table, schema=retyped)}
+    with pytest.raises(loader.LoaderError, match=r"column 'total' changes from"):
+        loader.load(real_pinot.settings, changed)
+    upsert = copy.deepcopy(table.config)
+    upsert["upsertConfig"]["comparisonColumn"] = "event_time"
+    changed = {"orders_enriched": dataclasses.replace(table, config=upsert)}
+    with pytest.raises(loader.LoaderError, match=r"upsertConfig"):
+        loader.load(real_pinot.settings, changed)
+    # nothing was applied: the next start with the files finds everything unchanged
+    assert {(o.schema, o.config) for o in loader.load(real_pinot.settings)} == {
+        ("unchanged", "unchanged")
+    }
+
+
+def test_the_loader_refuses_a_setting_pinot_does_not_keep(real_pinot):
+    """Pinot 0.11 ignores keys it does not know (here 1.x's ``comparisonColumns``)."""
+    table = load_tables()["orders_enriched"]
+    name = f"probe_{uuid.uuid4().hex[:8]}"
+    schema = {**copy.deepcopy(table.schema), "schemaName": name}
+    config = copy.deepcopy(table.config)
+    config["tableName"] = name
+    config["segmentsConfig"]["schemaName"] = name
+    config["upsertConfig"] = {"mode": "FULL", "comparisonColumns": ["version"]}
+    probe = dataclasses.replace(table, name=name, schema=schema, config=config)
+    try:
+        with pytest.raises(
+            loader.LoaderError, match=r"did not keep upsertConfig.comparisonColumns"
+        ):
+            loader.load(real_pinot.settings, {name: probe})
+    finally:
+        controller = real_pinot.controller_url
+        httpx.delete(f"{controller}/tables/{name}", params={"type": "realtime"}, timeout=60)
+        httpx.delete(f"{controller}/schemas/{name}", timeout=60)
+
+
+def test_a_killed_server_comes_back_from_kafka(real_pinot, real_pinot_harness):
+    """kill -9 the server alone: reads fail (never a wrong answer) until it is back, then
+    every row is there again (its consuming segments re-read from Kafka)."""
+    pinot = real_pinot_harness
+    order = pinot.base + 1
+    pinot.publish(order_event(order, 1), order_event(order, 2, "ORDER_CONFIRMED"))
+    pinot.sync()
+    started = time.monotonic()
+    real_pinot.kill_server()
+    with pytest.raises(TrackingUnavailable):
+        s.order_state(order)
+    pinot.publish(order_event(order, 3, "BEING_PREPARED"))
+    real_pinot.restart_server()
+    pinot.sync(timeout=60)
+    assert s.order_state(order).status == "BEING_PREPARED"
+    assert time.monotonic() - started < 120
+    assert json.loads(json.dumps(real_pinot.pids()))["server"] > 0
