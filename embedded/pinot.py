@@ -18,9 +18,7 @@ the Python process that started it.
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -34,7 +32,8 @@ from pathlib import Path
 import httpx
 
 from contract.conf import env_int, kafka_config, var_dir
-from embedded import maven
+from embedded.lifetime import die_with_parent
+from jvm import maven
 from pinot import loader
 from pinot.definitions import load_tables
 
@@ -61,8 +60,6 @@ JVM_COMMON = [
 #: Heaps (measured RSS in docs/pinot.md). Consuming segments are off-heap (server.properties).
 HEAPS = {"zookeeper": "64m", "controller-broker": "384m", "server": "512m"}
 
-_PR_SET_PDEATHSIG = 1
-
 
 class PinotError(RuntimeError):
     """Pinot did not start, or a table could not be loaded."""
@@ -87,23 +84,6 @@ class Ports:
             server=env_int("PINOT_SERVER_PORT", 8098),
             server_admin=env_int("PINOT_SERVER_ADMIN_PORT", 8097),
         )
-
-
-def die_with_parent(parent: int | None = None) -> Callable[[], None]:
-    """A ``preexec_fn``: the child gets SIGTERM when the thread that started it ends.
-
-    Linux delivers the signal when the parent *thread* exits, so start children from a
-    long-lived thread. If the parent died between fork and prctl, the child ends now."""
-    parent = parent if parent is not None else os.getpid()
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def _set() -> None:
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            os._exit(1)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return _set
 
 
 def _write_conf(path: Path, base: str, extra: dict[str, object]) -> Path:
@@ -194,8 +174,9 @@ class LocalPinot:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.data_dir,
-                start_new_session=True,  # a terminal's Ctrl-C reaches Python, which stops them
-                preexec_fn=die_with_parent(),
+                # In the launcher's process group (a signal to the component reaches them);
+                # SIGTERM when the launcher ends, however it ends.
+                preexec_fn=die_with_parent(new_session=False),
             )
         finally:
             out.close()

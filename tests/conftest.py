@@ -89,4 +89,9 @@ def kafka_topics(kafka_broker, monkeypatch):
 
 
 # Slow, component-specific fixtures live in their own modules (session-scoped).
-pytest_plugins = ["tests.fixtures_spark", "tests.fixtures_pinot", "tests.fixtures_browser"]
+pytest_plugins = [
+    "tests.fixtures_spark",
+    "tests.fixtures_pinot",
+    "tests.fixtures_real_pinot",
+    "tests.fixtures_browser",
+]

@@ -20,7 +20,6 @@ Fixtures:
 from __future__ import annotations
 
 import os
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,18 +28,13 @@ import pytest
 
 from contract.conf import KafkaConfig
 from contract.kafka import ensure_topics
+from embedded.kafka import free_port
 from tests.fixtures_pinot import PinotHarness
 
 #: The topics the session's tables consume.
 SESSION_PREFIX = f"pinot_{uuid.uuid4().hex[:8]}_"
 #: The session topics' retention: above the tables' flush time (pinot/loader.py checks).
 SESSION_RETENTION_MS = 3 * 24 * 3600 * 1000
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class RealPinotHarness(PinotHarness):
@@ -83,7 +77,7 @@ def real_pinot(request, tmp_path_factory) -> Iterator[object]:
             retention_ms=SESSION_RETENTION_MS,
         )
     )
-    ports = Ports(*(_free_port() for _ in range(5)))
+    ports = Ports(*(free_port() for _ in range(5)))
     pinot = LocalPinot(
         data_dir=tmp_path_factory.mktemp("pinot"),
         ports=ports,

@@ -22,8 +22,6 @@ from tests.fixtures_pinot import delivery_event, item_event, order_event
 from tracker.tracking import selectors as s
 from tracker.tracking.exceptions import TrackingUnavailable
 
-pytest_plugins = ["tests.fixtures_real_pinot"]
-
 MIN = 60_000
 
 
