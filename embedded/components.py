@@ -56,9 +56,9 @@ def components() -> list[Component]:
                   enabled=lambda: kafka_config().embedded),
         Component("relay", [PYTHON, MANAGE, "relay"], "relay: publishing", 1,
                   "outbox relay connecting to Kafka"),
-        Component("pinot", [PYTHON, "-m", "embedded.pinot_server"], "pinot: ready", 1,
-                  "Pinot-compatible local server (embedded serving layer)",
-                  enabled=lambda: env_bool("PINOT_EMBEDDED", True)),
+        Component("pinot", [PYTHON, "-m", "embedded.pinot"], "pinot: ready", 1,
+                  "starting Apache Pinot (ZooKeeper, controller and broker, server: jvm/pinot)",
+                  enabled=lambda: env_bool("PINOT_EMBEDDED", True), ready_timeout=240.0),
         Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,
                   f"Django ASGI server on http://{host}:{port}"),
         # A laptop stopped longer than Kafka's local retention (3 days) resumes: the job

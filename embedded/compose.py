@@ -25,8 +25,9 @@ spark-worker       (the image's PATH), as the unprivileged ``ordertrack`` user
 streaming          ``python -m streaming`` on the standalone master (compose's
                    ``spark-submit`` of the same module; both put Spark's Kafka
                    connector from ``jvm/spark-kafka`` on ``spark.jars``)
-pinot-*,           the Pinot stand-in (``python -m embedded.pinot_server``), which reads
-zookeeper          ``pinot/tables`` itself (no ``pinot-init``)
+pinot-*,           Apache Pinot from ``jvm/pinot`` (``python -m embedded.pinot``: ZooKeeper,
+zookeeper,         controller and broker, and the server in JVMs of their own), the
+pinot-init         image's version; its tables loaded by the same loader as pinot-init's
 relay, pushbridge  their compose commands
 web                its compose command (uvicorn, several workers)
 proxy              not run: clients talk to uvicorn on loopback and send
@@ -74,7 +75,7 @@ STAND_INS: dict[str, str | None] = {
     "pinot-broker": "pinot",
     "pinot-controller": None,
     "pinot-server": None,
-    "pinot-init": None,  # the stand-in creates its tables from pinot/tables itself
+    "pinot-init": None,  # python -m embedded.pinot runs the same loader
     "zookeeper": None,
     "proxy": None,  # TLS termination: not reproduced
     "prometheus": None,  # scrapes the others; tests/test_pipeline_health.py runs it on its own
@@ -153,6 +154,10 @@ class Ports:
     kafka: int = field(default_factory=free_port)
     kafka_controller: int = field(default_factory=free_port)
     pinot: int = field(default_factory=free_port)
+    pinot_controller: int = field(default_factory=free_port)
+    pinot_server: int = field(default_factory=free_port)
+    pinot_server_admin: int = field(default_factory=free_port)
+    zookeeper: int = field(default_factory=free_port)
     spark: int = field(default_factory=free_port)
     spark_ui: int = field(default_factory=free_port)
     worker_ui: int = field(default_factory=free_port)
@@ -182,6 +187,7 @@ def address_map(ports: Ports, var: Path) -> dict[str, str]:
         "@postgres:5432/": f"@127.0.0.1:{ports.postgres}/",
         "redis://redis:6379": f"redis://127.0.0.1:{ports.redis}",
         "http://pinot-broker:8099": f"http://127.0.0.1:{ports.pinot}",
+        "http://pinot-controller:9000": f"http://127.0.0.1:{ports.pinot_controller}",
         "spark://spark-master:7077": f"spark://127.0.0.1:{ports.spark}",
         "/var/lib/ordertrack": str(var / "lib"),
     }
@@ -305,8 +311,15 @@ def plan(
         },
     )
     processes["pinot-broker"] = (
-        ["python", "-m", "embedded.pinot_server"],
-        {**kafka_env, "PINOT_LOCAL_PORT": str(ports.pinot)},
+        ["python", "-m", "embedded.pinot"],
+        {
+            **kafka_env,
+            "PINOT_BROKER_PORT": str(ports.pinot),
+            "PINOT_CONTROLLER_PORT": str(ports.pinot_controller),
+            "PINOT_SERVER_PORT": str(ports.pinot_server),
+            "PINOT_SERVER_ADMIN_PORT": str(ports.pinot_server_admin),
+            "PINOT_ZOOKEEPER_PORT": str(ports.zookeeper),
+        },
     )
     for name in ONE_SHOTS:
         one_shots[name] = (list(services[name]["command"]), env_of(name))

@@ -186,15 +186,17 @@ class Console:
         return f"{answer.json()['status']} ({checks})"
 
     def _pinot(self, elapsed: float) -> str:
-        info = httpx.get(f"{self.pinot_url}/debug/ingestion", timeout=2.0).json()
-        rows = sum(info["rows"].values()) if isinstance(info.get("rows"), dict) else 0
-        lag = info.get("lag")
-        behind = sum(lag.values()) if isinstance(lag, dict) else None
-        added = self._delta("rows", rows)
-        rate = "" if added is None else f", {added / elapsed:.0f} rows/s ingested"
-        text = f"{rows:,} rows{rate}; " + (
-            f"behind the topics by {behind:,} records" if behind is not None else f"lag: {lag}"
-        )
-        if info.get("lastError"):
-            text += f"; last error: {info['lastError']}"
-        return text
+        from tracker.operations.pipeline import pinot_positions
+
+        consumed = sum(sum(parts.values()) for parts in pinot_positions().values())
+        added = self._delta("consumed", consumed)
+        rate = "" if added is None else f", {added / elapsed:.0f} records/s"
+        answer = httpx.post(
+            f"{self.pinot_url}/query/sql",
+            json={"sql": "SELECT COUNT(*) FROM orders_enriched"},
+            timeout=2.0,
+        ).json()
+        rows = answer.get("resultTable", {}).get("rows") or [[0]]
+        errors = answer.get("exceptions") or []
+        text = f"{rows[0][0]:,} orders; {consumed:,} records consumed{rate}"
+        return text + (f"; {errors[0].get('message', '')[:120]}" if errors else "")

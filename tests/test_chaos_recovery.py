@@ -27,6 +27,7 @@ import pytest
 
 from contract.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
 from tests.conftest import free_port
+from tests.engines import pinot_env
 
 pytestmark = pytest.mark.spark
 
@@ -85,10 +86,7 @@ def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch)
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
         "KAFKA_EMBEDDED": "true",
-        "PINOT_EMBEDDED": "true",
-        "PINOT_LOCAL_PORT": str(pinot_port := free_port()),
-        "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
-        "PINOT_LOCAL_DB": str(tmp_path / "pinot.duckdb"),
+        **pinot_env(),
         "STREAMING_CHECKPOINT_DIR": str(tmp_path / "checkpoint"),
         "LOG_LEVEL": "WARNING",
     }

@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contract.metrics import NAMES
 from tests.conftest import free_port
+from tests.engines import pinot_env
 
 pytestmark = pytest.mark.spark
 
@@ -58,16 +59,13 @@ def wait_for(check, timeout: float, what: str, every: float = 0.5):
 @pytest.fixture(scope="module")
 def system(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipeline-health")
-    ports = {name: free_port() for name in ("web", "pinot", "relay", "streaming", "prometheus")}
+    ports = {name: free_port() for name in ("web", "relay", "streaming", "prometheus")}
     env = {
         "ORDERTRACK_VAR_DIR": str(tmp),
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
         "KAFKA_EMBEDDED": "true",
-        "PINOT_EMBEDDED": "true",
-        "PINOT_LOCAL_PORT": str(ports["pinot"]),
-        "PINOT_BROKER_URL": f"http://127.0.0.1:{ports['pinot']}",
-        "PINOT_LOCAL_DB": ":memory:",
+        **pinot_env(),
         "STREAMING_CHECKPOINT_DIR": str(tmp / "checkpoint"),
         "WEB_PORT": str(ports["web"]),
         "WEB_WORKERS": "2",
@@ -129,7 +127,6 @@ def start_prometheus(tmp: Path, ports: dict[str, int]) -> subprocess.Popen:
     (tmp / "alerts.yml").write_text(yaml.safe_dump(rules))
     targets = {
         "web": ports["web"],
-        "pinot": ports["pinot"],
         "relay": ports["relay"],
         "streaming": ports["streaming"],
     }
@@ -180,7 +177,6 @@ def test_every_process_serves_every_documented_metric(system):
     urls = {
         "relay": f"http://127.0.0.1:{ports['relay']}/metrics",
         "streaming": f"http://127.0.0.1:{ports['streaming']}/metrics",
-        "pinot": f"http://127.0.0.1:{ports['pinot']}/metrics",
         "web": f"{system['web']}/metrics",
     }
     # A record the stream job must refuse (its dead-letter counter then has a reason),

@@ -4,8 +4,9 @@ Measured from outside the stages, the way Kafka consumer lag is: a stopped or hu
 process cannot report on itself. Every few seconds one thread per web process samples
 
 * the outbox: rows written (its input) and rows not yet published (the relay's lag);
-* for each Kafka reader, the end offsets of the topics it reads (its input) and the
-  positions it reports to the broker (:mod:`contract.positions`): lag = end - position.
+* for each Kafka reader, the end offsets of the topics it reads (its input) and its
+  position (:mod:`contract.positions`; Pinot's from its controller,
+  :func:`pinot_positions`): lag = end - position.
 
 A stage is **stalled** when its position has not moved for ``PIPELINE_STALL_SECONDS``
 while its input grew within that time and its lag grew; **behind** when its lag is
@@ -25,12 +26,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import httpx
 from django.db import close_old_connections
 from django.db.models import Max
 from prometheus_client import Gauge
 
 from contract import kafka
-from contract.conf import env_float, env_int
+from contract.conf import env_float, env_int, env_str
 from contract.events import ENRICHED_TOPICS, SOURCE_TOPICS, Topic, topic_name
 from contract.positions import GroupOffsets, positions_by_reader
 from tracker.outbox.models import OutboxEvent
@@ -228,6 +230,10 @@ class PipelineMonitor:
         for name, parts in ends.items():
             TOPIC_END.labels(name).set(sum(parts.values()))
         reported = positions_by_reader(self._admin, names, self._offsets)
+        try:  # Pinot's own consumers commit nothing to Kafka: ask its controller
+            reported["pinot"] = pinot_positions(timeout=2.0)
+        except httpx.HTTPError as exc:
+            log.debug("pipeline monitor: Pinot's consuming segments: %s", exc)
         out = {}
         for stage in STAGES[1:]:
             readers = [r for r in reported if r == stage.reader or r.startswith(f"{stage.reader}-")]
@@ -282,6 +288,40 @@ class PipelineMonitor:
     def unsubscribe(self, listener: Callable[[dict[str, Any]], None]) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+
+def _consuming_offsets(info: dict[str, Any]) -> dict[str, str]:
+    """partition -> offset in one server's report on a consuming segment (Pinot 0.11 and
+    later forms)."""
+    found = info.get("partitionToOffsetMap")
+    if not found:
+        found = (info.get("partitionOffsetInfo") or {}).get("currentOffsetsMap") or {}
+    return found
+
+
+def pinot_positions(timeout: float = 3.0) -> dict[str, dict[int, int]]:
+    """How far Pinot has consumed each enriched topic: topic -> partition -> next offset
+    (the lowest over replicas), from the controller's ``consumingSegmentsInfo``. Pinot's
+    consumers commit nothing to Kafka; this works wherever the controller answers
+    (``PINOT_CONTROLLER_URL``). Each table is named after the topic it consumes (the
+    event contract; ``tests/test_pinot_tables_contract.py``). Raises ``httpx.HTTPError``."""
+    url = env_str("PINOT_CONTROLLER_URL", "http://127.0.0.1:9000")
+    out: dict[str, dict[int, int]] = {}
+    with httpx.Client(timeout=timeout) as client:
+        for topic in ENRICHED_TOPICS:
+            answer = client.get(f"{url}/tables/{topic.value}/consumingSegmentsInfo")
+            answer.raise_for_status()
+            segments = answer.json().get("_segmentToConsumingInfoMap") or {}
+            mine = out.setdefault(topic_name(topic), {})
+            for replicas in segments.values():
+                for info in replicas or []:
+                    for partition, offset in _consuming_offsets(info).items():
+                        try:
+                            p, o = int(partition), int(offset)
+                        except (TypeError, ValueError):
+                            continue
+                        mine[p] = min(o, mine.get(p, o))
+    return out
 
 
 _monitor: PipelineMonitor | None = None
