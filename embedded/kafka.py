@@ -40,8 +40,13 @@ def free_port() -> int:
 
 
 def _cluster_id() -> str:
-    """16 random bytes, URL-safe base64 without padding (Kafka's format)."""
-    return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    """16 random bytes, URL-safe base64 without padding (Kafka's format); never with a
+    leading "-", which the storage tool's arguments would read as an option (Kafka's own
+    ``Uuid.randomUuid`` draws again for the same reason)."""
+    while True:
+        found = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 @dataclass
