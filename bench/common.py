@@ -376,15 +376,15 @@ def start_full_system(multiple: float):
     import io
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-system-"))
-    web_port, pinot_port = free_port(), free_port()
+    from embedded.pinot import free_ports_env
+
+    web_port = free_port()
     os.environ.update(
         {
             "ORDERTRACK_VAR_DIR": str(workdir),
             "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
             "KAFKA_TOPIC_PREFIX": "",
-            "PINOT_LOCAL_PORT": str(pinot_port),
-            "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
-            "PINOT_LOCAL_DB": str(workdir / "pinot.duckdb"),
+            **free_ports_env(),  # Apache Pinot, as make run starts it
             "STREAMING_CHECKPOINT_DIR": str(workdir / "checkpoint"),
             "WEB_PORT": str(web_port),
             "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),

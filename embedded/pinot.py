@@ -339,6 +339,22 @@ class LocalPinot:
         self.stop()
 
 
+def free_ports_env() -> dict[str, str]:
+    """The environment of a ``make run``-like system whose Pinot (the ``pinot``
+    component) listens on free ports: its four listeners, and where the web reads it
+    (tests and benchmarks that run a whole system beside others)."""
+    from embedded.kafka import free_port
+
+    names = ("ZOOKEEPER", "CONTROLLER", "BROKER", "SERVER", "SERVER_ADMIN")
+    ports = {name: free_port() for name in names}
+    return {
+        "PINOT_EMBEDDED": "true",
+        **{f"PINOT_{name}_PORT": str(port) for name, port in ports.items()},
+        "PINOT_BROKER_URL": f"http://127.0.0.1:{ports['BROKER']}",
+        "PINOT_CONTROLLER_URL": f"http://127.0.0.1:{ports['CONTROLLER']}",
+    }
+
+
 def main() -> int:
     """``python -m embedded.pinot``: run Pinot in the foreground until SIGTERM or Ctrl-C."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s pinot %(levelname)s %(message)s")

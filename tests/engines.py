@@ -17,7 +17,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from contract.conf import var_dir
-from embedded.kafka import free_port
 
 #: Set by ``python -m tests.engines``: the bootstrap address of the run's broker.
 TEST_BROKER = "KAFKA_TEST_BROKER"
@@ -66,16 +65,10 @@ def delete_topics_with_prefix(prefix: str, also: Iterable[str] = ()) -> None:
 
 
 def pinot_env() -> dict[str, str]:
-    """The environment of a ``make run``-like system's own Apache Pinot (the ``pinot``
-    component): free ports for its four listeners, and where the web reads it."""
-    ports = {name: free_port() for name in ("BROKER", "CONTROLLER", "SERVER", "SERVER_ADMIN")}
-    ports["ZOOKEEPER"] = free_port()
-    return {
-        "PINOT_EMBEDDED": "true",
-        **{f"PINOT_{name}_PORT": str(port) for name, port in ports.items()},
-        "PINOT_BROKER_URL": f"http://127.0.0.1:{ports['BROKER']}",
-        "PINOT_CONTROLLER_URL": f"http://127.0.0.1:{ports['CONTROLLER']}",
-    }
+    """A whole system's own Apache Pinot on free ports (:func:`embedded.pinot.free_ports_env`)."""
+    from embedded.pinot import free_ports_env
+
+    return free_ports_env()
 
 
 def main(argv: list[str]) -> int:
