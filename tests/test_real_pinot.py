@@ -93,9 +93,10 @@ def test_empty_set_aggregates_answer_infinities_as_strings(real_pinot_harness):
     assert s.ride_speeds(now_ms() - MIN, now_ms() - MIN + 1, (50, 90)) == {}
 
 
-def test_a_table_without_rows_answers_count_with_no_row(real_pinot, real_pinot_harness):
-    """Before its first record, a table's ``COUNT(*)`` answers no row at all (not 0):
-    readers of counts must treat ``[]`` as 0 (RealPinotHarness.sync does)."""
+def test_a_table_without_rows_answers_count_with_no_row_or_a_zero(real_pinot, real_pinot_harness):
+    """Before its first record, a table's ``COUNT(*)`` answers no row at all, or a row of
+    0 (both seen on 0.11: which one depends on whether its consuming segment has been
+    set up yet): readers of counts must treat ``[]`` as 0 (RealPinotHarness.sync does)."""
     name = f"empty_{uuid.uuid4().hex[:8]}"
     table = load_tables()["order_items_enriched"]
     schema = {**copy.deepcopy(table.schema), "schemaName": name}
@@ -111,7 +112,7 @@ def test_a_table_without_rows_answers_count_with_no_row(real_pinot, real_pinot_h
         ] = "largest"
         loader.load(real_pinot.settings, {name: probe})
         loader.wait_queryable(real_pinot.broker_url, [name], 60)
-        assert s.query(f"SELECT COUNT(*) AS n FROM {name}") == []
+        assert s.query(f"SELECT COUNT(*) AS n FROM {name}") in ([], [{"n": 0}])
     finally:
         httpx.delete(f"{controller}/tables/{name}", params={"type": "realtime"}, timeout=60)
         httpx.delete(f"{controller}/schemas/{name}", timeout=60)
