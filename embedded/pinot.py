@@ -130,9 +130,12 @@ class LocalPinot:
             retention_days=retention_days,
         )
         self.log_dir = self.data_dir / "logs"
+        #: The running server's pid, rewritten at each start (for a kill from another process).
+        self.server_pidfile = self.data_dir / "server.pid"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.outcomes: list[loader.Outcome] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
 
     # ------------------------------------------------------------------ addresses
 
@@ -187,6 +190,8 @@ class LocalPinot:
         deadline = time.monotonic() + timeout
         process = self.processes[name]
         while not ready():
+            if self._stopping.is_set():
+                raise PinotError(f"Pinot {name}: stopped while starting")
             if process.poll() is not None:
                 raise PinotError(
                     f"Pinot {name} exited with {process.returncode} during start-up: "
@@ -212,7 +217,8 @@ class LocalPinot:
                 "pinot.server.instance.consumerDir": self.data_dir / "server" / "consumer",
             },
         )
-        self._spawn("server", self._service_manager(conf))
+        process = self._spawn("server", self._service_manager(conf))
+        self.server_pidfile.write_text(f"{process.pid}\n")
         self._wait("server", lambda: _answers(f"{self.server_admin_url}/health/readiness"), timeout)
 
     def _service_manager(self, *configs: Path) -> list[str]:
@@ -231,6 +237,7 @@ class LocalPinot:
     def start(self, load: bool = True, timeout: float = 120.0) -> LocalPinot:
         """Start the three JVMs in order, each ready before the next; then load the tables
         (pinot/loader.py) and wait until each answers a query without exceptions."""
+        self._stopping.clear()
         tables = load_tables()
         for table in tables.values():  # refuse a flush time past Kafka's retention first
             loader.table_config(table, self.settings)
@@ -311,23 +318,32 @@ class LocalPinot:
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM each JVM (server first, ZooKeeper last), SIGKILL after ``timeout``."""
+        self._stopping.set()
         with self._lock:
             for name in ("server", "controller-broker", "zookeeper"):
                 self._end(name, timeout)
 
-    def kill_server(self) -> None:
-        """kill -9 the server alone (its consuming segments' rows are re-read from Kafka)."""
-        process = self.processes.pop("server", None)
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
+    def keep_server_up(self, every: float = 0.5, timeout: float = 120.0) -> threading.Thread:
+        """Restart the server whenever it dies (as a cluster manager would restart a
+        lost server): it reloads its completed segments from disk and re-consumes its
+        consuming ones from Kafka, while ZooKeeper, the controller and the broker stay."""
 
-    def restart_server(self, timeout: float = 60.0) -> None:
-        """Start the server again over its data; return once it is ready and every table
-        answers queries without exceptions."""
-        self._end("server", timeout)
-        self._start_server(timeout)
-        loader.wait_queryable(self.broker_url, list(load_tables()), timeout)
+        def watch() -> None:
+            while not self._stopping.wait(every):
+                with self._lock:
+                    server = self.processes.get("server")
+                    if self._stopping.is_set() or server is None or server.poll() is None:
+                        continue
+                    log.warning("Pinot server exited with %s: restarting it", server.returncode)
+                    try:
+                        self._start_server(timeout)
+                    except PinotError as exc:
+                        log.error("Pinot server did not come back: %s", exc)
+                        time.sleep(5)  # and try again, never in a tight loop
+
+        thread = threading.Thread(target=watch, name="pinot-server-watch", daemon=True)
+        thread.start()
+        return thread
 
     def pids(self) -> dict[str, int]:
         return {name: p.pid for name, p in self.processes.items() if p.poll() is None}
@@ -380,8 +396,11 @@ def main() -> int:
     for outcome in pinot.outcomes:
         print(f"pinot: {outcome}", flush=True)
     print(f"pinot: ready ({time.monotonic() - started:.1f} s, pids {pinot.pids()})", flush=True)
+    pinot.keep_server_up()
     while not done.wait(1.0):
-        gone = [name for name, p in pinot.processes.items() if p.poll() is not None]
+        gone = [
+            name for name, p in pinot.processes.items() if name != "server" and p.poll() is not None
+        ]
         if gone:
             print(f"pinot: {', '.join(gone)} exited: see {pinot.log_dir}", file=sys.stderr)
             pinot.stop()

@@ -291,10 +291,11 @@ def load(settings: Settings, tables: dict[str, TableDef] | None = None) -> list[
 
 
 def wait_queryable(broker_url: str, tables: list[str], timeout: float = 60.0) -> None:
-    """Wait until each table answers ``COUNT(*)`` through the broker without exceptions.
+    """Wait until each table answers ``COUNT(*)`` through the broker from a server.
 
-    A new table, or one whose segments are coming online, answers with ``exceptions``
-    (pinotdb raises on them), so readiness means every table answers cleanly once."""
+    A new table, or one whose segments are coming online, answers with ``exceptions``, or
+    with no server queried and no result at all (the broker knows of no server holding
+    its segments yet): readiness means every table answers cleanly from a server once."""
     deadline = time.monotonic() + timeout
     pending = list(tables)
     last = ""
@@ -305,7 +306,11 @@ def wait_queryable(broker_url: str, tables: list[str], timeout: float = 60.0) ->
                 answer = client.post("/query/sql", json={"sql": f"SELECT COUNT(*) FROM {name}"})
                 body = answer.json()
                 last = json.dumps(body.get("exceptions") or "")[:300]
-                if answer.status_code == 200 and not body.get("exceptions"):
+                if (
+                    answer.status_code == 200
+                    and not body.get("exceptions")
+                    and body.get("numServersQueried", 0) > 0
+                ):
                     pending.pop(0)
                     continue
             except (httpx.HTTPError, ValueError) as exc:

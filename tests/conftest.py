@@ -92,6 +92,5 @@ def kafka_topics(kafka_broker, monkeypatch):
 pytest_plugins = [
     "tests.fixtures_spark",
     "tests.fixtures_pinot",
-    "tests.fixtures_real_pinot",
     "tests.fixtures_browser",
 ]

@@ -1,21 +1,24 @@
-"""Pinot fixtures: the local Pinot server fed through the real broker, or a real Pinot.
+"""Pinot fixtures: the run's Apache Pinot, and ids of each test's own.
 
-``pinot`` gives each test a :class:`PinotHarness`. By default it starts the local
-server in-process (a few tens of ms) on a free port, consuming the test's own
-topic prefix on the session's Kafka broker, and points ``PINOT_BROKER_URL`` at
-it. Tests publish enriched events with ``publish()`` (the real producer), call
-``sync()`` and query through the selectors (pinotdb over HTTP).
+One Pinot serves a whole ``make test`` (tests/engines.py): its realtime tables consume
+the topics of one prefix and cannot be truncated, so every test that reads through it
+publishes there with ids no other test uses:
 
-When ``PINOT_BROKER_URL`` is set before the session starts, the same contract
-tests run against that Pinot instead: events go to the topics of
-``KAFKA_BOOTSTRAP_SERVERS``/``KAFKA_TOPIC_PREFIX`` (the ones its tables consume),
-and ``sync()`` polls Pinot until the published records are visible. Tests keep
-to their own ids (``harness.base``) so they can share those tables.
+* ``real_pinot`` (session): the running Pinot (:class:`tests.engines.TestPinot`);
+* ``pinot``: per test, ``KAFKA_TOPIC_PREFIX``, ``PINOT_BROKER_URL`` and
+  ``PINOT_CONTROLLER_URL`` pointed at it, and a :class:`PinotHarness` to publish
+  enriched events with (the real producer) and ``sync()`` on (polls Pinot until they
+  are queryable);
+* ``id_base``: the first of the test's 100,000 ids. Ids below ``base + 50,000`` are the
+  test's to make up (``pinot.base + 1``); a test that reads Pinot and uses the database
+  gets its rows' ids from ``base + 50,001`` on (every auto-increment sequence is moved
+  there), so database orders, customers and restaurants are unique in Pinot too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import time
@@ -37,24 +40,24 @@ from contract.events import (
     status_time_field,
 )
 
-#: Set when the session targets a real Pinot (read once, before fixtures change env).
-REAL_PINOT_URL = os.environ.get("PINOT_BROKER_URL", "")
+#: Ids per test, and where the database's part of them starts.
+ID_BLOCK = 100_000
+DATABASE_IDS = 50_000
+# A random block per pytest session (make test's two passes share one Pinot), then one
+# per test; at most 2**32 blocks of 10**5 ids: below 2**53, exact in browsers' numbers.
+_SESSION_BLOCK = random.randrange(1, 2**20)
+_TEST_BLOCKS = itertools.count(1)
 
 
 class PinotHarness:
-    """Publish enriched events and wait until the Pinot under test has them."""
+    """Publish enriched events and wait until Pinot has them."""
 
-    def __init__(self, url: str, server: Any = None) -> None:
-        self.url = url
-        self.server = server
+    def __init__(self, pinot: Any, base: int) -> None:
+        self.pinot = pinot
+        self.url = pinot.broker_url
         self.producer = kafka.producer()
-        # unique ids per test, so tests can share a real Pinot's tables
-        self.base = random.randrange(10_000, 90_000) * 100_000
+        self.base = base
         self._published: dict[str, list[Event]] = defaultdict(list)
-
-    @property
-    def real(self) -> bool:
-        return self.server is None
 
     def publish(self, *events: Event) -> None:
         for event in events:
@@ -68,61 +71,118 @@ class PinotHarness:
         await asyncio.to_thread(self.sync)
 
     def sync(self, timeout: float = 30.0) -> None:
-        """Return once every published record is queryable."""
-        if self.server is not None:
-            self.server.ingester.wait_caught_up(timeout)
-            return
+        """Return once every published record is queryable (every row, not only the
+        latest per key: ``skipUpsert``), waiting out a server that is not answering."""
+        from tracker.tracking.exceptions import TrackingUnavailable
         from tracker.tracking.selectors import query
 
-        expected = {
-            "orders_enriched": len(self._published["orders_enriched"]),
-            "delivery_statuses": len(self._published["delivery_statuses"]),
-            "order_items_enriched": len(
-                {(e.order_id, e.line) for e in self._published["order_items_enriched"]}
-            ),
-        }
+        def count(sql: str) -> int:
+            try:
+                rows = query(sql)
+            except TrackingUnavailable:
+                return -1
+            return rows[0]["n"] if rows else 0
+
         deadline = time.monotonic() + timeout
-        for table, count in expected.items():
-            ids = sorted({e.order_id for e in self._published[table]})
-            if not ids:
-                continue
+        for table, events in self._published.items():
+            ids = sorted({e.order_id for e in events})
+            if table == "order_items_enriched":  # deduplicated by order and line
+                expected = len({(e.order_id, e.line) for e in events})
+            else:
+                expected = len(events)
             sql = (
                 f"SELECT COUNT(*) AS n FROM {table} WHERE order_id IN "
                 f"({', '.join(map(str, ids))}) OPTION(skipUpsert=true)"
             )
-            while query(sql)[0]["n"] < count:
+            while count(sql) < expected:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{table}: Pinot did not ingest {count} records")
-                time.sleep(0.2)
+                    raise TimeoutError(f"{table}: Pinot did not ingest {expected} records")
+                time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def real_pinot(kafka_broker, tmp_path_factory) -> Iterator[Any]:
+    """The run's Pinot (``python -m tests.engines``), or one of this session's own."""
+    from tests.engines import session_pinot
+
+    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    with session_pinot(tmp_path_factory.mktemp("pinot"), bootstrap) as pinot:
+        yield pinot
 
 
 @pytest.fixture
-def pinot(request, monkeypatch) -> Iterator[PinotHarness]:
-    """A Pinot fed through the real broker: the local server, or PINOT_BROKER_URL's."""
-    if REAL_PINOT_URL:
-        monkeypatch.setenv("PINOT_BROKER_URL", REAL_PINOT_URL)
-        yield PinotHarness(REAL_PINOT_URL)
-        return
-    request.getfixturevalue("kafka_topics")  # fresh topics under a unique prefix
-    from embedded.pinot_server import LocalPinot
+def id_base() -> int:
+    return ((_SESSION_BLOCK << 12) + next(_TEST_BLOCKS)) * ID_BLOCK
 
-    server = LocalPinot(port=0).start()
-    monkeypatch.setenv("PINOT_BROKER_URL", server.url)
-    harness = PinotHarness(server.url, server)
+
+@pytest.fixture
+def pinot(real_pinot, id_base, monkeypatch) -> Iterator[PinotHarness]:
+    """Publish to the topics the run's Pinot consumes and read through its broker."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", real_pinot.kafka_bootstrap)
+    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", real_pinot.topic_prefix)
+    monkeypatch.setenv("PINOT_BROKER_URL", real_pinot.broker_url)
+    monkeypatch.setenv("PINOT_CONTROLLER_URL", real_pinot.controller_url)
+    harness = PinotHarness(real_pinot, id_base)
     try:
         yield harness
     finally:
         harness.producer.flush(5)
-        del harness.producer
-        server.stop()
 
 
-@pytest.fixture
-def local_pinot(request):
-    """Tests of the local server itself (skipped when the session targets a real Pinot)."""
-    if REAL_PINOT_URL:
-        pytest.skip("local Pinot server tests do not apply when PINOT_BROKER_URL is set")
-    return request.getfixturevalue("pinot")
+def _database_fixture(request: pytest.FixtureRequest) -> str | None:
+    names = request.fixturenames
+    marker = request.node.get_closest_marker("django_db")
+    if (
+        "transactional_db" in names
+        or "live_server" in names
+        or (marker is not None and marker.kwargs.get("transaction"))
+    ):
+        return "transactional_db"
+    if marker is not None or "db" in names:
+        return "db"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _database_ids_of_their_own(request: pytest.FixtureRequest) -> None:
+    """Autouse, so it runs before any fixture that creates rows: a test that reads Pinot
+    and uses the database gets ids from its own block (see the module's docstring)."""
+    if "pinot" not in request.fixturenames:
+        return
+    database = _database_fixture(request)
+    if database is None:
+        return
+    request.getfixturevalue(database)
+    continue_ids_after(request.getfixturevalue("id_base") + DATABASE_IDS)
+
+
+def continue_ids_after(last: int) -> None:
+    """Move every auto-increment sequence of the database so the next row gets ``last + 1``."""
+    from django.apps import apps
+    from django.db import connection
+
+    tables = [
+        (model._meta.db_table, model._meta.pk.column)
+        for model in apps.get_models()
+        if model._meta.managed
+        and not model._meta.proxy
+        and model._meta.pk.get_internal_type() in {"AutoField", "BigAutoField"}
+    ]
+    with connection.cursor() as cursor:
+        for table, column in tables:
+            if connection.vendor == "postgresql":
+                cursor.execute(
+                    "SELECT setval(pg_get_serial_sequence(%s, %s), %s)",
+                    [connection.ops.quote_name(table), column, last],
+                )
+            elif connection.vendor == "sqlite":
+                cursor.execute("UPDATE sqlite_sequence SET seq = %s WHERE name = %s", [last, table])
+                if cursor.rowcount == 0:
+                    cursor.execute(
+                        "INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [table, last]
+                    )
+            else:
+                raise NotImplementedError(f"ids of their own on {connection.vendor}")
 
 
 # ---------------------------------------------------------------------- event builders

@@ -84,7 +84,11 @@ def _connection() -> Any:
 
 
 def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Run one Pinot query; rows as dicts keyed by result column name."""
+    """Run one Pinot query; rows as dicts keyed by result column name.
+
+    An answer from no server is no answer: while a restarted server re-reads Kafka, the
+    broker routes to no server and answers with no rows and no exception, which would
+    read as "no such order" (tests/test_real_pinot.py)."""
     global _shared
     conn = _connection()
     try:
@@ -94,6 +98,8 @@ def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]
         except _DROPPED:  # httpx dropped that kept-alive connection: once more, on a new one
             cur = conn.cursor()
             cur.execute(sql, params or {})
+        if not cur.query_stats.get("numServersQueried"):
+            raise pinot_errors.DatabaseError("no Pinot server holds the table's segments")
         names = [d[0] for d in cur.description or []]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     except (pinot_errors.Error, httpx.HTTPError, OSError) as exc:
