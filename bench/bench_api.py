@@ -1,7 +1,7 @@
 """API latency and cost: closed-loop concurrency per endpoint, or an open-loop order-detail
 load at a fixed rate with the server CPU each request costs.
 
-The system runs embedded on loopback (Kafka, Pinot stand-in, uvicorn). By default the
+The system runs embedded on loopback (Kafka, Apache Pinot, uvicorn). By default the
 tracking tables are filled through Kafka with enriched records for ``--orders``
 orders (and a courier trail for those on the road), as the stream job would write them.
 
@@ -13,8 +13,8 @@ answered, for four endpoints:
 Open loop (``--rate``): order details, each asked by the order's own customer, sent at a
 fixed rate whatever the server does; each latency counts from the request's scheduled
 send time, so time spent queueing (in the generator or the server) is counted. Reports
-p50/p90/p99/max, errors, and CPU milliseconds per request of the web server and the Pinot
-stand-in (their CPU over the run, less what they used at idle over as long, divided by
+p50/p90/p99/max, errors, and CPU milliseconds per request of the web server and Pinot
+(its JVMs; their CPU over the run, less what they used at idle over as long, divided by
 the requests answered), and the load generator's own CPU share:
 
     .venv/bin/python bench/bench_api.py --rate 200 --seconds 30
@@ -25,9 +25,10 @@ requests then ask for the simulator's newest orders:
 
     .venv/bin/python bench/bench_api.py --rate 200 --seconds 60 --multiple 10
 
-``--baseline REV`` (seeded mode) also starts REV's Pinot stand-in and web server from a
-temporary git worktree, on the same broker and database, and runs the open loop against
-old and new in alternating rounds, so both see the same data and the same machine:
+``--baseline REV`` (seeded mode) also starts REV's web server from a temporary git worktree,
+on the same broker, database and Pinot, and runs the open loop against old and new in
+alternating rounds, so both see the same data and the same machine (a commit whose engines
+differ, such as one from before Apache Pinot: ``bench/old_vs_new.py`` runs its own script):
 
     .venv/bin/python bench/bench_api.py --rate 100 --seconds 40 --baseline main
 
@@ -240,7 +241,7 @@ async def open_loop(
     free = asyncio.Condition()
     latencies: list[float] = []
     errors: dict[str, int] = {}
-    received = {"bytes": 0, "not_modified": 0}
+    received = {"bytes": 0, "not_modified": 0, "ok": 0}
 
     async def connection(fresh: bool = False) -> Connection:
         nonlocal opened
@@ -293,6 +294,7 @@ async def open_loop(
         latencies.append(loop.time() - at)
         received["bytes"] += size
         received["not_modified"] += status == 304
+        received["ok"] += status == 200
         if status not in (200, 304):
             errors[f"HTTP {status}"] = errors.get(f"HTTP {status}", 0) + 1
         if not keep:
@@ -474,8 +476,8 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
         if args.baseline:
             code = exits.enter_context(baseline_checkout(args.baseline))
             servers = {f"old ({args.baseline})": stack.serve(code, "old"), "new": stack}
+        stack.wait_caught_up()
         for serving in servers.values():
-            stack.wait_caught_up(pinot_url=serving.pinot_url)
             warm_up(serving.web_url, data["details"])
         pids = {
             label: {"web": s.web_pid, "pinot": s.pinot_pid} for label, s in servers.items()
@@ -492,7 +494,7 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
                     measured(pids[label], servers[label].web_url, requests, args.rate, idle[label])
                 )
         rss = {
-            label: {"web": common.process_tree_rss(s.web_pid), "pinot": common.rss_mb(s.pinot_pid)}
+            label: {"web": common.process_tree_rss(s.web_pid), "pinot": stack.pinot.rss_mb()}
             for label, s in servers.items()
         }
     return {
@@ -618,7 +620,7 @@ def closed_loop(args: argparse.Namespace) -> None:
             for name, fn in cases.items()
         ]
         server_rss = common.process_tree_rss(stack.web_pid)
-        pinot_rss = common.rss_mb(stack.pinot_pid)
+        pinot_rss = stack.pinot.rss_mb()
     common.print_table(
         f"API latency, {args.clients} concurrent clients, {args.orders} orders, {args.workers} worker(s)",
         [
@@ -633,9 +635,7 @@ def closed_loop(args: argparse.Namespace) -> None:
         ],
         header=("endpoint", "p50 ms", "p99 ms", "req/s", "errors"),
     )
-    print(
-        f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot stand-in {pinot_rss:.0f} MiB"
-    )
+    print(f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot {pinot_rss:.0f} MiB")
     path = common.write_result(
         "api",
         {

@@ -9,7 +9,8 @@
    of points back out of Kafka).
 2. The orders' final states and every GPS point are written to the enriched topics as the
    stream job would write them (the Spark job itself is skipped: a day of events through it
-   would take longer than the day's evaluation), and the Pinot stand-in ingests them.
+   would take longer than the day's evaluation), and Apache Pinot (``python -m
+   embedded.pinot`` on free ports, as ``make run`` starts it) ingests them.
 3. For every order delivered in the evaluated day, at each step (placed, confirmed,
    preparing, cooking, picked up, halfway on the road, at the door), the production
    predictor (``tracker.tracking.eta``) predicts from statistics loaded from Pinot through
@@ -61,6 +62,8 @@ from bench.common import (  # noqa: E402
     percentile,
     print_table,
     start_kafka,
+    start_pinot,
+    wait_pinot_caught_up,
     write_result,
 )
 
@@ -83,6 +86,8 @@ def setup(workdir: Path) -> None:
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "DJANGO_TIME_ZONE": ZONE,
             "LOG_LEVEL": "WARNING",
+            # The simulated days lie up to three days back: kept past Pinot's default.
+            "PINOT_RETENTION_DAYS": "30",
         }
     )
     import django
@@ -302,10 +307,9 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     saved = workdir / "simulated.pickle"
     setup(workdir)
-    from embedded.pinot_server import LocalPinot
 
-    # Kafka's data in a folder of its own, not the kept workdir: a reused simulation is
-    # published again, into empty topics.
+    # Kafka's and Pinot's data in a folder of their own, not the kept workdir: a reused
+    # simulation is published again, into empty topics and tables.
     kafka_dir = Path(tempfile.mkdtemp(prefix="bench-eta-kafka-"))
     broker = start_kafka(kafka_dir)
     server = None
@@ -317,12 +321,10 @@ def main() -> int:
             day_start, day_end, sim_stats, trails = simulate(args)
             if args.workdir:
                 saved.write_bytes(pickle.dumps((day_start, day_end, sim_stats, trails)))
-        (workdir / "pinot.duckdb").unlink(missing_ok=True)
         t0 = time.perf_counter()
         orders = publish_enriched(trails)
-        server = LocalPinot(port=0, db_path=str(workdir / "pinot.duckdb")).start()
-        os.environ["PINOT_BROKER_URL"] = server.url
-        server.ingester.wait_caught_up(timeout=1800)
+        server = start_pinot(kafka_dir)  # sets PINOT_BROKER_URL for the selectors
+        wait_pinot_caught_up(timeout=1800)
         print(f"loaded {len(orders)} orders and {sum(map(len, trails.values()))} GPS points "
               f"into Pinot in {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
         result = evaluate(orders, trails, (day_start, day_end), int(args.refresh * 1000))

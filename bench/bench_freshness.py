@@ -14,7 +14,7 @@ fresh orders that the benchmark advances at ``--changes`` status changes per sec
 no watchers but one socket, so the push bridge runs as it always does in production (the idle baseline), N WebSockets (push), N clients polling the REST
 detail every second, N clients polling the database view every second. Each phase
 records freshness (change committed -> the watcher sees it, or a later status) and
-the CPU seconds of the web (Django + push bridge), Pinot stand-in and naive-view
+the CPU seconds of the web (Django + push bridge), Pinot and naive-view
 processes; CPU per watcher-minute is the phase's CPU minus the idle phase's, divided
 by N x minutes. Pollers are one asyncio process with a keep-alive raw-HTTP client
 (one connection per watcher), so the load generator stays cheap; its CPU is recorded.

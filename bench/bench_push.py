@@ -1,6 +1,6 @@
 """Push latency: from an orders_enriched record on Kafka to a subscribed WebSocket client.
 
-Starts the parts involved on loopback: a Kafka node of its own, the Pinot stand-in
+Starts the parts involved on loopback: a Kafka node of its own, Apache Pinot
 (snapshots), and the Django ASGI server (uvicorn, with the embedded push bridge)
 in a subprocess on its own SQLite database. Opens N sockets (one order each,
 ``/ws/orders/<id>/``, token auth), then publishes status updates for random

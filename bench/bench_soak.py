@@ -290,7 +290,7 @@ def main() -> None:
         "params": vars(args),
         "env": {
             k: os.environ[k]
-            for k in ("KAFKA_RETENTION_BYTES", "KAFKA_RETENTION_MS", "PINOT_LOCAL_MEMORY_LIMIT")
+            for k in ("KAFKA_RETENTION_BYTES", "KAFKA_RETENTION_MS", "PINOT_RETENTION_DAYS")
             if k in os.environ
         },
         "system": "production-like (make run-prod)" if args.production else "embedded (make run)",

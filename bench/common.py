@@ -19,6 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from embedded.kafka import free_port  # noqa: E402 - the one free-port helper, re-exported
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -192,12 +196,6 @@ def token_of_socket(tokens: list[str], index: int) -> str:
     return tokens[index // settings.WS_MAX_SOCKETS_PER_USER]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_port(port: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -211,7 +209,7 @@ def wait_port(port: int, timeout: float = 60) -> None:
 
 @dataclass
 class Serving:
-    """A Pinot stand-in and an ASGI server, both started from one checkout."""
+    """An ASGI server started from one checkout, reading the stack's Pinot."""
 
     label: str
     web_url: str
@@ -221,35 +219,163 @@ class Serving:
 
 
 @dataclass
+class PinotProcess:
+    """Apache Pinot as ``make run`` runs it: ``python -m embedded.pinot`` (its three JVMs
+    are the launcher's children), on free ports, its output in ``log``."""
+
+    process: subprocess.Popen
+    broker_url: str
+    controller_url: str
+    log: Path
+    #: Seconds from the launch to ``pinot: ready`` (tables loaded and answering).
+    ready_s: float
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def jvm_pids(self) -> list[int]:
+        """The JVMs (the launcher's live children)."""
+        return children_of(self.pid)
+
+    def cpu_s(self) -> float:
+        """CPU seconds of Pinot's JVMs so far (the launcher's own, a readiness loop, not)."""
+        return sum(process_tree_cpu(pid) for pid in self.jvm_pids())
+
+    def rss_mb(self) -> float:
+        """RSS of the JVMs (and the launcher), MiB."""
+        return process_tree_rss(self.pid)
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM the launcher (it stops the server, broker, ZooKeeper in turn)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def children_of(pid: int) -> list[int]:
+    """Live children of ``pid``, whichever of its threads started them (one /proc pass)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def start_pinot(workdir: Path, timeout: float = 240) -> PinotProcess:
+    """Apache Pinot on free ports (:func:`embedded.pinot.free_ports_env`, as ``make run``
+    starts the ``pinot`` component), its data under ``workdir/pinot``, consuming this
+    process's ``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_TOPIC_PREFIX``. Returns once it prints
+    ``pinot: ready``; sets ``PINOT_BROKER_URL``/``PINOT_CONTROLLER_URL`` here, so this
+    process's selectors read it."""
+    from embedded.pinot import free_ports_env
+
+    ports = free_ports_env()
+    os.environ.update(ports)
+    log = workdir / "logs" / "pinot.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "ORDERTRACK_VAR_DIR": str(workdir), "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "embedded.pinot"],
+            cwd=RESULTS.parent.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    pinot = PinotProcess(
+        process, ports["PINOT_BROKER_URL"], ports["PINOT_CONTROLLER_URL"], log, 0.0
+    )
+    while "pinot: ready" not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() - started > timeout:
+            pinot.stop()
+            tail = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"Pinot did not start (see {log}):\n{tail}")
+        time.sleep(0.2)
+    pinot.ready_s = time.monotonic() - started
+    return pinot
+
+
+#: The tables the stream job's topics fill, each consuming the topic of its name.
+ENRICHED_TABLES = ("orders_enriched", "delivery_statuses", "order_items_enriched")
+
+
+def pinot_rows(table: str) -> int:
+    """Every row ``table`` holds (``skipUpsert``: each version, not the latest per key);
+    -1 while Pinot does not answer."""
+    from tracker.tracking.exceptions import TrackingUnavailable
+    from tracker.tracking.selectors.store import query
+
+    try:
+        rows = query(f"SELECT COUNT(*) AS n FROM {table} OPTION(skipUpsert=true)")
+    except TrackingUnavailable:
+        return -1
+    return int(rows[0]["n"]) if rows else 0  # 0.11: an empty table may answer no row
+
+
+def topic_records(table: str) -> int:
+    """Records in the topic ``table`` consumes (the producers are idempotent, never
+    transactional, so offsets count records)."""
+    from contract import kafka
+    from contract.events import Topic, topic_name
+
+    consumer = kafka.consumer()
+    try:
+        topic = topic_name(Topic(table))
+        ends, starts = kafka.end_offsets(consumer, topic), kafka.start_offsets(consumer, topic)
+        return sum(ends[p] - starts[p] for p in ends)
+    finally:
+        consumer.close()
+
+
+def wait_pinot_caught_up(timeout: float = 300, tables: tuple[str, ...] = ENRICHED_TABLES) -> float:
+    """Until Pinot holds as many rows as there are records in each table's topic (a
+    deduplicated table holds fewer if a line was sent twice: the benchmarks send none);
+    returns the seconds waited."""
+    started = time.monotonic()
+    wanted = {table: topic_records(table) for table in tables}
+    for table, count in wanted.items():
+        while (held := pinot_rows(table)) < count:
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"Pinot holds {held} of {count} records of {table}")
+            time.sleep(0.5)
+    return time.monotonic() - started
+
+
+@dataclass
 class Stack:
     """The embedded system's parts a benchmark started (all on loopback)."""
 
     workdir: Path
     web_url: str
     web_pid: int
-    pinot_url: str
-    pinot_pid: int
+    pinot: PinotProcess
     env: dict
     web_workers: int = 2
     processes: list[subprocess.Popen] = field(default_factory=list)
 
-    def wait_caught_up(self, timeout: float = 300, pinot_url: str | None = None) -> None:
-        """Until the Pinot stand-in has consumed everything now in the topics."""
-        import httpx
+    @property
+    def pinot_url(self) -> str:
+        return self.pinot.broker_url
 
-        url = pinot_url or self.pinot_url
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            lag = httpx.get(f"{url}/debug/ingestion", timeout=30).json()["lag"]
-            if isinstance(lag, dict) and not any(lag.values()):
-                return
-            time.sleep(0.5)
-        raise TimeoutError("Pinot did not catch up")
+    @property
+    def pinot_pid(self) -> int:
+        """The Pinot launcher, whose process tree is Pinot's JVMs."""
+        return self.pinot.pid
+
+    def wait_caught_up(self, timeout: float = 300) -> None:
+        """Until Pinot has consumed everything now in the enriched topics."""
+        wait_pinot_caught_up(timeout)
 
     def serve(self, code_dir: Path, label: str) -> Serving:
-        """Another Pinot stand-in + ASGI server from ``code_dir`` (another commit's checkout)
-        on the same broker and database, so old and new serve the same data side by side."""
-        serving, procs = _serve(code_dir, self.env, self.workdir, self.web_workers, label)
+        """Another ASGI server from ``code_dir`` (another commit's checkout) on the same
+        broker, database and Pinot: old and new web code serve the same data side by side
+        (an old commit's own engines: ``bench/old_vs_new.py``)."""
+        serving, procs = _serve(code_dir, self.env, self.web_workers, label, self.pinot)
         self.processes += procs
         return serving
 
@@ -257,24 +383,13 @@ class Stack:
 def _serve(
     code_dir: Path,
     env: dict,
-    workdir: Path,
     web_workers: int,
     label: str,
+    pinot: PinotProcess,
     profile: Path | None = None,
 ) -> tuple[Serving, list[subprocess.Popen]]:
-    web_port, pinot_port = free_port(), free_port()
-    env = {
-        **env,
-        "PINOT_LOCAL_PORT": str(pinot_port),
-        "PINOT_LOCAL_DB": str(workdir / f"pinot-{label}.duckdb"),
-        "PINOT_BROKER_URL": f"http://127.0.0.1:{pinot_port}",
-    }
-    pinot = subprocess.Popen(
-        [sys.executable, "-m", "embedded.pinot_server"],
-        cwd=code_dir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
+    web_port = free_port()
+    env = {**env, "PINOT_BROKER_URL": pinot.broker_url}
     profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
     server = subprocess.Popen(
         [sys.executable, *profiler, "-m", "uvicorn", "config.asgi:application",
@@ -282,13 +397,11 @@ def _serve(
          "--log-level", "warning", "--workers", str(1 if profile else web_workers)],
         cwd=code_dir, env=env,
     )  # fmt: skip
-    wait_port(pinot_port)
     wait_port(web_port)
     serving = Serving(
-        label, f"http://127.0.0.1:{web_port}", server.pid,
-        f"http://127.0.0.1:{pinot_port}", pinot.pid,
-    )  # fmt: skip
-    return serving, [server, pinot]
+        label, f"http://127.0.0.1:{web_port}", server.pid, pinot.broker_url, pinot.pid
+    )
+    return serving, [server]
 
 
 def start_kafka(workdir: Path, log_path: Path | None = None, topics: bool = True):  # noqa: ANN201 - a KafkaBroker
@@ -319,8 +432,9 @@ def disk_mb(path: Path) -> float:
 
 @contextlib.contextmanager
 def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterator[Stack]:
-    """Kafka (a child of this process) + Pinot stand-in and uvicorn as their own processes,
-    as ``make run`` runs them, on a fresh migrated SQLite database.
+    """Kafka (a child of this process), Apache Pinot (``python -m embedded.pinot`` on free
+    ports) and uvicorn as their own processes, as ``make run`` runs them, on a fresh
+    migrated SQLite database.
 
     Django is set up in this process on the same database, so a benchmark can seed
     rows and produce events before it starts measuring. With ``profile``, one uvicorn
@@ -333,7 +447,6 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
         "ORDERTRACK_VAR_DIR": str(workdir),
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
-        "PINOT_LOCAL_LOG_LEVEL": "WARNING",
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "LOG_LEVEL": "WARNING",
         "API_THROTTLE_ORDERS": "100000/min",
@@ -349,14 +462,12 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
     broker = start_kafka(workdir)
     call_command("migrate", verbosity=0)
     processes: list[subprocess.Popen] = []
+    pinot = None
     try:
-        serving, processes = _serve(root, env, workdir, web_workers, "new", profile)
-        os.environ["PINOT_BROKER_URL"] = serving.pinot_url  # this process's selectors
-        stack = Stack(
-            workdir, serving.web_url, serving.web_pid, serving.pinot_url, serving.pinot_pid,
-            env, web_workers, processes,
-        )  # fmt: skip
-        yield stack
+        pinot = start_pinot(workdir)  # sets PINOT_BROKER_URL: this process's selectors
+        env.update({k: os.environ[k] for k in ("PINOT_BROKER_URL", "PINOT_CONTROLLER_URL")})
+        serving, processes = _serve(root, env, web_workers, "new", pinot, profile)
+        yield Stack(workdir, serving.web_url, serving.web_pid, pinot, env, web_workers, processes)
     finally:
         for proc in processes:
             # cProfile writes its file only when the server exits by itself: SIGINT
@@ -364,7 +475,10 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
             proc.send_signal(signal.SIGINT if profile and proc is processes[0] else signal.SIGTERM)
         for proc in processes:
             proc.wait(60 if profile else 15)
+        if pinot is not None:
+            pinot.stop()
         broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 BOOK_PEAK_PER_MIN = 50
