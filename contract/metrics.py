@@ -1,8 +1,8 @@
 """Prometheus metrics: every process serves ``/metrics``; names and ports are stated once here.
 
-Each long-running process exposes its own figures (the web on its own port, the
-Pinot stand-in on its query port, the others on a port of their own, see
-:data:`PORTS`). The web's ASGI workers share one exposition through
+Each long-running process of ours exposes its own figures (the web on its own port,
+the others on a port of their own, see :data:`PORTS`); Apache Pinot and Kafka publish
+theirs through JMX, and pipeline health reads Pinot's position from its controller. The web's ASGI workers share one exposition through
 prometheus-client's multi-process mode (:func:`use_multiprocess_dir`).
 """
 
@@ -18,7 +18,7 @@ from contract.conf import env_int, env_str
 log = logging.getLogger(__name__)
 
 #: Process -> (environment variable, default port) of its ``/metrics`` server. The web
-#: and the Pinot stand-in serve ``/metrics`` on their own HTTP port instead.
+#: serves ``/metrics`` on its own HTTP port instead.
 PORTS = {
     "relay": ("RELAY_METRICS_PORT", 9101),
     "streaming": ("STREAMING_METRICS_PORT", 9102),
@@ -43,12 +43,6 @@ NAMES = {
         "ordertrack_stream_state_eviction_seconds",
         "ordertrack_stream_dead_letters_total",
         "ordertrack_stream_last_batch_timestamp_seconds",
-    ),
-    "pinot": (
-        "ordertrack_pinot_ingestion_delay_seconds",
-        "ordertrack_pinot_ingestion_lag_records",
-        "ordertrack_pinot_records_consumed_total",
-        "ordertrack_pinot_records_skipped_total",
     ),
     "web": (
         "ordertrack_http_request_duration_seconds",

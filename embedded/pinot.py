@@ -94,6 +94,16 @@ def _write_conf(path: Path, base: str, extra: dict[str, object]) -> Path:
     return path
 
 
+def _loopback(namespace: str, port: int) -> dict[str, object]:
+    """An HTTP listener on 127.0.0.1 only (Pinot binds 0.0.0.0 by default, which would put
+    the controller's admin API on the machine's network)."""
+    return {
+        f"{namespace}.access.protocols": "http",
+        f"{namespace}.access.protocols.http.host": "127.0.0.1",
+        f"{namespace}.access.protocols.http.port": port,
+    }
+
+
 def _answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=2.0).status_code == 200
@@ -212,6 +222,7 @@ class LocalPinot:
                 "pinot.cluster.name": CLUSTER,
                 "pinot.server.netty.port": self.ports.server,
                 "pinot.server.adminapi.port": self.ports.server_admin,
+                **_loopback("pinot.server.adminapi", self.ports.server_admin),
                 "pinot.server.instance.dataDir": self.data_dir / "server" / "index",
                 "pinot.server.instance.segmentTarDir": self.data_dir / "server" / "tar",
                 "pinot.server.instance.consumerDir": self.data_dir / "server" / "consumer",
@@ -261,6 +272,7 @@ class LocalPinot:
                 "controller.properties",
                 {
                     "controller.port": self.ports.controller,
+                    **_loopback("controller", self.ports.controller),
                     "controller.vip.port": self.ports.controller,
                     "controller.zk.str": f"127.0.0.1:{self.ports.zookeeper}",
                     "controller.data.dir": self.data_dir / "controller" / "segments",
@@ -274,6 +286,7 @@ class LocalPinot:
                     "pinot.zk.server": f"127.0.0.1:{self.ports.zookeeper}",
                     "pinot.cluster.name": CLUSTER,
                     "pinot.broker.client.queryPort": self.ports.broker,
+                    **_loopback("pinot.broker.client", self.ports.broker),
                 },
             )
             self._spawn("controller-broker", self._service_manager(controller, broker))

@@ -1,8 +1,7 @@
-"""Pinot: the table definitions production loads, and the stand-in's engine.
+"""Pinot: the tables, as files, and the one loader that creates them in Apache Pinot.
 
-``tables/`` holds each table's schema and config, and :mod:`pinot.definitions` loads
-and checks them against the event contract (production's ``pinot-init`` uses it too).
-:mod:`pinot.ingest`, :mod:`pinot.store` and :mod:`pinot.sql` are the embedded mode's
-Pinot stand-in (Kafka ingestion into DuckDB, Pinot SQL translated to DuckDB), which
-:mod:`embedded.pinot_server` serves over Pinot's broker API; production runs Apache Pinot.
+``tables/`` holds each table's schema and config; :mod:`pinot.definitions` loads them
+and checks them against the event contract, and :mod:`pinot.loader` creates or updates
+them through a controller's REST API (``make run``, the tests and compose's
+``pinot-init``).
 """

@@ -93,13 +93,36 @@ def duration_ms(value: str) -> int:
     return int(match.group(1)) * unit
 
 
+def int_range_filter(schema: dict[str, Any]) -> str | None:
+    """The ingestion filter that drops a record whose INT column's value is past INT, or
+    missing (the filter fails on it, and Pinot drops the record as an error): Pinot 0.11
+    would otherwise store such a value wrapped around (3,000,000,000 as -1,294,967,296)
+    with no error. ``between`` is exclusive; derived from the schema, so a new INT
+    column is guarded too (tests/test_real_pinot.py)."""
+    columns = [
+        spec["name"]
+        for kind in ("dimensionFieldSpecs", "metricFieldSpecs")
+        for spec in schema.get(kind, [])
+        if spec["dataType"] == "INT" and spec.get("singleValueField", True)
+    ]
+    if not columns:
+        return None
+    inside = [f"between({name}, {-(2**31) - 1}, {2**31})" for name in columns]
+    return f"not({inside[0]})" if len(inside) == 1 else f"not(and({', '.join(inside)}))"
+
+
 def table_config(table: TableDef, settings: Settings) -> dict[str, Any]:
-    """The table's file with the deployment's broker, topic, consumer factory and retention."""
+    """The table's file with the deployment's broker, topic, consumer factory, retention,
+    and the INT range guard of its schema."""
     config = copy.deepcopy(table.config)
     stream = config["tableIndexConfig"]["streamConfigs"]
     stream["stream.kafka.broker.list"] = settings.kafka_bootstrap
     stream["stream.kafka.topic.name"] = topic_name(table.topic, settings.topic_prefix)
     stream["stream.kafka.consumer.factory.class.name"] = CONSUMER_FACTORY
+    guard = int_range_filter(table.schema)
+    if guard is not None:
+        ingestion = config.setdefault("ingestionConfig", {})
+        ingestion["filterConfig"] = {"filterFunction": guard}
     if settings.retention_days is not None:
         config["segmentsConfig"]["retentionTimeUnit"] = "DAYS"
         config["segmentsConfig"]["retentionTimeValue"] = str(settings.retention_days)

@@ -110,9 +110,14 @@ def real_pinot(kafka_broker, tmp_path_factory) -> Iterator[Any]:
         yield pinot
 
 
+def next_id_base() -> int:
+    """The first id of a new block (a test's, or a module fixture's)."""
+    return ((_SESSION_BLOCK << 12) + next(_TEST_BLOCKS)) * ID_BLOCK
+
+
 @pytest.fixture
 def id_base() -> int:
-    return ((_SESSION_BLOCK << 12) + next(_TEST_BLOCKS)) * ID_BLOCK
+    return next_id_base()
 
 
 @pytest.fixture

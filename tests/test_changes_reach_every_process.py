@@ -24,8 +24,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from contract.conf import BASE_DIR, KafkaConfig
-from contract.kafka import ensure_topics
+from contract.conf import BASE_DIR
 from tests.conftest import free_port
 
 WITHIN = 1.0  # seconds: the promise
@@ -33,6 +32,8 @@ WITHIN = 1.0  # seconds: the promise
 SETUP = """
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
+from tests.fixtures_pinot import continue_ids_after
+continue_ids_after(FIRST_ID)
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from tests.factories import make_courier, make_customer, make_restaurant, place
@@ -70,29 +71,26 @@ def _django(env: dict[str, str], code: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def two_workers(kafka_broker):
-    """Two web processes on one SQLite file, a Pinot stand-in they both read, the data."""
-    from embedded.pinot_server import LocalPinot
+def two_workers(real_pinot):
+    """Two web processes on one SQLite file, the run's Pinot they both read, the data
+    (its ids from a block of its own, as every test's that reads Pinot)."""
+    from tests.fixtures_pinot import DATABASE_IDS, next_id_base
 
     var = BASE_DIR / "var" / f"workers-test-{uuid.uuid4().hex[:8]}"
     var.mkdir(parents=True)
-    prefix = f"t{uuid.uuid4().hex[:10]}."
-    before = os.environ.get("KAFKA_TOPIC_PREFIX")
-    os.environ["KAFKA_TOPIC_PREFIX"] = prefix
-    ensure_topics(config=KafkaConfig())
-    pinot = LocalPinot(port=0).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "REDIS_"))}
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
         DATABASE_URL=f"sqlite:///{var / 'db.sqlite3'}",
-        PINOT_BROKER_URL=pinot.url,
+        KAFKA_TOPIC_PREFIX=real_pinot.topic_prefix,
+        PINOT_BROKER_URL=real_pinot.broker_url,
         PUSH_BRIDGE_EMBEDDED="false",  # no pushes are needed here
         PUSH_RECHECK_SECONDS="600",
         ORDERTRACK_VAR_DIR=str(var),
     )
     servers, ports = [], [free_port(), free_port()]
     try:
-        data = _django(env, SETUP)
+        data = _django(env, SETUP.replace("FIRST_ID", str(next_id_base() + DATABASE_IDS)))
         for port in ports:
             servers.append(subprocess.Popen(
                 [sys.executable, "-m", "uvicorn", "config.asgi:application",
@@ -115,11 +113,6 @@ def two_workers(kafka_broker):
             server.terminate()
         for server in servers:
             server.wait(20)
-        pinot.stop()
-        if before is None:
-            os.environ.pop("KAFKA_TOPIC_PREFIX", None)
-        else:
-            os.environ["KAFKA_TOPIC_PREFIX"] = before
         shutil.rmtree(var, ignore_errors=True)
 
 

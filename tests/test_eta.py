@@ -1,12 +1,17 @@
 """The arrival prediction learns from Pinot: per-restaurant kitchen times (with fallbacks),
 courier speed by hour of day and the route factor from GPS trails; its range narrows as
-the order moves."""
+the order moves.
+
+The statistics aggregate every restaurant's orders of the last hours and days, and the
+run's Pinot holds every test's: so each test here lives at a moment of its own in the
+past (:func:`clock`), earlier than every test before it, where the windows hold its
+orders alone (later moments are outside them, earlier ones hold no orders yet)."""
 
 from __future__ import annotations
 
 from contract import geo
 from contract.events import LIFECYCLE, now_ms
-from tests.fixtures_pinot import delivery_event, order_event
+from tests.fixtures_pinot import ID_BLOCK, delivery_event, order_event
 from tracker.tracking import eta
 
 SEC, MIN, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
@@ -27,15 +32,25 @@ def delivered(oid, restaurant_id, placed, steps_s, ride_s=300, door_s=60):
     )  # fmt: skip
 
 
-def trip(restaurant_id, status="PLACED_ORDER", at=None, km_left=None):
-    at = now_ms() if at is None else at
+#: The latest of the tests' moments, and how far apart two tests' moments are.
+LATEST_MOMENT = 1_704_067_200_000  # 2024-01-01 UTC
+MOMENT_SPACING = 15 * DAY  # past the longest window (7 days of rides)
+
+
+def clock(pinot) -> int:
+    """This test's "now": earlier than every earlier test's, by the order of id blocks."""
+    block = pinot.base // ID_BLOCK % 512
+    return LATEST_MOMENT - block * MOMENT_SPACING + 10 * HOUR
+
+
+def trip(restaurant_id, status="PLACED_ORDER", *, at, km_left=None):
     return eta.Trip(restaurant_id, status, at, RESTAURANT, DOOR, km_left)
 
 
 def test_each_restaurant_gets_its_own_kitchen_times_and_a_new_one_falls_back(pinot):
     fast, slow, new = pinot.base + 1, pinot.base + 2, pinot.base + 3
-    empty = eta.load_statistics()
-    now = now_ms()
+    now = clock(pinot)
+    empty = eta.load_statistics(now)
     first = eta.predict(trip(fast, at=now), empty, now)
     assert first.basis["kitchen"] == "default" and first.basis["speed"] == "default"
 
@@ -45,7 +60,7 @@ def test_each_restaurant_gets_its_own_kitchen_times_and_a_new_one_falls_back(pin
         *[delivered(pinot.base + 200 + i, slow, start + i * MIN, [300, 300, 300, 300]) for i in range(12)],
     )  # fmt: skip
     pinot.sync()
-    stats = eta.load_statistics()
+    stats = eta.load_statistics(now)
     later = now + 12 * HOUR  # an hour of day with no history: each kitchen's recent spans
     fast_eta, slow_eta, new_eta = (
         eta.predict(trip(r, at=later), stats, later) for r in (fast, slow, new)
@@ -63,7 +78,8 @@ def test_each_restaurant_gets_its_own_kitchen_times_and_a_new_one_falls_back(pin
 
 def test_the_range_holds_the_centre_and_narrows_as_the_order_moves(pinot):
     r = pinot.base + 1
-    start = now_ms() - 100 * MIN
+    now = clock(pinot)
+    start = now - 100 * MIN
     pinot.publish(
         *[
             delivered(pinot.base + 100 + i, r, start + i * 3 * MIN,
@@ -73,30 +89,29 @@ def test_the_range_holds_the_centre_and_narrows_as_the_order_moves(pinot):
         ]
     )  # fmt: skip
     pinot.sync()
-    stats = eta.load_statistics()
-    now = now_ms()
-    steps = [trip(r, s.value, now) for s in LIFECYCLE[:4]]
-    steps += [trip(r, "OUT_FOR_DELIVERY", now, km_left=STRAIGHT_KM)]
-    steps += [trip(r, "OUT_FOR_DELIVERY", now, km_left=STRAIGHT_KM / 2)]
-    steps += [trip(r, "ARRIVING_AT_DOOR", now)]
+    stats = eta.load_statistics(now)
+    steps = [trip(r, s.value, at=now) for s in LIFECYCLE[:4]]
+    steps += [trip(r, "OUT_FOR_DELIVERY", at=now, km_left=STRAIGHT_KM)]
+    steps += [trip(r, "OUT_FOR_DELIVERY", at=now, km_left=STRAIGHT_KM / 2)]
+    steps += [trip(r, "ARRIVING_AT_DOOR", at=now)]
     predictions = [eta.predict(t, stats, now) for t in steps]
     widths = []
     for p in predictions:
         assert now <= p.earliest < p.arrives_at < p.latest
         widths.append(p.latest - p.earliest)
     assert widths == sorted(widths, reverse=True) and widths[0] > 2 * widths[-2]
-    assert eta.predict(trip(r, "DELIVERED", now), stats, now) is None
-    assert eta.predict(trip(r, "CANCELLED", now), stats, now) is None
+    assert eta.predict(trip(r, "DELIVERED", at=now), stats, now) is None
+    assert eta.predict(trip(r, "CANCELLED", at=now), stats, now) is None
 
     # A kitchen far behind its usual pace: still the ride and the door ahead, never the past.
-    late = eta.predict(trip(r, "BEING_COOKED", now - HOUR), stats, now)
+    late = eta.predict(trip(r, "BEING_COOKED", at=now - HOUR), stats, now)
     on_road = predictions[4]
     assert late.arrives_at == on_road.arrives_at and late.earliest >= now
 
 
 def test_courier_speed_by_hour_of_day_and_the_route_factor_come_from_past_rides(pinot):
     r = pinot.base + 1
-    now = now_ms()
+    now = clock(pinot)
     quiet = now - 2 * DAY - now % HOUR  # an hour two days ago, and the hour after it
     busy = quiet + HOUR
     orders = [
@@ -118,12 +133,14 @@ def test_courier_speed_by_hour_of_day_and_the_route_factor_come_from_past_rides(
     ]  # fmt: skip
     pinot.publish(*orders, *points)
     pinot.sync()
-    stats = eta.load_statistics()
+    stats = eta.load_statistics(now)
     travelled = geo.haversine_km(*RESTAURANT, *corner) + geo.haversine_km(*corner, *DOOR)
     assert abs(stats.route_factor - travelled / STRAIGHT_KM) < 0.01 and stats.route_samples == 1
 
     def ride_seconds(leaving: int) -> float:
-        p = eta.predict(trip(r, "OUT_FOR_DELIVERY", leaving, km_left=STRAIGHT_KM), stats, leaving)
+        p = eta.predict(
+            trip(r, "OUT_FOR_DELIVERY", at=leaving, km_left=STRAIGHT_KM), stats, leaving
+        )
         assert p.basis["speed"] == "hour_of_day"
         assert p.basis["route_km_left"] == round(STRAIGHT_KM * stats.route_factor, 2)
         return (p.arrives_at - leaving) / SEC - 60  # less the door
@@ -133,23 +150,30 @@ def test_courier_speed_by_hour_of_day_and_the_route_factor_come_from_past_rides(
 
 
 def test_the_process_cache_serves_reads_without_querying(pinot):
+    """At the real moment (the cache loads as of now): this restaurant's figures only."""
     r = pinot.base + 1
-    pinot.publish(
-        *[
-            delivered(pinot.base + 100 + i, r, now_ms() - HOUR + i * MIN, [60] * 4)
-            for i in range(10)
+
+    def orders(first: int) -> list:
+        start = now_ms() - HOUR
+        return [
+            delivered(pinot.base + 100 + i, r, start + i * MIN, [60] * 4)
+            for i in range(first, first + 10)
         ]
-    )
+
+    pinot.publish(*orders(0))
     pinot.sync()
     loaded = eta.refresh()
     assert loaded.kitchen[r].door.samples == 10
-    pinot.server.stop()  # Pinot gone: the cached statistics still answer
+    # Ten more in Pinot: the cached statistics answer until the next refresh.
+    pinot.publish(*orders(10))
+    pinot.sync()
     assert eta.current_statistics() is loaded
+    assert eta.refresh().kitchen[r].door.samples == 20
 
 
 def test_a_kitchen_is_its_recent_pace_times_every_kitchens_level_at_this_hour_of_day(pinot):
     fast, slow, new, other = (pinot.base + i for i in (1, 2, 3, 4))
-    now = now_ms()
+    now = clock(pinot)
     # A day and a half ago, in one hour, kitchens took 600 s from placement to pickup.
     then = now - 36 * HOUR - now % HOUR
     orders = [delivered(pinot.base + 100 + i, other, then + i * MIN, [150] * 4) for i in range(12)]
@@ -160,7 +184,7 @@ def test_a_kitchen_is_its_recent_pace_times_every_kitchens_level_at_this_hour_of
     orders += [delivered(pinot.base + 300 + i, slow, recent + i * MIN, [90] * 4) for i in range(11)]
     pinot.publish(*orders)
     pinot.sync()
-    stats = eta.load_statistics()
+    stats = eta.load_statistics(now)
     same_hour = then + DAY + 5 * MIN  # the hour of day of the 600 s kitchens, a day later
     fast_eta, slow_eta, new_eta = (
         eta.predict(trip(r, at=same_hour), stats, same_hour) for r in (fast, slow, new)
@@ -180,7 +204,7 @@ def test_the_route_factor_follows_the_direction_of_travel(pinot):
     """Rides straight along a street are not stretched by the detours of rides across
     the grain, so after the street corner the rest of a ride is not overestimated."""
     r = pinot.base + 1
-    now = now_ms()
+    now = clock(pinot)
     east = (RESTAURANT[0], DOOR[1])  # due east of the restaurant, 1.35 km
     orders, points = [], []
     for i in range(12):  # six rides along the street east, six across it by an L
@@ -197,7 +221,7 @@ def test_the_route_factor_follows_the_direction_of_travel(pinot):
         ]  # fmt: skip
     pinot.publish(*orders, *points)
     pinot.sync()
-    stats = eta.load_statistics()
+    stats = eta.load_statistics(now)
     assert stats.route_samples == 12 and stats.route_factor > 1.05
 
     def on_road(courier):

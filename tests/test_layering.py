@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 FRAMEWORKS = (
     "django", "rest_framework", "drf_spectacular", "channels", "channels_redis",
-    "pyspark", "duckdb", "pinotdb", "uvicorn",
+    "pyspark", "pinotdb", "uvicorn",
 )  # fmt: skip
 #: What production runs (the Docker image's processes); ``embedded`` is what it replaces.
 PRODUCTION = ("config", "contract", "tracker", "api", "frontend", "streaming", "pinot", "jvm")
@@ -77,7 +77,7 @@ def test_the_contract_imports_no_framework_and_nothing_of_ours_above_it():
 
 
 def test_the_spark_job_and_the_pinot_definitions_import_only_the_contract():
-    assert _offending("streaming", ("django", "rest_framework", "channels", "duckdb")) == {}
+    assert _offending("streaming", ("django", "rest_framework", "channels")) == {}
     # jvm: the connector's jars and the local file system class the job puts on its classpath
     assert _first_party_outside("streaming", ("streaming", "contract", "jvm")) == {}
     assert _first_party_outside("jvm", ("jvm", "contract")) == {}
@@ -99,8 +99,8 @@ def test_the_domain_imports_no_channel_and_not_the_project():
 
 
 def test_the_domain_reaches_pinot_and_spark_only_over_the_wire():
-    assert _offending("tracker", ("streaming", "pinot", "pyspark", "duckdb")) == {}
-    assert _offending("api", ("streaming", "pinot", "pyspark", "duckdb")) == {}
+    assert _offending("tracker", ("streaming", "pinot", "pyspark")) == {}
+    assert _offending("api", ("streaming", "pinot", "pyspark")) == {}
 
 
 def test_production_code_imports_nothing_embedded_only():
@@ -118,7 +118,7 @@ def test_the_walk_sees_imports_that_point_up():
     api = imports_of("api")
     assert "tracker.orders.policy" in api["api/permissions.py"]
     assert "tracker.tracking.read_model" in api["api/serializers/fields.py"]
-    assert "contract.kafka" in imports_of("pinot")["pinot/ingest.py"]
+    assert "contract.events" in imports_of("pinot")["pinot/loader.py"]
     assert "jvm.maven" in imports_of("embedded")["embedded/kafka.py"]
     assert "config.asgi_threads" in imports_of("config")["config/asgi.py"]
     # Relative imports resolve against the package, __init__ included.

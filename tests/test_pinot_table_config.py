@@ -10,13 +10,14 @@ real Pinot, pinot/loader.py also refuses any setting the controller did not keep
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
 import pytest
 
-from contract.events import now_ms
-from pinot.definitions import TABLES_DIR
+from contract.events import ENRICHED_TOPICS, now_ms
+from pinot.definitions import TABLES_DIR, load_tables, validate
 from tests.fixtures_pinot import delivery_event
 from tracker.tracking import selectors as s
 from tracker.tracking.selectors import orders as order_selectors
@@ -120,7 +121,7 @@ def test_the_app_polygon_query_passes_the_column_itself(monkeypatch):
     assert "toGeometry" not in sql
 
 
-def test_the_stand_in_serves_the_indexed_forms_and_refuses_mixed_kinds(pinot):
+def test_pinot_serves_the_indexed_forms_and_refuses_mixed_kinds(pinot):
     a, b = pinot.base + 1, pinot.base + 2
     t = now_ms() - 60_000
     pinot.publish(delivery_event(a, 1, 52.505, 13.41, at=t), delivery_event(b, 1, 52.6, 13.6, at=t))
@@ -134,7 +135,69 @@ def test_the_stand_in_serves_the_indexed_forms_and_refuses_mixed_kinds(pinot):
         "ST_Contains(ST_GeomFromText(%(wkt)s), toGeometry(location))",  # no index, still valid
     ):
         assert s.query(count.format(predicate), params) == [{"n": 1}], predicate
-    assert [p.order_id for p in s.deliveries_in_area(box)] == [a]
+    found = [p.order_id for p in s.deliveries_in_area(box)]  # other tests' too
+    assert a in found and b not in found
     # Pinot's stContains: "should either both be geometry or both be geography"
     with pytest.raises(Exception, match=r"both be\W+geometry or both be geography"):
         s.query(count.format("ST_Contains(ST_GeomFromText(%(wkt)s), location)"), params)
+
+
+# ---------------------------------------------------------------- the files' own rules
+
+
+def _files(name: str) -> tuple[dict, dict]:
+    d = TABLES_DIR / name
+    return json.loads((d / "schema.json").read_text()), json.loads((d / "table.json").read_text())
+
+
+def test_table_definitions_validate_and_cover_the_enriched_topics():
+    tables = load_tables()
+    assert set(tables) == {"orders_enriched", "delivery_statuses", "order_items_enriched"}
+    assert {t.topic for t in tables.values()} == set(ENRICHED_TOPICS)
+    orders, deliveries, items = (
+        tables["orders_enriched"],
+        tables["delivery_statuses"],
+        tables["order_items_enriched"],
+    )
+    assert (orders.upsert, orders.primary_key, orders.comparison_column) == (
+        True,
+        ("order_id",),
+        "version",
+    )
+    assert (deliveries.upsert, deliveries.comparison_column) == (True, "version")
+    assert deliveries.points == {"location": ("lon", "lat")}
+    assert (items.dedup, items.upsert, items.primary_key) == (True, False, ("order_id", "line"))
+    h3 = deliveries.config["fieldConfigList"][0]
+    assert (h3["name"], h3["indexType"], h3["properties"]["resolutions"]) == (
+        "location",
+        "H3",
+        "13,5,6",
+    )
+
+
+@pytest.mark.parametrize(
+    "mutate, error",
+    [
+        (
+            lambda s, t: s["dimensionFieldSpecs"].append({"name": "nope", "dataType": "LONG"}),
+            "'nope' is neither an event field",
+        ),
+        (lambda s, t: s.update(primaryKeyColumns=[]), "must name primaryKeyColumns"),
+        (
+            lambda s, t: t["upsertConfig"].update(comparisonColumns=["missing"]),
+            "comparison column 'missing'",
+        ),
+        (
+            lambda s, t: t["tableIndexConfig"]["streamConfigs"].update(
+                {"stream.kafka.topic.name": "orders-enriched"}
+            ),
+            "not a topic of the event contract",
+        ),
+        (lambda s, t: t["routing"].update(instanceSelectorType="balanced"), "strictReplicaGroup"),
+    ],
+)
+def test_validation_rejects_broken_definitions(mutate, error):
+    schema, table = (copy.deepcopy(x) for x in _files("orders_enriched"))
+    assert validate(schema, table) == []
+    mutate(schema, table)
+    assert any(error in e for e in validate(schema, table)), validate(schema, table)

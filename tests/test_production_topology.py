@@ -12,7 +12,7 @@ No Docker engine exists here, so these tests check what can be checked offline:
   job reads, with a connector matching the pinned PySpark;
 * the one-shot Pinot service's script, run against a fake controller, creates every
   table from pinot/tables/ with the deployment's broker list and topic names
-  (the definitions' own rules are tested in tests/test_pinot_server.py);
+  (the definitions' own rules are tested in tests/test_pinot_table_config.py);
 * ``manage.py check --deploy`` passes with the web service's environment.
 """
 
@@ -300,11 +300,15 @@ def test_pinot_init_runs_the_loader_with_the_deployments_brokers_topics_and_rete
         assert stream["stream.kafka.broker.list"] == "k1:9092,k2:9092"
         assert stream["stream.kafka.topic.name"] == f"prod.{table.topic}"
         assert stream["stream.kafka.consumer.factory.class.name"] == loader.CONSUMER_FACTORY
-        # Nothing else of the repository's definition changes (production keeps its retention).
+        # Nothing else of the repository's definition changes (production keeps its
+        # retention) but the INT range guard derived from the schema.
         original = json.loads(json.dumps(table.config))
         original["tableIndexConfig"]["streamConfigs"].update(
             {k: stream[k] for k in ("stream.kafka.broker.list", "stream.kafka.topic.name")}
         )
+        guard = loader.int_range_filter(table.schema)
+        if guard is not None:
+            original.setdefault("ingestionConfig", {})["filterConfig"] = {"filterFunction": guard}
         assert config == original
 
 

@@ -1,5 +1,6 @@
-"""Where Apache Pinot 0.11 (the version run: docs/pinot.md) differs from the DuckDB
-imitation, or from the table files written for Pinot 1.x, asserted on real Pinot.
+"""What the selectors rely on in Apache Pinot 0.11 (the version run: docs/pinot.md), and
+where it differs from what the table files and queries were first written for (the
+former DuckDB imitation, Pinot 1.x), asserted on real Pinot.
 
 Each test publishes to the run's tables with its own ids (tests/fixtures_pinot.py).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
 import signal
 import time
@@ -16,7 +18,7 @@ import uuid
 import httpx
 import pytest
 
-from contract.events import now_ms
+from contract.events import Topic, now_ms, topic_name
 from pinot import loader
 from pinot.definitions import load_tables
 from tests.fixtures_pinot import delivery_event, item_event, order_event
@@ -229,3 +231,61 @@ def test_a_killed_server_comes_back_from_kafka(real_pinot, pinot):
         time.sleep(0.5)
     pinot.sync(timeout=30)  # every row again, not only the latest
     assert real_pinot.server_pid() != killed
+
+
+def test_a_record_of_the_same_version_replaces_the_one_pinot_holds(pinot):
+    """A rebuild (``streaming --reprocess``) replays records under the versions a faulty
+    run already wrote: on a tie of the comparison column the later record wins, so the
+    replay overwrites the wrong state."""
+    order = pinot.base + 1
+    pinot.publish(order_event(order, 7, "CANCELLED"))
+    pinot.sync()
+    assert s.order_state(order).status == "CANCELLED"
+    pinot.publish(order_event(order, 7, "DELIVERED"))
+    pinot.sync()
+    assert s.order_state(order).status == "DELIVERED"
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses listening on ``port`` (IPv4 and IPv6, from /proc/net)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hexport = local.rsplit(":", 1)
+                if state == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
+                    found.add(address)
+    return found
+
+
+def test_the_controller_and_broker_listen_on_loopback_only(real_pinot):
+    """Pinot binds 0.0.0.0 unless told otherwise: the controller's admin API (tables,
+    schemas, segments) must not be on the machine's network in ``make run``."""
+    loopback = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1, ::ffff:127.0.0.1
+    for url in (real_pinot.controller_url, real_pinot.broker_url):
+        port = int(url.rsplit(":", 1)[1])
+        assert _listening_addresses(port) and _listening_addresses(port) <= loopback, url
+
+
+def test_a_record_pinot_cannot_index_is_dropped_and_the_partition_goes_on(pinot):
+    """Pinot 0.11 stores a value past INT wrapped around, with no error: the loader's
+    range filter drops it. A record without a required INT, and one that is not JSON,
+    are dropped as errors (logged by the server, counted in its ingestion metrics). The
+    record after them, on the same partition, is there."""
+    past, missing, after = pinot.base + 1, pinot.base + 2, pinot.base + 3
+    key = str(after).encode()  # the good record's key: one partition for all four
+    wrapped = json.loads(item_event(past, 1, "Cola", 1, 2.0).to_json())
+    wrapped["quantity"] = 3 * 10**9
+    without = json.loads(item_event(missing, 1, "Cola", 1, 2.0).to_json())
+    del without["quantity"]
+    topic = topic_name(Topic.ORDER_ITEMS_ENRICHED)
+    for value in (json.dumps(wrapped).encode(), json.dumps(without).encode(), b"{not json"):
+        pinot.producer.produce(topic, key=key, value=value)
+    pinot.publish(item_event(after, 1, "Tiramisu", 1, 5.0))  # same producer: after them
+    pinot.sync()
+    rows = s.query(
+        "SELECT order_id, quantity FROM order_items_enriched "
+        f"WHERE order_id IN ({past}, {missing}, {after}) OPTION(skipUpsert=true)"
+    )
+    assert rows == [{"order_id": after, "quantity": 1}]

@@ -290,15 +290,6 @@ def test_pinot_error_raises_tracking_unavailable(pinot):
         s.query("SELECT no_such_column FROM orders_enriched LIMIT 1")
 
 
-def test_contract_against_a_real_pinot():
-    """Reports (as a skip) whether this run checked the contract against a real Pinot."""
-    from tests.fixtures_pinot import REAL_PINOT_URL
-
-    if not REAL_PINOT_URL:
-        pytest.skip("PINOT_BROKER_URL not set: contract tests ran against the local server only")
-    assert s.query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"] >= 0
-
-
 def test_top_dishes_leave_out_the_lines_of_cancelled_orders(pinot):
     r = pinot.base + 1
     now = now_ms()

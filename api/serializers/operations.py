@@ -14,6 +14,7 @@ from rest_framework import serializers
 from api.serializers.fields import EpochMillisField, MoneyField, RoundedFloatField, results_of
 from api.serializers.orders import STATUSES, EtaSerializer
 from contract.events import DeadLetter
+from contract.rules import ID
 from tracker.tracking.selectors import WINDOWS, WindowStats
 
 # --------------------------------------------------------------------------- requests
@@ -21,7 +22,7 @@ from tracker.tracking.selectors import WINDOWS, WindowStats
 
 class RestaurantQuerySerializer(serializers.Serializer):
     restaurant = serializers.IntegerField(
-        min_value=1, max_value=10**9, required=False,
+        min_value=ID.min, max_value=ID.max, required=False,
         help_text="Operators: any restaurant (default all); staff: one of theirs "
         "(default: their only one).",
     )  # fmt: skip

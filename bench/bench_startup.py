@@ -1,0 +1,184 @@
+"""``make run`` from its command to the first order readable through REST, on a fresh
+``var/`` and again over the data the first run left (issue 52's target: <= 90 s with a
+warm Maven cache; issue 51's: the first enriched record within 60 s).
+
+Runs ``python -m embedded`` (what ``make run`` runs after ``make install``) with
+``DJANGO_DEBUG=true``, a fresh ``ORDERTRACK_VAR_DIR`` and free ports for every listener,
+and times from the spawn:
+
+* each component's ready line and the supervisor's "Ordertrack is ready";
+* the first record on ``orders_enriched`` (read from Kafka);
+* the first order whose REST detail (as the demo operator) carries Pinot's tracking
+  (``tracking.source == "pinot"``);
+
+then SIGTERM and the time until every process is gone. ``--runs 2`` (default) runs the
+second over the first run's data (Kafka's log, Pinot's segments, the checkpoint).
+
+Not a test. Usage::
+
+    .venv/bin/python bench/bench_startup.py [--runs 2] [--timeout 240]
+
+Prints a table and writes JSON to bench/results/startup-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import arguments, free_port, machine, write_result  # noqa: E402
+from embedded.pinot import free_ports_env  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+READY = re.compile(r"^(\w[\w-]*)\s*[|:].*\bready\b", re.I)
+
+
+def one_run(var: Path, timeout: float) -> dict:
+    """One ``make run`` over ``var``: the times (s from spawn) of each milestone."""
+    web = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_DEBUG": "true",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "ORDERTRACK_VAR_DIR": str(var),
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+        "KAFKA_TOPIC_PREFIX": "",
+        "KAFKA_EMBEDDED": "true",
+        **free_ports_env(),
+        "WEB_PORT": str(web),
+        "RELAY_METRICS_PORT": str(free_port()),
+        "STREAMING_METRICS_PORT": str(free_port()),
+        "STREAMING_CHECKPOINT_DIR": str(var / "checkpoint"),
+    }
+    for key in ("DATABASE_URL", "REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"):
+        env.pop(key, None)
+    marks: dict[str, float] = {}
+    lines: list[str] = []
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "embedded"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            at = time.monotonic() - started
+            if "Ordertrack is ready" in line:
+                marks.setdefault("system ready", at)
+            elif (m := READY.match(line)) is not None:
+                marks.setdefault(f"{m.group(1)} ready", at)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    base = f"http://127.0.0.1:{web}"
+    client = httpx.Client(base_url=base, timeout=5)
+    token = None
+    try:
+        while time.monotonic() - started < timeout and "first order via REST" not in marks:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.25)
+            if "system ready" not in marks:
+                continue
+            try:
+                if token is None:
+                    answer = client.post(
+                        "/api/v1/auth/token/",
+                        json={"username": "operator", "password": "ordertrack-demo"},
+                    )
+                    token = answer.raise_for_status().json()["token"]
+                    client.headers["Authorization"] = f"Token {token}"
+                orders = client.get("/api/v1/orders/?limit=5").json().get("results", [])
+                for order in orders:
+                    body = client.get(f"/api/v1/orders/{order['id']}/")
+                    if body.status_code == 200 and body.json()["tracking"]["source"] == "pinot":
+                        marks.setdefault("first order via REST", time.monotonic() - started)
+                        break
+            except (httpx.HTTPError, KeyError, ValueError):
+                pass
+        enriched = _first_enriched(env)
+        if enriched is not None:
+            marks["first enriched record"] = enriched - (time.time() - (time.monotonic() - started))
+    finally:
+        stop = time.monotonic()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        marks["stop (SIGTERM to exit)"] = time.monotonic() - stop
+        client.close()
+    (var / "bench-console.log").write_text("\n".join(lines) + "\n")
+    return {"marks": marks, "exit_code": proc.returncode}
+
+
+def _first_enriched(env: dict[str, str]) -> float | None:
+    """The broker timestamp (epoch s) of the first record on orders_enriched."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"],
+            "group.id": "bench-startup",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        meta = consumer.list_topics("orders_enriched", timeout=5).topics.get("orders_enriched")
+        if meta is None:
+            return None
+        firsts = []
+        for partition in meta.partitions:
+            consumer.assign([TopicPartition("orders_enriched", partition, 0)])
+            message = consumer.poll(2)
+            if message is not None and message.error() is None:
+                firsts.append(message.timestamp()[1] / 1000)
+        return min(firsts) if firsts else None
+    finally:
+        consumer.close()
+
+
+def main() -> int:
+    parser = arguments(__doc__)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=240)
+    args = parser.parse_args()
+    var = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    runs = []
+    for index in range(args.runs):
+        runs.append({"over": "fresh var" if index == 0 else "the previous run's data",
+                     **one_run(var, args.timeout)})  # fmt: skip
+    names = sorted({name for run in runs for name in run["marks"]},
+                   key=lambda n: max(r["marks"].get(n, 0) for r in runs))  # fmt: skip
+    print(f"{'milestone (s from spawn)':34}" + "".join(f"{r['over']:>26}" for r in runs))
+    for name in names:
+        cells = "".join(
+            f"{r['marks'][name]:>26.1f}" if name in r["marks"] else f"{'-':>26}" for r in runs
+        )
+        print(f"{name:34}{cells}")
+    path = write_result("startup", {"machine": machine(), "runs": runs, "var": str(var)})
+    print(f"result: {path}; consoles in {var}/bench-console.log (last run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
