@@ -16,7 +16,7 @@ import os
 import threading
 
 from contract.conf import var_dir
-from contract.metrics import use_multiprocess_dir
+from contract.metrics import multiprocess_mode, use_multiprocess_dir
 
 # Before anything imports prometheus_client: the workers of one server (siblings, one
 # parent) share a directory, so /metrics in any of them reports them all.
@@ -26,7 +26,8 @@ from prometheus_client import multiprocess  # noqa: E402
 
 from config.asgi_threads import get_asgi_application  # noqa: E402
 
-atexit.register(multiprocess.mark_process_dead, os.getpid())  # its live gauges go with it
+if multiprocess_mode():  # not when another process (a test run) imported the client first
+    atexit.register(multiprocess.mark_process_dead, os.getpid())  # its live gauges go with it
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

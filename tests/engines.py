@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -189,7 +190,10 @@ def main(argv: list[str]) -> int:
         broker = start_kafka(Path(data) / "kafka")
         print(f"engines: Apache Kafka on {broker.bootstrap_servers} for this run", flush=True)
         try:
-            pinot = start_pinot(Path(data) / "pinot", broker.bootstrap_servers)
+            # Under var/ (wiped first), so its logs outlive the run: var/test-pinot/logs.
+            pinot_dir = var_dir() / "test-pinot"
+            shutil.rmtree(pinot_dir, ignore_errors=True)
+            pinot = start_pinot(pinot_dir, broker.bootstrap_servers)
             try:
                 shared = _test_pinot(pinot)
                 print(f"engines: Apache Pinot on {shared.broker_url} for this run", flush=True)

@@ -57,9 +57,7 @@ def test_after_start_up_only_problems_reach_the_console():
 
 
 @pytest.mark.django_db
-def test_status_lines_count_orders_events_batches_and_pinot_lag(
-    real_pinot, pinot, monkeypatch
-):
+def test_status_lines_count_orders_events_batches_and_pinot_lag(real_pinot, pinot, monkeypatch):
     monkeypatch.setenv("PINOT_CONTROLLER_URL", real_pinot.controller_url)
     console = Console(debug=False, pinot_url=real_pinot.broker_url)
     running = {"simulator", "relay", "streaming", "pinot"}.__contains__  # no web here

@@ -137,8 +137,8 @@ def test_pinot_serves_the_indexed_forms_and_refuses_mixed_kinds(pinot):
         assert s.query(count.format(predicate), params) == [{"n": 1}], predicate
     found = [p.order_id for p in s.deliveries_in_area(box)]  # other tests' too
     assert a in found and b not in found
-    # Pinot's stContains: "should either both be geometry or both be geography"
-    with pytest.raises(Exception, match=r"both be\W+geometry or both be geography"):
+    # Pinot 0.11's stContains: "shall either all be geometry or all geography"
+    with pytest.raises(Exception, match=r"either all be\W+geometry or all\W+geography"):
         s.query(count.format("ST_Contains(ST_GeomFromText(%(wkt)s), location)"), params)
 
 
