@@ -449,8 +449,11 @@ def print_conditional(args: argparse.Namespace, result: dict) -> None:
 def warm_up(url: str, details: list[tuple[int, str]], n: int = 300) -> None:
     """Every worker imported, connected and cached before anything is measured."""
     result = run_open_loop(url, detail_requests(details, n, 0), 100.0)
-    if result["errors"]:
+    failed = sum(result["errors"].values())
+    if failed > n // 10:
         raise SystemExit(f"warm-up failed against {url}: {result['errors']}")
+    if failed:  # a cold system at 100/s: reported, not measured
+        print(f"warm-up against {url}: {result['errors']} of {n}", flush=True)
 
 
 @contextlib.contextmanager

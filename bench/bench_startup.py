@@ -41,24 +41,34 @@ from bench.common import arguments, free_port, machine, write_result  # noqa: E4
 from embedded.pinot import free_ports_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-READY = re.compile(r"^(\w[\w-]*)\s*[|:].*\bready\b", re.I)
+#: The supervisor's line for each component: "   3.7s system    | kafka ready (3.7s)".
+READY = re.compile(r"\bsystem\s*\|\s*([\w-]+) ready \(")
 
 
-def one_run(var: Path, timeout: float) -> dict:
+def ports_env() -> dict[str, str]:
+    """Free ports for every listener, chosen once: a later run over the same data must
+    listen where the first did (Pinot's server is registered in ZooKeeper by host and
+    port, and its segments with it), as ``make run``'s fixed ports do."""
+    return {
+        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
+        **free_ports_env(),
+        "WEB_PORT": str(free_port()),
+        "RELAY_METRICS_PORT": str(free_port()),
+        "STREAMING_METRICS_PORT": str(free_port()),
+    }
+
+
+def one_run(var: Path, ports: dict[str, str], timeout: float) -> dict:
     """One ``make run`` over ``var``: the times (s from spawn) of each milestone."""
-    web = free_port()
+    web = int(ports["WEB_PORT"])
     env = {
         **os.environ,
         "DJANGO_DEBUG": "true",
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "ORDERTRACK_VAR_DIR": str(var),
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
         "KAFKA_EMBEDDED": "true",
-        **free_ports_env(),
-        "WEB_PORT": str(web),
-        "RELAY_METRICS_PORT": str(free_port()),
-        "STREAMING_METRICS_PORT": str(free_port()),
+        **ports,
         "STREAMING_CHECKPOINT_DIR": str(var / "checkpoint"),
     }
     for key in ("DATABASE_URL", "REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"):
@@ -82,7 +92,7 @@ def one_run(var: Path, timeout: float) -> dict:
             at = time.monotonic() - started
             if "Ordertrack is ready" in line:
                 marks.setdefault("system ready", at)
-            elif (m := READY.match(line)) is not None:
+            elif (m := READY.search(line)) is not None:
                 marks.setdefault(f"{m.group(1)} ready", at)
 
     reader = threading.Thread(target=read, daemon=True)
@@ -90,11 +100,17 @@ def one_run(var: Path, timeout: float) -> dict:
     base = f"http://127.0.0.1:{web}"
     client = httpx.Client(base_url=base, timeout=5)
     token = None
+    spawned = time.time() - (time.monotonic() - started)  # the spawn, in epoch seconds
+    first = None
     try:
         while time.monotonic() - started < timeout and "first order via REST" not in marks:
             if proc.poll() is not None:
                 break
             time.sleep(0.25)
+            if first is None and "kafka ready" in marks:
+                first = FirstRecord(env["KAFKA_BOOTSTRAP_SERVERS"], "orders_enriched")
+            if first is not None and first.poll() is not None:
+                marks.setdefault("first enriched record", first.at - spawned)
             if "system ready" not in marks:
                 continue
             try:
@@ -108,14 +124,12 @@ def one_run(var: Path, timeout: float) -> dict:
                 orders = client.get("/api/v1/orders/?limit=5").json().get("results", [])
                 for order in orders:
                     body = client.get(f"/api/v1/orders/{order['id']}/")
-                    if body.status_code == 200 and body.json()["tracking"]["source"] == "pinot":
+                    tracking = body.json().get("tracking") if body.status_code == 200 else None
+                    if tracking and tracking.get("source") == "pinot":
                         marks.setdefault("first order via REST", time.monotonic() - started)
                         break
             except (httpx.HTTPError, KeyError, ValueError):
                 pass
-        enriched = _first_enriched(env)
-        if enriched is not None:
-            marks["first enriched record"] = enriched - (time.time() - (time.monotonic() - started))
     finally:
         stop = time.monotonic()
         if proc.poll() is None:
@@ -127,34 +141,37 @@ def one_run(var: Path, timeout: float) -> dict:
             proc.wait()
         marks["stop (SIGTERM to exit)"] = time.monotonic() - stop
         client.close()
-    (var / "bench-console.log").write_text("\n".join(lines) + "\n")
+        if first is not None:
+            first.close()
+    with (var / "bench-console.log").open("a") as out:
+        out.write("\n".join(lines) + "\n")
     return {"marks": marks, "exit_code": proc.returncode}
 
 
-def _first_enriched(env: dict[str, str]) -> float | None:
-    """The broker timestamp (epoch s) of the first record on orders_enriched."""
-    from confluent_kafka import Consumer, TopicPartition
+class FirstRecord:
+    """Watches a topic from its start; ``at`` is the broker time (epoch s) of its first record."""
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": env["KAFKA_BOOTSTRAP_SERVERS"],
-            "group.id": "bench-startup",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        meta = consumer.list_topics("orders_enriched", timeout=5).topics.get("orders_enriched")
-        if meta is None:
-            return None
-        firsts = []
-        for partition in meta.partitions:
-            consumer.assign([TopicPartition("orders_enriched", partition, 0)])
-            message = consumer.poll(2)
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = topic
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "bench-startup",
+             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+             "topic.metadata.refresh.interval.ms": 1000}
+        )  # fmt: skip
+        self.consumer.subscribe([topic])
+        self.at: float | None = None
+
+    def poll(self) -> float | None:
+        if self.at is None:
+            message = self.consumer.poll(0.2)
             if message is not None and message.error() is None:
-                firsts.append(message.timestamp()[1] / 1000)
-        return min(firsts) if firsts else None
-    finally:
-        consumer.close()
+                self.at = message.timestamp()[1] / 1000
+        return self.at
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def main() -> int:
@@ -163,10 +180,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=240)
     args = parser.parse_args()
     var = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    ports = ports_env()
     runs = []
     for index in range(args.runs):
         runs.append({"over": "fresh var" if index == 0 else "the previous run's data",
-                     **one_run(var, args.timeout)})  # fmt: skip
+                     **one_run(var, ports, args.timeout)})  # fmt: skip
     names = sorted({name for run in runs for name in run["marks"]},
                    key=lambda n: max(r["marks"].get(n, 0) for r in runs))  # fmt: skip
     print(f"{'milestone (s from spawn)':34}" + "".join(f"{r['over']:>26}" for r in runs))

@@ -77,6 +77,8 @@ def main() -> int:
         result = out[side]["result"]
         print(f"== {side} {out[side]['commit']}")
         for row in rows(result) if result else []:
+            if not isinstance(row, dict):  # a result without rows of figures
+                continue
             keys = columns or [k for k, v in row.items() if isinstance(v, int | float | str)]
             print("   " + ", ".join(f"{k}={row.get(k)}" for k in keys))
     print(f"wrote {path}")
