@@ -18,12 +18,13 @@ publishes there with ids no other test uses:
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import itertools
 import os
-import random
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,9 +44,29 @@ from contract.events import (
 #: Ids per test, and where the database's part of them starts.
 ID_BLOCK = 100_000
 DATABASE_IDS = 50_000
-# A random block per pytest session (make test's two passes share one Pinot), then one
-# per test; at most 2**32 blocks of 10**5 ids: below 2**53, exact in browsers' numbers.
-_SESSION_BLOCK = random.randrange(1, 2**20)
+
+
+def _session_block() -> int:
+    """A block per pytest session, later for a later session: make test's two passes
+    share one Pinot, so theirs must differ, and lists newest first must show a test's
+    own orders before an earlier pass's. The minute since 2026, or one more than the last
+    session of the run's Pinot took (recorded beside its server's pid file); then 4,096
+    test blocks a session. Below 2**53 (exact in browsers' numbers) for about 40 years."""
+    block = (int(time.time()) - 1_767_225_600) // 60
+    pidfile = os.environ.get("PINOT_TEST_SERVER_PIDFILE")
+    if not pidfile:
+        return block
+    with open(Path(pidfile).parent / "session-blocks", "a+") as taken:
+        fcntl.flock(taken, fcntl.LOCK_EX)
+        taken.seek(0)
+        block = max(block, int(taken.read() or 0) + 1)
+        taken.seek(0)
+        taken.truncate()
+        taken.write(str(block))
+    return block
+
+
+_SESSION_BLOCK = _session_block()
 _TEST_BLOCKS = itertools.count(1)
 
 
@@ -121,12 +142,20 @@ def id_base() -> int:
 
 
 @pytest.fixture
-def pinot(real_pinot, id_base, monkeypatch) -> Iterator[PinotHarness]:
-    """Publish to the topics the run's Pinot consumes and read through its broker."""
+def pinot(request, real_pinot, id_base, monkeypatch) -> Iterator[PinotHarness]:
+    """Publish to the topics the run's Pinot consumes and read through its broker.
+
+    The arrival predictor learns from every restaurant's orders of the last hours and
+    days, which in the run's Pinot are every earlier test's: unless a test is about that
+    learning (``@pytest.mark.eta_history``, tests/test_eta.py), its learning windows are
+    a few seconds long, so it predicts from the defaults, as on a new system."""
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", real_pinot.kafka_bootstrap)
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", real_pinot.topic_prefix)
     monkeypatch.setenv("PINOT_BROKER_URL", real_pinot.broker_url)
     monkeypatch.setenv("PINOT_CONTROLLER_URL", real_pinot.controller_url)
+    if request.node.get_closest_marker("eta_history") is None:
+        monkeypatch.setenv("ETA_KITCHEN_WINDOW_MINUTES", "0.05")
+        monkeypatch.setenv("ETA_TRAVEL_WINDOW_DAYS", "0.00005")
     harness = PinotHarness(real_pinot, id_base)
     try:
         yield harness

@@ -9,10 +9,14 @@ orders alone (later moments are outside them, earlier ones hold no orders yet)."
 
 from __future__ import annotations
 
+import pytest
+
 from contract import geo
 from contract.events import LIFECYCLE, now_ms
 from tests.fixtures_pinot import ID_BLOCK, delivery_event, order_event
 from tracker.tracking import eta
+
+pytestmark = pytest.mark.eta_history
 
 SEC, MIN, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
 # order_event's restaurant and door (Berlin), 1.75 km apart in a straight line

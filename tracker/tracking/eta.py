@@ -182,7 +182,7 @@ def load_statistics(as_of_ms: int | None = None) -> Statistics:
     speeds = selectors.ride_speeds(travel_since, as_of, PERCENTILES, hour_offset_ms=offset)
     speed_all = selectors.ride_speeds(travel_since, as_of, PERCENTILES).get(None)
     trails = selectors.courier_paths(
-        selectors.recently_delivered(as_of, ROUTE_SAMPLE_ORDERS), limit=100_000
+        selectors.recently_delivered(travel_since, as_of, ROUTE_SAMPLE_ORDERS), limit=100_000
     )
     travelled = [_travelled_km(t) for t in trails.values()]
     travelled = [ride for ride in travelled if ride[1] >= 0.5]

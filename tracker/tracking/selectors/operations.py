@@ -180,14 +180,16 @@ def ride_speeds(
     }
 
 
-def recently_delivered(until_ms: int, limit: int) -> list[int]:
-    """Ids of the last ``limit`` orders delivered at or before ``until_ms``, newest first."""
+def recently_delivered(since_ms: int, until_ms: int, limit: int) -> list[int]:
+    """Ids of the last ``limit`` orders delivered after ``since_ms`` and at or before
+    ``until_ms``, newest first."""
     rows = query(
         "SELECT order_id FROM orders_enriched WHERE status = %(status)s "
-        "AND delivered_at > 0 AND delivered_at <= %(until)s "
+        "AND delivered_at > %(since)s AND delivered_at <= %(until)s "
         f"ORDER BY delivered_at DESC LIMIT {max(1, min(int(limit), 1000))}",
-        {"status": OrderStatus.DELIVERED.value, "until": int(until_ms)},
-    )
+        {"status": OrderStatus.DELIVERED.value, "since": max(0, int(since_ms)),
+         "until": int(until_ms)},
+    )  # fmt: skip
     return [int(r["order_id"]) for r in rows]
 
 
