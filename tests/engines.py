@@ -63,6 +63,8 @@ PINOT_TOPIC_PREFIX = "PINOT_TEST_TOPIC_PREFIX"
 PINOT_SERVER_PIDFILE = "PINOT_TEST_SERVER_PIDFILE"
 #: The Pinot topics' retention: above the tables' flush time (pinot/loader.py checks).
 PINOT_TOPIC_RETENTION_MS = 3 * 24 * 3600 * 1000
+#: The tables' retention in days (as make run's).
+PINOT_TABLE_RETENTION_DAYS = 3
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class TestPinot:
             kafka_bootstrap=self.kafka_bootstrap,
             topic_prefix=self.topic_prefix,
             kafka_retention_ms=PINOT_TOPIC_RETENTION_MS,
-            retention_days=3,
+            retention_days=PINOT_TABLE_RETENTION_DAYS,
         )
 
     def server_pid(self) -> int:
@@ -124,7 +126,7 @@ def start_pinot(data_dir: Path, bootstrap: str):  # noqa: ANN201 - an embedded.p
         kafka_bootstrap=bootstrap,
         topic_prefix=prefix,
         kafka_retention_ms=PINOT_TOPIC_RETENTION_MS,
-        retention_days=3,
+        retention_days=PINOT_TABLE_RETENTION_DAYS,
     ).start()
     pinot.keep_server_up()
     return pinot
@@ -173,13 +175,6 @@ def delete_topics_with_prefix(prefix: str, also: Iterable[str] = ()) -> None:
                     future.result(15)
     except Exception:  # noqa: BLE001, S110 - the broker may be down on purpose
         pass
-
-
-def pinot_env() -> dict[str, str]:
-    """A whole system's own Apache Pinot on free ports (:func:`embedded.pinot.free_ports_env`)."""
-    from embedded.pinot import free_ports_env
-
-    return free_ports_env()
 
 
 def main(argv: list[str]) -> int:

@@ -73,9 +73,7 @@ _TEST_BLOCKS = itertools.count(1)
 class PinotHarness:
     """Publish enriched events and wait until Pinot has them."""
 
-    def __init__(self, pinot: Any, base: int) -> None:
-        self.pinot = pinot
-        self.url = pinot.broker_url
+    def __init__(self, base: int) -> None:
         self.producer = kafka.producer()
         self.base = base
         self._published: dict[str, list[Event]] = defaultdict(list)
@@ -156,7 +154,7 @@ def pinot(request, real_pinot, id_base, monkeypatch) -> Iterator[PinotHarness]:
     if request.node.get_closest_marker("eta_history") is None:
         monkeypatch.setenv("ETA_KITCHEN_WINDOW_MINUTES", "0.05")
         monkeypatch.setenv("ETA_TRAVEL_WINDOW_DAYS", "0.00005")
-    harness = PinotHarness(real_pinot, id_base)
+    harness = PinotHarness(id_base)
     try:
         yield harness
     finally:

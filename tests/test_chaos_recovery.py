@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from contract.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
+from embedded.pinot import free_ports_env
 from tests.conftest import free_port
-from tests.engines import pinot_env
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +86,7 @@ def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch)
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
         "KAFKA_EMBEDDED": "true",
-        **pinot_env(),
+        **free_ports_env(),
         "STREAMING_CHECKPOINT_DIR": str(tmp_path / "checkpoint"),
         "LOG_LEVEL": "WARNING",
     }

@@ -27,8 +27,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from contract.metrics import NAMES
+from embedded.pinot import free_ports_env
 from tests.conftest import free_port
-from tests.engines import pinot_env
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ def system(tmp_path_factory):
         "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
         "KAFKA_EMBEDDED": "true",
-        **pinot_env(),
+        **free_ports_env(),
         "STREAMING_CHECKPOINT_DIR": str(tmp / "checkpoint"),
         "WEB_PORT": str(ports["web"]),
         "WEB_WORKERS": "2",
