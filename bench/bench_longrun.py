@@ -165,9 +165,36 @@ async def probe(web: str, people: dict, n: int) -> dict:
     return row
 
 
-def kafka_disk_mb(workdir: Path) -> float:
-    """Kafka's log segments and indexes on disk now: what retention bounds."""
-    return common.disk_mb(workdir / "kafka")
+def disk_by_folder(workdir: Path) -> dict[str, float]:
+    """Disk taken now by each folder of the run's ``var/`` (Kafka's log, Pinot's segments,
+    the stream job's checkpoint, the logs, the database) and in all: what retention and
+    Pinot's segment flushes must keep flat."""
+    folders = {p.name: common.disk_mb(p) for p in sorted(workdir.iterdir()) if p.is_dir()}
+    files = sum(p.stat().st_blocks * 512 for p in workdir.iterdir() if p.is_file())
+    folders["(files)"] = round(files / 1_048_576, 1)
+    folders["total"] = round(sum(folders.values()), 1)
+    return folders
+
+
+def plateaus(series: list[dict], names: list[str], at_min: float = 90, last_min: float = 30):
+    """Per component: its RSS at minute ``at_min`` and the widest departure from it over the
+    last ``last_min`` minutes, in percent (the issue's bar: within 5%). None when the run
+    was too short to have both."""
+    if not series or series[-1]["t_s"] < max(at_min, last_min) * 60:
+        return None
+    mark = min(series, key=lambda row: abs(row["t_s"] - at_min * 60))
+    tail = [row for row in series if row["t_s"] >= series[-1]["t_s"] - last_min * 60]
+    out = {}
+    for name in names:
+        base = mark["rss_mb"][name]
+        worst = max((abs(row["rss_mb"][name] - base) for row in tail), default=0)
+        out[name] = {
+            "at_mark_mb": base,
+            "tail_min_mb": min(row["rss_mb"][name] for row in tail),
+            "tail_max_mb": max(row["rss_mb"][name] for row in tail),
+            "max_departure_pct": round(100 * worst / base, 1) if base else None,
+        }
+    return out
 
 
 #: Set by SIGTERM/SIGINT: probing stops and the run is written as it stands (with its
@@ -186,12 +213,13 @@ async def run_probes(web: str, people: dict, minutes: float, every: float, sampl
         row["kafka_rss_mb"] = (
             sampler.samples[-1]["rss_mb"].get("kafka") if sampler.samples else None
         )
-        row["kafka_disk_mb"] = kafka_disk_mb(workdir)
+        row["disk_mb"] = disk_by_folder(workdir)
+        row["kafka_disk_mb"] = row["disk_mb"].get("kafka")
         rows.append(row)
         print(
             f"  probe {n}: t={row['t_min']} min ok={row['ok']} step={row['step']} "
             f"socket={row.get('socket_s')} update={row.get('update_s')} rest={row.get('rest_s')} "
-            f"kafka rss={row['kafka_rss_mb']} disk={row['kafka_disk_mb']} MiB {row.get('error', '')}",
+            f"kafka rss={row['kafka_rss_mb']} MiB, var/ {row['disk_mb']} MiB {row.get('error', '')}",
             flush=True,
         )
         n += 1
@@ -269,7 +297,8 @@ def main() -> None:
         "probes": probes,
         "probes_passed": sum(p["ok"] for p in probes),
         "probes_total": len(probes),
-        "kafka_disk_mb": kafka_disk_mb(workdir),
+        "disk_mb": disk_by_folder(workdir),
+        "rss_plateau": plateaus(sampler.samples, [c.component.name for c in supervisor.children]),
         "rss_mb_series": series,
         "events_in": events_in,
         "rows_in_pinot": rows,
@@ -283,7 +312,7 @@ def main() -> None:
         f"Long run: default load x{args.multiple:g}, retention "
         f"{args.retention_mb or 'default'} MiB a partition, {args.minutes:g} min; "
         f"{result['probes_passed']}/{len(probes)} probes passed, Kafka's log "
-        f"{result['kafka_disk_mb']} MiB on disk",
+        f"{result['disk_mb'].get('kafka')} MiB on disk",
         [
             (f"{p['t_min']}", "pass" if p["ok"] else f"FAIL at {p['step']}",
              str(p.get("gps_http", "")), str(p.get("socket_s", "")), str(p.get("update_s", "")),
@@ -305,6 +334,22 @@ def main() -> None:
         cpu_windows(series, names),
         header=("from (min)", *names, "total"),
     )
+    folders = sorted({name for p in probes for name in p["disk_mb"]})
+    common.print_table(
+        "Disk under var/ (MiB allocated) at each probe",
+        [(f"{p['t_min']}", *(str(p["disk_mb"].get(f, "")) for f in folders)) for p in probes],
+        header=("t (min)", *folders),
+    )
+    if result["rss_plateau"]:
+        common.print_table(
+            "RSS plateau: the last 30 minutes against minute 90 (bar: within 5%)",
+            [
+                (n, str(v["at_mark_mb"]), f"{v['tail_min_mb']}-{v['tail_max_mb']}",
+                 f"{v['max_departure_pct']}%")
+                for n, v in result["rss_plateau"].items()
+            ],
+            header=("component", "RSS at 90 min", "last 30 min", "widest departure"),
+        )  # fmt: skip
     common.print_table(
         "System of record vs Pinot after draining",
         [(k, str(events_in[k]), str(rows[k])) for k in events_in],

@@ -421,12 +421,13 @@ def start_kafka(workdir: Path, log_path: Path | None = None, topics: bool = True
 
 
 def disk_mb(path: Path) -> float:
-    """Bytes under ``path`` (Kafka's log segments, a checkpoint), in MiB."""
+    """Disk taken under ``path`` (Kafka's log segments, a checkpoint), in MiB: blocks
+    allocated, not apparent sizes, which Kafka's preallocated sparse index files inflate."""
     total = 0
     for entry in path.rglob("*"):
         with contextlib.suppress(FileNotFoundError):  # a segment deleted meanwhile
             if entry.is_file():
-                total += entry.stat().st_size
+                total += entry.stat().st_blocks * 512
     return round(total / 1_048_576, 1)
 
 
