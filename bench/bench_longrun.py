@@ -236,14 +236,25 @@ def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> li
     def used(now: float, before: float) -> float:
         return now - before if now >= before else now
 
+    def rate(row: dict, start: dict, topic: str, per: float) -> str:
+        if not isinstance(row.get("records"), dict) or not isinstance(start.get("records"), dict):
+            return "?"
+        return f"{(row['records'][topic] - start['records'][topic]) / span * per:.0f}"
+
     rows, start = [], series[0] if series else None
     for row in series[1:]:
         if row["t_s"] - start["t_s"] >= minutes * 60 or row is series[-1]:
             span = row["t_s"] - start["t_s"]
             cores = [used(row["cpu_s"][n], start["cpu_s"][n]) / span for n in names]
-            rows.append(
-                (f"{start['t_s'] / 60:.0f}", *(f"{c:.2f}" for c in cores), f"{sum(cores):.2f}")
+            load = (
+                rate(row, start, "orders", 60),
+                rate(row, start, "order_statuses", 1),
+                rate(row, start, "delivery_locations", 1),
             )
+            rows.append(
+                (f"{start['t_s'] / 60:.0f}", *load, *(f"{c:.2f}" for c in cores),
+                 f"{sum(cores):.2f}")
+            )  # fmt: skip
             start = row
     return rows
 
@@ -332,7 +343,7 @@ def main() -> None:
     common.print_table(
         "CPU (cores, with children) per 10-minute window",
         cpu_windows(series, names),
-        header=("from (min)", *names, "total"),
+        header=("from (min)", "orders/min", "statuses/s", "GPS/s", *names, "total"),
     )
     folders = sorted({name for p in probes for name in p["disk_mb"]})
     common.print_table(

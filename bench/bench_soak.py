@@ -138,6 +138,7 @@ class MemorySampler(threading.Thread):
         self.samples: list[dict] = []
         self.stopped = threading.Event()
         self.t0 = time.monotonic()
+        self._consumer = None
 
     def sample(self) -> None:
         from django.db import connection
@@ -156,6 +157,10 @@ class MemorySampler(threading.Thread):
             for c in self.children
         }
         try:
+            row["records"] = self.source_records()
+        except Exception as exc:  # noqa: BLE001 - a sample, not the run
+            row["records"] = f"error: {exc}"[:200]
+        try:
             row["orders"] = Order.objects.count()
             in_pinot = query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"]
             row["orders_not_in_pinot"] = row["orders"] - int(in_pinot)
@@ -163,6 +168,18 @@ class MemorySampler(threading.Thread):
             row["orders_not_in_pinot"] = f"error: {exc}"[:200]
         connection.close()
         self.samples.append(row)
+
+    def source_records(self) -> dict[str, int]:
+        """Records written so far to each source topic (orders, status changes, GPS points):
+        the load each window of the run carried."""
+        from contract.events import SOURCE_TOPICS, topic_name
+        from contract.kafka import consumer, end_offsets
+
+        if self._consumer is None:
+            self._consumer = consumer(**{"group.id": "bench-soak-sampler"})
+        return {
+            str(t): sum(end_offsets(self._consumer, topic_name(t)).values()) for t in SOURCE_TOPICS
+        }
 
     def run(self) -> None:
         while True:
