@@ -1,7 +1,7 @@
 """Django settings, every value read from the environment with an embedded default.
 
 The defaults run the whole system on one machine (SQLite under ``var/``, the
-in-memory channel layer, a local Apache Kafka and the Pinot stand-in on loopback).
+in-memory channel layer, a local Apache Kafka and Apache Pinot on loopback).
 Production sets the variables listed in README.md's configuration table.
 """
 

@@ -1,7 +1,7 @@
 """Runtime configuration read from the environment, shared by every process.
 
 Django reads these through ``config.settings``; the Spark job, the outbox relay,
-the local engines' launchers and the Pinot stand-in import this module directly so that
+the local engines' launchers and Pinot's table loader import this module directly so that
 they never need Django to start. Every variable has an embedded default so that
 ``make run`` works on one machine with no configuration at all; the README lists
 each of them.

@@ -1,6 +1,6 @@
 """The event contract: every Kafka topic and every event, in one place.
 
-Django (outbox and telemetry producers), the Spark job and the Pinot stand-in all
+Django (outbox and telemetry producers), the Spark job and Pinot's table checks all
 import this module, so a field renamed here is renamed everywhere. It depends on
 the standard library only, so Spark executors and the serving layer can import
 it without Django.

@@ -2,8 +2,8 @@
 
 One place builds every client so that the reliability settings (idempotent
 producer, acks=all, fetch waits) are the same for Django, the relay, the
-simulator, the push bridge and the Pinot stand-in. (The stream job reads and
-writes through Spark's own Kafka connector.)
+simulator and the push bridge. (The stream job reads and writes through Spark's own
+Kafka connector, and Pinot's servers consume with their own Java client.)
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def consumer(config: KafkaConfig | None = None, **overrides: object) -> Consumer
     """A consumer for assign()-based reading: the caller owns the offsets.
 
     Every reader here reads all partitions of its topics (each web worker's push
-    bridge, the Pinot stand-in), so readers assign partitions and track offsets
+    bridge reads every order), so readers assign partitions and track offsets
     themselves; the group id is only a label.
     """
     config = config or kafka_config()

@@ -2,8 +2,8 @@
 
 Each reader reports the next offset it will read on each topic as the committed
 offsets of the consumer group ``ordertrack-position.<reader>``
-(:class:`PositionReporter`): the push bridge and the Pinot stand-in from their own
-consumers, the stream job from its query's progress (Spark's Kafka source commits
+(:class:`PositionReporter`): the push bridge from its own consumers, the stream job
+from its query's progress (Spark's Kafka source commits
 nothing to Kafka, so its driver reports each batch's end offsets). The readers
 assign their partitions, so the group is a label for those offsets, never joined.
 The operators' pipeline view compares them with the topics' ends

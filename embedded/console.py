@@ -8,8 +8,8 @@ client's line per Pinot query and other INFO lines appear only with ``LOG_LEVEL=
 ``LOG_FORMAT=json`` writes every console line as one JSON object, for log shippers.
 
 The status lines read what exists in every deployment: the database (orders, status
-changes, the outbox's backlog and publishing rate), the Pinot stand-in's
-``/debug/ingestion`` (rows and how far ingestion is behind the topics), the web's
+changes, the outbox's backlog and publishing rate), Pinot (its broker's row count and
+the records its servers consumed, from the controller), the web's
 ``/healthz`` and the stream job's own progress lines (batches, rows, the slowest batch).
 """
 
@@ -102,7 +102,7 @@ class Console:
     def run(self, say: Callable[[str, str], None], running: Callable[[str], bool],
             stop: threading.Event) -> None:  # fmt: skip
         """Every ``interval``: one line per running component (``say(text, name)``)."""
-        if not self.debug:  # this process's own request to the Pinot stand-in, each time
+        if not self.debug:  # this process's own request to Pinot's broker, each time
             logging.getLogger("httpx").setLevel(logging.WARNING)
         self.status(running)  # the baseline the first deltas are counted from
         while not stop.wait(self.interval):

@@ -1,10 +1,10 @@
 """Pinot table definitions: the schema and table config files under ``pinot/tables/``.
 
 These JSON files are what a production Pinot is created from (``AddTable -schemaFile
-... -tableConfigFile ...``); the local server reads the very same files, so the
-stand-in cannot drift from production on column names, primary keys, comparison
-columns or topics. :func:`validate` checks the rules Pinot (and this project's
-event contract) impose, and the local server refuses to start on any violation.
+... -tableConfigFile ...``); ``make run`` and the tests load the very same files into
+their local Pinot, so no run can drift from production on column names, primary keys,
+comparison columns or topics. :func:`validate` checks the rules Pinot (and this
+project's event contract) impose, and the loader refuses to load on any violation.
 """
 
 from __future__ import annotations

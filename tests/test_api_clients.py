@@ -2,7 +2,7 @@
 
 openapi-python-client builds a Python client and openapi-typescript TypeScript types from
 ``/api/schema/`` as the server serves it; the Python client then drives an order's whole
-life against the real app (over WSGI, with the real broker and Pinot stand-in), and a small
+life against the real app (over WSGI, with Apache Kafka and Apache Pinot), and a small
 TypeScript file using the types compiles with ``tsc``. The committed ``docs/openapi.json``
 must equal the live schema, so a change to the API shows up in review (``make schema``).
 """

@@ -1,7 +1,7 @@
 """Property-based API tests: schemathesis generates requests from the OpenAPI schema.
 
-Whatever it sends (as a customer, a courier and an operator, against the live
-Pinot stand-in), the API never answers 5xx and its responses match the schema's
+Whatever it sends (as a customer, a courier and an operator, against the run's
+Apache Pinot), the API never answers 5xx and its responses match the schema's
 status codes. Bounded by a small example budget so it fits in ``make test``.
 """
 

@@ -1,7 +1,7 @@
-"""Crash and restart, with real processes: kill -9 the Spark job, the relay, the Pinot
-stand-in and Apache Kafka while the simulator runs the business, and prove that every
-order's final state and full timeline in Pinot equal the system of record, with no
-duplicate in the append-only items table.
+"""Crash and restart, with real processes: kill -9 the Spark job, the relay, Apache
+Pinot (all three of its JVMs) and Apache Kafka while the simulator runs the business, and
+prove that every order's final state and full timeline in Pinot equal the system of
+record, with no duplicate in the append-only items table.
 
 The components run exactly as ``make run`` starts them (the supervisor and the
 component list), on their own SQLite file, broker port and Pinot port. The supervisor

@@ -1,12 +1,12 @@
 """Imports point down, and production code never leans on what only the embedded mode runs.
 
 From the top: ``embedded`` (what only ``make run`` and the tests run: broker, supervisor,
-compose emulator, Spark's Python Kafka connector, the Pinot stand-in's server) may
+compose emulator, the launchers of Apache Kafka and Apache Pinot) may
 import anything. ``config`` (the Django project) wires the channels: REST (``api``), the
 pages (``frontend``) and the WebSocket (``tracker.live``). The channels stand on the
 domain apps (the rest of ``tracker``), which stand on ``contract``: the event contract,
-settings and Kafka clients that the Spark job (``streaming``) and the Pinot stand-in
-(``pinot``) share, and which imports no framework.
+settings and Kafka clients that the Spark job (``streaming``) and Pinot's table
+loader (``pinot``) share, and which imports no framework.
 """
 
 from __future__ import annotations

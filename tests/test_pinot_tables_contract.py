@@ -91,8 +91,8 @@ def _int_bounds(event: type, name: str) -> tuple[int, int]:
 
 @pytest.mark.parametrize("table", sorted(TABLES))
 def test_every_contract_bound_fits_its_pinot_column(table):
-    """A value the contract accepts must be storable: the stand-in once retried a batch
-    forever on a quantity of 3,000,000,000 (accepted as a 64-bit integer, stored in an INT)."""
+    """A value the contract accepts must be storable: the former DuckDB imitation once
+    retried a batch forever on a quantity of 3,000,000,000 (accepted as a 64-bit integer, stored in an INT)."""
     event = EVENT_TYPES[TABLES[table].topic]
     hints = typing.get_type_hints(event)
     rules = rules_of(event)

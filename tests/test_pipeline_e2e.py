@@ -1,5 +1,5 @@
 """The whole pipeline, end to end, with real parts: API -> database + outbox -> relay ->
-Apache Kafka -> Spark Structured Streaming -> enriched topics -> Pinot stand-in ->
+Apache Kafka -> Spark Structured Streaming -> enriched topics -> Apache Pinot ->
 REST reads, and -> push bridge -> WebSocket.
 
 An order placed and driven through every status by the REST API (customer, kitchen
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(tran
 
 @pytest.fixture
 def live_pipeline(spark, pinot, tmp_path):
-    """Relay thread + a continuous Spark query + the Pinot stand-in, on this test's topics."""
+    """Relay thread + a continuous Spark query, with the run's Pinot on this test's topics."""
     from streaming.job import Settings, start_query
 
     query = start_query(

@@ -6,12 +6,13 @@ quantities, prices, names, lines; poles and the date line; ``placed_at`` equal t
 field replaced by a value past a bound or of the wrong JSON type) and random bytes on
 every raw topic, plus random bytes and random JSON on the enriched topics and
 ``dead_letters``. All of it goes through the streaming query on Apache Kafka and
-into the Pinot stand-in. Then:
+into Apache Pinot. Then:
 
 * each valid order's Pinot row is what the contract's rules compute from its valid
   events (version, status and status times, item count, total, parties);
 * every invalid raw event is in ``dead_letters``, with the field ``parse_event`` names;
-* the stand-in skipped and counted the garbage on its topics and stored the rest;
+* Pinot's poison pills (garbage on its topics, a line past INT) stop nothing and are
+  never stored as wrapped-around values;
 * an ordinary order placed afterwards reaches Pinot and the push bridge's sockets.
 
 One example per run (a Spark micro-batch run costs seconds), each holding dozens of

@@ -1,5 +1,5 @@
-"""Every stage reports its lag, with real processes: the broker, the relay, the Pinot
-stand-in, the web (two uvicorn workers, multi-process metrics) and the Spark stream job
+"""Every stage reports its lag, with real processes: Apache Kafka, the relay, Apache
+Pinot, the web (two uvicorn workers, multi-process metrics) and the Spark stream job
 run as ``make run`` starts them, with the simulator placing orders, and Debian's
 Prometheus scraping them all.
 

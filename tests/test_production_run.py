@@ -2,8 +2,8 @@
 
 The first tests read the plan only (no processes): every compose service is accounted
 for, each local command is compose's own with only addresses changed, each environment
-is compose's. The last one starts the whole thing — PostgreSQL, Redis, the broker, the
-Pinot stand-in, a Spark standalone Master and Worker from compose's command lines, the
+is compose's. The last one starts the whole thing — PostgreSQL, Redis, Apache Kafka,
+Apache Pinot, a Spark standalone Master and Worker from compose's command lines, the
 streaming job on them, the relay, the push bridge and two web workers — and drives an
 order through HTTP and a WebSocket, killing the web worker that holds the socket.
 """
@@ -208,7 +208,7 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
             "delivery": {"address": "1 Church St", "lat": 12.975, "lon": 77.605},
         })  # fmt: skip
         detail = f"/api/v1/orders/{placed['id']}/"
-        # PostgreSQL -> outbox relay -> broker -> Spark on the cluster -> Pinot stand-in
+        # PostgreSQL -> outbox relay -> broker -> Spark on the cluster -> Apache Pinot
         _until(
             lambda: call("customer", "GET", detail)["tracking"]["source"] == "pinot",
             120, "the order in Pinot",

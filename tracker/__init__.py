@@ -3,5 +3,5 @@ outbox, tracking), the live push (``live``), sign-in (``accounts``), the operato
 commands and health check (``operations``) and the demo load (``simulator``).
 
 The project around them (settings, URLs, ASGI) is ``config/``; what they share with
-the Spark job and the Pinot stand-in is ``contract/``.
+the Spark job and Pinot's table definitions is ``contract/``.
 """

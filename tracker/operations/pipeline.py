@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -129,7 +128,6 @@ class PipelineMonitor:
         self.stages = {s.name: StageState(s.name, s.label) for s in STAGES}
         self.sampled_at: float | None = None
         self._lock = threading.Lock()
-        self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._cons = None
@@ -199,8 +197,6 @@ class PipelineMonitor:
                 STAGE_INPUT.labels(stage["name"]).set(stage["input_total"])
             STAGE_STALLED.labels(stage["name"]).set(stage["status"] == STALLED)
             STAGE_BEHIND.labels(stage["name"]).set(stage["status"] in (BEHIND, STALLED))
-        for listener in list(self._listeners):
-            listener(snap)
 
     def _outbox(self) -> tuple[int, int]:
         """(rows written, rows not published yet)."""
@@ -280,14 +276,6 @@ class PipelineMonitor:
             state.status = BEHIND
         else:
             state.status = OK
-
-    def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> None:
-        """Call ``listener(snapshot)`` after every sample (from the monitor's thread)."""
-        self._listeners.append(listener)
-
-    def unsubscribe(self, listener: Callable[[dict[str, Any]], None]) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
 
 
 def _consuming_offsets(info: dict[str, Any]) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """The business simulator: customers order, kitchens cook, couriers ride.
 
 It drives the system only through the domain services (``place_order``,
-``transition_order``, ``record_locations``), exactly like the API does, so a
-demo exercises the real outbox, relay, broker and stream job.
+``advance_order``, ``cancel_order``, ``record_locations``), exactly like the API
+does, so a demo exercises the real outbox, relay, broker and stream job.
 
 Time comes from a :class:`Clock`. With :class:`RealClock` the simulation
 sleeps between actions (``make run``); with :class:`VirtualClock` it runs as

@@ -310,7 +310,7 @@ def restaurant_dashboard(restaurant_id: int | None = None) -> list[RestaurantDas
     dish_aggs = []
     for name, (d, _) in WINDOWS.items():
         cur = f"event_time > ago('{d}')"
-        # DISTINCTCOUNT counts the stand-in 0 of the rows outside the window (order ids
+        # DISTINCTCOUNT counts the placeholder 0 of the rows outside the window (order ids
         # are >= 1) as one more order: ``outside_<name>`` is 1 when there were such rows.
         dish_aggs += [
             f"{_sum_when(cur, 'quantity')} AS qty_{name}",
