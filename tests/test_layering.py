@@ -141,3 +141,39 @@ def test_importing_the_contract_loads_no_framework():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def test_no_import_cycles_between_modules():
+    """No module reaches itself through its imports, at module level or inside functions
+    (a function-level import hides a cycle from Python, not from a reader)."""
+    graph: dict[str, set[str]] = {}
+    for package in (*PRODUCTION, "embedded"):
+        for path, names in imports_of(package).items():
+            module = ".".join(Path(path).with_suffix("").parts).removesuffix(".__init__")
+            graph[module] = names
+    known = set(graph)
+
+    def module_of(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = {
+        m: {t for n in names if (t := module_of(n)) is not None and t != m}
+        for m, names in graph.items()
+    }
+    cycles, state = [], {}  # state: 1 on the current path, 2 done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(edges[module]):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*path[path.index(target) :], target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
