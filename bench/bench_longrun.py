@@ -214,7 +214,6 @@ async def run_probes(web: str, people: dict, minutes: float, every: float, sampl
             sampler.samples[-1]["rss_mb"].get("kafka") if sampler.samples else None
         )
         row["disk_mb"] = disk_by_folder(workdir)
-        row["kafka_disk_mb"] = row["disk_mb"].get("kafka")
         rows.append(row)
         print(
             f"  probe {n}: t={row['t_min']} min ok={row['ok']} step={row['step']} "
@@ -236,7 +235,7 @@ def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> li
     def used(now: float, before: float) -> float:
         return now - before if now >= before else now
 
-    def rate(row: dict, start: dict, topic: str, per: float) -> str:
+    def rate(row: dict, start: dict, span: float, topic: str, per: float) -> str:
         if not isinstance(row.get("records"), dict) or not isinstance(start.get("records"), dict):
             return "?"
         return f"{(row['records'][topic] - start['records'][topic]) / span * per:.0f}"
@@ -247,9 +246,9 @@ def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> li
             span = row["t_s"] - start["t_s"]
             cores = [used(row["cpu_s"][n], start["cpu_s"][n]) / span for n in names]
             load = (
-                rate(row, start, "orders", 60),
-                rate(row, start, "order_statuses", 1),
-                rate(row, start, "delivery_locations", 1),
+                rate(row, start, span, "orders", 60),
+                rate(row, start, span, "order_statuses", 1),
+                rate(row, start, span, "delivery_locations", 1),
             )
             rows.append(
                 (f"{start['t_s'] / 60:.0f}", *load, *(f"{c:.2f}" for c in cores),
@@ -328,7 +327,7 @@ def main() -> None:
             (f"{p['t_min']}", "pass" if p["ok"] else f"FAIL at {p['step']}",
              str(p.get("gps_http", "")), str(p.get("socket_s", "")), str(p.get("update_s", "")),
              str(p.get("rest_s", "")),
-             str(p["kafka_rss_mb"]), str(p["kafka_disk_mb"]))
+             str(p["kafka_rss_mb"]), str(p["disk_mb"].get("kafka")))
             for p in probes
         ],
         header=("t (min)", "probe", "GPS HTTP", "GPS->socket s", "GPS->update s", "GPS->REST s", "Kafka RSS MiB",

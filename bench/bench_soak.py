@@ -182,10 +182,14 @@ class MemorySampler(threading.Thread):
         }
 
     def run(self) -> None:
-        while True:
-            self.sample()
-            if self.stopped.wait(self.every):
-                return
+        try:
+            while True:
+                self.sample()
+                if self.stopped.wait(self.every):
+                    return
+        finally:
+            if self._consumer is not None:
+                self._consumer.close()
 
 
 def start_production_run(multiple: float):
