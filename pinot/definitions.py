@@ -157,6 +157,7 @@ def validate(schema: dict[str, Any], config: dict[str, Any]) -> list[str]:
             errors.append("the primary key must include order_id (the topics are keyed by it)")
         if config.get("routing", {}).get("instanceSelectorType") != "strictReplicaGroup":
             errors.append("upsert/dedup need routing.instanceSelectorType strictReplicaGroup")
+    errors += _partitioning_errors(config)
     if upsert:
         if upsert.get("mode", "FULL") != "FULL":
             errors.append("only FULL upsert is used")
@@ -169,6 +170,30 @@ def validate(schema: dict[str, Any], config: dict[str, Any]) -> list[str]:
             errors.append(f"comparison column {comparison[0]!r} is not in the schema")
         if upsert.get("dropOutOfOrderRecord"):
             errors.append("dropOutOfOrderRecord would hide history from skipUpsert queries")
+    return errors
+
+
+def _partitioning_errors(config: dict[str, Any]) -> list[str]:
+    """Pinot may skip a segment for a point read only if it places rows exactly as Kafka
+    does: every topic is keyed by ``str(order_id)`` and partitioned by murmur2 (the Java
+    client's default, and ``murmur2_random`` in ours), which is Pinot's ``Murmur``
+    function over the column's string value. Any other column or function would make
+    reads silently miss rows, so the files may not say so."""
+    partitioning = config.get("tableIndexConfig", {}).get("segmentPartitionConfig")
+    pruners = config.get("routing", {}).get("segmentPrunerTypes") or []
+    errors = []
+    if partitioning is None:
+        if "partition" in pruners:
+            errors.append("routing prunes by partition without a segmentPartitionConfig")
+        return errors
+    columns = partitioning.get("columnPartitionMap") or {}
+    if list(columns) != ["order_id"]:
+        errors.append("segmentPartitionConfig may partition by order_id only (the topics' key)")
+    for column, spec in columns.items():
+        if spec.get("functionName") != "Murmur":
+            errors.append(f"partition function of {column}: Murmur (Kafka's murmur2) only")
+    if "partition" not in pruners:
+        errors.append("a segmentPartitionConfig is of use only with the partition pruner")
     return errors
 
 

@@ -4,8 +4,8 @@ One loader for ``make run`` and the tests (embedded/pinot.py) and for compose's
 ``pinot-init`` (``python -m pinot.loader http://pinot-controller:9000``), so the files
 are the only copy of the tables. What differs by deployment is set here, never in a
 second copy of the files: the stream's broker list, the physical topic names
-(``KAFKA_TOPIC_PREFIX``), the consumer factory of the Pinot version run, and (locally)
-the table retention.
+(``KAFKA_TOPIC_PREFIX``), the consumer factory of the Pinot version run, the topics'
+partition count (read from Kafka), and (locally) the table retention.
 
 On every start a changed file is applied where Pinot allows it (the schema or table is
 updated, then its segments reloaded). A change Pinot cannot apply to a live table (a
@@ -22,8 +22,8 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -67,6 +67,9 @@ class Settings:
     topic_prefix: str = field(default_factory=lambda: kafka_config().topic_prefix)
     #: Kafka's retention of the topics: a table's flush time must stay below it.
     kafka_retention_ms: int = field(default_factory=lambda: kafka_config().retention_ms)
+    #: The topic's partitions, which a table partitioned by order_id must state: None asks
+    #: Kafka for each table's topic (:func:`load`), the only count that can be trusted.
+    kafka_partitions: int | None = None
     #: The tables' retention in days; None keeps the files' (production).
     retention_days: int | None = None
 
@@ -113,12 +116,21 @@ def int_range_filter(schema: dict[str, Any]) -> str | None:
 
 def table_config(table: TableDef, settings: Settings) -> dict[str, Any]:
     """The table's file with the deployment's broker, topic, consumer factory, retention,
-    and the INT range guard of its schema."""
+    the topic's partition count, and the INT range guard of its schema."""
     config = copy.deepcopy(table.config)
     stream = config["tableIndexConfig"]["streamConfigs"]
     stream["stream.kafka.broker.list"] = settings.kafka_bootstrap
     stream["stream.kafka.topic.name"] = topic_name(table.topic, settings.topic_prefix)
     stream["stream.kafka.consumer.factory.class.name"] = CONSUMER_FACTORY
+    partitioning = config["tableIndexConfig"].get("segmentPartitionConfig")
+    for spec in (partitioning or {}).get("columnPartitionMap", {}).values():
+        if settings.kafka_partitions is None:
+            raise LoaderError(
+                f"{table.name}: partitioned by order_id, but its topic's partitions are unknown"
+            )
+        # Pinot skips a segment when the partition it computes for a point read differs
+        # from the segment's Kafka partition: a wrong count would make reads miss rows.
+        spec["numPartitions"] = settings.kafka_partitions
     guard = int_range_filter(table.schema)
     if guard is not None:
         ingestion = config.setdefault("ingestionConfig", {})
@@ -301,14 +313,35 @@ def load_table(controller: Controller, table: TableDef, settings: Settings) -> O
     return Outcome(table.name, topic, schema_state, config_state)
 
 
+def topic_partitions(settings: Settings, tables: Iterable[TableDef]) -> dict[str, int]:
+    """Each table's topic's partition count, as Kafka has it (the topics exist before the
+    tables: Pinot cannot create a table on a missing topic either)."""
+    from contract.kafka import consumer, partitions_of
+
+    cons = consumer(**{"bootstrap.servers": settings.kafka_bootstrap})
+    try:
+        return {
+            t.name: len(partitions_of(cons, topic_name(t.topic, settings.topic_prefix)))
+            for t in tables
+        }
+    except Exception as exc:
+        raise LoaderError(f"cannot read the topics' partitions from Kafka: {exc}") from exc
+    finally:
+        cons.close()
+
+
 def load(settings: Settings, tables: dict[str, TableDef] | None = None) -> list[Outcome]:
     """Apply every table of ``pinot/tables/`` (checked first, all of them, before any call)."""
     tables = tables if tables is not None else load_tables()
-    for table in tables.values():
-        table_config(table, settings)  # refuses a flush time past Kafka's retention up front
+    each = {name: settings for name in tables}
+    if settings.kafka_partitions is None:
+        counts = topic_partitions(settings, tables.values())
+        each = {name: replace(settings, kafka_partitions=n) for name, n in counts.items()}
+    for name, table in tables.items():
+        table_config(table, each[name])  # refuses a flush time past Kafka's retention up front
     controller = Controller(settings.controller_url)
     try:
-        return [load_table(controller, table, settings) for table in tables.values()]
+        return [load_table(controller, table, each[name]) for name, table in tables.items()]
     finally:
         controller.close()
 

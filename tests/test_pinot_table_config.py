@@ -194,6 +194,23 @@ def test_table_definitions_validate_and_cover_the_enriched_topics():
             "not a topic of the event contract",
         ),
         (lambda s, t: t["routing"].update(instanceSelectorType="balanced"), "strictReplicaGroup"),
+        (
+            lambda s, t: t["tableIndexConfig"]["segmentPartitionConfig"]["columnPartitionMap"][
+                "order_id"
+            ].update(functionName="Modulo"),
+            "Murmur (Kafka's murmur2) only",
+        ),
+        (
+            lambda s, t: t["tableIndexConfig"]["segmentPartitionConfig"].update(
+                columnPartitionMap={"customer_id": {"functionName": "Murmur", "numPartitions": 6}}
+            ),
+            "by order_id only",
+        ),
+        (lambda s, t: t["routing"].pop("segmentPrunerTypes"), "only with the partition pruner"),
+        (
+            lambda s, t: t["tableIndexConfig"].pop("segmentPartitionConfig"),
+            "without a segmentPartitionConfig",
+        ),
     ],
 )
 def test_validation_rejects_broken_definitions(mutate, error):

@@ -293,6 +293,7 @@ def test_pinot_init_runs_the_loader_with_the_deployments_brokers_topics_and_rete
         kafka_bootstrap="k1:9092,k2:9092",
         topic_prefix="prod.",
         kafka_retention_ms=int(env["KAFKA_RETENTION_MS"]),
+        kafka_partitions=int(env["KAFKA_PARTITIONS"]),  # the files state compose's count
     )
     for table in load_tables().values():
         config = loader.table_config(table, settings)  # flush time below the week kept

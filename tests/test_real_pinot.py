@@ -154,7 +154,7 @@ def test_the_loader_refuses_a_flush_time_not_below_kafkas_retention():
     table = load_tables()["orders_enriched"]
     settings = loader.Settings(
         controller_url="http://127.0.0.1:1", kafka_bootstrap="k:9092", topic_prefix="",
-        kafka_retention_ms=6 * 3600 * 1000,
+        kafka_retention_ms=6 * 3600 * 1000, kafka_partitions=3,
     )  # fmt: skip
     with pytest.raises(loader.LoaderError, match=r"flush.threshold.time '6h' is not below"):
         loader.table_config(table, settings)
@@ -289,3 +289,35 @@ def test_a_record_pinot_cannot_index_is_dropped_and_the_partition_goes_on(pinot)
         f"WHERE order_id IN ({past}, {missing}, {after}) OPTION(skipUpsert=true)"
     )
     assert rows == [{"order_id": after, "quantity": 1}]
+
+
+def test_a_read_by_order_id_finds_every_order_and_asks_only_its_partitions_segments(
+    pinot, real_pinot
+):
+    """The tables are partitioned by order id as Kafka partitions their topics (Pinot's
+    ``Murmur`` over the id's text is the producers' murmur2 over the key), so a read by
+    id skips the other partitions' segments. Were the two to disagree, reads would miss
+    rows without an error: every one of 60 orders must be found, by ``=`` and by ``IN``."""
+    ids = [pinot.base + n for n in range(1, 61)]
+    pinot.publish(
+        *(order_event(i, 1) for i in ids),
+        *(delivery_event(i, 1, 52.5 + n / 1000, 13.4) for n, i in enumerate(ids)),
+    )
+    pinot.sync()
+    for i in ids:
+        state = s.order_state(i)
+        assert state is not None and state.order_id == i, i
+        assert [p.version for p in s.courier_path(i)] == [1], i
+    assert set(s.order_states(ids)) == set(ids)
+
+    def stats(sql: str) -> dict:
+        answer = httpx.post(f"{real_pinot.broker_url}/query/sql", json={"sql": sql}, timeout=10)
+        body = answer.json()
+        assert not body.get("exceptions"), body
+        return body
+
+    for table in ("orders_enriched", "delivery_statuses"):
+        every = stats(f"SELECT COUNT(*) FROM {table}")
+        one = stats(f"SELECT COUNT(*) FROM {table} WHERE order_id = {ids[0]}")
+        assert one["resultTable"]["rows"] == [[1]]
+        assert 0 < one["numSegmentsQueried"] < every["numSegmentsQueried"], (table, one, every)
