@@ -251,7 +251,7 @@ class LocalPinot:
         self._stopping.clear()
         tables = load_tables()
         for table in tables.values():  # refuse a flush time past Kafka's retention first
-            loader.table_config(table, self.settings)
+            loader.check_flush_time(table, self.settings)
         for folder in ("conf", "logs", "zookeeper", "controller", "server"):
             (self.data_dir / folder).mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout

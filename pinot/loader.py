@@ -138,15 +138,22 @@ def table_config(table: TableDef, settings: Settings) -> dict[str, Any]:
     if settings.retention_days is not None:
         config["segmentsConfig"]["retentionTimeUnit"] = "DAYS"
         config["segmentsConfig"]["retentionTimeValue"] = str(settings.retention_days)
-    flush = duration_ms(stream.get(_FLUSH_TIME, "6h"))
-    if flush >= settings.kafka_retention_ms:
+    check_flush_time(table, settings)
+    return config
+
+
+def check_flush_time(table: TableDef, settings: Settings) -> None:
+    """LoaderError when the table's flush time is not below Kafka's retention: a server
+    restarted later would re-consume from deleted offsets and lose orders' latest state."""
+    stream = table.config["tableIndexConfig"]["streamConfigs"]
+    flush = stream.get(_FLUSH_TIME, "6h")
+    if duration_ms(flush) >= settings.kafka_retention_ms:
         raise LoaderError(
-            f"{table.name}: {_FLUSH_TIME} {stream.get(_FLUSH_TIME, '6h')!r} is not below Kafka's "
+            f"{table.name}: {_FLUSH_TIME} {flush!r} is not below Kafka's "
             f"retention ({settings.kafka_retention_ms} ms, KAFKA_RETENTION_MS): a server "
             "restarted later would re-consume from deleted offsets and lose orders' latest "
             "state. Lower the flush time in pinot/tables/ or raise the retention."
         )
-    return config
 
 
 def _leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
