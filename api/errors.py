@@ -19,6 +19,7 @@ from contract.events import EventValidationError
 from tracker.customers.services import TooManyAddresses
 from tracker.orders.policy import NotVisible, ScopeRequired
 from tracker.orders.services import IllegalTransition, OrderError, TelemetryError
+from tracker.sharing.services import ShareRefused
 from tracker.tracking.exceptions import TrackingUnavailable
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ def _translate(exc: Exception) -> Exception:
         error = Conflict(str(exc))
         error.field = exc.field
         return error
+    if isinstance(exc, ShareRefused):
+        return Conflict(str(exc))
     if isinstance(exc, NotVisible):
         return exceptions.NotFound(str(exc))
     if isinstance(exc, ScopeRequired):

@@ -2,7 +2,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularSwaggerView
 
 from api import errors
-from api.views import accounts, docs, menu, operations, orders
+from api.views import accounts, docs, menu, operations, orders, sharing
 
 app_name = "api"
 addresses = accounts.AddressViewSet.as_view
@@ -28,6 +28,7 @@ v1 = [
     path(
         "orders/<int:pk>/locations/", orders.CourierLocationView.as_view(), name="order-locations"
     ),
+    path("orders/<int:pk>/share/", sharing.ShareLinksView.as_view(), name="order-share"),
     path(
         "operations/time-in-status/", operations.TimeInStatusView.as_view(), name="time-in-status"
     ),

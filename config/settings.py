@@ -7,6 +7,8 @@ Production sets the variables listed in README.md's configuration table.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -48,6 +50,7 @@ INSTALLED_APPS = [
     "tracker.restaurants",
     "tracker.couriers",
     "tracker.orders",
+    "tracker.sharing",
     "tracker.outbox",
     "tracker.notices",
     "tracker.tracking",
@@ -134,6 +137,9 @@ STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = DEBUG  # in development, serve app static files without collectstatic
 FORMS_URLFIELD_ASSUME_HTTPS = True
 
+#: Our dictConfig, which also keeps share-link tokens (and API tokens in a socket's query
+#: string) out of every log line, whichever logger writes it (contract/logs.py).
+LOGGING_CONFIG = "contract.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -206,6 +212,7 @@ REST_FRAMEWORK = {
         "orders": env_str("API_THROTTLE_ORDERS", "30/min"),
         "writes": env_str("API_THROTTLE_WRITES", "240/min"),
         "locations": env_str("API_THROTTLE_LOCATIONS", "600/min"),
+        "shares": env_str("API_THROTTLE_SHARES", "30/hour"),
     },
     "DATETIME_FORMAT": "iso-8601",
     "COERCE_DECIMAL_TO_STRING": True,
@@ -281,6 +288,27 @@ WS_MAX_MESSAGE_BYTES = env_int("WS_MAX_MESSAGE_BYTES", 4096)
 WS_MAX_SOCKETS_PER_USER = env_int("WS_MAX_SOCKETS_PER_USER", 20)
 WS_CONNECT_RATE = env_str("WS_CONNECT_RATE", "60/min")
 WS_PING_RATE = env_str("WS_PING_RATE", "30/min")
+
+# --- shared tracking links (tracker/sharing) -----------------------------------------
+#: A link stops working this long after its order was delivered or cancelled ...
+SHARE_LINK_GRACE = timedelta(minutes=env_float("SHARE_LINK_GRACE_MINUTES", 30))
+#: ... and at the latest this long after it was made (at most 24 hours).
+SHARE_LINK_MAX_AGE = timedelta(hours=env_float("SHARE_LINK_MAX_AGE_HOURS", 24))
+if not timedelta(0) < SHARE_LINK_MAX_AGE <= timedelta(hours=24):
+    raise ImproperlyConfigured(
+        f"SHARE_LINK_MAX_AGE_HOURS must be more than 0 and at most 24 (got "
+        f"{SHARE_LINK_MAX_AGE.total_seconds() / 3600:g}): a shared tracking link works for at "
+        "most a day."
+    )
+if timedelta(0) > SHARE_LINK_GRACE:
+    raise ImproperlyConfigured("SHARE_LINK_GRACE_MINUTES must be 0 or more.")
+#: Working links an order may have at once (a 409 beyond: stop sharing first).
+SHARE_MAX_LINKS_PER_ORDER = env_int("SHARE_MAX_LINKS_PER_ORDER", 5)
+#: Share pages (/t/<token>/) and share socket connects per client address, counted before
+#: the token is looked up; open share sockets per link.
+SHARE_VIEW_RATE = env_str("SHARE_VIEW_RATE", "60/min")
+SHARE_CONNECT_RATE = env_str("SHARE_CONNECT_RATE", "30/min")
+SHARE_MAX_SOCKETS_PER_LINK = env_int("SHARE_MAX_SOCKETS_PER_LINK", 10)
 
 # --- the simulator (tracker/simulator/seed.py) ------------------------------------
 #: With debug off, the only password the demo accounts may get (refused when unset, the

@@ -1,6 +1,6 @@
 """Page routes of the browser frontend (the data comes from /api/v1/ and /ws/)."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from frontend import views
 
@@ -16,4 +16,8 @@ urlpatterns = [
     path("operations/", views.operations, name="operations"),
     path("accounts/login/", views.SignInView.as_view(), name="login"),
     path("accounts/logout/", views.SignOutView.as_view(), name="logout"),
+    path("t/<str:token>/", views.share_page, name="share"),
+    # Anything else under t/ too (no trailing slash, extra segments): the same page or the
+    # same 404, with the same private headers, never Django's own 404 or slash redirect.
+    re_path(r"^t/(?P<token>.+)$", views.share_page),
 ]

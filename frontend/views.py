@@ -9,8 +9,10 @@ need no inline script).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -22,7 +24,11 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from contract.conf import env_str
 from contract.events import LIFECYCLE
+from tracker.accounts.rates import parse_rate
+from tracker.accounts.security import client_ip, spend
 from tracker.orders import policy
+from tracker.sharing import selectors as sharing
+from tracker.sharing import tokens
 
 #: Optional internet tiles for production (e.g. https://tile.example/{z}/{x}/{y}.png).
 #: Empty (the default): the offline schematic base layer only.
@@ -71,6 +77,14 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     }
 
 
+def share_rules() -> dict[str, float]:
+    """How long a shared tracking link works, as the pages explain it."""
+    return {
+        "graceMinutes": round(settings.SHARE_LINK_GRACE.total_seconds() / 60),
+        "maxAgeHours": round(settings.SHARE_LINK_MAX_AGE.total_seconds() / 3600, 1),
+    }
+
+
 def page_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A page needs a signed-in user and sets the CSRF cookie its API calls send back."""
     return ensure_csrf_cookie(login_required(view))
@@ -96,7 +110,9 @@ def order_page(request: HttpRequest, order_id: int) -> HttpResponse:
     Who may see it is the API's decision (a 404 there shows "not found" here),
     so this view does not query the order itself.
     """
-    return _page(request, "order.html", "orders", f"Order #{order_id}", orderId=order_id)
+    return _page(
+        request, "order.html", "orders", f"Order #{order_id}", orderId=order_id, share=share_rules()
+    )
 
 
 @page_view
@@ -165,6 +181,54 @@ def operations(request: HttpRequest) -> HttpResponse:
     if not policy.is_operator(request.user):
         raise PermissionDenied("The operations dashboard is for operators.")
     return _page(request, "operations.html", "operations", "Operations")
+
+
+def private_link(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Every answer to a URL that holds a token carries ``tokens.PRIVATE_HEADERS`` (no
+    ``Referer`` with the token, no cache, no index), whatever the answer: the view answers
+    its errors itself rather than raising them to handlers that would not add them."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        for name, value in tokens.PRIVATE_HEADERS.items():
+            response[name] = value
+        return response
+
+    return wrapped
+
+
+@private_link
+def share_page(request: HttpRequest, token: str) -> HttpResponse:
+    """A shared tracking link (``/t/<token>/``): the order's progress, live, for whoever
+    has the link, signed in or not.
+
+    Page views are counted per client address (``SHARE_VIEW_RATE``) before the token is
+    looked up. An unknown, malformed, revoked or ended link gets the same 404 page. The
+    page's data comes only from the link's socket (``/ws/share/<token>/``), built from the
+    share allow-list; the page itself holds nothing of the order, nor the token (the
+    module reads it from the address)."""
+    gone = {"grace_minutes": share_rules()["graceMinutes"]}
+    wait = spend("share-view", client_ip(request.META), parse_rate(settings.SHARE_VIEW_RATE))
+    if wait is not None:
+        context = {**gone, "throttled": True, "title": "Too many requests"}
+        response = render(request, "frontend/share_gone.html", context, status=429)
+        response["Retry-After"] = str(wait)
+        return response
+    token = token[:-1] if token.endswith("/") else token
+    if sharing.holder_for(token) is None:
+        context = {**gone, "title": "Tracking link not valid"}
+        return render(request, "frontend/share_gone.html", context, status=404)
+    config = {
+        "wsRoot": "/ws/",
+        "currency": env_str(CURRENCY_ENV, "USD"),
+        "user": {"roles": []},
+        "map": map_config(),
+        "lifecycle": [status.value for status in LIFECYCLE],
+        "urls": {},
+        "share": share_rules(),
+    }
+    return render(request, "frontend/share.html", {"config": config, "title": "Delivery tracking"})
 
 
 class SignInView(auth_views.LoginView):

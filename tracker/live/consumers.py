@@ -2,15 +2,17 @@
 
 ``/ws/orders/<id>/`` follows one order; ``/ws/orders/`` follows all of the
 signed-in customer's orders; ``/ws/restaurants/<id>/`` one restaurant's orders
-(its staff, operators); ``/ws/operations/`` every status change (operators). Who
+(its staff, operators); ``/ws/operations/`` every status change (operators);
+``/ws/share/<token>/`` one order as a shared tracking link shows it (no sign-in). Who
 may follow what, and what a snapshot shows, are the REST API's too:
 :mod:`tracker.orders.policy` and :mod:`tracker.tracking.read_model`. A refused
 socket is accepted and then closed with a documented code (see
 :mod:`tracker.live.messages`), because a close before accepting reaches the
 client as a bare HTTP 403.
 
-Each consumer is a few hooks, as Channels' generic consumers are: ``follows``
-(the groups the user may follow through it, asked of the policy at connect and
+Each consumer is a few hooks, as Channels' generic consumers are: ``admit`` (who is
+asking, within what budget: the signed-in user; a share socket's link), ``follows``
+(the groups the viewer may follow through it, asked of the policy at connect and
 again for the socket's whole life: access holds while the answer is the same) and
 ``send_snapshot``. The delivery machinery
 (held deltas, the writer, heartbeats, the re-checks, failing closed) is
@@ -32,8 +34,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 from prometheus_client import Gauge
 
+from contract.events import TERMINAL_STATUSES
 from tracker.live import limits
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
@@ -42,8 +46,13 @@ from tracker.live.delivery import CoalescingDelivery, Delivery
 from tracker.live.signals import relay_access_notices
 from tracker.operations import pipeline
 from tracker.orders import policy
+from tracker.sharing import selectors as sharing
+from tracker.sharing import tokens
 from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
+
+#: Why a connect is refused: the close code, the reason and details for the error message.
+Refused = tuple[int, str, dict[str, Any]]
 
 OPEN_SOCKETS = Gauge(
     "ordertrack_websockets_open",
@@ -58,42 +67,41 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
 
     delivery_class: type[Delivery] = Delivery
 
+    #: Headers of the handshake's answer (``websocket.accept``).
+    handshake_headers: tuple[tuple[bytes, bytes], ...] = ()
+    #: The close code and reason when the socket's credential stops working.
+    credential_gone = (
+        m.CLOSE_UNAUTHENTICATED,
+        "Signed out, token expired or revoked, or account deactivated.",
+    )
+
     async def connect(self) -> None:
-        await self.accept()
+        await self.accept(headers=self.handshake_headers)
         self._open_gauge = OPEN_SOCKETS.labels(type(self).__name__)
         self._open_gauge.inc()
         self.delivery = self.delivery_class(self.send_json, self._close, self._verdict)
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.delivery.refuse(
-                m.CLOSE_UNAUTHENTICATED, "Sign in first (session cookie or token)."
-            )
-            return
         # Before any access check or snapshot: what every connect costs is bounded.
-        self._slots = limits.SocketSlots(user.pk, self.channel_name)
-        refusal = await limits.admit(user.pk, self._slots)
+        refusal = await self.admit()
         if refusal is not None:
-            await self.delivery.refuse(
-                m.CLOSE_TOO_MANY, refusal.reason, retry_after=refusal.retry_after
-            )
+            code, reason, details = refusal
+            await self.delivery.refuse(code, reason, **details)
             return
         self._messages = limits.MessageRate()
         if settings.PUSH_BRIDGE_EMBEDDED:
             ready = ensure_embedded_bridge(asyncio.get_running_loop(), self.channel_layer)
             await asyncio.to_thread(ready.wait, 15)
         try:
-            self.followed = await database_sync_to_async(self.follows)(user)
+            self.followed = await database_sync_to_async(self.follows)(self.viewer)
         except PermissionError as exc:
             await self.delivery.refuse(m.CLOSE_NOT_FOUND, str(exc))
             return
         except ValueError as exc:
             await self.delivery.refuse(m.CLOSE_BAD_REQUEST, str(exc))
             return
-        self._credential = credential_of(self.scope)
         # Changes made in other processes (another web worker's logout) reach this one's
         # sockets through the database when the channel layer cannot carry them.
         relay_access_notices(asyncio.get_running_loop(), self.channel_layer)
-        for group in [*self.followed, m.user_group(user.pk)]:
+        for group in [*self.followed, *self.own_groups()]:
             await self.channel_layer.group_add(group, self.channel_name)
             self.groups.append(group)  # left by Channels' websocket_disconnect
         try:
@@ -107,6 +115,30 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             await self.delivery.refuse(m.CLOSE_NOT_FOUND, "No such order.")
             return
         self.delivery.start(*self.background(), self._hold_slot())
+
+    async def admit(self) -> Refused | None:
+        """Who is asking (``self.viewer``) and whether their budget allows one more socket:
+        None, or why not. Here: the signed-in user (4401 when nobody is), within their
+        connect rate and open sockets (4429)."""
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            return m.CLOSE_UNAUTHENTICATED, "Sign in first (session cookie or token).", {}
+        self._slots = limits.SocketSlots(user.pk, self.channel_name)
+        refusal = await limits.admit(user.pk, self._slots)
+        if refusal is not None:
+            return m.CLOSE_TOO_MANY, refusal.reason, {"retry_after": refusal.retry_after}
+        self.viewer = user
+        self._credential = credential_of(self.scope)
+        return None
+
+    def own_groups(self) -> list[str]:
+        """Groups the socket joins to hear that its viewer's access may have changed."""
+        return [m.user_group(self.viewer.pk)]
+
+    def current_viewer(self) -> Any:
+        """Whom the socket's credential stands for now; None once it no longer works
+        (database thread)."""
+        return current_user(self._credential)
 
     async def _hold_slot(self) -> None:
         """Renew this socket's place among its user's sockets while it is open."""
@@ -180,14 +212,11 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
 
     def _verdict(self) -> tuple[int, str] | None:
         """None while access still holds, else the close code and reason (database thread)."""
-        user = current_user(self._credential)
-        if user is None:
-            return (
-                m.CLOSE_UNAUTHENTICATED,
-                "Signed out, token expired or revoked, or account deactivated.",
-            )
+        viewer = self.current_viewer()
+        if viewer is None:
+            return self.credential_gone
         try:
-            if self.follows(user) != self.followed:
+            if self.follows(viewer) != self.followed:
                 raise PermissionError("This socket follows what is no longer yours.")
         except PermissionError as exc:
             return m.CLOSE_NOT_FOUND, str(exc)
@@ -195,8 +224,8 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
 
     # ------------------------------------------------------------------ hooks
 
-    def follows(self, user: Any) -> list[str]:
-        """The groups ``user`` may follow through this socket (in a database thread):
+    def follows(self, viewer: Any) -> list[str]:
+        """The groups ``viewer`` may follow through this socket (in a database thread):
         PermissionError (4404) when none, ValueError (4400) for a malformed request."""
         raise NotImplementedError
 
@@ -333,3 +362,101 @@ class OperationsSocket(TrackingSocket):
 
     async def send_snapshot(self) -> None:
         await self.send_json({"type": "snapshot"})
+
+
+class ShareSocket(TrackingSocket):
+    """``/ws/share/<token>/``: one order as its shared tracking link shows it, no sign-in.
+
+    The link is the credential: the token is looked up at connect (after the client
+    address's connect budget is spent, so guessing costs the guesser) and again for the
+    socket's whole life, through its digest only. Unknown, malformed, revoked and ended
+    links all close with 4404 and the same reason. Revoking closes the link's sockets
+    within a second (its save asks the order's sockets to re-check:
+    :mod:`tracker.live.signals`), and so does the link's end: a timer runs to it, and a
+    status that ends the order re-checks at once (the end may have come closer).
+
+    Every message goes out through :meth:`send_json`, rebuilt from
+    :data:`tracker.live.messages.SHARE_ALLOW_LIST`: the order's own snapshot and
+    deltas arrive here as for its customer, and none leaves as it came.
+    """
+
+    handshake_headers = tuple(
+        (name.lower().encode(), value.encode()) for name, value in tokens.PRIVATE_HEADERS.items()
+    )
+    credential_gone = (m.CLOSE_NOT_FOUND, "This tracking link has expired or was revoked.")
+    NO_SUCH_LINK = "No such tracking link, or it has expired or was revoked."
+    _token_hash: str | None = None
+    _shown: str | None = None  # the status the page shows (messages.furthest)
+
+    async def admit(self) -> Refused | None:
+        refusal = await limits.admit_share(limits.socket_client(self.scope))
+        if refusal is not None:
+            return m.CLOSE_TOO_MANY, refusal.reason, {"retry_after": refusal.retry_after}
+        token = self.scope["url_route"]["kwargs"]["token"]  # all of the path after ws/share/
+        token = token[:-1] if token.endswith("/") else token
+        self._token_hash = tokens.digest(token) if tokens.well_formed(token) else None
+        holder = await database_sync_to_async(self.current_viewer)()
+        if holder is None:
+            return m.CLOSE_NOT_FOUND, self.NO_SUCH_LINK, {}
+        size = settings.SHARE_MAX_SOCKETS_PER_LINK
+        self._slots = limits.SocketSlots(f"share-{holder.link_id}", self.channel_name, size)
+        refusal = await limits.claim_share(self._slots)
+        if refusal is not None:
+            return m.CLOSE_TOO_MANY, refusal.reason, {"retry_after": refusal.retry_after}
+        self._order_ended = asyncio.Event()
+        return None
+
+    def current_viewer(self) -> policy.LinkHolder | None:
+        """The link's holder while it works (database thread); its end, which the order's
+        end can bring closer, is kept for :meth:`_close_at_the_end`."""
+        if self._token_hash is None:
+            return None
+        holder = sharing.holder_for_digest(self._token_hash)
+        if holder is not None:
+            self.viewer = holder
+        return holder
+
+    def own_groups(self) -> list[str]:
+        return []  # revocations reach it through its order's group (follows)
+
+    def follows(self, viewer: policy.LinkHolder) -> list[str]:
+        if not policy.can_see(viewer, viewer.order_id):
+            raise PermissionError(self.NO_SUCH_LINK)
+        return [m.order_group(viewer.order_id)]
+
+    async def send_snapshot(self) -> None:
+        order_id = self.viewer.order_id
+        detail = await database_sync_to_async(read_model.order_detail)(order_id, viewer=self.viewer)
+        version = detail["tracking"]["version"]
+        self.delivery.versions[order_id] = version
+        await self.send_json({"type": "snapshot", "version": version, "order": detail})
+
+    async def send_json(self, content: dict[str, Any], close: bool = False) -> None:
+        """Send what the allow-list makes of ``content``, or nothing."""
+        self._shown = m.furthest(self._shown, m.status_carried(content))
+        shared = m.share_view(content, self._shown)
+        if shared is not None:
+            await super().send_json(shared, close=close)
+
+    async def order_update(self, event: dict[str, Any]) -> None:
+        await super().order_update(event)
+        if event["payload"].get("status") in TERMINAL_STATUSES:
+            self._order_ended.set()
+
+    def background(self) -> list:
+        return [self._close_at_the_end()]
+
+    async def _close_at_the_end(self) -> None:
+        """Re-check when the link's end comes (it closes the socket then), and as soon as
+        a status says the order ended. The end is looked at every second: the periodic
+        re-check may have brought it closer."""
+        while not self.delivery.closing:
+            left = (self.viewer.ends_at - timezone.now()).total_seconds()
+            if left > 0:
+                try:
+                    await asyncio.wait_for(self._order_ended.wait(), timeout=min(left, 1.0))
+                except TimeoutError:
+                    continue
+                self._order_ended.clear()
+            await self.delivery.recheck()
+            await asyncio.sleep(0.1)

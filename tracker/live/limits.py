@@ -8,6 +8,9 @@
   opens at most ``WS_CONNECT_RATE`` (:func:`admit`), and each socket sends at most
   ``WS_PING_RATE`` messages (:class:`MessageRate`); beyond either, 4429 with
   ``retry_after``. Operators are counted like everyone else.
+* A shared tracking link's socket has no user: its connects are counted per client
+  address (``SHARE_CONNECT_RATE``, before the token is even looked up, so guessing costs
+  the guesser's budget), and its open sockets per link (``SHARE_MAX_SOCKETS_PER_LINK``).
 
 The socket count and connect rate live in the cache: Redis in production, shared by every
 web process; in embedded mode (no ``REDIS_URL``) each web process counts its own.
@@ -23,7 +26,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from tracker.accounts.rates import parse_rate
-from tracker.accounts.security import Refusal, spend
+from tracker.accounts.security import Refusal, client_ip, spend
 
 
 def message_size(message: dict[str, Any]) -> int:
@@ -35,22 +38,25 @@ def message_size(message: dict[str, Any]) -> int:
 
 
 class SocketSlots:
-    """One user's open sockets, counted across every web process.
+    """One owner's open sockets (a user's, or a shared link's), counted across every web
+    process.
 
-    Each open socket holds one of ``WS_MAX_SOCKETS_PER_USER`` numbered slots in the cache,
-    as a lease it renews every ``RENEW_SECONDS`` while open and gives back when it closes;
-    a slot held by a process that died lapses after ``LEASE_SECONDS``.
+    Each open socket holds one of ``size`` numbered slots in the cache (default:
+    ``WS_MAX_SOCKETS_PER_USER``), as a lease it renews every ``RENEW_SECONDS`` while open
+    and gives back when it closes; a slot held by a process that died lapses after
+    ``LEASE_SECONDS``.
     """
 
     LEASE_SECONDS = 90
     RENEW_SECONDS = 30
 
-    def __init__(self, user_id: int, holder: str) -> None:
-        self.user_id, self.holder = user_id, holder
+    def __init__(self, owner: int | str, holder: str, size: int | None = None) -> None:
+        self.owner, self.holder = owner, holder
+        self.size = settings.WS_MAX_SOCKETS_PER_USER if size is None else size
         self.key: str | None = None
 
     def _keys(self) -> list[str]:
-        return [f"ws-slot:{self.user_id}:{n}" for n in range(settings.WS_MAX_SOCKETS_PER_USER)]
+        return [f"ws-slot:{self.owner}:{n}" for n in range(self.size)]
 
     def claim(self) -> bool:
         """Take a free slot; False when the user holds them all."""
@@ -87,9 +93,41 @@ def _admit(user_id: int, slots: SocketSlots) -> Refusal | None:
     return None
 
 
+def socket_client(scope: dict[str, Any]) -> str:
+    """A socket's client address, by the rule of every HTTP limit (:func:`client_ip`)."""
+    headers = dict(scope.get("headers") or [])
+    meta = {"REMOTE_ADDR": (scope.get("client") or ("",))[0] or ""}
+    forwarded = headers.get(b"x-forwarded-for")
+    if forwarded is not None:
+        meta["HTTP_X_FORWARDED_FOR"] = forwarded.decode("latin-1")
+    return client_ip(meta)
+
+
+def _admit_share(client: str) -> Refusal | None:
+    wait = spend("share-connect", client, parse_rate(settings.SHARE_CONNECT_RATE))
+    if wait is not None:
+        return Refusal(
+            wait, f"Too many connects: at most {settings.SHARE_CONNECT_RATE} per address."
+        )
+    return None
+
+
+def _claim_share(slots: SocketSlots) -> Refusal | None:
+    if slots.claim():
+        return None
+    return Refusal(
+        slots.LEASE_SECONDS // 3,
+        f"Too many open pages for this link: at most {slots.size}; close one first.",
+    )
+
+
 #: Count one connect of a user, then take a socket slot: a Refusal when either is spent
 #: (in a worker thread: the cache may be a network round trip away).
 admit = sync_to_async(_admit, thread_sensitive=False)
+#: A shared link's socket: count one connect of its client address (before the token is
+#: looked up), and later take one of its link's slots.
+admit_share = sync_to_async(_admit_share, thread_sensitive=False)
+claim_share = sync_to_async(_claim_share, thread_sensitive=False)
 renew = sync_to_async(SocketSlots.renew, thread_sensitive=False)
 release = sync_to_async(SocketSlots.release, thread_sensitive=False)
 

@@ -9,6 +9,9 @@ lifecycle than what it shows. A ``position`` message is the fast path's courier
 point, straight from the raw GPS event: it goes to the order's own sockets only,
 and a client keeps whichever point, from it or from an ``update``, is newest by
 its ``at``. A ``fleet`` message (operators only) carries the couriers that moved.
+
+A shared tracking link's socket sends none of these as they are: everything it sends is
+rebuilt from :data:`SHARE_ALLOW_LIST` (:func:`share_view`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from contract.events import (
+    IN_TRANSIT_STATUSES,
     DeliveryLocation,
     OrderEnriched,
     OrderStatus,
     OrderStatusChanged,
     now_ms,
     status_label,
+    status_rank,
     status_time_field,
 )
 from tracker.tracking.eta import Trip
@@ -127,3 +132,139 @@ def fleet_message(couriers: list[dict[str, Any]], gone: list[int]) -> dict[str, 
     """A ``fleet`` message (operators only): the couriers that moved since the last one,
     each at most once a second, and the couriers whose delivery ended."""
     return {"type": "fleet", "couriers": couriers, "gone": gone}
+
+
+# ---------------------------------------------------------------------- shared links
+
+#: A field that holds a number, text, boolean or null (in :data:`SHARE_ALLOW_LIST`).
+SCALAR = "scalar"
+_POINT = {"lat": SCALAR, "lon": SCALAR, "at": SCALAR}
+_ARRIVAL_WINDOW = {
+    "arrives_at": SCALAR,
+    "earliest": SCALAR,
+    "latest": SCALAR,
+    "computed_at": SCALAR,
+}
+_STEP = {"status": SCALAR, "label": SCALAR, "state": SCALAR, "entered_at": SCALAR, "left_at": SCALAR,
+         "duration_seconds": SCALAR}  # fmt: skip
+
+#: Everything a shared tracking link's socket may send (issue 56), by message type: each
+#: field a message may carry (SCALAR: a number, text, boolean or null; a dict: an object with
+#: these fields in turn; a one-item list: a list of such items). The status timeline, the
+#: courier's point while on the road, the destination rounded to about 110 m, the distance
+#: left to 100 m and the arrival window: no customer, restaurant, courier, address, items,
+#: total, trail or order id. A message is rebuilt from this, never passed on with fields
+#: taken out, so a field added to the order's own messages stays off it.
+SHARE_ALLOW_LIST: dict[str, dict[str, Any]] = {
+    "snapshot": {
+        "type": SCALAR,
+        "version": SCALAR,
+        "order": {
+            "status": SCALAR,
+            "status_label": SCALAR,
+            "status_time": SCALAR,
+            "is_active": SCALAR,
+            "timeline": [_STEP],
+            "position": _POINT,
+            "destination": {"lat": SCALAR, "lon": SCALAR},
+            "distance_left_km": SCALAR,
+            "eta": _ARRIVAL_WINDOW,
+        },  # fmt: skip
+    },
+    "update": {
+        "type": SCALAR,
+        "kind": SCALAR,
+        "version": SCALAR,
+        "status": SCALAR,
+        "status_label": SCALAR,
+        "status_time": SCALAR,
+        "status_times": {status.value: SCALAR for status in OrderStatus},
+        "position": _POINT,
+        "distance_left_km": SCALAR,
+        "eta": _ARRIVAL_WINDOW,
+    },  # fmt: skip
+    "status": {"type": SCALAR, "status": SCALAR, "status_label": SCALAR, "status_time": SCALAR},
+    "position": {"type": SCALAR, "position": _POINT},
+    "heartbeat": {"type": SCALAR, "server_time": SCALAR},
+    "pong": {"type": SCALAR, "server_time": SCALAR},
+    "error": {"type": SCALAR, "code": SCALAR, "message": SCALAR, "retry_after": SCALAR},
+}
+
+#: Decimal places the destination is rounded to: 0.001 degree is 111 m of latitude (and
+#: 108 m of longitude at Bengaluru's latitude).
+DESTINATION_DECIMALS = 3
+
+
+def _allowed(value: Any, spec: Any) -> Any:
+    """``value`` rebuilt from ``spec`` (see :data:`SHARE_ALLOW_LIST`); a value of another
+    shape than the spec says becomes null."""
+    if value is None:
+        return None
+    if spec == SCALAR:
+        return value if isinstance(value, str | int | float | bool) else None
+    if isinstance(spec, list):
+        return [_allowed(item, spec[0]) for item in value] if isinstance(value, list) else None
+    if not isinstance(value, dict):
+        return None
+    return {key: _allowed(value[key], inner) for key, inner in spec.items() if key in value}
+
+
+def status_carried(message: dict[str, Any]) -> str | None:
+    """The order status a message states (a snapshot, an update, a fast status), if any."""
+    if message.get("type") == "snapshot":
+        return (message.get("order") or {}).get("status")
+    if message.get("type") in ("update", "status"):
+        return message.get("status")
+    return None
+
+
+def furthest(shown: str | None, received: str | None) -> str | None:
+    """The status to show of the one shown and one received: the further along."""
+    if received is None:
+        return shown
+    if shown is None:
+        return received
+    return received if status_rank(received) > status_rank(shown) else shown
+
+
+def _on_the_road(body: dict[str, Any], in_transit: bool) -> dict[str, Any]:
+    """The courier's point and the distance left only while it is on the road, the
+    distance to 100 m (with the point, a finer one would narrow down the door)."""
+    distance = body.get("distance_left_km")
+    return {
+        **body,
+        "position": body.get("position") if in_transit else None,
+        "distance_left_km": round(distance, 1) if in_transit and distance is not None else None,
+    }
+
+
+def share_view(message: dict[str, Any], shown_status: str | None) -> dict[str, Any] | None:
+    """What a shared link's socket sends for ``message`` (one of the order's own messages,
+    or a socket message such as ``heartbeat``), given the status the link's page shows
+    (:func:`furthest` of those carried so far); None: nothing (a type not on the list, a
+    courier's point while the courier is not on the road)."""
+    kind = message.get("type")
+    spec = SHARE_ALLOW_LIST.get(kind)
+    if spec is None:
+        return None
+    in_transit = shown_status in IN_TRANSIT_STATUSES
+    if kind == "position" and not in_transit:
+        return None
+    if kind == "snapshot":
+        order = message.get("order") or {}
+        delivery = order.get("delivery") or {}
+        destination = None
+        if isinstance(delivery.get("lat"), float | int) and isinstance(
+            delivery.get("lon"), float | int
+        ):
+            destination = {
+                "lat": round(delivery["lat"], DESTINATION_DECIMALS),
+                "lon": round(delivery["lon"], DESTINATION_DECIMALS),
+            }
+        message = {
+            **message,
+            "order": {**_on_the_road(order, in_transit), "destination": destination},
+        }
+    elif kind == "update":
+        message = _on_the_road(message, in_transit)
+    return _allowed(message, spec)

@@ -1,10 +1,11 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from tracker.live.consumers import (
     CustomerOrdersSocket,
     OperationsSocket,
     OrderSocket,
     RestaurantOrdersSocket,
+    ShareSocket,
 )
 
 websocket_urlpatterns = [
@@ -12,4 +13,7 @@ websocket_urlpatterns = [
     path("ws/orders/<int:order_id>/", OrderSocket.as_asgi()),
     path("ws/restaurants/<int:restaurant_id>/", RestaurantOrdersSocket.as_asgi()),
     path("ws/operations/", OperationsSocket.as_asgi()),
+    # Everything under ws/share/ is the share socket's: a malformed token is answered like
+    # an unknown one (4404), never as a routing error whose message would hold the path.
+    re_path(r"^ws/share/(?P<token>.*)$", ShareSocket.as_asgi()),
 ]

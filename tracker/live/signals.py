@@ -3,10 +3,12 @@
 Authorisation is decided at connect; these receivers make it hold for the whole
 life of a socket. On logout (session flushed, token deleted), token expiry,
 deactivation, removal from a restaurant's staff or any other change to a user, every
-socket of that user is asked to re-check; when an order's customer or courier changes, every socket on that order
-is. The message goes through the channel layer after the transaction commits, so
-with Redis it reaches every ASGI server within milliseconds. A socket whose check
-fails closes with 4401 (credential gone) or 4404 (order no longer yours).
+socket of that user is asked to re-check; when an order's customer or courier changes, or
+one of its shared tracking links is revoked or deleted, every socket on that order is (a
+link's sockets are on its order's group). The message goes through the channel layer
+after the transaction commits, so with Redis it reaches every ASGI server within
+milliseconds. A socket whose check fails closes with 4401 (credential gone) or 4404
+(order no longer yours, or its link no longer works).
 
 The in-memory channel layer (embedded mode) reaches only this process, so every
 change is also announced through the database (:mod:`tracker.notices`): each web
@@ -38,6 +40,7 @@ from tracker.notices import listener
 from tracker.notices.services import announce
 from tracker.orders.models import Order
 from tracker.restaurants.models import Restaurant
+from tracker.sharing.models import ShareLink
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +139,16 @@ def _order_saved(sender: Any, instance: Order, created: bool, **kwargs: Any) -> 
     instance._loaded_parties = after
 
 
+def _share_link_saved(sender: Any, instance: ShareLink, created: bool, **kwargs: Any) -> None:
+    """A link changed after it was made (revoked): its sockets, on its order, re-check."""
+    if not created:
+        notify_order(instance.order_id, "share link revoked")
+
+
+def _share_link_deleted(sender: Any, instance: ShareLink, **kwargs: Any) -> None:
+    notify_order(instance.order_id, "share link deleted")
+
+
 def _profile_saving(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
     """A customer or courier profile moved to another user (the admin can): the user it
     leaves re-checks, after the commit."""
@@ -176,6 +189,8 @@ def connect() -> None:
     post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="live-user-deleted")
     post_init.connect(_order_loaded, sender=Order, dispatch_uid="live-order-loaded")
     post_save.connect(_order_saved, sender=Order, dispatch_uid="live-order-saved")
+    post_save.connect(_share_link_saved, sender=ShareLink, dispatch_uid="live-share-saved")
+    post_delete.connect(_share_link_deleted, sender=ShareLink, dispatch_uid="live-share-gone")
     m2m_changed.connect(
         _staff_changed, sender=Restaurant.staff.through, dispatch_uid="live-staff-changed"
     )

@@ -6,11 +6,17 @@ Every delivery channel (REST, WebSocket, the pages, the admin) asks these
 functions, one per question (which orders, which restaurants, which
 transitions), so a new channel cannot grow its own idea of who may see an order;
 ``tests/test_access_policy.py`` fails when a channel decides access itself.
+
+Besides users and the system, one more kind of actor: a :class:`LinkHolder`, whoever
+opened a shared tracking link (:mod:`tracker.sharing`). To every question it is
+anonymous, except that it may see the one order its link is for.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
@@ -50,7 +56,28 @@ class _System:
 
 
 SYSTEM = _System()
-Actor = User | _System
+
+
+@dataclass(frozen=True)
+class LinkHolder:
+    """Whoever opened a shared tracking link: not signed in, anonymous to every question
+    but :func:`can_see` (and :func:`visible_orders`) for the link's one order. Made only by
+    :func:`tracker.sharing.selectors.holder_for`, once the link was found working.
+
+    What a holder is shown of that order is narrower than what its customer sees: the
+    share socket's allow-list (:mod:`tracker.live.messages`)."""
+
+    order_id: int
+    link_id: int
+    #: When the link stops working, as its order stood when it was found.
+    ends_at: datetime
+
+    is_authenticated: ClassVar[bool] = False
+    is_staff: ClassVar[bool] = False
+    pk: ClassVar[None] = None
+
+
+Actor = User | _System | LinkHolder
 
 #: Roles in the order a list picks by default when a user holds several.
 ROLES = ("customer", "courier", "restaurant_staff", "operator")
@@ -102,7 +129,9 @@ def roles_of(user: User) -> list[str]:
 def visible_orders(user: Actor) -> QuerySet[Order]:
     """The orders ``user`` may see: a customer their own, a courier those assigned to
     it, staff their restaurants', operators all. Anything else must look absent
-    (404), exactly like an order that does not exist."""
+    (404), exactly like an order that does not exist. A link holder: its one order."""
+    if isinstance(user, LinkHolder):
+        return Order.objects.filter(pk=user.order_id)
     if user is SYSTEM or is_operator(user):
         return Order.objects.all()
     if not user.is_authenticated:
@@ -123,7 +152,10 @@ def can_see(user: Actor, order_id: int, customer_user_id: int | None = None) -> 
     """Whether ``user`` may see the order: :func:`visible_orders` for one order, with no
     query when the caller is its customer (``customer_user_id``, when the caller knows
     it: an order's customer is fixed when it is placed) or an operator; couriers and
-    staff are looked up, since an order's courier and a restaurant's staff change."""
+    staff are looked up, since an order's courier and a restaurant's staff change. A link
+    holder sees its link's order (the link was checked when the holder was made)."""
+    if isinstance(user, LinkHolder):
+        return user.order_id == order_id
     if user is SYSTEM:
         return True
     if not user.is_authenticated:
@@ -176,6 +208,18 @@ def can_cancel(user: Actor, order: Order) -> bool:
         or (customer is not None and customer.pk == order.customer_id)
         or order.restaurant_id in staff_restaurant_ids(user)
     )
+
+
+def can_share(user: Actor, order: Order) -> bool:
+    """Who may give out tracking links to the order: its customer only (a link shows where
+    the courier is heading, which is theirs to share)."""
+    customer = None if user is SYSTEM else customer_of(user)
+    return customer is not None and customer.pk == order.customer_id
+
+
+def can_revoke_shares(user: Actor, order: Order) -> bool:
+    """Its customer, or an operator (a customer who reports a link passed on too far)."""
+    return user is SYSTEM or can_share(user, order) or is_operator(user)
 
 
 def can_move_to(user: Actor, order: Order, target: OrderStatus | str) -> bool:

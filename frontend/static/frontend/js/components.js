@@ -1,7 +1,7 @@
-/** Small pieces of UI shared by the pages: status badges, progress bars, change chips, tables. */
+/** Small pieces of UI shared by the pages: status badges, progress bars, change chips, tables, the order timeline and a page's facts list. */
 import { h } from "./dom.js";
-import { change } from "./format.js";
-import { label, progress, tone } from "./status.js";
+import { change, clock, duration } from "./format.js";
+import { buildTimeline, label, progress, tone } from "./status.js";
 
 /** A coloured status badge. */
 export function statusBadge(status, text = null) {
@@ -40,4 +40,41 @@ export function changeChip(pct, what = "vs previous period") {
     c.text,
     h("span", { class: "visually-hidden" }, ` ${what}`),
   );
+}
+
+/**
+ * The steps of an order's timeline as list items (for an `ol`): the marker, the label
+ * (" (current)" for screen readers on the current one), when it was reached and how long
+ * it took, or "Pending"/"Skipped". The order page and a shared link's page draw it alike.
+ */
+export function timelineItems(status, statusTimes) {
+  return buildTimeline(status, statusTimes).map((step, index) =>
+    h(
+      "li",
+      {
+        class: `step step-${step.state}`,
+        dataset: { status: step.status, state: step.state },
+        "aria-current": step.state === "current" ? "step" : null,
+      },
+      h("span", { class: "step-marker", "aria-hidden": "true" }, step.state === "done" ? "✓" : step.status === "CANCELLED" ? "✕" : String(index + 1)),
+      h(
+        "div",
+        { class: "step-body" },
+        h("span", { class: "step-label" }, step.label, step.state === "current" ? h("span", { class: "visually-hidden" }, " (current)") : null),
+        step.enteredAt !== null
+          ? h(
+              "span",
+              { class: "step-meta" },
+              h("time", { datetime: new Date(step.enteredAt).toISOString() }, clock(new Date(step.enteredAt).toISOString())),
+              step.seconds !== null ? h("span", { class: "step-duration", dataset: { running: step.running ? "1" : "" } }, step.running ? `${duration(step.seconds)} so far` : `took ${duration(step.seconds)}`) : null,
+            )
+          : h("span", { class: "step-meta muted" }, step.state === "skipped" ? "Skipped" : "Pending"),
+      ),
+    ),
+  );
+}
+
+/** A page's facts as `dl` rows: `[term, value, id]` each (the map's text equivalent). */
+export function statRows(rows) {
+  return rows.map(([term, value, id]) => h("div", { class: "stat" }, h("dt", {}, term), h("dd", { id }, value)));
 }

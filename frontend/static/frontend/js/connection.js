@@ -15,8 +15,9 @@ const FAILED_TEXT = {
 /**
  * Bind an indicator to a LiveSocket. Returns the `onState` callback to give it.
  * @param {() => import("./live.js").LiveSocket} getSocket
+ * @param {Record<string, string>} [failedText] the page's own words for a final close, by reason
  */
-export function connectionIndicator(getSocket) {
+export function connectionIndicator(getSocket, failedText = {}) {
   let countdown = null;
   let wasLive = false;
   let everLive = false;
@@ -74,7 +75,7 @@ export function connectionIndicator(getSocket) {
     if (state === "failed") {
       wasLive = false;
       setPill("offline", "Not live");
-      showBanner(FAILED_TEXT[info.reason] || "Live updates stopped.", false);
+      showBanner(failedText[info.reason] || FAILED_TEXT[info.reason] || "Live updates stopped.", false);
     }
   };
 }

@@ -13,12 +13,13 @@ import { api } from "../api.js";
 import { config } from "../config.js";
 import { connectionIndicator } from "../connection.js";
 import { announce, errorState, h, loadingState, replace, toast } from "../dom.js";
-import { statusBadge } from "../components.js";
-import { arrival, clock, distance, duration, etaText, money, trackArrival, when } from "../format.js";
+import { statRows, statusBadge, timelineItems } from "../components.js";
+import { arrival, clock, distance, etaText, money, trackArrival, when } from "../format.js";
 import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
-import { IN_TRANSIT, buildTimeline, furthest, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
+import { IN_TRANSIT, furthest, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
 import { LiveSocket } from "../live.js";
 import { notificationControl, notifyStatus, setTitleStatus } from "../notify.js";
+import { shareControl } from "../share-link.js";
 
 const orderId = config.orderId;
 const root = document.getElementById("order-root");
@@ -101,11 +102,13 @@ function build() {
   els.headerMain = h("div", { class: "order-header-main" });
   els.cancelSlot = h("span", { class: "cancel-slot" });
   els.notifySlot = h("span", { class: "notify-slot" });
+  els.shareSlot = h("span", { class: "share-slot" });
+  els.sharePanel = h("section", { class: "card share-panel", id: "share-panel", "aria-labelledby": "share-title", hidden: true });
   els.header = h(
     "div",
     { class: "order-header" },
     els.headerMain,
-    h("div", { class: "order-actions" }, h("span", { id: "live-pill", class: "live-pill", dataset: { state: "connecting" } }, "Connecting…"), els.notifySlot, els.cancelSlot),
+    h("div", { class: "order-actions" }, h("span", { id: "live-pill", class: "live-pill", dataset: { state: "connecting" } }, "Connecting…"), els.notifySlot, els.shareSlot, els.cancelSlot),
   );
   els.timeline = h("ol", { class: "timeline", "aria-label": "Order progress" });
   els.items = h("div", { class: "items" });
@@ -115,6 +118,7 @@ function build() {
   replace(
     root,
     els.header,
+    els.sharePanel,
     h(
       "div",
       { class: "order-layout" },
@@ -163,34 +167,7 @@ function renderHeader() {
 }
 
 function renderTimeline() {
-  const steps = buildTimeline(state.status, state.statusTimes);
-  replace(
-    els.timeline,
-    steps.map((step, index) =>
-      h(
-        "li",
-        {
-          class: `step step-${step.state}`,
-          dataset: { status: step.status, state: step.state },
-          "aria-current": step.state === "current" ? "step" : null,
-        },
-        h("span", { class: "step-marker", "aria-hidden": "true" }, step.state === "done" ? "✓" : step.status === "CANCELLED" ? "✕" : String(index + 1)),
-        h(
-          "div",
-          { class: "step-body" },
-          h("span", { class: "step-label" }, step.label, step.state === "current" ? h("span", { class: "visually-hidden" }, " (current)") : null),
-          step.enteredAt !== null
-            ? h(
-                "span",
-                { class: "step-meta" },
-                h("time", { datetime: new Date(step.enteredAt).toISOString() }, clock(new Date(step.enteredAt).toISOString())),
-                step.seconds !== null ? h("span", { class: "step-duration", dataset: { running: step.running ? "1" : "" } }, step.running ? `${duration(step.seconds)} so far` : `took ${duration(step.seconds)}`) : null,
-              )
-            : h("span", { class: "step-meta muted" }, step.state === "skipped" ? "Skipped" : "Pending"),
-        ),
-      ),
-    ),
-  );
+  replace(els.timeline, timelineItems(state.status, state.statusTimes));
 }
 
 function renderItems() {
@@ -243,7 +220,7 @@ function renderDelivery() {
     ["Courier", courier || (inTransit ? "On the way" : "Not assigned yet"), "courier"],
     ["Last GPS fix", state.position ? clock(state.position.at) : "–", "last-fix"],
   ];
-  replace(els.stats, rows.map(([term, value, id]) => h("div", { class: "stat" }, h("dt", {}, term), h("dd", { id }, value))));
+  replace(els.stats, statRows(rows));
   let note = "";
   if (state.status === "CANCELLED") note = "This order was cancelled.";
   else if (state.status === "DELIVERED") note = "Delivered. The line shows the route the courier took.";
@@ -377,6 +354,7 @@ async function start() {
   fromDetail(detail, detail.tracking.version);
   renderAll();
   if (detail.is_active && config.user.roles.includes("customer")) notificationControl(els.notifySlot);
+  if (config.user.roles.includes("customer")) shareControl(els.shareSlot, els.sharePanel, orderId, { canMake: detail.is_active });
   root.dataset.ready = "1";
   socket = new LiveSocket(`orders/${orderId}/`, { onMessage, onState: connectionIndicator(() => socket) });
   socket.setVersion(detail.tracking.version);
