@@ -14,13 +14,17 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.views import APIView
 
 from api.throttles import ScopedRateThrottle, ThrottledWrites
-from tracker.live.consumers import TrackingSocket
+from tracker.live.consumers import ShareSocket, TrackingSocket
 from tracker.live.routing import websocket_urlpatterns
 
 SIGN_IN = "LoginThrottleMiddleware: per client (API_THROTTLE_LOGIN) and per name"
 OPERATIONS = "none: operators and restaurant staff only; each read bounded by PINOT_QUERY_TIMEOUT_S"
 SIGNED_IN_READ = "none: a signed-in read, bounded by its page size and PINOT_QUERY_TIMEOUT_S"
 PAGE = "none: a signed-in page shell; its data comes through the API's budgets"
+SHARE_PAGE = (
+    "SHARE_VIEW_RATE per client address, before the token is looked up; no sign-in, its data "
+    "comes through the share socket's budget"
+)
 
 BUDGETS = {
     "healthz": "none: probes call it every few seconds; two cheap checks, no data",
@@ -42,6 +46,7 @@ BUDGETS = {
     "api/v1/orders/<int:pk>/cancel/": "scope writes",
     "api/v1/orders/<int:pk>/advance/": "scope writes",
     "api/v1/orders/<int:pk>/locations/": "scope locations, LocationPointsThrottle",
+    "api/v1/orders/<int:pk>/share/": "scope shares, writes only",
     "api/v1/operations/time-in-status/": OPERATIONS,
     "api/v1/operations/stuck-orders/": OPERATIONS,
     "api/v1/operations/deliveries-in-area/": OPERATIONS,
@@ -59,17 +64,25 @@ BUDGETS = {
     "operations/": PAGE,
     "accounts/login/": SIGN_IN,
     "accounts/logout/": "none: ends the caller's own session",
+    "t/<str:token>/": SHARE_PAGE,
+    "^t/(?P<token>.+)$": SHARE_PAGE,
 }
 
 SOCKET_BUDGET = (
     "per user WS_CONNECT_RATE connects and WS_MAX_SOCKETS_PER_USER open sockets; per socket "
     "WS_PING_RATE messages of at most WS_MAX_MESSAGE_BYTES"
 )
+SHARE_SOCKET_BUDGET = (
+    "per client address SHARE_CONNECT_RATE connects (before the token is looked up) and per "
+    "link SHARE_MAX_SOCKETS_PER_LINK open sockets; per socket WS_PING_RATE messages of at "
+    "most WS_MAX_MESSAGE_BYTES"
+)
 WEBSOCKET_BUDGETS = {
     "ws/orders/": SOCKET_BUDGET,
     "ws/orders/<int:order_id>/": SOCKET_BUDGET,
     "ws/restaurants/<int:restaurant_id>/": SOCKET_BUDGET,
     "ws/operations/": SOCKET_BUDGET,
+    "^ws/share/(?P<token>.*)$": SHARE_SOCKET_BUDGET,
 }
 
 
@@ -129,7 +142,10 @@ def test_every_websocket_route_has_the_socket_limits():
     assert set(routes) == set(WEBSOCKET_BUDGETS), "state the budget of every socket route"
     for route, consumer in routes.items():
         assert issubclass(consumer, TrackingSocket), route
-        # The limits live in TrackingSocket's connect and receive; a consumer that
-        # replaced either would bypass them.
+        # The limits live in TrackingSocket's connect (through its admit) and receive; a
+        # consumer that replaced either would bypass them.
         assert consumer.connect is TrackingSocket.connect, route
         assert consumer.websocket_receive is TrackingSocket.websocket_receive, route
+        # Who is counted: the signed-in user, or for a shared link its client address and link.
+        admit = ShareSocket.admit if WEBSOCKET_BUDGETS[route] == SHARE_SOCKET_BUDGET else None
+        assert consumer.admit is (admit or TrackingSocket.admit), route
