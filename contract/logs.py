@@ -38,12 +38,10 @@ def _redact_value(value: Any) -> Any:
 
 
 def scrub(record: logging.LogRecord) -> None:
-    """Take secrets out of ``record``: from its message and each text argument in place (so
-    formatters that read the arguments, like uvicorn's access log, still find them), then,
-    if the formatted message still has one (an object's text), from the message as a whole;
-    and from the traceback text."""
-    if isinstance(record.msg, str):
-        record.msg = redact(record.msg)
+    """Take secrets out of ``record``: from each text argument in place (so formatters that
+    read the arguments, like uvicorn's access log, still find them), then, if the formatted
+    message still has one (in the message itself, or an object's text), from the message as
+    a whole; and from the traceback's text."""
     if isinstance(record.args, tuple):
         record.args = tuple(_redact_value(arg) for arg in record.args)
     elif isinstance(record.args, Mapping):

@@ -75,6 +75,11 @@ export async function shareControl(slot, panel, orderId, { canMake = true } = {}
           `They do not see your name, your address or what you ordered. A link stops working ${rules.graceMinutes} minutes after the delivery, and after ${rules.maxAgeHours} hours at most.`,
       ),
     ];
+    if (sharing) {
+      const count = state.links.length === 1 ? "a link works" : `${state.links.length} links work`;
+      const again = state.created ? "" : " A link's address is shown only when it is made: make a new one to copy it again.";
+      parts.push(h("p", { id: "share-until" }, `Sharing is on: ${count} until ${when(lastEnd(state.links))}.${again}`));
+    }
     if (state.created) {
       parts.push(
         h(
@@ -89,11 +94,7 @@ export async function shareControl(slot, panel, orderId, { canMake = true } = {}
             navigator.share ? h("button", { type: "button", class: "btn btn-secondary btn-small", onclick: shareSheet }, "Send…") : null,
           ),
         ),
-        h("p", { id: "share-until", class: "muted" }, `This link works until ${when(state.created.expires_at)}.`),
       );
-    } else if (sharing) {
-      const count = state.links.length === 1 ? "A link works" : `${state.links.length} links work`;
-      parts.push(h("p", { id: "share-until" }, `Sharing is on. ${count} until ${when(lastEnd(state.links))}. A link's address is shown only when it is made: make a new one to copy it again.`));
     }
     parts.push(
       h(

@@ -191,7 +191,7 @@ function drawMap() {
   const points = [];
   if (state.destination) {
     const centre = [state.destination.lat, state.destination.lon];
-    layers.area = L.circle(centre, { radius: DESTINATION_AREA_M / 2, color: "#0f766e", weight: 2, fillOpacity: 0.15, interactive: false }).addTo(group);
+    layers.area = L.circle(centre, { radius: DESTINATION_AREA_M / 2, color: "#0f7b4f", weight: 2, fillOpacity: 0.15, interactive: false }).addTo(group);
     points.push(centre);
   }
   if (state.position) {
