@@ -20,7 +20,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.templatetags.static import static
 from django.urls import reverse
-from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
+from django.views.decorators.http import require_safe
 
 from contract.conf import env_str
 from contract.events import LIFECYCLE
@@ -199,6 +200,8 @@ def private_link(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
 
 
 @private_link
+@csrf_exempt  # it changes nothing: any other method gets require_safe's 405, with the headers
+@require_safe
 def share_page(request: HttpRequest, token: str) -> HttpResponse:
     """A shared tracking link (``/t/<token>/``): the order's progress, live, for whoever
     has the link, signed in or not.

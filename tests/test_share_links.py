@@ -296,6 +296,8 @@ def test_every_failing_link_gets_the_same_404_with_the_private_headers(world):
     assert len(bodies) == 1  # nothing tells a revoked or ended link from a guess
     _, works = sharing.create_link(order.pk, by=alice)
     assert Client().get(f"/t/{works}").status_code == 200  # without the slash too
+    posted = Client(enforce_csrf_checks=True).post(f"/t/{works}/")
+    assert posted.status_code == 405 and posted["Referrer-Policy"] == "no-referrer"
 
 
 def test_share_page_views_are_limited_per_address_before_the_token_is_looked_up(world, settings):
