@@ -37,6 +37,7 @@ const state = {
 };
 
 let socket = null;
+let indicator = null; // the connection pill and banner (connection.js)
 let map = null;
 let layers = null;
 let ticking = null;
@@ -258,7 +259,10 @@ function onMessage(message) {
   if (message.type === "snapshot") {
     const first = state.status === null;
     const previous = fromSnapshot(message);
-    if (first) build();
+    if (first) {
+      build();
+      indicator("live", {}); // the socket said so before the pill existed
+    }
     renderHeader();
     renderTimeline();
     renderDelivery();
@@ -292,7 +296,7 @@ function start() {
     return;
   }
   replace(root, loadingState("Connecting to the delivery…"));
-  const indicator = connectionIndicator(() => socket, { not_found: "This tracking link has ended." });
+  indicator = connectionIndicator(() => socket, { not_found: "This tracking link has ended." });
   socket = new LiveSocket(`share/${token}/`, {
     onMessage,
     resume: false, // every connect answers a fresh snapshot
