@@ -14,6 +14,7 @@ urlpatterns = [
     path("restaurant/", views.restaurant_dashboard, name="restaurant-dashboard"),
     path("restaurant/board/", views.kitchen_board, name="kitchen-board"),
     path("operations/", views.operations, name="operations"),
+    path("courier/", views.courier, name="courier"),
     path("accounts/login/", views.SignInView.as_view(), name="login"),
     path("accounts/logout/", views.SignOutView.as_view(), name="logout"),
     path("t/<str:token>/", views.share_page, name="share"),

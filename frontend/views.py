@@ -28,6 +28,7 @@ from contract.events import LIFECYCLE
 from tracker.accounts.rates import parse_rate
 from tracker.accounts.security import client_ip, spend
 from tracker.orders import policy
+from tracker.orders.services import MAX_GPS_CLOCK_SKEW_MS, MAX_POINTS_PER_REQUEST
 from tracker.sharing import selectors as sharing
 from tracker.sharing import tokens
 
@@ -72,6 +73,7 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
             "addresses": reverse("frontend:addresses"),
             "restaurantDashboard": reverse("frontend:restaurant-dashboard"),
             "kitchenBoard": reverse("frontend:kitchen-board"),
+            "courier": reverse("frontend:courier"),
             "login": reverse("frontend:login"),
         },
         **extra,
@@ -83,6 +85,22 @@ def share_rules() -> dict[str, float]:
     return {
         "graceMinutes": round(settings.SHARE_LINK_GRACE.total_seconds() / 60),
         "maxAgeHours": round(settings.SHARE_LINK_MAX_AGE.total_seconds() / 3600, 1),
+    }
+
+
+def gps_rules() -> dict[str, float]:
+    """What the courier's page batches its GPS points within: the points budget of
+    ``POST /orders/{id}/locations/`` (``api.throttles.LocationPointsThrottle``: a bucket of
+    ``burst`` points per courier and order, refilled at ``pointsPerSecond``), its request
+    rate (the ``locations`` throttle scope), the points one request may carry, and how
+    far ahead of the server's clock a point may be stamped."""
+    count, period = parse_rate(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["locations"])
+    return {
+        "pointsPerSecond": settings.LOCATION_POINTS_PER_SECOND,
+        "burst": settings.LOCATION_POINTS_BURST,
+        "requestsPerMinute": count * 60 / period,
+        "batchMax": MAX_POINTS_PER_REQUEST,
+        "aheadSeconds": MAX_GPS_CLOCK_SKEW_MS / 1000,
     }
 
 
@@ -184,6 +202,16 @@ def operations(request: HttpRequest) -> HttpResponse:
     return _page(request, "operations.html", "operations", "Operations")
 
 
+@page_view
+def courier(request: HttpRequest) -> HttpResponse:
+    """The courier's page, for a phone: the deliveries they carry now, live over
+    ``/ws/courier/``, with the steps they may make and their GPS reported from the phone
+    while a delivery is on the road. Couriers only (others get a 403 page)."""
+    if policy.courier_of(request.user) is None:
+        raise PermissionDenied("This page is for couriers.")
+    return _page(request, "courier.html", "courier", "My deliveries", gps=gps_rules())
+
+
 def private_link(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Every answer to a URL that holds a token carries ``tokens.PRIVATE_HEADERS`` (no
     ``Referer`` with the token, no cache, no index), whatever the answer: the view answers
@@ -242,13 +270,15 @@ class SignInView(auth_views.LoginView):
 
     def get_default_redirect_url(self) -> str:
         """Without ``?next=``: operators land on the operations dashboard, restaurant staff
-        on their restaurant's, everyone else on their orders."""
+        on their restaurant's, couriers on their deliveries, everyone else on their orders."""
         user = self.request.user
         if policy.customer_of(user) is None:
             if policy.is_operator(user):
                 return reverse("frontend:operations")
             if policy.staff_restaurant_ids(user):
                 return reverse("frontend:restaurant-dashboard")
+            if policy.courier_of(user) is not None:
+                return reverse("frontend:courier")
         return reverse("frontend:my-orders")
 
 

@@ -18,6 +18,7 @@ from tracker.orders.policy import ROLES
 from tracker.orders.services import (
     MAX_GPS_CLOCK_SKEW_MS,
     MAX_LINES_PER_ORDER,
+    MAX_POINTS_PER_REQUEST,
     MAX_QUANTITY_PER_LINE,
 )
 from tracker.restaurants.models import Restaurant
@@ -110,7 +111,9 @@ class LocationBatchSerializer(serializers.Serializer):
     lat = serializers.FloatField(min_value=-90, max_value=90, required=False)
     lon = serializers.FloatField(min_value=-180, max_value=180, required=False)
     recorded_at = serializers.DateTimeField(required=False, validators=[not_in_the_future])
-    points = LocationPointSerializer(many=True, required=False, allow_empty=False, max_length=500)
+    points = LocationPointSerializer(
+        many=True, required=False, allow_empty=False, max_length=MAX_POINTS_PER_REQUEST
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         single = "lat" in attrs or "lon" in attrs

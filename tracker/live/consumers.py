@@ -3,7 +3,8 @@
 ``/ws/orders/<id>/`` follows one order; ``/ws/orders/`` follows all of the
 signed-in customer's orders; ``/ws/restaurants/<id>/`` one restaurant's orders
 (its staff, operators); ``/ws/operations/`` every status change (operators);
-``/ws/share/<token>/`` one order as a shared tracking link shows it (no sign-in). Who
+``/ws/share/<token>/`` one order as a shared tracking link shows it (no sign-in);
+``/ws/courier/`` the deliveries the signed-in courier carries now. Who
 may follow what, and what a snapshot shows, are the REST API's too:
 :mod:`tracker.orders.policy` and :mod:`tracker.tracking.read_model`. A refused
 socket is accepted and then closed with a documented code (see
@@ -13,7 +14,8 @@ client as a bare HTTP 403.
 Each consumer is a few hooks, as Channels' generic consumers are: ``admit`` (who is
 asking, within what budget: the signed-in user; a share socket's link), ``follows``
 (the groups the viewer may follow through it, asked of the policy at connect and
-again for the socket's whole life: access holds while the answer is the same) and
+again for the socket's whole life: access holds while the answer is the same, or, on a
+socket that ``refollows``, follows the new answer with a fresh snapshot) and
 ``send_snapshot``. The delivery machinery
 (held deltas, the writer, heartbeats, the re-checks, failing closed) is
 :class:`tracker.live.delivery.Delivery`. Every socket also joins its user's group,
@@ -26,6 +28,7 @@ as a first connect before it may be ``resumed``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -51,6 +54,8 @@ from tracker.sharing import tokens
 from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 
+log = logging.getLogger(__name__)
+
 #: Why a connect is refused: the close code, the reason and details for the error message.
 Refused = tuple[int, str, dict[str, Any]]
 
@@ -74,12 +79,19 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         m.CLOSE_UNAUTHENTICATED,
         "Signed out, token expired or revoked, or account deactivated.",
     )
+    #: What a re-check does when the viewer may still follow something, but no longer what
+    #: the socket follows: close with 4404 (a socket opened for one order or restaurant), or
+    #: follow the new answer and send a fresh snapshot (a courier's deliveries come and go).
+    refollows = False
+    _moved: list[str] | None = None  # the answer a re-check found, while not yet followed
 
     async def connect(self) -> None:
         await self.accept(headers=self.handshake_headers)
         self._open_gauge = OPEN_SOCKETS.labels(type(self).__name__)
         self._open_gauge.inc()
-        self.delivery = self.delivery_class(self.send_json, self._close, self._verdict)
+        self.delivery = self.delivery_class(
+            self.send_json, self._close, self._verdict, self._follow_moves
+        )
         # Before any access check or snapshot: what every connect costs is bounded.
         refusal = await self.admit()
         if refusal is not None:
@@ -216,11 +228,42 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         if viewer is None:
             return self.credential_gone
         try:
-            if self.follows(viewer) != self.followed:
-                raise PermissionError("This socket follows what is no longer yours.")
+            followed = self.follows(viewer)
         except PermissionError as exc:
             return m.CLOSE_NOT_FOUND, str(exc)
+        if followed != self.followed:
+            if not self.refollows:
+                return m.CLOSE_NOT_FOUND, "This socket follows what is no longer yours."
+            self._moved = followed
         return None
+
+    async def _follow_moves(self) -> None:
+        """After a re-check that passed: follow what it found changed (a socket that
+        ``refollows``), leaving the groups no longer followed and joining the new ones,
+        then send a fresh snapshot. A snapshot that cannot be read closes the socket
+        (4503), as at connect."""
+        if self._moved is None:
+            return
+        if getattr(self, "_moving", None) is None:
+            self._moving = asyncio.Lock()  # a told re-check and the periodic one may meet
+        async with self._moving:
+            moved, self._moved = self._moved, None
+            if moved is None or moved == self.followed or self.delivery.closing:
+                return
+            for group in [g for g in self.followed if g not in moved]:
+                await self.channel_layer.group_discard(group, self.channel_name)
+                self.groups.remove(group)
+            for group in [g for g in moved if g not in self.followed]:
+                await self.channel_layer.group_add(group, self.channel_name)
+                self.groups.append(group)
+            self.followed = moved
+            try:
+                await self.send_snapshot()
+            except Exception:  # noqa: BLE001 - fail closed, whatever stopped the snapshot
+                log.warning("could not send a socket's new snapshot: closing it", exc_info=True)
+                await self.delivery.refuse(
+                    m.CLOSE_UNAVAILABLE, "Tracking data is temporarily unavailable."
+                )
 
     # ------------------------------------------------------------------ hooks
 
@@ -326,6 +369,50 @@ class RestaurantOrdersSocket(TrackingSocket):
                 "orders": [read_model.order_summary(r) for r in rows],
             }
         )
+
+
+class CourierSocket(TrackingSocket):
+    """``/ws/courier/``: the deliveries the signed-in courier carries now (assigned to them,
+    neither delivered nor cancelled), each as its order's socket shows it.
+
+    Snapshot: each delivery's REST detail. Then every change to them: ``update``, and the
+    fast ``status`` and ``position`` messages (the courier's own points, as the server
+    took them). What it follows moves with the courier's work, so it ``refollows``: a
+    delivery assigned to them, taken away or finished changes :meth:`follows`, and the
+    socket follows the new answer with a fresh snapshot rather than closing. An
+    assignment asks the courier's sockets to re-check at once, a delivery taken away its
+    order's sockets (:mod:`tracker.live.signals`); a finished one leaves at the next
+    periodic re-check (the page has the status already). A user who is not, or no longer,
+    a courier gets 4404.
+    """
+
+    refollows = True
+    #: Deliveries a snapshot shows at most (a courier carries a few at a time).
+    CARRIED_LIMIT = 20
+
+    def follows(self, user: Any) -> list[str]:
+        if policy.courier_of(user) is None:
+            raise PermissionError("This socket is for couriers.")
+        carried = policy.carried_now(user).order_by("pk").values_list("pk", flat=True)
+        return [m.order_group(pk) for pk in carried[: self.CARRIED_LIMIT]]
+
+    async def send_snapshot(self) -> None:
+        orders = await database_sync_to_async(self._carried)(list(self.followed))
+        for detail in orders:
+            known = self.delivery.versions.get(detail["id"], -1)
+            self.delivery.versions[detail["id"]] = max(known, detail["tracking"]["version"])
+        await self.send_json({"type": "snapshot", "orders": orders})
+
+    def _carried(self, groups: list[str]) -> list[dict[str, Any]]:
+        """The detail of each order in ``groups`` the courier may still see (database
+        thread); one taken away since the check is left out (the next check says so)."""
+        shown = []
+        for group in groups:
+            try:
+                shown.append(read_model.order_detail(m.order_of_group(group), viewer=self.viewer))
+            except policy.NotVisible:
+                continue
+        return shown
 
 
 class OperationsSocket(TrackingSocket):

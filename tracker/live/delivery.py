@@ -13,6 +13,8 @@ position updates coalesce to the latest per order.
 Access holds for the socket's whole life: the consumer's verdict is asked again when
 told to and every ``PUSH_RECHECK_SECONDS``, and the socket is closed when it fails or
 cannot be reached (failing closed: 4503, the client reconnects and is checked again).
+After a check that passed, the consumer may follow what changed (``checked``: a
+courier's socket, whose deliveries come and go).
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ class Delivery:
         send: Callable[[dict[str, Any]], Awaitable[None]],
         close: Callable[[int], Awaitable[None]],
         verdict: Verdict,
+        checked: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._send, self._close, self._verdict = send, close, verdict
+        self._checked = checked
         #: The latest version sent (or in the snapshot) per order.
         self.versions: dict[int, int] = {}
         self._held: list[dict[str, Any]] | None = []  # deltas during the snapshot
@@ -171,8 +175,12 @@ class Delivery:
         except Exception:  # noqa: BLE001 - fail closed, whatever stopped the check
             log.warning("access re-check could not run: closing the socket", exc_info=True)
             verdict = (m.CLOSE_UNAVAILABLE, "Access could not be checked; reconnect.")
-        if verdict is not None and not self.closing:
-            await self.refuse(*verdict)
+        if verdict is not None:
+            if not self.closing:
+                await self.refuse(*verdict)
+            return
+        if self._checked is not None and not self.closing:
+            await self._checked()
 
 
 class CoalescingDelivery(Delivery):

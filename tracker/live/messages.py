@@ -50,6 +50,11 @@ def order_group(order_id: int) -> str:
     return f"order.{order_id}"
 
 
+def order_of_group(group: str) -> int:
+    """The order an :func:`order_group` is for."""
+    return int(group.removeprefix("order."))
+
+
 def customer_group(customer_id: int) -> str:
     return f"customer.{customer_id}"
 

@@ -5,7 +5,8 @@ life of a socket. On logout (session flushed, token deleted), token expiry,
 deactivation, removal from a restaurant's staff or any other change to a user, every
 socket of that user is asked to re-check; when an order's customer or courier changes, or
 one of its shared tracking links is revoked or deleted, every socket on that order is (a
-link's sockets are on its order's group). The message goes through the channel layer
+link's sockets are on its order's group); when an order is given to a courier, every
+socket of that courier's user is (the courier's page follows its new delivery). The message goes through the channel layer
 after the transaction commits, so with Redis it reaches every ASGI server within
 milliseconds. A socket whose check fails closes with 4401 (credential gone) or 4404
 (order no longer yours, or its link no longer works).
@@ -136,7 +137,17 @@ def _order_saved(sender: Any, instance: Order, created: bool, **kwargs: Any) -> 
         courier_replaced = before[1] is not None and before[1] != after[1]
         if customer_changed or courier_replaced:  # someone lost access (a first courier: no)
             notify_order(instance.pk, "order reassigned")
+        if after[1] is not None and before[1] != after[1]:
+            notify_user(_courier_user(instance), "order assigned")
     instance._loaded_parties = after
+
+
+def _courier_user(order: Order) -> int | None:
+    """The user id of the order's courier: from the courier the caller set on it when
+    it did (the order services do), else one query."""
+    if Order.courier.is_cached(order) and order.courier is not None:
+        return order.courier.user_id
+    return Courier.objects.filter(pk=order.courier_id).values_list("user_id", flat=True).first()
 
 
 def _share_link_saved(sender: Any, instance: ShareLink, created: bool, **kwargs: Any) -> None:

@@ -22,7 +22,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db.models import Q, QuerySet
 
-from contract.events import LIFECYCLE, OrderStatus
+from contract.events import LIFECYCLE, TERMINAL_STATUSES, OrderStatus
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order
@@ -146,6 +146,12 @@ def carried_orders(user: User) -> QuerySet[Order]:
     whose position they may report."""
     courier = courier_of(user)
     return Order.objects.none() if courier is None else Order.objects.filter(courier=courier)
+
+
+def carried_now(user: User) -> QuerySet[Order]:
+    """The deliveries ``user`` carries now as their courier: assigned to them and neither
+    delivered nor cancelled (the courier's page and socket follow these)."""
+    return carried_orders(user).exclude(status__in=[s.value for s in TERMINAL_STATUSES])
 
 
 def can_see(user: Actor, order_id: int, customer_user_id: int | None = None) -> bool:

@@ -38,6 +38,8 @@ MAX_LINES_PER_ORDER = 30
 #: real time caught up. Phones sync their clocks by NTP/GNSS, so seconds are plenty; the
 #: event contract's own limit (events.MAX_CLOCK_SKEW_MS, 5 min) is for whole pipelines.
 MAX_GPS_CLOCK_SKEW_MS = 30_000
+#: GPS points one location request may carry (a phone's offline queue goes in several).
+MAX_POINTS_PER_REQUEST = 500
 
 
 class OrderError(Exception):

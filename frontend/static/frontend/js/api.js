@@ -11,6 +11,7 @@ export class ApiError extends Error {
    * @param {string} code machine-readable code
    * @param {string} message human-readable message
    * @param {Record<string, string[]>} [fields] per-field validation errors
+   * `retryAfter` (seconds) is set when the answer had a Retry-After header.
    */
   constructor(status, code, message, fields = undefined) {
     super(message);
@@ -74,10 +75,14 @@ export async function api(path, { method = "GET", body = undefined, headers = {}
     window.location.assign(`${config.urls.login}?next=${encodeURIComponent(location.pathname + location.search)}`);
   }
   const error = (data && data.error) || {};
-  throw new ApiError(
+  const failure = new ApiError(
     response.status,
     error.code || `http_${response.status}`,
     MESSAGES[response.status] && !error.message ? MESSAGES[response.status] : error.message || MESSAGES[response.status] || `Request failed (${response.status}).`,
     error.fields,
   );
+  // A 429 (and a 503) says when to come back: Retry-After, in seconds (what the API sends).
+  const wait = Number.parseFloat(response.headers.get("Retry-After") || "");
+  if (Number.isFinite(wait) && wait >= 0) failure.retryAfter = wait;
+  throw failure;
 }

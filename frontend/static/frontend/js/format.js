@@ -19,6 +19,12 @@ export function clock(iso) {
   return new Date(iso).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
 }
 
+/** Epoch ms or ISO time -> "14:05:09" (local time; for GPS fixes, seconds apart). */
+export function clockSeconds(moment) {
+  if (moment === null || moment === undefined || moment === "") return "–";
+  return new Date(moment).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
 /** ISO time -> "12 Mar, 14:05" (or just the time when it is today). */
 export function when(iso) {
   if (!iso) return "–";

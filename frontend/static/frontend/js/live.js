@@ -19,13 +19,15 @@ const SILENCE_LIMIT_MS = 60000; // the server sends a heartbeat every ~20 s
 export class LiveSocket {
   /**
    * @param {string} path e.g. "orders/12/" (relative to the ws root)
-   * @param {{onMessage: (msg: object) => void, onState?: (state: string, info: object) => void, resume?: boolean}} handlers
+   * @param {{onMessage: (msg: object) => void, onState?: (state: string, info: object) => void, resume?: boolean, onServerTime?: (ms: number) => void}} handlers
+   *   `onServerTime` gets the server's clock (epoch ms) from each heartbeat and pong.
    */
-  constructor(path, { onMessage, onState = () => {}, resume = true }) {
+  constructor(path, { onMessage, onState = () => {}, resume = true, onServerTime = null }) {
     this.path = path;
     this.resume = resume; // per-order sockets resume with ?since=; the list socket re-snapshots
     this.onMessage = onMessage;
     this.onState = onState;
+    this.onServerTime = onServerTime;
     this.version = null; // the last version the page has: sent as ?since= on reconnect
     this.attempt = 0;
     this.socket = null;
@@ -98,7 +100,10 @@ export class LiveSocket {
         this.onState("live", {});
       }
       if (this.resume && typeof message.version === "number") this.setVersion(message.version);
-      if (message.type === "heartbeat" || message.type === "pong") return;
+      if (message.type === "heartbeat" || message.type === "pong") {
+        if (this.onServerTime && typeof message.server_time === "number") this.onServerTime(message.server_time * 1000);
+        return;
+      }
       this.onMessage(message);
     });
     socket.addEventListener("close", (event) => {
