@@ -164,3 +164,27 @@ async def axe_violations(page, *, rules: dict | None = None) -> list[dict]:
         }""",
         rules,
     )
+
+
+#: Interactive elements without an accessible name (computed the way axe-free code can).
+UNNAMED_CONTROLS = """() => {
+  const sel = 'a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"]), [role=button]';
+  const named = (el) => {
+    if (el.getAttribute('aria-label')?.trim()) return true;
+    const by = el.getAttribute('aria-labelledby');
+    if (by && by.split(/\\s+/).some(id => document.getElementById(id)?.textContent.trim())) return true;
+    if (el.labels && [...el.labels].some(l => l.textContent.trim())) return true;
+    if (el.textContent.trim()) return true;
+    if (el.getAttribute('title')?.trim()) return true;
+    if (el.querySelector('img[alt]:not([alt=""])')) return true;
+    return false;
+  };
+  return [...document.querySelectorAll(sel)]
+    .filter(el => el.offsetParent !== null && !named(el))
+    .map(el => el.outerHTML.slice(0, 120));
+}"""
+
+
+async def unnamed_controls(page) -> list[str]:
+    """The page's visible interactive elements that have no accessible name."""
+    return await page.evaluate(UNNAMED_CONTROLS)

@@ -101,7 +101,7 @@ def test_the_page_shell_has_its_live_region_its_landmarks_and_its_module(world):
     page = _signed_in("rider").get("/courier/").content.decode()
     assert '<a href="/courier/" aria-current="page">My deliveries</a>' in page
     assert 'id="announcer" class="visually-hidden" aria-live="polite"' in page
-    assert '<h1>My deliveries</h1>' in page
+    assert "<h1>My deliveries</h1>" in page
     assert 'id="gps-state"' in page and 'id="deliveries"' in page
     assert "frontend/js/pages/courier.js" in page
     assert "leaflet.css" in page

@@ -17,7 +17,7 @@ from playwright.async_api import expect
 
 from contract.events import now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tests.fixtures_browser import axe_violations, screenshot, sign_in
+from tests.fixtures_browser import screenshot, sign_in
 from tests.fixtures_pinot import delivery_event, item_event, order_event_of
 from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
@@ -374,55 +374,14 @@ async def test_phone_width_layout(browser, asgi_server, pinot):
         await context.close()
 
 
-async def test_accessibility_smoke(page, pinot):
-    """axe-core on every page; plus: every interactive element has an accessible name."""
-    world = await _tracked_world(pinot)
-    await _operations_data(pinot, world)
-    await page.goto("/accounts/login/")
-    problems = {}
-    violations = await axe_violations(page)
-    if violations:
-        problems["/accounts/login/"] = violations
-    await sign_in(page, "alice", "pw-alice")
-    for path in ["/", f"/orders/{world['order'].pk}/", "/order/new/"]:
-        await page.goto(path)
-        await page.wait_for_load_state("networkidle")
-        await expect(page.locator(".state-loading")).to_have_count(0)
-        violations = await axe_violations(page)
-        if violations:
-            problems[path] = violations
-        unnamed = await page.evaluate(UNNAMED_CONTROLS)
-        if unnamed:
-            problems[f"{path} (unnamed)"] = unnamed
-    await page.get_by_role("button", name="Sign out").click()
+async def test_the_skip_link_is_the_first_stop_and_moves_focus_to_the_content(page, pinot):
+    """Keyboard: the skip link is the first stop and moves focus to the content. (axe-core
+    and the check that every control has a name run on every page the frontend serves, on a
+    phone and a desktop: tests/test_frontend_pages.py.)"""
+    await _world()
     await sign_in(page, "ops", "pw-ops", "/operations/")
     await expect(page.locator("#kpi-active")).to_be_visible()
-    violations = await axe_violations(page)
-    if violations:
-        problems["/operations/"] = violations
-    assert problems == {}
-
-    # Keyboard: the skip link is the first stop and moves focus to the content.
     await page.keyboard.press("Tab")
     await expect(page.locator(".skip-link")).to_be_focused()
     await page.keyboard.press("Enter")
     await expect(page.locator("#main")).to_be_focused()
-
-
-#: Interactive elements without an accessible name (computed the way axe-free code can).
-UNNAMED_CONTROLS = """() => {
-  const sel = 'a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"]), [role=button]';
-  const named = (el) => {
-    if (el.getAttribute('aria-label')?.trim()) return true;
-    const by = el.getAttribute('aria-labelledby');
-    if (by && by.split(/\\s+/).some(id => document.getElementById(id)?.textContent.trim())) return true;
-    if (el.labels && [...el.labels].some(l => l.textContent.trim())) return true;
-    if (el.textContent.trim()) return true;
-    if (el.getAttribute('title')?.trim()) return true;
-    if (el.querySelector('img[alt]:not([alt=""])')) return true;
-    return false;
-  };
-  return [...document.querySelectorAll(sel)]
-    .filter(el => el.offsetParent !== null && !named(el))
-    .map(el => el.outerHTML.slice(0, 120));
-}"""

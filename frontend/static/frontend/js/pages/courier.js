@@ -229,12 +229,19 @@ function renderActions(d) {
   d.actionsKey = key;
   const els = d.els;
   const hadFocus = els.actions.contains(document.activeElement);
+  const shown = els.actions.querySelector("button");
   let button = null;
-  if (step) {
+  if (step && shown && shown.dataset.step === step.to) {
+    // The same step, saving or refused: the button stays, and keeps the keyboard's focus
+    // (aria-disabled, not disabled, which would drop it); a second press does nothing.
+    button = shown;
+    button.setAttribute("aria-disabled", d.pending ? "true" : "false");
+    button.firstChild.textContent = d.pending ? "Saving…" : step.button;
+  } else if (step) {
     button = h(
       "button",
-      { type: "button", class: "btn btn-primary btn-large btn-block", disabled: !!d.pending, dataset: { step: step.to }, onclick: () => makeStep(d, step) },
-      d.pending ? "Saving…" : step.button,
+      { type: "button", class: "btn btn-primary btn-large btn-block", "aria-disabled": "false", dataset: { step: step.to }, onclick: () => makeStep(d, step) },
+      step.button,
       h("span", { class: "visually-hidden" }, `, order #${d.id}`),
     );
     replace(els.actions, button);
@@ -246,7 +253,7 @@ function renderActions(d) {
     replace(els.actions, h("p", { class: "muted" }, `At the restaurant: ${label(d.status).toLowerCase()}. Your steps start once it is out for delivery.`));
   }
   replace(els.error, d.error ? h("p", { class: "alert alert-error", role: "alert" }, d.error) : null);
-  if (hadFocus) (button && !button.disabled ? button : els.title).focus();
+  if (hadFocus && !els.actions.contains(document.activeElement)) (button || els.title).focus();
 }
 
 /** The map's text equivalent: distance left, arrival window, last fix; and a sentence. */
