@@ -62,6 +62,7 @@ BUDGETS = {
     "restaurant/": PAGE,
     "restaurant/board/": PAGE,
     "operations/": PAGE,
+    "courier/": PAGE,
     "accounts/login/": SIGN_IN,
     "accounts/logout/": "none: ends the caller's own session",
     "t/<str:token>/": SHARE_PAGE,
@@ -82,6 +83,7 @@ WEBSOCKET_BUDGETS = {
     "ws/orders/<int:order_id>/": SOCKET_BUDGET,
     "ws/restaurants/<int:restaurant_id>/": SOCKET_BUDGET,
     "ws/operations/": SOCKET_BUDGET,
+    "ws/courier/": SOCKET_BUDGET,
     "^ws/share/(?P<token>.*)$": SHARE_SOCKET_BUDGET,
 }
 
