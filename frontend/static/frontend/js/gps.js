@@ -110,7 +110,7 @@ export class Reporter {
     this.storageKey = storageKey;
     this.onChange = onChange;
     this.send = send;
-    /** @type {Map<number, {id: number, createdAt: number, queue: object[], flying: Set<object>, bucket: PointsBucket, busy: boolean, retryAt: number, backoff: number, sentAt: number|null, sent: number, dropped: number, error: string|null}>} */
+    /** @type {Map<number, {id: number, createdAt: number, queue: object[], flying: Set<object>, bucket: PointsBucket, flushing: Promise|null, retryAt: number, backoff: number, sentAt: number|null, sent: number, dropped: number, error: string|null}>} */
     this.orders = new Map();
     this.saved = this.load(); // queues kept from before a reload, by order id
     this.offsetMs = 0;
@@ -157,7 +157,7 @@ export class Reporter {
       queue,
       flying: new Set(),
       bucket: new PointsBucket(this.rules.burst, this.rules.pointsPerSecond),
-      busy: false,
+      flushing: null,
       retryAt: 0,
       backoff: BACKOFF_START_MS,
       sentAt: null,
@@ -226,11 +226,21 @@ export class Reporter {
     for (const id of this.orders.keys()) this.flush(id);
   }
 
-  /** Send what the order's queue holds, as far as the budget allows now (several batches when it holds more than one). */
-  async flush(id) {
+  /**
+   * Send what the order's queue holds, as far as the budget allows now (several batches
+   * when it holds more than one). Resolves once the queue is sent or can go no further now;
+   * a flush already running is joined, not doubled.
+   */
+  flush(id) {
     const o = this.orders.get(id);
-    if (!o || o.busy || this.offline) return;
-    o.busy = true;
+    if (!o) return Promise.resolve();
+    if (!o.flushing) o.flushing = this.drain(o).finally(() => (o.flushing = null));
+    return o.flushing;
+  }
+
+  async drain(o) {
+    const id = o.id;
+    if (this.offline) return;
     try {
       for (;;) {
         const now = Date.now();
@@ -252,7 +262,6 @@ export class Reporter {
         if (!(await this.post(o, batch))) return;
       }
     } finally {
-      o.busy = false;
       this.changed();
     }
   }

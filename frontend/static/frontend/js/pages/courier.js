@@ -17,7 +17,7 @@ import { config, orderUrl } from "../config.js";
 import { connectionIndicator } from "../connection.js";
 import { announce, emptyState, h, replace } from "../dom.js";
 import { statRows, statusBadge } from "../components.js";
-import { arrival, clock, clockSeconds, distance } from "../format.js";
+import { arrival, clockSeconds, distance } from "../format.js";
 import { Reporter } from "../gps.js";
 import { LiveSocket } from "../live.js";
 import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
@@ -56,7 +56,7 @@ const reporter = new Reporter(config.gps, {
 });
 
 /** Where the phone's location stands (`state`: idle, insecure, unsupported, ask, waiting, tracking, lost, denied). */
-const geo = { state: "idle", permission: null, asked: false, watchId: null, fix: null, lostSince: null, serverAt: null };
+const geo = { state: "idle", permission: null, asked: false, watchId: null, startedAt: 0, fix: null, lostSince: null, serverAt: null };
 /** The screen wake lock: wanted while reporting, re-taken when the page is shown again. */
 const screen = { wanted: false, sentinel: null, requesting: false, failure: null };
 
@@ -219,6 +219,7 @@ function renderCard(d) {
   renderActions(d);
   renderFacts(d);
   if (!d.map && els.map.isConnected) drawMap(d);
+  else if (d.map) moveMe(d); // off the road: the marker goes
 }
 
 /** The step button; rebuilt only when what it offers changes, keeping the keyboard's place. */
@@ -388,6 +389,7 @@ function updateLocation() {
 function startWatching() {
   geo.asked = true;
   if (geo.watchId !== null) navigator.geolocation.clearWatch(geo.watchId);
+  geo.startedAt = Date.now();
   setGeo(geo.fix ? "tracking" : "waiting");
   geo.watchId = navigator.geolocation.watchPosition(onFix, onGeoError, { enableHighAccuracy: true, maximumAge: 0 });
   holdScreen();
@@ -410,13 +412,14 @@ function onFix(position) {
   const was = geo.state;
   geo.fix = fix;
   geo.lostSince = null;
+  geo.permission = "granted"; // a fix says so, whatever the page was told before
   reporter.add(fix);
   setGeo("tracking");
   if (was === "lost") announce("GPS signal back: your position is reported again.");
   else if (was === "waiting") announce("Sharing your location while you deliver.");
   for (const d of deliveries.values()) {
     moveMe(d);
-    renderFacts(d);
+    if (d.els) renderFacts(d);
   }
 }
 
@@ -433,7 +436,7 @@ function onGeoError(error) {
 
 function signalLost() {
   if (geo.state === "lost" || geo.watchId === null) return;
-  geo.lostSince = geo.fix ? geo.fix.receivedAt : Date.now();
+  geo.lostSince = Math.max(geo.startedAt, geo.fix ? geo.fix.receivedAt : 0);
   setGeo("lost");
   announce("GPS signal lost: your position is not being reported.");
 }
@@ -574,7 +577,10 @@ function start() {
   socket = new LiveSocket("courier/", {
     resume: false, // every connect answers a fresh snapshot
     onMessage,
-    onState: indicator,
+    onState: (state, info) => {
+      indicator(state, info);
+      if (state === "failed") applySnapshot([]); // no longer this user's to follow: nothing shown or reported
+    },
     onServerTime: (ms) => reporter.setServerTime(ms),
   });
   document.addEventListener("visibilitychange", () => {
@@ -585,7 +591,9 @@ function start() {
     if (reporter.tracking()) announce("Offline: your positions are kept and sent when the connection returns.");
   });
   setInterval(() => {
-    if (geo.state === "tracking" && geo.fix && Date.now() - geo.fix.receivedAt > SIGNAL_LOST_MS) signalLost();
+    // Watching, but no fix for a while (none since it started, or none since the last).
+    const since = Math.max(geo.startedAt, geo.fix ? geo.fix.receivedAt : 0);
+    if ((geo.state === "tracking" || geo.state === "waiting") && Date.now() - since > SIGNAL_LOST_MS) signalLost();
   }, 1000);
   followPermission().then(() => {
     renderGps();
