@@ -84,6 +84,7 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
     #: follow the new answer and send a fresh snapshot (a courier's deliveries come and go).
     refollows = False
     _moved: list[str] | None = None  # the answer a re-check found, while not yet followed
+    _moving: asyncio.Lock | None = None  # a told re-check and the periodic one may meet
 
     async def connect(self) -> None:
         await self.accept(headers=self.handshake_headers)
@@ -244,8 +245,8 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         (4503), as at connect."""
         if self._moved is None:
             return
-        if getattr(self, "_moving", None) is None:
-            self._moving = asyncio.Lock()  # a told re-check and the periodic one may meet
+        if self._moving is None:
+            self._moving = asyncio.Lock()
         async with self._moving:
             moved, self._moved = self._moved, None
             if moved is None or moved == self.followed or self.delivery.closing:
