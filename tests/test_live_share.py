@@ -370,7 +370,11 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot):
     )  # fmt: skip
     update = await _next_shared(socket)
     # (its kind is "status": the bridge started after version 1, so this is the first it saw)
-    assert (update["type"], update["version"], update["status"]) == ("update", 2, "OUT_FOR_DELIVERY")
+    assert (update["type"], update["version"], update["status"]) == (
+        "update",
+        2,
+        "OUT_FOR_DELIVERY",
+    )
     assert update["position"]["lat"] == 12.965 and update["distance_left_km"] == 2.6
     point = services.CourierPosition(order=order, courier=order.courier, lat=12.97, lon=77.61)
     assert await database_sync_to_async(services.record_locations)([point]) == 1
