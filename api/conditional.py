@@ -28,7 +28,7 @@ ETAG = OpenApiParameter(
     "ETag",
     str,
     OpenApiParameter.HEADER,
-    response={200, 304},
+    response=[200, 304],  # a list: drf-spectacular reads any other type as "every response"
     description="Names this answer; send it back as `If-None-Match`.",
 )
 NOT_MODIFIED = OpenApiResponse(description="Not modified: what you have (its `ETag`) is current.")

@@ -2,7 +2,8 @@
 
 Every operation names itself (``extend_schema(operation_id=...)`` in the views, camelCase);
 this schema class adds what every operation shares: its tag (from the path) and the error
-answers it can give, each with the one error body of :mod:`api.errors`. An operation lists
+answers it can give, each with the one error body of :mod:`api.errors` (a 429 with its
+``Retry-After`` header wherever a throttle of the view applies to the method). An operation lists
 the errors only it can give (409, 503) itself, through :func:`errors`.
 """
 
@@ -15,6 +16,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework.permissions import AllowAny
 
 from api.serializers.errors import ErrorSerializer
+from api.throttles import spends_budget
 
 #: Tag of each path's first segment under /api/v1/ (described in SPECTACULAR_SETTINGS).
 TAGS = {
@@ -44,6 +46,12 @@ _ERRORS = {
     503: ("unavailable", "Tracking data is temporarily unavailable; retry shortly.",
           "Tracking data is temporarily unavailable; retry shortly."),
 }  # fmt: skip
+#: The header every 429 carries (DRF's exception handler sets it from the throttle's wait).
+RETRY_AFTER = {
+    "schema": {"type": "integer", "minimum": 1},
+    "required": True,
+    "description": "Seconds until the budget holds this request again; wait at least this long.",
+}
 
 
 def error_response(status: int) -> OpenApiResponse:
@@ -91,6 +99,14 @@ class AutoSchema(openapi.AutoSchema):
             statuses.append(404)
         if has_body:
             statuses += [413, 415]
-        if getattr(self.view, "throttle_scope", None) and self.view.get_throttles():
+        if spends_budget(self.view, self.method):
             statuses.append(429)
         return statuses
+
+    def _get_response_headers_for_code(
+        self, status_code: str, direction: str = "response"
+    ) -> dict[str, Any]:
+        headers = super()._get_response_headers_for_code(status_code, direction)
+        if status_code == "429":
+            headers["Retry-After"] = RETRY_AFTER
+        return headers

@@ -50,7 +50,11 @@ v1 = [
 
 urlpatterns = [
     path("schema/", docs.SchemaView.as_view(), name="schema"),  # built once per process
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="api:schema", throttle_classes=[]),  # a static page
+        name="docs",
+    ),
     path("asyncapi/", docs.asyncapi, name="asyncapi"),
     *[path(f"v1/{p.pattern}", p.callback, name=p.name) for p in v1],
     re_path(r"^.*$", errors.not_found),

@@ -5,23 +5,30 @@ The system runs embedded on loopback (Kafka, Apache Pinot, uvicorn). By default 
 tracking tables are filled through Kafka with enriched records for ``--orders``
 orders (and a courier trail for those on the road), as the stream job would write them.
 
+Every read is made as a real client makes it, within its user's read budget
+(``API_THROTTLE_READS``, ``API_THROTTLE_READS_STAFF``): customers read their own orders,
+operators the analytics, and the reads are dealt over as many users as the rate takes
+(``bench.common.readers_for``), never by raising the budget. A 429 is an error.
+
 Closed loop (the old mode): N clients, each sending its next request when the last one
-answered, for four endpoints:
+answered, for four endpoints (users enough for ``CLOSED_LOOP_CEILING`` requests a second):
 
     .venv/bin/python bench/bench_api.py --orders 5000 --clients 50 --seconds 10
 
-Open loop (``--rate``): order details, each asked by the order's own customer, sent at a
-fixed rate whatever the server does; each latency counts from the request's scheduled
-send time, so time spent queueing (in the generator or the server) is counted. Reports
-p50/p90/p99/max, errors, and CPU milliseconds per request of the web server and Pinot
-(its JVMs; their CPU over the run, less what they used at idle over as long, divided by
-the requests answered), and the load generator's own CPU share:
+Open loop (``--rate``): order details, each asked by the order's own customer (the
+customers taking turns), sent at a fixed rate whatever the server does; each latency
+counts from the request's scheduled send time, so time spent queueing (in the generator
+or the server) is counted. Reports p50/p90/p99/max, errors, and CPU milliseconds per
+request of the web server and Pinot (its JVMs; their CPU over the run, less what they used
+at idle over as long, divided by the requests answered), and the load generator's own CPU
+share:
 
     .venv/bin/python bench/bench_api.py --rate 200 --seconds 30
 
 ``--multiple 10`` runs the open loop against the full system (``make run``'s processes)
 while the simulator places orders at 10x the book's peak and the stream job runs; the
-requests then ask for the simulator's newest orders:
+requests then ask for the newest orders of as many customers as the rate takes (the demo
+world gets twice that many; at 1x, their orders take a few minutes to come):
 
     .venv/bin/python bench/bench_api.py --rate 200 --seconds 60 --multiple 10
 
@@ -34,8 +41,9 @@ differ, such as one from before Apache Pinot: ``bench/old_vs_new.py`` runs its o
 
 ``--conditional`` (seeded mode) runs the order detail and "my orders" each as a plain GET
 and as a repeat poll with the ``If-None-Match`` of the answer the client already has (the
-ETag read just before), in alternating rounds; a 304 counts as answered, its share and the
-bytes received are reported:
+ETag read just before), in alternating rounds, each customer polling one order of theirs;
+a 304 counts as answered (and against the budget), its share and the bytes received are
+reported:
 
     .venv/bin/python bench/bench_api.py --rate 100 --seconds 40 --conditional
 """
@@ -45,9 +53,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import random
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -67,25 +75,26 @@ ON_THE_ROAD = STATUSES.index(OrderStatus.OUT_FOR_DELIVERY.value) + 1
 TRAIL_POINTS = 40
 
 
-def seed(orders: int) -> dict:
-    """Orders in the database and their enriched history in Pinot."""
-    from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
-
+def seed(orders: int, customers: int, operators: int = 1) -> dict:
+    """Orders in the database and their enriched history in Pinot, placed by ``customers``
+    customers (each at least one) with an API token each, and ``operators`` operators'
+    tokens: enough users to read at the benchmark's rate within their budgets."""
     from contract import kafka
     from contract.events import now_ms, status_time_field
-    from tests.factories import make_courier, make_customer, make_restaurant, place
+    from tests.factories import make_courier, make_restaurant, place
     from tests.fixtures_pinot import delivery_event, item_event, order_event
     from tracker.orders.models import Order
 
+    if orders < customers:
+        raise SystemExit(f"--orders {orders}: {customers} customers each need an order")
     rng = random.Random(7)
-    customers = [make_customer(f"c{i}") for i in range(50)]
-    tokens = {c.pk: Token.objects.create(user=c.user).key for c in customers}
+    people = common.bench_customers(customers, "c")
+    tokens = {c.pk: key for c, key in people}
     restaurants = [make_restaurant(f"R{i}") for i in range(8)]
     rider = make_courier("bench-rider")  # carries every order on the road
     ids, owners = [], {}
-    for _ in range(orders):
-        customer = rng.choice(customers)
+    for n in range(orders):
+        customer = people[n][0] if n < customers else rng.choice(people)[0]
         order = place(customer, rng.choice(restaurants))
         ids.append(order.pk)
         owners[order.pk] = (customer, order.restaurant_id)
@@ -127,10 +136,9 @@ def seed(orders: int) -> dict:
         sent.producer.poll(0)
     sent.flush(60)
     Order.objects.filter(pk__in=carried).update(courier=rider)  # as the database has it
-    operator = get_user_model().objects.create_user("bench-ops", is_staff=True)
     return {
         "ids": ids,
-        "operator": Token.objects.create(user=operator).key,
+        "operators": common.operators(operators),
         "customers": list(tokens.values()),
         "details": [(i, tokens[owners[i][0].pk]) for i in ids],
         "status_time_field": status_time_field,
@@ -141,11 +149,11 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
     import httpx
 
     latencies: list[float] = []
-    errors = 0
+    errors = throttled = 0
     deadline = time.monotonic() + seconds
 
     async def client_loop(client):
-        nonlocal errors
+        nonlocal errors, throttled
         while time.monotonic() < deadline:
             method, path, token = make_request()
             start = time.perf_counter()
@@ -155,6 +163,7 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
             latencies.append(time.perf_counter() - start)
             if response.status_code != 200:
                 errors += 1
+                throttled += response.status_code == 429
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as client:
@@ -165,6 +174,7 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
         "endpoint": name,
         "requests": len(latencies),
         "errors": errors,
+        "throttled": throttled,
         "rps": len(latencies) / elapsed,
         "p50_ms": common.percentile(latencies, 50) * 1000,
         "p99_ms": common.percentile(latencies, 99) * 1000,
@@ -367,13 +377,22 @@ def idle_cpu_rates(pids: dict[str, int], seconds: float) -> dict[str, float]:
 
 
 def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` order details, each asked by the order's own customer (one of theirs at random),
+    the customers taking turns (:func:`common.dealt`): at a rate, each reads rate /
+    customers a second."""
     rng = random.Random(seed)
-    return [(f"/api/v1/orders/{order_id}/", token) for order_id, token in rng.choices(details, k=n)]
+    orders: dict[str, list[int]] = {}
+    for order_id, token in details:
+        orders.setdefault(token, []).append(order_id)
+    return [
+        (f"/api/v1/orders/{rng.choice(orders[token])}/", token)
+        for token in common.dealt(list(orders), n, seed)
+    ]
 
 
 def list_requests(tokens: list[str], n: int, seed: int) -> list[tuple[str, str]]:
-    rng = random.Random(seed)
-    return [("/api/v1/orders/?limit=20", token) for token in rng.choices(tokens, k=n)]
+    """``n`` reads of "my orders", the customers taking turns (:func:`common.dealt`)."""
+    return [("/api/v1/orders/?limit=20", token) for token in common.dealt(tokens, n, seed)]
 
 
 def with_etags(url: str, requests: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
@@ -391,13 +410,22 @@ def with_etags(url: str, requests: list[tuple[str, str]]) -> list[tuple[str, str
 def open_loop_conditional(args: argparse.Namespace) -> dict:
     """Plain and conditional polls of the detail and the list, alternating rounds."""
     with common.embedded_stack(web_workers=args.workers) as stack:
-        data = seed(args.orders)
+        readers = common.readers_for(args.rate)
+        if args.pollers and args.pollers < readers:
+            raise SystemExit(
+                f"--pollers {args.pollers}: {args.rate:g} reads/s take at least {readers} "
+                f"customers within {common.budget_text()}"
+            )
+        data = seed(args.orders, customers=args.pollers or readers)
         stack.wait_caught_up()
         warm_up(stack.web_url, data["details"])
         pids = {"web": stack.web_pid, "pinot": stack.pinot_pid}
         idle = idle_cpu_rates(pids, 2.0)
         per_round = max(1, int(args.rate * args.seconds / args.rounds))
-        pollers = data["details"][: args.pollers]  # each client polls its own order
+        first: dict[str, int] = {}
+        for order_id, token in data["details"]:
+            first.setdefault(token, order_id)
+        pollers = [(order_id, token) for token, order_id in first.items()]  # one order each
         cases = {
             "detail": lambda r: detail_requests(pollers, per_round, seed=r),
             "my orders": lambda r: list_requests(data["customers"], per_round, seed=r),
@@ -474,7 +502,7 @@ def baseline_checkout(rev: str):
 def open_loop_seeded(args: argparse.Namespace) -> dict:
     with contextlib.ExitStack() as exits:
         stack = exits.enter_context(common.embedded_stack(web_workers=args.workers))
-        data = seed(args.orders)
+        data = seed(args.orders, customers=common.readers_for(args.rate))
         servers = {"new": stack}
         if args.baseline:
             code = exits.enter_context(baseline_checkout(args.baseline))
@@ -508,14 +536,15 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
 
 
 def open_loop_system(args: argparse.Namespace) -> dict:
-    supervisor, web_url, workdir = common.start_full_system(args.multiple)
+    supervisor, web_url, workdir = common.start_full_system(args.multiple, args.rate)
     try:
         pids = {
             c.component.name: c.process.pid
             for c in supervisor.children
             if c.component.name in ("web", "pinot", "streaming", "kafka")
         }
-        details = simulator_orders(workdir / "ordertrack.sqlite3", args.warmup)
+        time.sleep(args.warmup)
+        details = common.customer_orders(common.readers_for(args.rate))
         warm_up(web_url, details)
         idle = idle_cpu_rates(pids, args.idle_seconds)
         requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
@@ -529,24 +558,6 @@ def open_loop_system(args: argparse.Namespace) -> dict:
         "results": {"new": result},
         "rss_mb": rss,
     }
-
-
-def simulator_orders(db: Path, warmup: float, newest: int = 500) -> list[tuple[int, str]]:
-    """(order id, its customer's token) for the simulator's newest orders, after ``warmup``
-    seconds of simulation (tokens are made for their customers)."""
-    from rest_framework.authtoken.models import Token
-
-    time.sleep(warmup)
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute(
-            "SELECT o.id, c.user_id FROM orders_order o JOIN customers_customer c "
-            "ON c.id = o.customer_id ORDER BY o.id DESC LIMIT ?",
-            (newest,),
-        ).fetchall()
-    if not rows:
-        raise SystemExit("the simulator placed no orders")
-    tokens = {u: Token.objects.get_or_create(user_id=u)[0].key for u in {u for _, u in rows}}
-    return [(order_id, tokens[user_id]) for order_id, user_id in rows]
 
 
 def combine(runs: list[dict]) -> dict:
@@ -602,20 +613,34 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
     )  # fmt: skip
 
 
+#: The most requests a second the closed loop is taken to get answered (more than one
+#: machine serves): its reads are spread over enough users for that many.
+CLOSED_LOOP_CEILING = 1000
+
+
 def closed_loop(args: argparse.Namespace) -> None:
     with common.embedded_stack(web_workers=args.workers) as stack:
-        data = seed(args.orders)
+        data = seed(
+            args.orders,
+            customers=common.readers_for(CLOSED_LOOP_CEILING),
+            operators=common.readers_for(CLOSED_LOOP_CEILING, staff=True),
+        )
         stack.wait_caught_up()
-        rng = random.Random(3)
-        ids, op, customers = data["ids"], data["operator"], data["customers"]
+        turns = int(CLOSED_LOOP_CEILING * args.seconds)  # more than a case can send
+
+        def taking_turns(requests: list[tuple[str, str]]):  # noqa: ANN202 - a request maker
+            sent = itertools.cycle(requests)
+            return lambda: ("GET", *next(sent))
+
+        def operators(path: str):  # noqa: ANN202 - a request maker
+            return taking_turns([(path, op) for op in common.dealt(data["operators"], turns, 3)])
+
         cases = {
-            "order detail": lambda: ("GET", f"/api/v1/orders/{rng.choice(ids)}/", op),
-            "my orders": lambda: ("GET", "/api/v1/orders/?limit=20", rng.choice(customers)),
-            "time-in-status percentiles": lambda: ("GET", "/api/v1/operations/time-in-status/", op),
-            "restaurant dashboard": lambda: (
-                "GET",
-                "/api/v1/operations/restaurant-dashboard/?restaurant=1",
-                op,
+            "order detail": taking_turns(detail_requests(data["details"], turns, seed=3)),
+            "my orders": taking_turns(list_requests(data["customers"], turns, seed=3)),
+            "time-in-status percentiles": operators("/api/v1/operations/time-in-status/"),
+            "restaurant dashboard": operators(
+                "/api/v1/operations/restaurant-dashboard/?restaurant=1"
             ),
         }
         results = [
@@ -632,11 +657,11 @@ def closed_loop(args: argparse.Namespace) -> None:
                 f"{r['p50_ms']:.1f}",
                 f"{r['p99_ms']:.1f}",
                 f"{r['rps']:.0f}",
-                str(r["errors"]),
+                f"{r['errors']} ({r['throttled']})",
             )
             for r in results
         ],
-        header=("endpoint", "p50 ms", "p99 ms", "req/s", "errors"),
+        header=("endpoint", "p50 ms", "p99 ms", "req/s", "errors (429s)"),
     )
     print(f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot {pinot_rss:.0f} MiB")
     path = common.write_result(
@@ -670,7 +695,10 @@ def main() -> None:
         "--conditional", action="store_true", help="open loop, seeded: plain vs If-None-Match"
     )
     parser.add_argument(
-        "--pollers", type=int, default=50, help="with --conditional: orders being polled"
+        "--pollers",
+        type=int,
+        help="with --conditional: customers polling an order each (default: as many as "
+        "--rate takes within API_THROTTLE_READS)",
     )
     parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
     parser.add_argument(

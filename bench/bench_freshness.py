@@ -12,7 +12,10 @@ Watchers (``--watchers 100,1000``): what each delivery design costs the server. 
 watched orders, four phases of ``--watch-seconds`` each on the same system, each on N
 fresh orders that the benchmark advances at ``--changes`` status changes per second:
 no watchers but one socket, so the push bridge runs as it always does in production (the idle baseline), N WebSockets (push), N clients polling the REST
-detail every second, N clients polling the database view every second. Each phase
+detail every second, N clients polling the database view every second. Each watcher is
+its order's customer, a user of its own, as real watchers are: within every per-user
+limit (sockets, connects, ``API_THROTTLE_READS``); the probes' operator reads are dealt
+over enough operators for ``API_THROTTLE_READS_STAFF``. Each phase
 records freshness (change committed -> the watcher sees it, or a later status) and
 the CPU seconds of the web (Django + push bridge), Pinot and naive-view
 processes; CPU per watcher-minute is the phase's CPU minus the idle phase's, divided
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import math
 import random
@@ -59,18 +63,25 @@ def start_system(multiple: float):
     return supervisor, naive, web_url, f"http://127.0.0.1:{naive_port}"
 
 
-def tokens() -> dict:
-    from django.contrib.auth import get_user_model
+#: The probe's pause between its reads while it waits for the pipeline to know an order.
+KNOWN_EVERY = 0.05
+
+
+def tokens(rest_every: float = 1.0) -> dict:
+    """The probe's customer, couriers, and operators enough for its reads: its REST
+    visibility poll every ``rest_every`` s (or the wait for a new order, every
+    ``KNOWN_EVERY`` s) beside the 1-second poller, dealt over them within each one's
+    ``API_THROTTLE_READS_STAFF``."""
     from rest_framework.authtoken.models import Token
 
     from tracker.couriers.models import Courier
     from tracker.customers.models import Customer
 
-    users = get_user_model().objects
     customer = Customer.objects.order_by("id").first()
+    reads = max(1 / rest_every, 1 / KNOWN_EVERY) + 1
     return {
         "customer": Token.objects.get_or_create(user=customer.user)[0].key,
-        "operator": Token.objects.get_or_create(user=users.get(username="operator"))[0].key,
+        "operators": common.operators(common.readers_for(reads, staff=True), "bench-probe"),
         "couriers": {
             c.pk: Token.objects.get_or_create(user=c.user)[0].key for c in Courier.objects.all()
         },
@@ -86,11 +97,12 @@ async def naive_poll(client, url: str, want: str, accepted: float, phase: float)
         await asyncio.sleep(1.0)
 
 
-async def rest_poll(client, url: str, headers: dict, want: str, accepted: float, phase: float):
-    """The book's design: GET the Pinot-backed REST detail every second until it shows ``want``."""
+async def rest_poll(client, url: str, headers, want: str, accepted: float, phase: float):
+    """The book's design: GET the Pinot-backed REST detail every second until it shows
+    ``want`` (each read with the headers ``headers()`` gives)."""
     await asyncio.sleep(phase)
     while True:
-        reply = await client.get(url, headers=headers)
+        reply = await client.get(url, headers=headers())
         if reply.status_code == 200 and reply.json()["status"] == want:
             return time.perf_counter() - accepted
         await asyncio.sleep(1.0)
@@ -123,6 +135,8 @@ async def probe(
     probe_orders: set[int] = set()
     follower = StageFollower((Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS), probe_orders)
     auth = lambda key: {"Authorization": f"Token {key}"}  # noqa: E731
+    operators = itertools.cycle(keys["operators"])  # every operator read, dealt over them
+    operator = lambda: auth(next(operators))  # noqa: E731
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         menu = (
             await client.get("/api/v1/restaurants/1/menu/", headers=auth(keys["customer"]))
@@ -145,12 +159,10 @@ async def probe(
             probe_orders.add(order_id)
             # Wait until the pipeline knows the order, then subscribe.
             while True:
-                reply = await client.get(
-                    f"/api/v1/orders/{order_id}/", headers=auth(keys["operator"])
-                )
+                reply = await client.get(f"/api/v1/orders/{order_id}/", headers=operator())
                 if reply.status_code == 200 and reply.json()["tracking"]["source"] == "pinot":
                     break
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(KNOWN_EVERY)
             ws = await websockets.connect(
                 base.replace("http", "ws") + f"/ws/orders/{order_id}/",
                 additional_headers=auth(keys["customer"]),  # the customer's own socket
@@ -163,7 +175,7 @@ async def probe(
                 accepted_wall = time.time()
                 if step < 4:
                     response = await client.post(
-                        f"/api/v1/orders/{order_id}/advance/", headers=auth(keys["operator"])
+                        f"/api/v1/orders/{order_id}/advance/", headers=operator()
                     )
                     if response.status_code >= 300:
                         errors += 1
@@ -202,7 +214,7 @@ async def probe(
                         rest_poll(
                             client,
                             f"/api/v1/orders/{order_id}/",
-                            auth(keys["operator"]),
+                            operator,
                             body["status"],
                             accepted,
                             random.random(),
@@ -232,9 +244,7 @@ async def probe(
                 step_deadline = time.monotonic() + 60
                 # REST visibility, polled every 20 ms (not timed in a fast-only run)
                 while not fast_only and time.monotonic() < step_deadline:
-                    reply = await client.get(
-                        f"/api/v1/orders/{order_id}/", headers=auth(keys["operator"])
-                    )
+                    reply = await client.get(f"/api/v1/orders/{order_id}/", headers=operator())
                     if reply.status_code != 200:  # e.g. 503 while Pinot is saturated
                         errors += 1
                         await asyncio.sleep(0.1)
@@ -295,7 +305,7 @@ def one_level(
     supervisor, naive, base, naive_base = start_system(multiple)
     try:
         time.sleep(warmup)
-        keys = tokens()
+        keys = tokens(rest_every)
         bridge_before = bridge_histograms(base)
         measured = asyncio.run(
             probe(base, naive_base, keys, probes, gps_points, rest_every, fast_only)
@@ -386,25 +396,29 @@ class KeepAliveGet:
             self._writer = None
 
 
-def seed_watched(count: int) -> list[int]:
-    """``count`` fresh orders of the benchmark's customer (the one ``tokens()`` signs in)."""
-    from tracker.customers.models import Customer
+def seed_watched(count: int, mode: str) -> list[tuple[int, str]]:
+    """``count`` fresh orders, each of a watcher customer of its own: (order id, the
+    customer's API token). Each watcher is a user, as real ones are: one socket, one poll a
+    second, within every per-user limit (``WS_MAX_SOCKETS_PER_USER``, ``WS_CONNECT_RATE``,
+    ``API_THROTTLE_READS``)."""
     from tracker.orders import services
     from tracker.restaurants.models import Restaurant
 
-    customer = Customer.objects.order_by("id").first()
     restaurant = Restaurant.objects.order_by("id").first()
     product = restaurant.products.order_by("id").first()
     return [
-        services.place_order(
-            customer=customer,
-            restaurant=restaurant,
-            items=[services.ItemRequest(product.pk, 1)],
-            delivery_address="watched",
-            delivery_lat=12.975,
-            delivery_lon=77.605,
-        )[0].pk
-        for _ in range(count)
+        (
+            services.place_order(
+                customer=customer,
+                restaurant=restaurant,
+                items=[services.ItemRequest(product.pk, 1)],
+                delivery_address="watched",
+                delivery_lat=12.975,
+                delivery_lon=77.605,
+            )[0].pk,
+            token,
+        )
+        for customer, token in common.bench_customers(count, f"watcher-{mode}-")
     ]
 
 
@@ -550,9 +564,10 @@ def stage_times(start: dict, orders: set[int]) -> dict:
 
 
 async def watch_phase(
-    mode: str, orders: list[int], keys: dict, ports: dict, pids: dict, args
+    mode: str, watched: list[tuple[int, str]], ports: dict, pids: dict, args
 ) -> dict:
-    """One phase: N watchers of ``mode`` while the benchmark changes their orders."""
+    """One phase: N watchers of ``mode`` while the benchmark changes their orders, each
+    watcher its order's customer."""
     from concurrent.futures import ThreadPoolExecutor
 
     from websockets.asyncio.client import connect as ws_connect
@@ -564,7 +579,8 @@ async def watch_phase(
     ] = []  # (order, status, when) each time a watcher's view moves
     stop = asyncio.Event()
     polls = {"done": 0, "failed": 0}
-    headers = {"Authorization": f"Token {keys['customer']}"}
+    orders = [order_id for order_id, _ in watched]
+    headers = {order_id: {"Authorization": f"Token {token}"} for order_id, token in watched}
 
     async def push_watcher(ws, order_id: int) -> None:
         async for raw in ws:
@@ -577,7 +593,7 @@ async def watch_phase(
                 seen.append((order_id, message["status"], time.perf_counter()))
 
     async def poll_watcher(port: int, path: str, order_id: int) -> None:
-        client = KeepAliveGet(port, headers)
+        client = KeepAliveGet(port, headers[order_id])
         last = None
         next_at = time.perf_counter() + random.random()  # watchers' phases are random
         try:
@@ -609,7 +625,7 @@ async def watch_phase(
         sockets.append(
             await ws_connect(
                 f"ws://127.0.0.1:{ports['web']}/ws/orders/{orders[0]}/",
-                additional_headers=headers,
+                additional_headers=headers[orders[0]],
                 ping_interval=None,
             )
         )
@@ -620,7 +636,7 @@ async def watch_phase(
                 *(
                     ws_connect(
                         f"ws://127.0.0.1:{ports['web']}/ws/orders/{o}/",
-                        additional_headers=headers,
+                        additional_headers=headers[o],
                         max_queue=None,
                         open_timeout=120,
                         ping_interval=None,
@@ -729,29 +745,26 @@ def one_watchers(count: int, args) -> dict:
     supervisor, naive, base, naive_base = start_system(args.watch_multiple)
     try:
         time.sleep(args.warmup)
-        keys = tokens()
         modes = ["idle", "push", "rest_polling", "db_polling"]
-        sets = {mode: seed_watched(count) for mode in modes}
-        last = [ids[-1] for ids in sets.values()]
+        sets = {mode: seed_watched(count, mode) for mode in modes}
+        last = [watched[-1] for watched in sets.values()]
         deadline = time.monotonic() + 300
-        for order_id in last:  # Pinot has every phase's orders before anything is measured
+        for order_id, token in last:  # Pinot has every phase's orders before anything is measured
             while time.monotonic() < deadline:
                 reply = httpx.get(
                     f"{base}/api/v1/orders/{order_id}/",
-                    headers={"Authorization": f"Token {keys['customer']}"},
+                    headers={"Authorization": f"Token {token}"},
                     timeout=30,
                 )
                 if reply.status_code == 200 and reply.json()["tracking"]["source"] == "pinot":
                     break
-                time.sleep(0.5)
+                time.sleep(1.0)  # as the watcher's app polls: inside its read budget
         by_name = {c.component.name: c.process.pid for c in supervisor.children if c.process}
         pids = {"web": by_name["web"], "pinot": by_name["pinot"], "naive": naive.pid}
         ports = {"web": int(base.rsplit(":", 1)[1]), "naive": int(naive_base.rsplit(":", 1)[1])}
         import uvloop
 
-        phases = [
-            uvloop.run(watch_phase(mode, sets[mode], keys, ports, pids, args)) for mode in modes
-        ]
+        phases = [uvloop.run(watch_phase(mode, sets[mode], ports, pids, args)) for mode in modes]
     finally:
         naive.terminate()
         supervisor.stop()

@@ -21,7 +21,8 @@ default all; ``detail`` runs first, each part on engines of its own):
 * ``detail``: the whole system as ``make run`` runs it (simulator at the default load,
   stream job, web), after ``--warmup`` s: a window of ``--seconds`` with no reads, then
   ``--seconds`` of open-loop ``GET /api/v1/orders/{id}/`` at ``--rate`` as each order's
-  customer (the simulator's newest orders). Pinot's CPU per read: its JVMs' CPU over the
+  customer (the newest orders of as many customers as the rate takes within
+  ``API_THROTTLE_READS``, taking turns). Pinot's CPU per read: its JVMs' CPU over the
   read window, less the quiet window's, over the reads answered 200 (target: its cores at
   the default load, the quiet window's, <= 0.15); its RSS; start-up to ready (<= 60 s).
 
@@ -508,7 +509,7 @@ def part_detail(args: argparse.Namespace) -> dict:
     """Pinot's CPU per order detail on the whole system at the default load."""
     from bench import bench_api
 
-    supervisor, web_url, workdir = common.start_full_system(1)
+    supervisor, web_url, workdir = common.start_full_system(1, args.rate)
     try:
         launcher = next(c for c in supervisor.children if c.component.name == "pinot")
         text = (workdir / "logs" / "pinot.log").read_text(errors="replace")
@@ -517,7 +518,8 @@ def part_detail(args: argparse.Namespace) -> dict:
         def cpu() -> float:
             return sum(common.process_tree_cpu(p) for p in common.children_of(launcher.process.pid))
 
-        details = bench_api.simulator_orders(workdir / "ordertrack.sqlite3", args.warmup)
+        time.sleep(args.warmup)
+        details = common.customer_orders(common.readers_for(args.rate))
         bench_api.warm_up(web_url, details)
         c0, t0 = cpu(), time.monotonic()
         time.sleep(args.seconds)

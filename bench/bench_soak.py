@@ -5,6 +5,10 @@ Two systems: the embedded one (``make run``: SQLite, a local Apache Kafka node, 
 with ``--production`` the production-like run (``make run-prod``: PostgreSQL, Redis, the
 push bridge as its own process, Spark on a standalone Master + Worker).
 
+The REST readers read order details as the orders' customers, each reader as customers of
+its own in turn, so every customer stays within its read budget (``API_THROTTLE_READS``);
+the sockets are spread over operators (``WS_MAX_SOCKETS_PER_USER``).
+
 Reports events in vs rows in Pinot (they must be equal once the pipeline drains),
 errors seen by the readers and subscribers (must be zero), and every process's memory
 (RSS, with its children) and CPU sampled every ``--every`` seconds, with the orders not yet
@@ -32,11 +36,31 @@ sys.path.insert(0, str(ROOT))
 
 from bench import common  # noqa: E402
 
+#: A REST reader's pause after each answer: it reads at most 1 / this a second.
+READER_PAUSE = 0.2
 
-def recent_order_ids() -> list[int]:
+
+def customers_per_reader() -> int:
+    """Customers each REST reader reads as, in turn, each within its read budget."""
+    return common.readers_for(1 / READER_PAUSE)
+
+
+def newest_orders(tokens: list[str], each: int = 20) -> dict[str, list[int]]:
+    """Up to ``each`` newest orders of each customer (by API token)."""
+    from django.db import connection
+
     from tracker.orders.models import Order
 
-    return list(Order.objects.order_by("-id").values_list("id", flat=True)[:500])
+    rows = (
+        Order.objects.filter(customer__user__auth_token__key__in=tokens)
+        .order_by("-id")
+        .values_list("id", "customer__user__auth_token__key")[: len(tokens) * each]
+    )
+    orders: dict[str, list[int]] = {}
+    for order_id, token in rows:
+        orders.setdefault(token, []).append(order_id)
+    connection.close()
+    return orders
 
 
 async def readers_and_subscribers(
@@ -44,7 +68,6 @@ async def readers_and_subscribers(
     seconds: float,
     readers: int,
     sockets: int,
-    token: str,
     socket_tokens: list[str],
     headers: dict,
     origin: str | None,
@@ -66,19 +89,19 @@ async def readers_and_subscribers(
         if len(stats["error_examples"]) < 20:
             stats["error_examples"].append(f"{kind}: {what}"[:300])
 
-    deadline = time.monotonic() + seconds
-
-    async def order_ids() -> list[int]:
-        return await asyncio.to_thread(recent_order_ids)
-
-    async def reader(client: httpx.AsyncClient, rng: random.Random):
-        ids = await order_ids()
+    async def reader(client: httpx.AsyncClient, tokens: list[str], rng: random.Random):
+        """Reads as its own customers in turn (no other reader uses them), each customer's
+        newest orders."""
+        orders, turn = await asyncio.to_thread(newest_orders, tokens), 0
         while time.monotonic() < deadline:
-            if not ids or rng.random() < 0.05:
-                ids = await order_ids() or ids
-                if not ids:
-                    await asyncio.sleep(0.5)
-                    continue
+            if rng.random() < 0.05:  # follow the orders the customers place meanwhile
+                orders = await asyncio.to_thread(newest_orders, tokens) or orders
+            token = tokens[turn % len(tokens)]
+            turn += 1
+            ids = orders.get(token)
+            if not ids:  # not yet listed
+                await asyncio.sleep(READER_PAUSE)
+                continue
             start = time.perf_counter()
             stats["rest_requests"] += 1
             try:
@@ -92,7 +115,7 @@ async def readers_and_subscribers(
             stats["rest_latency"].append(time.perf_counter() - start)
             if response.status_code != 200:
                 error("rest", f"{response.status_code} {response.text[:200]}")
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(READER_PAUSE)
 
     async def subscriber(index: int, order_id: int):
         url = base.replace("http", "ws") + f"/ws/orders/{order_id}/"
@@ -116,12 +139,20 @@ async def readers_and_subscribers(
         except Exception as exc:  # noqa: BLE001 - counted, the soak goes on
             error("ws", repr(exc))
 
-    while not await order_ids():
-        await asyncio.sleep(0.5)
+    each = customers_per_reader()
+    # The customers who ordered last (the simulator places orders for them meanwhile).
+    pairs = await asyncio.to_thread(common.customer_orders, readers * each)
+    customers = list(dict.fromkeys(token for _, token in pairs))
+    ids = [order_id for order_id, _ in pairs]
+    deadline = time.monotonic() + seconds
     rng = random.Random(5)
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-        ids = await order_ids()
-        tasks = [asyncio.create_task(reader(client, random.Random(i))) for i in range(readers)]
+        tasks = [
+            asyncio.create_task(
+                reader(client, customers[i * each : (i + 1) * each], random.Random(i))
+            )
+            for i in range(readers)
+        ]
         tasks += [asyncio.create_task(subscriber(i, rng.choice(ids))) for i in range(sockets)]
         await asyncio.gather(*tasks)
     return stats
@@ -266,16 +297,15 @@ def main() -> None:
         stop_simulator = lambda: run.app.stop_component("simulator")  # noqa: E731
         stop_all = run.stop
     else:
-        supervisor, web_url, workdir = common.start_full_system(args.multiple)
+        supervisor, web_url, workdir = common.start_full_system(
+            args.multiple, args.readers / READER_PAUSE
+        )
         children = supervisor.children
         headers, origin = {}, None
         stop_simulator = lambda: supervisor.stop_component("simulator")  # noqa: E731
         stop_all = supervisor.stop
-    from rest_framework.authtoken.models import Token
-
     try:
-        operator = wait_for_operator()
-        token = Token.objects.get_or_create(user=operator)[0].key
+        wait_for_operator()  # the demo world is seeded
         sampler = MemorySampler(children, every=args.every)
         sampler.start()
         soak = asyncio.run(
@@ -284,7 +314,6 @@ def main() -> None:
                 args.minutes * 60,
                 args.readers,
                 args.sockets,
-                token,
                 common.operator_tokens(args.sockets),
                 headers,
                 origin,

@@ -113,6 +113,8 @@ def one_run(var: Path, ports: dict[str, str], timeout: float) -> dict:
                 marks.setdefault("first enriched record", first.at - spawned)
             if "system ready" not in marks:
                 continue
+            # Two reads a tick at most (the list comes from Pinot, so its first order's
+            # detail does too): 480 a minute, inside the operator's API_THROTTLE_READS_STAFF.
             try:
                 if token is None:
                     answer = client.post(

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import platform
+import random
 import shutil
 import signal
 import socket
@@ -178,15 +179,138 @@ def operator_tokens(sockets: int, prefix: str = "bench-ops") -> list[str]:
     ``WS_MAX_SOCKETS_PER_USER`` each: benchmarks spread their sockets over users as real
     clients are, rather than raise the cap. Socket ``i`` uses token ``i // that cap``."""
     from django.conf import settings
+
+    return operators(math.ceil(sockets / settings.WS_MAX_SOCKETS_PER_USER), prefix)
+
+
+def operators(count: int, prefix: str = "bench-ops") -> list[str]:
+    """API tokens of ``count`` operators of the benchmark's own (at least one)."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
     users = get_user_model().objects
     keys = []
-    for n in range(max(1, math.ceil(sockets / settings.WS_MAX_SOCKETS_PER_USER))):
+    for n in range(max(1, count)):
         user, _ = users.get_or_create(username=f"{prefix}{n + 1}", defaults={"is_staff": True})
         keys.append(Token.objects.get_or_create(user=user)[0].key)
     return keys
+
+
+# --- the REST read budget (api.throttles.ReadRateThrottle) --------------------------------
+# Benchmarks read as real clients do, each user within its budget, and spread their reads
+# over as many users as that takes, rather than raise the budget.
+
+#: The share of a user's budget a benchmark plans to spend: the rest is room for warm-up
+#: reads, ETag fetches and the seam between two rounds.
+READ_BUDGET_SHARE = 0.8
+
+
+def read_budget(staff: bool = False) -> tuple[int, int]:
+    """(reads, seconds) one user may send: ``API_THROTTLE_READS``, or
+    ``API_THROTTLE_READS_STAFF`` for operators and restaurant staff, as this process reads
+    it (the benchmarks' servers start with this process's environment)."""
+    from django.conf import settings
+
+    from tracker.accounts.rates import parse_rate
+
+    rates = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
+    return parse_rate(rates["reads_staff" if staff else "reads"])
+
+
+def readers_for(rate: float, staff: bool = False) -> int:
+    """How many users ``rate`` reads a second take, each spending at most
+    :data:`READ_BUDGET_SHARE` of its budget when the reads are :func:`dealt` over them."""
+    count, period = read_budget(staff)
+    return max(1, math.ceil(rate * period / (count * READ_BUDGET_SHARE)))
+
+
+def budget_text(staff: bool = False) -> str:
+    """The budget as a reader of a benchmark's output wants it: ``"120 reads/60 s"``."""
+    count, period = read_budget(staff)
+    name = "API_THROTTLE_READS_STAFF" if staff else "API_THROTTLE_READS"
+    return f"{name}={count} reads/{period} s"
+
+
+def dealt(users: list, n: int, seed: int) -> list:
+    """``n`` turns dealt over ``users`` round robin (in a shuffled order): at a fixed rate,
+    each user's reads come evenly spaced, rate / len(users) a second, where random picks
+    would bunch some users' reads over their budget."""
+    order = list(users)
+    random.Random(seed).shuffle(order)
+    return [order[i % len(order)] for i in range(n)]
+
+
+def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
+    """``count`` customers of the benchmark's own, each with a delivery address and an API
+    token: (Customer, token key). Made in bulk and without a password (hashing one takes
+    a second by design), so a benchmark can have thousands; the ones a previous call made
+    are kept."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.hashers import make_password
+    from rest_framework.authtoken.models import Token
+
+    from tracker.customers.models import Address, Customer
+    from tracker.simulator.seed import CITY_CENTER, CITY_SPREAD_DEG
+
+    user_model = get_user_model()
+    names = [f"{prefix}{n + 1}" for n in range(count)]
+    have = set(user_model.objects.filter(username__in=names).values_list("username", flat=True))
+    user_model.objects.bulk_create(
+        [user_model(username=n, password=make_password(None)) for n in names if n not in have],
+        batch_size=500,
+    )
+    users = user_model.objects.filter(username__in=names)
+    Customer.objects.bulk_create(
+        [Customer(user=u) for u in users.filter(customer__isnull=True)], batch_size=500
+    )
+    mine = Customer.objects.filter(user__in=users)
+    spot = random.Random(prefix)  # spread as the demo world's customers live
+    Address.objects.bulk_create(
+        [
+            Address(
+                customer=c, line1=f"{c.pk} MG Road", is_default=True,
+                lat=round(CITY_CENTER[0] + spot.uniform(-1, 1) * CITY_SPREAD_DEG, 6),
+                lon=round(CITY_CENTER[1] + spot.uniform(-1, 1) * CITY_SPREAD_DEG, 6),
+            )
+            for c in mine.filter(addresses__isnull=True)
+        ],
+        batch_size=500,
+    )  # fmt: skip
+    Token.objects.bulk_create(
+        [Token(user=u, key=Token.generate_key()) for u in users.filter(auth_token__isnull=True)],
+        batch_size=500,
+    )
+    customers = {c.user.username: c for c in mine.select_related("user")}
+    keys = dict(Token.objects.filter(user__in=users).values_list("user__username", "key"))
+    return [(customers[n], keys[n]) for n in names]
+
+
+def customer_orders(customers: int, timeout: float = 900, newest: int = 5000) -> list[tuple]:
+    """(order id, its customer's API token) for the orders, among the ``newest``, of the
+    ``customers`` customers who ordered last, once the simulator has placed orders for that
+    many (waiting up to ``timeout`` seconds: at the book's peak, 50 orders a minute, a
+    hundred customers take a few minutes). Tokens are made for those customers."""
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    from tracker.orders.models import Order
+
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = list(Order.objects.order_by("-id").values_list("id", "customer__user_id")[:newest])
+        owners = list(dict.fromkeys(user for _, user in rows))[:customers]
+        connection.close()  # a long wait must not hold a connection (PostgreSQL's are few)
+        if len(owners) >= customers:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"the simulator's orders cover {len(owners)} customers after {timeout:g} s; "
+                f"{customers} are needed to read within {budget_text()}"
+            )
+        print(f"waiting for orders of {customers} customers ({len(owners)} so far)", flush=True)
+        time.sleep(10)
+    keys = {user: Token.objects.get_or_create(user_id=user)[0].key for user in owners}
+    return [(order_id, keys[user]) for order_id, user in rows if user in keys]
 
 
 def token_of_socket(tokens: list[str], index: int) -> str:
@@ -450,6 +574,8 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
         "KAFKA_TOPIC_PREFIX": "",
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "LOG_LEVEL": "WARNING",
+        # Writes raised (a benchmark places and moves orders faster than people do);
+        # reads are not: benchmarks spread them over users (readers_for).
         "API_THROTTLE_ORDERS": "100000/min",
         "API_THROTTLE_WRITES": "100000/min",
         "API_THROTTLE_LOCATIONS": "1000000/min",
@@ -485,9 +611,15 @@ def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterato
 BOOK_PEAK_PER_MIN = 50
 
 
-def start_full_system(multiple: float):
+def start_full_system(multiple: float, read_rate: float = 0):
     """Every component as ``make run`` starts it, on a fresh workdir and free ports, with
-    the simulator at ``multiple`` x the book's peak. Returns (supervisor, web URL, workdir)."""
+    the simulator at ``multiple`` x the book's peak. Returns (supervisor, web URL, workdir).
+
+    ``read_rate``: the REST reads a second the benchmark will spread over customers
+    (:func:`readers_for`, :func:`customer_orders`). The demo world then has twice as many
+    customers as that takes (its 200, then the benchmark's own), all of whom the simulator
+    orders for, so its orders soon cover enough of them; the load, orders a minute, is
+    the same."""
     import io
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-system-"))
@@ -505,6 +637,8 @@ def start_full_system(multiple: float):
             "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
             "SIMULATOR_PACE": "4",
             "LOG_LEVEL": "WARNING",
+            # Writes raised (a benchmark places and moves orders faster than people do);
+            # reads are not: benchmarks spread them over users (readers_for).
             "API_THROTTLE_WRITES": "100000/min",
             "API_THROTTLE_ORDERS": "100000/min",
             "API_THROTTLE_LOCATIONS": "1000000/min",
@@ -521,6 +655,10 @@ def start_full_system(multiple: float):
 
     call_command("migrate", verbosity=0)
     call_command("simulate", seed_only=True, seed=42)
+    from tracker.customers.models import Customer
+
+    if read_rate and (more := 2 * readers_for(read_rate) - Customer.objects.count()) > 0:
+        bench_customers(more, "bench-customer")
     log = io.StringIO()
     supervisor = Supervisor(components(), out=log)
     if not supervisor.start():

@@ -190,6 +190,19 @@ CUSTOMER_MAX_ADDRESSES = env_int("CUSTOMER_MAX_ADDRESSES", 20)
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
 
 # --- REST API -------------------------------------------------------------------
+#: Reads per signed-in user (api.throttles.ReadRateThrottle), 304s included. A customer's app
+#: polling an order every 2 s (30/min) beside its order list every 10 s (6/min), and a
+#: browser page (a few reads on load, then one per new order pushed), use about a third of
+#: 120/min; a client in a loop is held to 2 reads a second. Restaurant staff and operators
+#: read dashboards, boards and lists, often from several tablets on one account: 600/min.
+API_THROTTLE_READS = env_str("API_THROTTLE_READS", "120/min")
+API_THROTTLE_READS_STAFF = env_str("API_THROTTLE_READS_STAFF", "600/min")
+if not outlasts(API_THROTTLE_READS_STAFF, API_THROTTLE_READS):
+    raise ImproperlyConfigured(
+        f"API_THROTTLE_READS_STAFF ({API_THROTTLE_READS_STAFF}) must allow more reads than "
+        f"API_THROTTLE_READS ({API_THROTTLE_READS}): it is the higher budget of restaurant staff "
+        "and operators, who spend the ordinary one first (a lower one would never apply)."
+    )
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.authentication.ExpiringTokenAuthentication",  # mobile apps
@@ -205,7 +218,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "api.schema.AutoSchema",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",  # APIClient speaks what the API accepts
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["api.throttles.ScopedRateThrottle"],
+    # A view's throttle_scope for its writes; every signed-in read per user (api/throttles.py).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "api.throttles.ScopedRateThrottle",
+        "api.throttles.ReadRateThrottle",
+    ],
     "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # never key throttles on a client-written header
     "DEFAULT_THROTTLE_RATES": {
         "login": env_str("API_THROTTLE_LOGIN", "10/min"),
@@ -213,6 +230,8 @@ REST_FRAMEWORK = {
         "writes": env_str("API_THROTTLE_WRITES", "240/min"),
         "locations": env_str("API_THROTTLE_LOCATIONS", "600/min"),
         "shares": env_str("API_THROTTLE_SHARES", "30/hour"),
+        "reads": API_THROTTLE_READS,
+        "reads_staff": API_THROTTLE_READS_STAFF,
     },
     "DATETIME_FORMAT": "iso-8601",
     "COERCE_DECIMAL_TO_STRING": True,
@@ -228,8 +247,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Customer order tracking. Writes go to the system of record (database + outbox); "
         "tracking reads come from Apache Pinot. Times are ISO-8601 UTC, money is a decimal "
-        'string, every error is {"error": {status, code, message, fields?}}. The live updates over '
-        "WebSocket (/ws/...) are described by the AsyncAPI document at /api/asyncapi/."
+        'string, every error is {"error": {status, code, message, fields?}}. Each user\'s reads '
+        f"and writes have budgets (reads: {API_THROTTLE_READS}, {API_THROTTLE_READS_STAFF} for "
+        "restaurant staff and operators; a 304 counts); beyond one, 429 with `Retry-After` "
+        "seconds to wait. The live updates over WebSocket (/ws/...) are described by the "
+        "AsyncAPI document at /api/asyncapi/."
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,

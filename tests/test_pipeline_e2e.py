@@ -75,6 +75,8 @@ async def _call(client: APIClient, method: str, path: str, body: dict | None = N
 
 
 async def _until(predicate, timeout: float = 60.0, what: str = "condition"):
+    """Poll a REST read once a second, as an app does: inside the customer's read budget
+    (``API_THROTTLE_READS``) for the whole timeout."""
     deadline = time.monotonic() + timeout
     while True:
         value = await predicate()
@@ -82,7 +84,7 @@ async def _until(predicate, timeout: float = 60.0, what: str = "condition"):
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached in {timeout:.0f}s")
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)
 
 
 async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(live_pipeline):

@@ -146,14 +146,14 @@ def _worker_pids(master_pid: int) -> list[int]:
     return [int(pid) for pid, args in rows if "resource_tracker" not in args]
 
 
-def _until(predicate, timeout: float, what: str):
+def _until(predicate, timeout: float, what: str, every: float = 0.2):
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         assert time.monotonic() < deadline, f"{what} not reached in {timeout:.0f}s"
-        time.sleep(0.2)
+        time.sleep(every)
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         # PostgreSQL -> outbox relay -> broker -> Spark on the cluster -> Apache Pinot
         _until(
             lambda: call("customer", "GET", detail)["tracking"]["source"] == "pinot",
-            120, "the order in Pinot",
+            120, "the order in Pinot", every=1.0,  # as an app polls: inside API_THROTTLE_READS
         )  # fmt: skip
 
         ws_url = f"ws://localhost:{p.ports.web}/ws/orders/{placed['id']}/"

@@ -2,9 +2,10 @@
 (issue 53). A new endpoint fails here until its line is written: decide its throttle
 then, not after a flood.
 
-For DRF views the budget is read from the view (its ``throttle_scope``, its throttle
-classes, whether only writes spend it) and must be the one stated; Django views and
-pages state theirs in words. Sign-in paths must be throttled by the login middleware.
+For DRF views the budget is read from the view, per method (the throttles that apply to
+it: its ``throttle_scope`` for writes, the per-user read budget for reads) and must be the
+one stated; Django views and pages state theirs in words. Sign-in paths must be throttled
+by the login middleware.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from django.conf import settings
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.views import APIView
 
-from api.throttles import ScopedRateThrottle, ThrottledWrites
+from api.throttles import ReadRateThrottle, ScopedRateThrottle
 from tracker.live.consumers import ShareSocket, TrackingSocket
 from tracker.live.routing import websocket_urlpatterns
 
 SIGN_IN = "LoginThrottleMiddleware: per client (API_THROTTLE_LOGIN) and per name"
-OPERATIONS = "none: operators and restaurant staff only; each read bounded by PINOT_QUERY_TIMEOUT_S"
-SIGNED_IN_READ = "none: a signed-in read, bounded by its page size and PINOT_QUERY_TIMEOUT_S"
+READS = "GET: reads"  # per user: API_THROTTLE_READS, or _STAFF for staff and operators
 PAGE = "none: a signed-in page shell; its data comes through the API's budgets"
 SHARE_PAGE = (
     "SHARE_VIEW_RATE per client address, before the token is looked up; no sign-in, its data "
@@ -34,26 +34,28 @@ BUDGETS = {
     "api/schema/": "none: built once per process, then served from memory",
     "api/docs/": "none: a static page (Swagger UI from our own static files)",
     "api/asyncapi/": "none: a file read once per process",
-    "api/v1/auth/token/": "scope login",
+    "api/v1/auth/token/": "POST: scope login",
     "api/v1/auth/logout/": "none: signed in; revokes the caller's own token and session",
-    "api/v1/me/": "none: signed in; one user and at most CUSTOMER_MAX_ADDRESSES addresses",
-    "api/v1/me/addresses/": "scope writes, writes only",
-    "api/v1/me/addresses/<int:pk>/": "scope writes, writes only",
-    "api/v1/restaurants/": "none: signed in; a small catalogue",
-    "api/v1/restaurants/<int:pk>/menu/": "none: signed in; one restaurant's menu",
-    "api/v1/orders/": "scope orders, writes only",
-    "api/v1/orders/<int:pk>/": SIGNED_IN_READ,
-    "api/v1/orders/<int:pk>/cancel/": "scope writes",
-    "api/v1/orders/<int:pk>/advance/": "scope writes",
-    "api/v1/orders/<int:pk>/locations/": "scope locations, LocationPointsThrottle",
-    "api/v1/orders/<int:pk>/share/": "scope shares, writes only",
-    "api/v1/operations/time-in-status/": OPERATIONS,
-    "api/v1/operations/stuck-orders/": OPERATIONS,
-    "api/v1/operations/deliveries-in-area/": OPERATIONS,
-    "api/v1/operations/dead-letters/": OPERATIONS,
-    "api/v1/operations/restaurant-dashboard/": OPERATIONS,
-    "api/v1/operations/pipeline/": OPERATIONS,
-    "api/v1/operations/sales-series/": OPERATIONS,
+    "api/v1/me/": READS,
+    "api/v1/me/addresses/": "GET: reads; POST: scope writes",
+    "api/v1/me/addresses/<int:pk>/": (
+        "GET: reads; PUT: scope writes; PATCH: scope writes; DELETE: scope writes"
+    ),
+    "api/v1/restaurants/": READS,
+    "api/v1/restaurants/<int:pk>/menu/": READS,
+    "api/v1/orders/": "GET: reads; POST: scope orders",
+    "api/v1/orders/<int:pk>/": READS,
+    "api/v1/orders/<int:pk>/cancel/": "POST: scope writes",
+    "api/v1/orders/<int:pk>/advance/": "POST: scope writes",
+    "api/v1/orders/<int:pk>/locations/": "POST: scope locations, LocationPointsThrottle",
+    "api/v1/orders/<int:pk>/share/": "GET: reads; POST: scope shares; DELETE: scope shares",
+    "api/v1/operations/time-in-status/": READS,
+    "api/v1/operations/stuck-orders/": READS,
+    "api/v1/operations/deliveries-in-area/": "POST: reads",  # a query in a body
+    "api/v1/operations/dead-letters/": READS,
+    "api/v1/operations/restaurant-dashboard/": READS,
+    "api/v1/operations/pipeline/": READS,
+    "api/v1/operations/sales-series/": READS,
     "api/^.*$": "none: an unknown API path, answered 404 with no work",
     "": PAGE,
     "orders/<int:order_id>/": PAGE,
@@ -97,23 +99,31 @@ def _routes(patterns, prefix: str = ""):
             else:
                 yield from _routes(pattern.url_patterns, route)
         elif isinstance(pattern, URLPattern):
-            view = getattr(pattern.callback, "cls", None) or getattr(
-                pattern.callback, "view_class", None
-            )
-            yield route, view
+            yield route, pattern.callback
 
 
-def _drf_budget(view: type[APIView]) -> str:
-    """The budget a DRF view spends, as :data:`BUDGETS` writes it."""
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def _drf_budget(callback) -> str:
+    """The budgets a DRF view's methods spend, as :data:`BUDGETS` writes them."""
+    view = callback.cls(**callback.initkwargs)  # as_view's arguments included
+    actions = getattr(callback, "actions", None)  # a viewset: its methods' actions
+    methods = [m for m in METHODS if (m in actions if actions else hasattr(view, m))]
     parts = []
-    scope = getattr(view, "throttle_scope", None)
-    classes = view.throttle_classes
-    if scope and any(issubclass(c, ScopedRateThrottle) for c in classes):
-        parts.append(f"scope {scope}")
-    parts += [c.__name__ for c in classes if not issubclass(c, ScopedRateThrottle)]
-    if parts and issubclass(view, ThrottledWrites):
-        parts.append("writes only")
-    return ", ".join(parts) or "none"
+    for method in methods:
+        spent = [
+            f"scope {view.throttle_scope}"
+            if isinstance(throttle, ScopedRateThrottle)
+            else "reads"
+            if isinstance(throttle, ReadRateThrottle)
+            else type(throttle).__name__
+            for throttle in view.get_throttles()
+            if throttle.applies(view, method.upper())
+        ]
+        if spent:
+            parts.append(f"{method.upper()}: {', '.join(spent)}")
+    return "; ".join(parts) or "none"
 
 
 def test_every_url_pattern_has_a_stated_budget():
@@ -121,10 +131,11 @@ def test_every_url_pattern_has_a_stated_budget():
     missing = sorted(set(routes) - set(BUDGETS))
     assert not missing, f"state a throttle (or 'none: why') for {missing}"
     assert not set(BUDGETS) - set(routes), "a stated budget for a route that is gone"
-    for route, view in routes.items():
+    for route, callback in routes.items():
         stated = BUDGETS[route]
+        view = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
         if view is not None and issubclass(view, APIView):
-            spent = _drf_budget(view)
+            spent = _drf_budget(callback)
             expected = "none" if stated.startswith("none:") else stated
             assert spent == expected, f"{route}: the view spends {spent!r}, stated {stated!r}"
         assert stated.strip() and (not stated.startswith("none") or len(stated) > 10), route

@@ -18,7 +18,6 @@ from api.serializers.accounts import (
     MeSerializer,
     TokenSerializer,
 )
-from api.throttles import ThrottledWrites
 from tracker.accounts.security import issue_token
 from tracker.customers import services
 from tracker.customers.models import Address
@@ -92,10 +91,11 @@ class MeView(generics.RetrieveAPIView):
     ),
     destroy=extend_schema(operation_id="deleteAddress", summary="Delete one of my addresses"),
 )
-class AddressViewSet(ThrottledWrites, viewsets.ModelViewSet):
+class AddressViewSet(viewsets.ModelViewSet):
     """My delivery addresses, at most `CUSTOMER_MAX_ADDRESSES` (20); another customer's
     answer 404. `is_default: true` makes an address my only default; deleting the default
-    makes the oldest remaining address the default. Writes spend the `writes` budget."""
+    makes the oldest remaining address the default. Writes spend the `writes` budget,
+    reads the `reads` budget."""
 
     serializer_class = AddressSerializer
     permission_classes = [IsCustomer]

@@ -38,8 +38,9 @@ class SchemaView(SpectacularAPIView):
     """``/api/schema/``: the OpenAPI document, built on the first request and then served
     from memory. It is the same for every caller (``SERVE_PUBLIC``), so only its version
     and language could change it: one copy per version the API allows and per configured
-    language, the others served as the default."""
+    language, the others served as the default. Served from memory to anyone: no budget."""
 
+    throttle_classes: list = []
     _built: dict[tuple[str | None, str | None], dict] = {}
     _lock = threading.Lock()
 

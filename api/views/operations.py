@@ -101,6 +101,7 @@ class DeliveriesInAreaView(APIView):
     arrival its order's page shows."""
 
     permission_classes = [IsOperator]
+    query_in_body = True  # a read: it spends the reads budget (api.throttles)
 
     @extend_schema(
         operation_id="findDeliveriesInArea",

@@ -14,12 +14,11 @@ from rest_framework.response import Response
 
 from api.schema import errors
 from api.serializers.sharing import NewShareLinkSerializer, ShareLinkSerializer
-from api.throttles import ThrottledWrites
 from tracker.orders import policy
 from tracker.sharing import selectors, services
 
 
-class ShareLinksView(ThrottledWrites, generics.GenericAPIView):
+class ShareLinksView(generics.GenericAPIView):
     """An order's shared tracking links: its customer's to make and revoke (anyone else
     who may see the order gets 403; anyone else, 404)."""
 
