@@ -62,9 +62,9 @@ class ReadRateThrottle(SimpleRateThrottle):
 
     A conditional read counts like any other, 304 or not. The throttle decides before the
     answer is known, and a free 304 would leave the budget open to a client repeating
-    ``If-None-Match: *`` in a loop. Unchanged answers are made cheap where they cost the
-    server (the read path), and the ordinary budget holds an app polling an order every
-    2 seconds several times over.
+    ``If-None-Match: *`` in a loop. What makes an unchanged answer nearly free is its cost
+    to serve (the read path's work), not the budget; and the ordinary budget holds an app
+    polling an order every 2 seconds four times over.
     """
 
     scope = "reads"
