@@ -248,9 +248,9 @@ SPECTACULAR_SETTINGS = {
         "Customer order tracking. Writes go to the system of record (database + outbox); "
         "tracking reads come from Apache Pinot. Times are ISO-8601 UTC, money is a decimal "
         'string, every error is {"error": {status, code, message, fields?}}. Each user\'s reads '
-        f"and writes have budgets (reads: {API_THROTTLE_READS}, {API_THROTTLE_READS_STAFF} for "
-        "restaurant staff and operators; a 304 counts); beyond one, 429 with `Retry-After` "
-        "seconds to wait. The live updates over WebSocket (/ws/...) are described by the "
+        "and writes have budgets (a larger read budget for restaurant staff and operators; "
+        "a 304 counts); beyond one, 429 with `Retry-After` seconds to wait. The live updates "
+        "over WebSocket (/ws/...) are described by the "
         "AsyncAPI document at /api/asyncapi/."
     ),
     "VERSION": "1.0.0",
