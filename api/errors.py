@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -23,6 +24,11 @@ from tracker.sharing.services import ShareRefused
 from tracker.tracking.exceptions import TrackingUnavailable
 
 log = logging.getLogger(__name__)
+
+#: ``Retry-After`` of every 503: a database failover, a Pinot server's restart or a Kafka
+#: leader election is over in seconds, and a client that waits this long between tries
+#: does not add to the load of what is coming back.
+UNAVAILABLE_RETRY_AFTER_S = 5
 
 
 class Conflict(exceptions.APIException):
@@ -86,6 +92,12 @@ def _translate(exc: Exception) -> Exception:
         return ServiceUnavailable()
     if isinstance(exc, TelemetryError):
         return ServiceUnavailable(f"Position not stored: {exc}. Retry; points are idempotent.")
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The system of record cannot be reached (down, failing over, out of connections):
+        # nothing was changed, and the client may try again; not a bug to page anyone for
+        # as a 500, though operators see each one.
+        log.warning("503: database unavailable: %s", exc)
+        return ServiceUnavailable("The system of record is unreachable; retry shortly.")
     return exc
 
 
@@ -112,6 +124,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if fields:
         body["error"]["fields"] = fields
     response.data = body
+    if response.status_code == 503:
+        response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_S)
     return response
 
 

@@ -3,8 +3,9 @@
 Every operation names itself (``extend_schema(operation_id=...)`` in the views, camelCase);
 this schema class adds what every operation shares: its tag (from the path) and the error
 answers it can give, each with the one error body of :mod:`api.errors` (a 429 with its
-``Retry-After`` header wherever a throttle of the view applies to the method). An operation lists
-the errors only it can give (409, 503) itself, through :func:`errors`.
+``Retry-After`` header wherever a throttle of the view applies to the method, and a 503 with
+one everywhere: the database can be unreachable). An operation lists
+the errors only it can give (409) itself, through :func:`errors`.
 """
 
 from __future__ import annotations
@@ -43,14 +44,23 @@ _ERRORS = {
           'Unsupported media type "multipart/form-data" in request.'),
     429: ("throttled", "Too many requests; retry after the `Retry-After` header's seconds.",
           "Request was throttled. Expected available in 42 seconds."),
-    503: ("unavailable", "Tracking data is temporarily unavailable; retry shortly.",
+    503: ("unavailable", "The database, or Pinot for a tracking read, cannot be reached; nothing "
+          "was changed: retry after the `Retry-After` header's seconds.",
           "Tracking data is temporarily unavailable; retry shortly."),
 }  # fmt: skip
-#: The header every 429 carries (DRF's exception handler sets it from the throttle's wait).
+#: The header every 429 and 503 carries: on a 429 DRF's exception handler sets it from the
+#: throttle's wait, on a 503 :mod:`api.errors` does.
 RETRY_AFTER = {
-    "schema": {"type": "integer", "minimum": 1},
-    "required": True,
-    "description": "Seconds until the budget holds this request again; wait at least this long.",
+    "429": {
+        "schema": {"type": "integer", "minimum": 1},
+        "required": True,
+        "description": "Seconds until the budget holds this request again; wait at least this long.",
+    },
+    "503": {
+        "schema": {"type": "integer", "minimum": 1},
+        "required": True,
+        "description": "Seconds to wait before trying again.",
+    },
 }
 
 
@@ -101,12 +111,13 @@ class AutoSchema(openapi.AutoSchema):
             statuses += [413, 415]
         if spends_budget(self.view, self.method):
             statuses.append(429)
+        statuses.append(503)  # every operation: the database can be unreachable
         return statuses
 
     def _get_response_headers_for_code(
         self, status_code: str, direction: str = "response"
     ) -> dict[str, Any]:
         headers = super()._get_response_headers_for_code(status_code, direction)
-        if status_code == "429":
-            headers["Retry-After"] = RETRY_AFTER
+        if status_code in RETRY_AFTER:
+            headers["Retry-After"] = RETRY_AFTER[status_code]
         return headers

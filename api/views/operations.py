@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.permissions import IsOperator, IsOperatorOrRestaurantStaff
-from api.schema import errors
 from api.serializers.operations import (
     DeadLetterResults,
     DeadLettersQuerySerializer,
@@ -64,7 +63,7 @@ def reads(operation_id: str, summary: str, query: type, results: type) -> Callab
             operation_id=operation_id,
             summary=summary,
             parameters=[query],
-            responses={200: results, **errors(503)},
+            responses={200: results},
         )
         return extend_schema_view(get=schema)(view)
 
@@ -107,7 +106,7 @@ class DeliveriesInAreaView(APIView):
         operation_id="findDeliveriesInArea",
         summary="Deliveries in an area",
         request=GeoJSONPolygonSerializer,
-        responses={200: DeliveryInAreaResults, **errors(503)},
+        responses={200: DeliveryInAreaResults},
     )
     def post(self, request: Request) -> Response:
         body = GeoJSONPolygonSerializer(data=request.data)

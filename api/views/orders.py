@@ -92,7 +92,7 @@ class OrderListView(OrderView):
         "Pages with `limit`/`offset`; `next` is set while a page comes back full. Poll it "
         "with `If-None-Match`: 304 while nothing shown has changed.",
         parameters=[OrderListQuerySerializer, IF_NONE_MATCH, ETAG],
-        responses={200: OrderSummarySerializer(many=True), 304: NOT_MODIFIED, **errors(503)},
+        responses={200: OrderSummarySerializer(many=True), 304: NOT_MODIFIED},
     )
     def get(self, request: Request) -> Response:
         query = OrderListQuerySerializer(data=request.query_params)
@@ -160,7 +160,7 @@ class OrderDetailView(OrderView):
         "position, distance left and the arrival prediction (`eta`). Poll it with "
         "`If-None-Match`: 304 while nothing shown has changed.",
         parameters=[IF_NONE_MATCH, ETAG],
-        responses={200: OrderDetailSerializer, 304: NOT_MODIFIED, **errors(503)},
+        responses={200: OrderDetailSerializer, 304: NOT_MODIFIED},
     )
     def get(self, request: Request, pk: int) -> Response:
         detail = read_model.order_detail(pk, viewer=request.user)
@@ -243,7 +243,7 @@ class CourierLocationView(OrderView):
         "Budget per courier and order: 1,200 points at once (20 minutes offline at a point "
         "a second), refilled at 2 points a second; beyond it 429 with `Retry-After`.",
         request=LocationBatchSerializer,
-        responses={202: AcceptedSerializer, **errors(503)},
+        responses={202: AcceptedSerializer},
         examples=[
             OpenApiExample("One point", {"lat": 12.9716, "lon": 77.5946}, request_only=True),
             OpenApiExample(
