@@ -9,7 +9,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-# make run-prod: docker-compose.yml's topology as local processes (embedded/compose.py).
+# make run-prod: docker-compose.yml's topology as local processes (embedded/compose.py);
+# with COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml (compose's own variable:
+# the files merged in order), the replicated cluster (docs/operations.md, section 6).
 .PHONY: run run-prod test test-passes test-backends install jvm system-deps schema lint format tail bench clean
 
 # Debug on explicitly: the embedded mode's demo accounts and development key (the image
@@ -18,7 +20,7 @@ run: install
 	DJANGO_DEBUG=true $(PY) -m embedded
 
 run-prod: install
-	$(PY) -m embedded.compose $(RUN_PROD_ARGS)
+	COMPOSE_FILE="$(COMPOSE_FILE)" $(PY) -m embedded.compose $(RUN_PROD_ARGS)
 
 # The tests of the production path run a second time on PostgreSQL and Redis (throwaway
 # servers: embedded/backends.py); test_production_path.py runs only there. The

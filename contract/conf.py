@@ -82,6 +82,11 @@ class KafkaConfig:
     embedded: bool = field(default_factory=lambda: env_bool("KAFKA_EMBEDDED", True))
     partitions: int = field(default_factory=lambda: env_int("KAFKA_PARTITIONS", 3))
     replication_factor: int = field(default_factory=lambda: env_int("KAFKA_REPLICATION_FACTOR", 1))
+    #: Topics' ``min.insync.replicas``: with ``acks=all`` a write is acknowledged once this
+    #: many replicas hold it (a cluster of three: 2, so one broker may be lost).
+    min_insync_replicas: int = field(
+        default_factory=lambda: env_int("KAFKA_MIN_INSYNC_REPLICAS", 1)
+    )
     #: Topics' ``retention.ms``, the only setting that differs by environment.
     retention_ms: int = field(
         default_factory=lambda: env_int(
@@ -97,6 +102,14 @@ class KafkaConfig:
         )
     )
     topic_prefix: str = field(default_factory=lambda: env_str("KAFKA_TOPIC_PREFIX", ""))
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_insync_replicas <= self.replication_factor:
+            raise ValueError(
+                f"KAFKA_MIN_INSYNC_REPLICAS={self.min_insync_replicas} must be between 1 and "
+                f"KAFKA_REPLICATION_FACTOR={self.replication_factor}: with more, no write "
+                "with acks=all could ever be acknowledged"
+            )
 
     @property
     def port(self) -> int:

@@ -241,7 +241,7 @@ def ensure_topics(
     config: KafkaConfig | None = None,
     timeout: float = 15.0,
 ) -> list[str]:
-    """Create missing topics with the configured partitions and retention.
+    """Create missing topics with the configured partitions, replication and retention.
 
     Returns the physical names created (empty when all existed). Safe to call
     concurrently and repeatedly: "already exists" is success.
@@ -262,6 +262,9 @@ def ensure_topics(
                 config={
                     "retention.ms": str(config.retention_ms),
                     "retention.bytes": str(config.retention_bytes),
+                    # On the topic, not only the broker: a broker's default changed later
+                    # (or missed on one node) never weakens what acks=all promises.
+                    "min.insync.replicas": str(config.min_insync_replicas),
                 },
             )
             for name in missing

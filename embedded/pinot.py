@@ -4,7 +4,9 @@ Three JVMs from ``var/jvm/pinot/lib`` (jvm/pinot/pom.xml, Pinot 0.11.0 on JDK 17
 
 * ``zookeeper``: Pinot's embedded ZooKeeper starter (cluster state);
 * ``controller-broker``: controller and broker in one JVM (``StartServiceManager``);
-* ``server``: the server alone, so a test can kill -9 it and restart it.
+* ``server``: the server alone, so a test can kill -9 it and restart it; a replicated
+  cluster (``PINOT_EXTRA_SERVER_PORTS``: docker-compose.cluster.yml's second server under
+  ``make run-prod``) runs ``server-2``... beside it, each in its own JVM and folder.
 
 Their data (ZooKeeper's snapshots, the controller's completed segments, the server's
 segments) stays under ``data_dir`` (``var/pinot`` for ``make run``) across restarts;
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import httpx
 
-from contract.conf import env_int, kafka_config, var_dir
+from contract.conf import env_int, env_list, kafka_config, var_dir
 from embedded.lifetime import die_with_parent
 from jvm import maven
 from pinot import loader
@@ -74,16 +76,25 @@ class Ports:
     broker: int = 8099
     server: int = 8098  # the broker-to-server (Netty) port
     server_admin: int = 8097
+    #: Further servers' (Netty, admin) ports: ``PINOT_EXTRA_SERVER_PORTS=8198:8197,...``.
+    extra_servers: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def from_env(cls) -> Ports:
+        pairs = (item.split(":") for item in env_list("PINOT_EXTRA_SERVER_PORTS", []))
         return cls(
             zookeeper=env_int("PINOT_ZOOKEEPER_PORT", 2181),
             controller=env_int("PINOT_CONTROLLER_PORT", 9000),
             broker=env_int("PINOT_BROKER_PORT", 8099),
             server=env_int("PINOT_SERVER_PORT", 8098),
             server_admin=env_int("PINOT_SERVER_ADMIN_PORT", 8097),
+            extra_servers=tuple((int(netty), int(admin)) for netty, admin in pairs),
         )
+
+    def servers(self) -> dict[str, tuple[int, int]]:
+        """Each server's name (its JVM, folder and config) -> (Netty port, admin port)."""
+        extra = {f"server-{n}": ports for n, ports in enumerate(self.extra_servers, 2)}
+        return {"server": (self.server, self.server_admin), **extra}
 
 
 def _write_conf(path: Path, base: str, extra: dict[str, object]) -> Path:
@@ -165,10 +176,11 @@ class LocalPinot:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         classpath = maven.classpath("pinot")
+        heap = HEAPS["server" if name.startswith("server") else name]
         command = [
             maven.java(),
-            f"-Xms{HEAPS[name]}",
-            f"-Xmx{HEAPS[name]}",
+            f"-Xms{heap}",
+            f"-Xmx{heap}",
             *JVM_COMMON,
             *ADD_OPENS,
             f"-Dlog4j2.configurationFile={CONF_DIR / 'log4j2.xml'}",
@@ -213,24 +225,27 @@ class LocalPinot:
                 )
             time.sleep(0.25)
 
-    def _start_server(self, timeout: float) -> None:
+    def _start_server(self, timeout: float, name: str = "server") -> None:
+        netty, admin = self.ports.servers()[name]
+        folder = self.data_dir / name
         conf = _write_conf(
-            self.data_dir / "conf" / "server.properties",
+            self.data_dir / "conf" / f"{name}.properties",
             "server.properties",
             {
                 "pinot.zk.server": f"127.0.0.1:{self.ports.zookeeper}",
                 "pinot.cluster.name": CLUSTER,
-                "pinot.server.netty.port": self.ports.server,
-                "pinot.server.adminapi.port": self.ports.server_admin,
-                **_loopback("pinot.server.adminapi", self.ports.server_admin),
-                "pinot.server.instance.dataDir": self.data_dir / "server" / "index",
-                "pinot.server.instance.segmentTarDir": self.data_dir / "server" / "tar",
-                "pinot.server.instance.consumerDir": self.data_dir / "server" / "consumer",
+                "pinot.server.netty.port": netty,
+                "pinot.server.adminapi.port": admin,
+                **_loopback("pinot.server.adminapi", admin),
+                "pinot.server.instance.dataDir": folder / "index",
+                "pinot.server.instance.segmentTarDir": folder / "tar",
+                "pinot.server.instance.consumerDir": folder / "consumer",
             },
         )
-        process = self._spawn("server", self._service_manager(conf))
-        self.server_pidfile.write_text(f"{process.pid}\n")
-        self._wait("server", lambda: _answers(f"{self.server_admin_url}/health/readiness"), timeout)
+        process = self._spawn(name, self._service_manager(conf))
+        (self.data_dir / f"{name}.pid").write_text(f"{process.pid}\n")
+        health = f"http://127.0.0.1:{admin}/health/readiness"
+        self._wait(name, lambda: _answers(health), timeout)
 
     def _service_manager(self, *configs: Path) -> list[str]:
         return [
@@ -252,7 +267,7 @@ class LocalPinot:
         tables = load_tables()
         for table in tables.values():  # refuse a flush time past Kafka's retention first
             loader.check_flush_time(table, self.settings)
-        for folder in ("conf", "logs", "zookeeper", "controller", "server"):
+        for folder in ("conf", "logs", "zookeeper", "controller", *self.ports.servers()):
             (self.data_dir / folder).mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
         try:
@@ -294,8 +309,10 @@ class LocalPinot:
             self._wait(
                 "controller-broker", lambda: _answers(f"{self.controller_url}/health"), remaining
             )
-            # The server joins a cluster the controller has set up (else Helix refuses it).
-            self._start_server(max(10.0, deadline - time.monotonic()))
+            # The servers join a cluster the controller has set up (else Helix refuses
+            # them), all before the tables exist: each table's replicas go to those there.
+            for name in self.ports.servers():
+                self._start_server(max(10.0, deadline - time.monotonic()), name)
             self._wait(
                 "controller-broker",
                 lambda: _answers(f"{self.broker_url}/health"),
@@ -333,26 +350,30 @@ class LocalPinot:
         """SIGTERM each JVM (server first, ZooKeeper last), SIGKILL after ``timeout``."""
         self._stopping.set()
         with self._lock:
-            for name in ("server", "controller-broker", "zookeeper"):
+            for name in (*self.ports.servers(), "controller-broker", "zookeeper"):
                 self._end(name, timeout)
 
     def keep_server_up(self, every: float = 0.5, timeout: float = 120.0) -> threading.Thread:
-        """Restart the server whenever it dies (as a cluster manager would restart a
-        lost server): it reloads its completed segments from disk and re-consumes its
-        consuming ones from Kafka, while ZooKeeper, the controller and the broker stay."""
+        """Restart a server whenever it dies (as a cluster manager would restart a lost
+        server): it reloads its completed segments from disk and re-consumes its
+        consuming ones from Kafka, while ZooKeeper, the controller, the broker and the
+        other servers stay."""
 
         def watch() -> None:
             while not self._stopping.wait(every):
                 with self._lock:
-                    server = self.processes.get("server")
-                    if self._stopping.is_set() or server is None or server.poll() is None:
-                        continue
-                    log.warning("Pinot server exited with %s: restarting it", server.returncode)
-                    try:
-                        self._start_server(timeout)
-                    except PinotError as exc:
-                        log.error("Pinot server did not come back: %s", exc)
-                        time.sleep(5)  # and try again, never in a tight loop
+                    for name in self.ports.servers():
+                        server = self.processes.get(name)
+                        if self._stopping.is_set() or server is None or server.poll() is None:
+                            continue
+                        log.warning(
+                            "Pinot %s exited with %s: restarting it", name, server.returncode
+                        )
+                        try:
+                            self._start_server(timeout, name)
+                        except PinotError as exc:
+                            log.error("Pinot %s did not come back: %s", name, exc)
+                            time.sleep(5)  # and try again, never in a tight loop
 
         thread = threading.Thread(target=watch, name="pinot-server-watch", daemon=True)
         thread.start()
@@ -393,10 +414,12 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     ports = pinot.ports
+    servers = ", ".join(
+        f"{name} {netty} (admin {admin})" for name, (netty, admin) in ports.servers().items()
+    )
     print(
         f"pinot: {loader.PINOT_VERSION}, controller {pinot.controller_url}, "
-        f"broker {pinot.broker_url}, server {ports.server} (admin {ports.server_admin}), "
-        f"zookeeper 127.0.0.1:{ports.zookeeper}",
+        f"broker {pinot.broker_url}, {servers}, zookeeper 127.0.0.1:{ports.zookeeper}",
         flush=True,
     )
     print(f"pinot: data in {pinot.data_dir}, logs in {pinot.log_dir}", flush=True)
@@ -412,7 +435,9 @@ def main() -> int:
     pinot.keep_server_up()
     while not done.wait(1.0):
         gone = [
-            name for name, p in pinot.processes.items() if name != "server" and p.poll() is not None
+            name
+            for name, p in pinot.processes.items()
+            if name not in ports.servers() and p.poll() is not None
         ]
         if gone:
             print(f"pinot: {', '.join(gone)} exited: see {pinot.log_dir}", file=sys.stderr)

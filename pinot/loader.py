@@ -5,7 +5,9 @@ One loader for ``make run`` and the tests (embedded/pinot.py) and for compose's
 are the only copy of the tables. What differs by deployment is set here, never in a
 second copy of the files: the stream's broker list, the physical topic names
 (``KAFKA_TOPIC_PREFIX``), the consumer factory of the Pinot version run, the topics'
-partition count (read from Kafka), and (locally) the table retention.
+partition count (read from Kafka), the replicas of each partition (``PINOT_REPLICATION``: 2
+on the cluster of docker-compose.cluster.yml, one copy on each of its two servers), and
+(locally) the table retention.
 
 On every start a changed file is applied where Pinot allows it (the schema or table is
 updated, then its segments reloaded). A change Pinot cannot apply to a live table (a
@@ -72,6 +74,9 @@ class Settings:
     kafka_partitions: int | None = None
     #: The tables' retention in days; None keeps the files' (production).
     retention_days: int | None = None
+    #: Replicas of each partition's segments (``segmentsConfig.replicasPerPartition``), at
+    #: most the servers there are; None keeps the files' (one).
+    replication: int | None = field(default_factory=lambda: env_int("PINOT_REPLICATION", 0) or None)
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,10 @@ def table_config(table: TableDef, settings: Settings) -> dict[str, Any]:
     if guard is not None:
         ingestion = config.setdefault("ingestionConfig", {})
         ingestion["filterConfig"] = {"filterFunction": guard}
+    if settings.replication is not None:
+        # Every server consuming a partition holds it all (Pinot's realtime assignment puts
+        # a partition on one server per replica), as upsert and strictReplicaGroup need.
+        config["segmentsConfig"]["replicasPerPartition"] = str(settings.replication)
     if settings.retention_days is not None:
         config["segmentsConfig"]["retentionTimeUnit"] = "DAYS"
         config["segmentsConfig"]["retentionTimeValue"] = str(settings.retention_days)
@@ -266,6 +275,11 @@ class Controller:
         found = self.call("GET", f"/tables/{name}", type="realtime")
         return (found or {}).get("REALTIME")
 
+    def servers(self) -> list[str]:
+        """The server instances the cluster knows (``Server_<host>_<port>``)."""
+        instances = (self.call("GET", "/instances") or {}).get("instances", [])
+        return [name for name in instances if name.startswith("Server_")]
+
 
 def load_table(controller: Controller, table: TableDef, settings: Settings) -> Outcome:
     """Create, update or keep one table's schema and config; raise on what cannot change."""
@@ -317,6 +331,15 @@ def load_table(controller: Controller, table: TableDef, settings: Settings) -> O
         raise LoaderError(f"{table.name}: Pinot did not keep schema {', '.join(ignored)}")
     if "updated" in (schema_state, config_state) and stored_config is not None:
         controller.call("POST", f"/segments/{table.name}/reload", type="REALTIME")
+    if stored_config is not None and _moved(
+        config, stored_config, ("segmentsConfig", "replicasPerPartition")
+    ):
+        # A new replica count applies to new segments only: move the held ones too (no
+        # downtime, the consuming ones included), or a lost server would take them along.
+        controller.call(
+            "POST", f"/tables/{table.name}/rebalance", type="REALTIME", dryRun="false",
+            includeConsuming="true", downtime="false", minAvailableReplicas="1",
+        )  # fmt: skip
     return Outcome(table.name, topic, schema_state, config_state)
 
 
@@ -348,6 +371,14 @@ def load(settings: Settings, tables: dict[str, TableDef] | None = None) -> list[
         table_config(table, each[name])  # refuses a flush time past Kafka's retention up front
     controller = Controller(settings.controller_url)
     try:
+        if settings.replication is not None:
+            servers = controller.servers()
+            if len(servers) < settings.replication:
+                raise LoaderError(
+                    f"PINOT_REPLICATION={settings.replication} needs as many servers, and the "
+                    f"cluster has {len(servers)} ({', '.join(servers) or 'none'}): start them "
+                    "first, or Pinot would put fewer copies of each partition than asked"
+                )
         return [load_table(controller, table, each[name]) for name, table in tables.items()]
     finally:
         controller.close()

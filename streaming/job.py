@@ -276,9 +276,19 @@ def source_frame(spark: Any, settings: Settings) -> Any:
 
 
 def sink(stream: Any, settings: Settings) -> Any:
-    """The stream's writer: executor tasks of each micro-batch produce its rows."""
+    """The stream's writer: executor tasks of each micro-batch produce its rows.
+
+    ``acks=all`` and idempotence are Kafka's client defaults, stated here as the other
+    producers state them (contract/kafka.py): set explicitly, a later option that
+    conflicts with them fails the query instead of quietly turning them off, and a
+    record is acknowledged only once ``min.insync.replicas`` brokers hold it."""
     writer = stream.writeStream.outputMode("update")
-    return writer.format("kafka").option("kafka.bootstrap.servers", settings.bootstrap_servers)
+    return (
+        writer.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("kafka.acks", "all")
+        .option("kafka.enable.idempotence", "true")
+    )
 
 
 def start_query(spark: Any, settings: Settings) -> Any:
