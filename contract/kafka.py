@@ -236,12 +236,32 @@ class SharedProducer:
             log.warning("could not settle the replaced producer: %s", exc)
 
 
+def topic_specs(names: Iterable[str], config: KafkaConfig | None = None) -> list[NewTopic]:
+    """How the product's topics are created: the configured partitions, replicas and
+    retention, and ``min.insync.replicas`` on the topic itself, so that a broker default
+    changed later (or missed on one node) never weakens what ``acks=all`` promises."""
+    config = config or kafka_config()
+    return [
+        NewTopic(
+            name,
+            num_partitions=config.partitions,
+            replication_factor=config.replication_factor,
+            config={
+                "retention.ms": str(config.retention_ms),
+                "retention.bytes": str(config.retention_bytes),
+                "min.insync.replicas": str(config.min_insync_replicas),
+            },
+        )
+        for name in names
+    ]
+
+
 def ensure_topics(
     topics: Iterable[Topic | str] = tuple(Topic),
     config: KafkaConfig | None = None,
     timeout: float = 15.0,
 ) -> list[str]:
-    """Create missing topics with the configured partitions, replication and retention.
+    """Create missing topics as :func:`topic_specs` says.
 
     Returns the physical names created (empty when all existed). Safe to call
     concurrently and repeatedly: "already exists" is success.
@@ -253,24 +273,7 @@ def ensure_topics(
     missing = [n for n in names if n not in existing]
     if not missing:
         return []
-    futures = client.create_topics(
-        [
-            NewTopic(
-                name,
-                num_partitions=config.partitions,
-                replication_factor=config.replication_factor,
-                config={
-                    "retention.ms": str(config.retention_ms),
-                    "retention.bytes": str(config.retention_bytes),
-                    # On the topic, not only the broker: a broker's default changed later
-                    # (or missed on one node) never weakens what acks=all promises.
-                    "min.insync.replicas": str(config.min_insync_replicas),
-                },
-            )
-            for name in missing
-        ],
-        operation_timeout=timeout,
-    )
+    futures = client.create_topics(topic_specs(missing, config), operation_timeout=timeout)
     created = []
     for name, future in futures.items():
         try:

@@ -316,12 +316,9 @@ def local_broker(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the node in the foreground until SIGTERM/SIGINT; create the product's topics
-    once the cluster has a broker for each replica (``KAFKA_REPLICATION_FACTOR``)."""
+def launcher_node(argv: list[str]) -> KafkaBroker:
+    """The node ``python -m embedded.kafka ARGS`` runs (not started)."""
     import argparse
-
-    from contract.kafka import ensure_topics, retention_report
 
     parser = argparse.ArgumentParser(prog="python -m embedded.kafka", description=__doc__)
     parser.add_argument("--data-dir", type=Path, help="the node's folder (default var/kafka)")
@@ -332,7 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.override)
-    broker = local_broker(args.data_dir, overrides, args.cluster_id)
+    return local_broker(args.data_dir, overrides, args.cluster_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the node in the foreground until SIGTERM/SIGINT; create the product's topics
+    once the cluster has a broker for each replica (``KAFKA_REPLICATION_FACTOR``)."""
+    from contract.kafka import ensure_topics, retention_report
+
+    broker = launcher_node(sys.argv[1:] if argv is None else argv)
     for port in (broker.port, broker.controller_port):
         refuse_taken_port(port, "kafka")
     stop = threading.Event()
