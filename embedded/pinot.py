@@ -357,7 +357,7 @@ class LocalPinot:
         """Restart a server whenever it dies (as a cluster manager would restart a lost
         server): it reloads its completed segments from disk and re-consumes its
         consuming ones from Kafka, while ZooKeeper, the controller, the broker and the
-        other servers stay."""
+        other servers stay. Not while ``<data_dir>/<server>.hold`` exists (a drill)."""
 
         def watch() -> None:
             while not self._stopping.wait(every):
@@ -365,6 +365,8 @@ class LocalPinot:
                     for name in self.ports.servers():
                         server = self.processes.get(name)
                         if self._stopping.is_set() or server is None or server.poll() is None:
+                            continue
+                        if (self.data_dir / f"{name}.hold").exists():  # a drill holds it down
                             continue
                         log.warning(
                             "Pinot %s exited with %s: restarting it", name, server.returncode

@@ -7,6 +7,9 @@ output is kept under ``var/logs/``), a loud report and a restart with backoff wh
 child dies, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL). Every
 child gets the kernel's parent-death signal (:mod:`embedded.lifetime`): a hangup, a
 SIGKILL or a crash of the supervisor stops the children too.
+
+A fault drill keeps a process down for as long as it likes: while ``var/hold/<name>``
+exists, a child that exits is not started again; removing the file starts it at once.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Child:
     restarts: int = 0
     started_at: float = 0.0
     stopped: bool = False  # stopped on purpose: not restarted
+    held: bool = False  # exited while its hold file exists: started when it goes
 
 
 class Supervisor:
@@ -69,6 +73,7 @@ class Supervisor:
         self._t0 = time.monotonic()
         self.log_dir = var_dir() / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.hold_dir = var_dir() / "hold"
         self.width = max((len(c.component.name) for c in self.children), default=6)
         self.console = console or Console()
         self.up = threading.Event()  # start-up is over: only status lines and problems now
@@ -159,6 +164,15 @@ class Supervisor:
                 if proc is None or proc.poll() is None or self.stopping.is_set() or child.stopped:
                     continue
                 name = child.component.name
+                hold = self.hold_dir / name
+                if hold.exists() or child.held:
+                    if not child.held:
+                        self.say(f"{name} exited with code {proc.returncode}; held ({hold})")
+                    elif not hold.exists():  # released: not a failure, no back-off
+                        self.say(f"{name} released: starting it again")
+                        self._spawn(child)
+                    child.held = hold.exists()
+                    continue
                 self.say(f"!! {name} exited with code {proc.returncode}; see var/logs/{name}.log")
                 if child.restarts >= self.max_restarts:
                     self.say(f"!! {name} keeps failing; stopping the system")

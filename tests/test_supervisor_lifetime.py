@@ -140,3 +140,35 @@ def test_a_taken_port_is_reported_with_the_process_holding_it():
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_held_component_stays_down_until_its_hold_file_goes(tmp_path, monkeypatch):
+    """A drill kills a process and keeps it down (PostgreSQL for 20 s, a broker until
+    later): no restart, no back-off, and no failure counted while ``hold/<name>`` exists."""
+    import io
+
+    from embedded.components import Component
+    from embedded.supervisor import Supervisor
+
+    monkeypatch.setenv("ORDERTRACK_VAR_DIR", str(tmp_path))
+    child = "import time; print('up', flush=True); time.sleep(600)"
+    supervisor = Supervisor([Component("one", [sys.executable, "-c", child], "up", 0)],
+                            out=io.StringIO(), max_restarts=0)  # fmt: skip
+    assert supervisor.start()
+    try:
+        (held,) = supervisor.children
+        first = held.process.pid
+        (tmp_path / "hold").mkdir()
+        (tmp_path / "hold" / "one").touch()
+        os.killpg(first, signal.SIGKILL)
+        time.sleep(3)  # the watcher looks every 0.5 s; a restart would come after 0 s
+        assert held.process.poll() is not None and held.process.pid == first
+        assert not supervisor.failed.is_set()  # max_restarts=0: an unheld exit would fail
+        (tmp_path / "hold" / "one").unlink()
+        deadline = time.monotonic() + 10
+        while held.process.pid == first or not held.ready.is_set():
+            assert time.monotonic() < deadline, "not started again once released"
+            time.sleep(0.1)
+        assert held.restarts == 0 and not supervisor.failed.is_set()
+    finally:
+        supervisor.stop()
