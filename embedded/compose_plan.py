@@ -107,11 +107,10 @@ def localise(value: str, mapping: dict[str, str]) -> str:
     return value
 
 
-def localise_argv(
-    name: str, argv: list[str], ports: dict[tuple[str, str], int], mapping: dict[str, str]
-) -> list[str]:
+def localise_argv(argv: list[str], ports: dict[str, int], mapping: dict[str, str]) -> list[str]:
     """A compose command with its addresses made local; flags and their order untouched.
-    ``ports``: (flag, ``--port=`` prefix or the flag itself) -> this process's port."""
+    ``ports``: a flag whose value is this process's port (``--port`` for ``--port 7077``,
+    ``--port=`` for ``--port=8000``) -> the port."""
     out = []
     previous = ""
     for token in argv:
@@ -322,7 +321,7 @@ def plan(
             "web": {"--port=": listen.get(name, 0)},
         }.get(role, {})
         processes[name] = (
-            localise_argv(name, list(service["command"]), own, mapping),
+            localise_argv(list(service["command"]), own, mapping),
             env_of(name),
         )
         if own:
