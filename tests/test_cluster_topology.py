@@ -226,9 +226,10 @@ def test_topics_are_planned_with_three_replicas_and_two_in_sync(cluster):
 
     with _env(cluster.one_shots["kafka-topics"][1]):
         config = KafkaConfig()
-        specs = topic_specs([topic_name(t) for t in Topic])
+        names = [topic_name(t) for t in Topic]
+        specs = topic_specs(names)
     assert (config.replication_factor, config.min_insync_replicas) == (3, 2)
-    assert {s.topic for s in specs} == {topic_name(t) for t in Topic}
+    assert [s.topic for s in specs] == names
     for spec in specs:
         assert spec.replication_factor == 3
         assert spec.config["min.insync.replicas"] == "2"
