@@ -239,8 +239,11 @@ def components(p: Plan) -> tuple[list[Component], list[Component]]:
             ready_text=READY_TEXT[role],
             stage=STAGES[role],
             env=env,
-            # A Kafka node of a cluster waits for its peers before creating the topics.
-            ready_timeout={"streaming": 300.0, "kafka": 240.0}.get(role, 120.0),
+            # A Kafka node of a cluster waits for its peers before creating the topics;
+            # Pinot starts its servers one after the other (as make run, up to 240 s).
+            ready_timeout={"streaming": 300.0, "kafka": 240.0, "pinot-broker": 240.0}.get(
+                role, 120.0
+            ),
         )
         (infra if comp.stage == 0 else app).append(comp)
     return infra, app

@@ -427,7 +427,7 @@ def main() -> int:
     print(f"pinot: data in {pinot.data_dir}, logs in {pinot.log_dir}", flush=True)
     started = time.monotonic()
     try:
-        pinot.start()
+        pinot.start(timeout=120.0 + 60.0 * len(ports.extra_servers))  # each server in turn
     except (PinotError, maven.MavenError, loader.LoaderError) as exc:
         print(f"pinot: {exc}", file=sys.stderr, flush=True)
         return 1
