@@ -219,7 +219,9 @@ def plan(
     variables.setdefault("WEB_WORKERS", "2")
     project = load_project(variables, files)
     services, roles = project.services, project.roles
-    kafka_nodes = [n for n, s in services.items() if str(s.get("image", "")).startswith("apache/kafka")]  # fmt: skip
+    kafka_nodes = [
+        n for n, s in services.items() if str(s.get("image", "")).startswith("apache/kafka")
+    ]
     pinot_servers = [
         n for n, s in services.items() if (s.get("command") or [""])[0] == "StartServer"
     ]
