@@ -6,7 +6,7 @@ Every ``--probe-every`` seconds a black-box probe goes through the public API as
 customer and an operator would: place an order, advance it to OUT_FOR_DELIVERY, post
 a GPS point as its courier, and wait until both the status and the point are on an open
 WebSocket and in the REST detail served from Pinot. Memory (RSS with children) is
-sampled every 30 s (bench_soak's sampler), and Kafka's log on disk (``var/kafka``) with
+sampled every 30 s (bench/common.py's sampler), and Kafka's log on disk (``var/kafka``) with
 every probe. The component logs are kept beside the result. Not a test: prints the probe table and writes bench/results/longrun-*.json.
 
     nice .venv/bin/python bench/bench_longrun.py --minutes 120 --retention-mb 32
@@ -29,143 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import common  # noqa: E402
-from bench.bench_soak import MemorySampler, drain_and_count, wait_for_operator  # noqa: E402
-
-PROBE_TIMEOUT = 60.0
-
-
-def probe_people(operator) -> dict:
-    """A customer of its own (so its socket sees only the probe's orders) and a restaurant."""
-    from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
-
-    from tracker.customers.models import Address, Customer
-    from tracker.restaurants.models import Restaurant
-
-    user, _ = get_user_model().objects.get_or_create(username="longrun-probe")
-    customer, _ = Customer.objects.get_or_create(user=user)
-    Address.objects.get_or_create(
-        customer=customer,
-        defaults={"line1": "1 Church St", "lat": 12.975, "lon": 77.605, "is_default": True},
-    )
-    restaurant = Restaurant.objects.filter(is_open=True).order_by("id").first()
-    product = restaurant.products.filter(is_available=True).order_by("id").first()
-    return {
-        "customer": Token.objects.get_or_create(user=user)[0].key,
-        "operator": Token.objects.get_or_create(user=operator)[0].key,
-        "restaurant": restaurant.pk,
-        "product": product.pk,
-    }
-
-
-def courier_token(order_id: int) -> str:
-    """The token of the courier the system assigned (set up as the courier's app would be)."""
-    from django.db import connection
-    from rest_framework.authtoken.models import Token
-
-    from tracker.orders.models import Order
-
-    courier = Order.objects.select_related("courier__user").get(pk=order_id).courier
-    key = Token.objects.get_or_create(user=courier.user)[0].key
-    connection.close()
-    return key
-
-
-async def probe(web: str, people: dict, n: int) -> dict:
-    import httpx
-    import websockets
-
-    t0 = time.monotonic()
-    row: dict = {"ok": False, "step": "place"}
-
-    def auth(role: str) -> dict:
-        return {"Authorization": f"Token {people[role]}"}
-
-    async with httpx.AsyncClient(base_url=web, timeout=30) as client:
-        try:
-            placed = await client.post(
-                "/api/v1/orders/",
-                headers=auth("customer"),
-                json={
-                    "restaurant_id": people["restaurant"],
-                    "items": [{"product_id": people["product"], "quantity": 1}],
-                    "delivery": {"address": "1 Church St", "lat": 12.975, "lon": 77.605},
-                },
-            )
-            placed.raise_for_status()
-            order_id = placed.json()["id"]
-            row["order_id"] = order_id
-            ws_url = web.replace("http", "ws", 1) + f"/ws/orders/{order_id}/"
-            async with websockets.connect(ws_url, additional_headers=auth("customer")) as ws:
-                row["step"] = "snapshot"
-                snapshot = json.loads(await asyncio.wait_for(ws.recv(), PROBE_TIMEOUT))
-                assert snapshot["type"] == "snapshot", snapshot
-                row["step"] = "advance"
-                for _ in range(4):
-                    r = await client.post(
-                        f"/api/v1/orders/{order_id}/advance/", headers=auth("operator")
-                    )
-                    r.raise_for_status()
-                people["courier"] = await asyncio.to_thread(courier_token, order_id)
-                point = (round(12.97 + (n % 50) * 1e-4, 6), round(77.62 + (n % 50) * 1e-4, 6))
-                row["step"] = "gps"
-                t_gps = time.monotonic()
-                r = await client.post(
-                    f"/api/v1/orders/{order_id}/locations/",
-                    headers=auth("courier"),
-                    json={"lat": point[0], "lon": point[1]},
-                )
-                row["gps_http"] = r.status_code
-                r.raise_for_status()
-                row["step"] = "socket"
-                # As a client does: the status and the point from whichever message brings
-                # them first (the fast path's ``status``/``position``, or the enriched
-                # ``update``); the enriched update with both is timed on its own.
-                seen = {"status": None, "position": None}
-                enriched = {"status": None, "position": None}
-                deadline = time.monotonic() + PROBE_TIMEOUT
-                while enriched != {"status": "OUT_FOR_DELIVERY", "position": point}:
-                    left = deadline - time.monotonic()
-                    message = json.loads(await asyncio.wait_for(ws.recv(), max(0.1, left)))
-                    kind = message.get("type")
-                    if kind not in ("update", "status", "position"):
-                        continue
-                    got = {"status": message.get("status")}
-                    if message.get("position"):
-                        got["position"] = (message["position"]["lat"], message["position"]["lon"])
-                    for into in (seen, enriched) if kind == "update" else (seen,):
-                        into.update({k: v for k, v in got.items() if v is not None})
-                    if "socket_s" not in row and seen == {
-                        "status": "OUT_FOR_DELIVERY",
-                        "position": point,
-                    }:
-                        row["socket_s"] = round(time.monotonic() - t_gps, 2)
-                row["update_s"] = round(time.monotonic() - t_gps, 2)
-                row.setdefault("socket_s", row["update_s"])
-            row["step"] = "rest"
-            deadline = time.monotonic() + PROBE_TIMEOUT
-            while True:
-                r = await client.get(f"/api/v1/orders/{order_id}/", headers=auth("customer"))
-                body = r.json() if r.status_code == 200 else {}
-                where = body.get("position") and (body["position"]["lat"], body["position"]["lon"])
-                if (
-                    body.get("tracking", {}).get("source") == "pinot"
-                    and body.get("status") == "OUT_FOR_DELIVERY"
-                    and where == point
-                ):
-                    break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"REST detail: {r.status_code} {str(body)[:200]}")
-                # Every 0.25 s for 5 s, then every second, as a client backs off: 75 reads
-                # at most, within the customer's budget (API_THROTTLE_READS, 120/min).
-                waited = time.monotonic() - (deadline - PROBE_TIMEOUT)
-                await asyncio.sleep(0.25 if waited < 5 else 1.0)
-            row["rest_s"] = round(time.monotonic() - t_gps, 2)
-            row["ok"], row["step"] = True, "done"
-        except Exception as exc:  # noqa: BLE001 - a failed probe is a result, not a crash
-            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-    row["total_s"] = round(time.monotonic() - t0, 2)
-    return row
 
 
 def disk_by_folder(workdir: Path) -> dict[str, float]:
@@ -205,13 +68,15 @@ def plateaus(series: list[dict], names: list[str], at_min: float = 90, last_min:
 STOP = threading.Event()
 
 
-async def run_probes(web: str, people: dict, minutes: float, every: float, sampler, workdir):
+async def run_probes(
+    endpoint: common.Endpoint, people: dict, minutes: float, every: float, sampler, workdir
+):
     rows = []
     t0 = time.monotonic()
     n = 0
     while time.monotonic() - t0 < minutes * 60 and not STOP.is_set():
         started = time.monotonic()
-        row = await probe(web, people, n)
+        row = await common.probe(endpoint, people, n)
         row["t_min"] = round((started - t0) / 60, 1)
         row["kafka_rss_mb"] = (
             sampler.samples[-1]["rss_mb"].get("kafka") if sampler.samples else None
@@ -284,17 +149,19 @@ def main() -> None:
         signal.signal(sig, lambda *_: STOP.set())
     supervisor, web, workdir = common.start_full_system(args.multiple)
     try:
-        operator = wait_for_operator()
-        people = probe_people(operator)
-        sampler = MemorySampler(supervisor.children)
+        operator = common.wait_for_operator()
+        people = common.probe_people(operator)
+        sampler = common.MemorySampler(supervisor.children)
         sampler.start()
         probes = asyncio.run(
-            run_probes(web, people, args.minutes, args.probe_every, sampler, workdir)
+            run_probes(
+                common.Endpoint(web), people, args.minutes, args.probe_every, sampler, workdir
+            )
         )
         sampler.stopped.set()
         sampler.join()
         supervisor.stop_component("simulator")
-        events_in, rows = drain_and_count()
+        events_in, rows = common.drain_and_count()
     finally:
         supervisor.stop()
     restarts = {c.component.name: c.restarts for c in supervisor.children}

@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -158,124 +157,6 @@ async def readers_and_subscribers(
     return stats
 
 
-class MemorySampler(threading.Thread):
-    """Every ``every`` seconds: each process's RSS and CPU seconds so far (with children),
-    the orders placed so far and those not yet in Pinot (so the load reached and the
-    process that saturates show beside the memory)."""
-
-    def __init__(self, children: list, every: float = 30.0) -> None:
-        super().__init__(daemon=True)
-        self.children, self.every = children, every
-        self.samples: list[dict] = []
-        self.stopped = threading.Event()
-        self.t0 = time.monotonic()
-        self._consumer = None
-
-    def sample(self) -> None:
-        from django.db import connection
-
-        from tracker.orders.models import Order
-        from tracker.tracking.selectors import query
-
-        row: dict = {"t_s": round(time.monotonic() - self.t0)}
-        # The current process of each component: a restarted one has a new pid.
-        row["rss_mb"] = {
-            c.component.name: round(common.process_tree_rss(c.process.pid)) if c.process else 0
-            for c in self.children
-        }
-        row["cpu_s"] = {
-            c.component.name: round(common.process_tree_cpu(c.process.pid), 1) if c.process else 0
-            for c in self.children
-        }
-        try:
-            row["records"] = self.source_records()
-        except Exception as exc:  # noqa: BLE001 - a sample, not the run
-            row["records"] = f"error: {exc}"[:200]
-        try:
-            row["orders"] = Order.objects.count()
-            in_pinot = query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"]
-            row["orders_not_in_pinot"] = row["orders"] - int(in_pinot)
-        except Exception as exc:  # noqa: BLE001 - a sample, not the run
-            row["orders_not_in_pinot"] = f"error: {exc}"[:200]
-        connection.close()
-        self.samples.append(row)
-
-    def source_records(self) -> dict[str, int]:
-        """Records written so far to each source topic (orders, status changes, GPS points):
-        the load each window of the run carried."""
-        from contract.events import SOURCE_TOPICS, topic_name
-        from contract.kafka import consumer, end_offsets
-
-        if self._consumer is None:
-            self._consumer = consumer(**{"group.id": "bench-soak-sampler"})
-        return {
-            str(t): sum(end_offsets(self._consumer, topic_name(t)).values()) for t in SOURCE_TOPICS
-        }
-
-    def run(self) -> None:
-        try:
-            while True:
-                self.sample()
-                if self.stopped.wait(self.every):
-                    return
-        finally:
-            if self._consumer is not None:
-                self._consumer.close()
-
-
-def start_production_run(multiple: float):
-    """``make run-prod``'s processes (compose's command lines and environment) with the
-    simulator; Django in this process points at its PostgreSQL."""
-    from bench.common import BOOK_PEAK_PER_MIN, free_port
-    from contract.conf import BASE_DIR
-    from embedded import compose as prod
-
-    # Under var/: the unprivileged user the image's processes run as must reach it.
-    var = BASE_DIR / "var" / f"bench-prod-{time.strftime('%Y%m%d-%H%M%S')}" / "prod"
-    var.parent.mkdir(parents=True)
-    overrides = {
-        "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
-        "SIMULATOR_PACE": "4",
-        "LOG_LEVEL": "WARNING",
-    }
-    p = prod.plan(var=var, ports=prod.Ports(web=free_port()), overrides=overrides, demo=True)
-    run = prod.ProductionRun(p, out=open(var.parent / "run.log", "w"))  # noqa: SIM115
-    run.start()
-    env = p.one_shots["migrate"][1]
-    os.environ.update(
-        {
-            "DATABASE_URL": env["DATABASE_URL"],
-            "PINOT_BROKER_URL": f"http://127.0.0.1:{p.ports.pinot}",
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DJANGO_SECRET_KEY": env["DJANGO_SECRET_KEY"],
-            "DJANGO_DEBUG": "true",  # this process only reads; it serves nothing
-        }
-    )
-    import django
-
-    django.setup()
-    children = [*run.infra.children, *run.app.children]
-    return run, children, f"http://localhost:{p.ports.web}", var.parent
-
-
-def wait_for_operator(timeout: float = 300):
-    """The production run's simulator seeds the demo users when it starts."""
-    from django.contrib.auth import get_user_model
-    from django.db import connection
-
-    from tracker.simulator.seed import OPERATOR_USERNAME
-
-    deadline = time.monotonic() + timeout
-    while True:
-        user = get_user_model().objects.filter(username=OPERATOR_USERNAME).first()
-        if user is not None:
-            return user
-        if time.monotonic() > deadline:
-            raise SystemExit("the simulator did not seed the demo data")
-        connection.close()
-        time.sleep(1)
-
-
 def main() -> None:
     parser = common.arguments(__doc__)
     common.add_multiple(parser, default=100)
@@ -292,10 +173,12 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
 
     if args.production:
-        run, children, web_url, workdir = start_production_run(args.multiple)
-        headers, origin = {"X-Forwarded-Proto": "https"}, "https://localhost"
-        stop_simulator = lambda: run.app.stop_component("simulator")  # noqa: E731
-        stop_all = run.stop
+        system = common.start_production_run(args.multiple)
+        children, workdir = system.children, system.workdir
+        web_url, headers = system.endpoint.url, system.endpoint.headers
+        origin = system.endpoint.origin
+        stop_simulator = lambda: system.run.app.stop_component("simulator")  # noqa: E731
+        stop_all = system.stop
     else:
         supervisor, web_url, workdir = common.start_full_system(
             args.multiple, args.readers / READER_PAUSE
@@ -305,8 +188,8 @@ def main() -> None:
         stop_simulator = lambda: supervisor.stop_component("simulator")  # noqa: E731
         stop_all = supervisor.stop
     try:
-        wait_for_operator()  # the demo world is seeded
-        sampler = MemorySampler(children, every=args.every)
+        common.wait_for_operator()  # the demo world is seeded
+        sampler = common.MemorySampler(children, every=args.every)
         sampler.start()
         soak = asyncio.run(
             readers_and_subscribers(
@@ -322,7 +205,7 @@ def main() -> None:
         sampler.stopped.set()
         sampler.join()
         stop_simulator()  # stop the load; let the pipeline drain
-        events_in, rows = drain_and_count()
+        events_in, rows = common.drain_and_count()
     finally:
         stop_all()
     restarts = {c.component.name: c.restarts for c in children}
@@ -408,48 +291,6 @@ def main() -> None:
     path = common.RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True))
     print("  written to", path, "and", logs)
-
-
-def drain_and_count(timeout: float = 300) -> tuple[dict, dict]:
-    """Wait until Pinot holds what the system of record holds (or time out); return both."""
-    from django.db import connection
-
-    from contract.events import OrderStatus, status_time_field
-    from tracker.orders.models import Order, OrderItem, OrderStatusChange
-    from tracker.tracking.selectors import query
-
-    def truth() -> dict:
-        counts = {
-            "orders": Order.objects.count(),
-            "status changes": OrderStatusChange.objects.count(),
-            "order items": OrderItem.objects.count(),
-            "delivered orders": Order.objects.filter(status=OrderStatus.DELIVERED).count(),
-        }
-        connection.close()
-        return counts
-
-    def pinot() -> dict:
-        columns = [status_time_field(status) for status in OrderStatus]
-        counts = query(
-            "SELECT "
-            + ", ".join(f"COUNT(*) FILTER (WHERE {c} > 0) AS {c}" for c in columns)
-            + " FROM orders_enriched"
-        )[0]
-        return {
-            "orders": query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"],
-            "status changes": sum(int(counts[c]) for c in columns),
-            "order items": query("SELECT COUNT(*) AS n FROM order_items_enriched")[0]["n"],
-            "delivered orders": query(
-                "SELECT COUNT(*) AS n FROM orders_enriched WHERE status = 'DELIVERED'"
-            )[0]["n"],
-        }
-
-    deadline = time.monotonic() + timeout
-    while True:
-        want, have = truth(), pinot()
-        if want == have or time.monotonic() > deadline:
-            return want, have
-        time.sleep(2)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -12,9 +14,11 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -708,3 +712,723 @@ def print_table(
         print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
         if header and index == 0:
             print("  " + "  ".join("-" * w for w in widths))
+
+
+# ------------------------------------------------------------------ the production-like run
+
+
+@dataclass
+class Endpoint:
+    """Where a benchmark reaches the public API, as a client from outside would: the
+    address, the CA its TLS is verified against (the proxy's local CA in front of several
+    web processes), and what the proxy would add when there is none (uvicorn alone is
+    told ``X-Forwarded-Proto: https``, as Caddy tells it)."""
+
+    url: str
+    ca_file: Path | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    origin: str | None = None
+
+    @functools.cached_property
+    def tls(self) -> ssl.SSLContext | None:
+        if not self.url.startswith("https:"):
+            return None
+        return ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+
+    def client(self, token: str | None = None, timeout: float = 30):  # noqa: ANN201 - httpx.AsyncClient
+        """An HTTP client of the API, signed in with ``token`` when given."""
+        import httpx
+
+        auth = {"Authorization": f"Token {token}"} if token else {}
+        return httpx.AsyncClient(
+            base_url=self.url,
+            headers={**self.headers, **auth},
+            verify=self.tls or True,
+            timeout=timeout,
+        )
+
+    def sync_client(self, token: str | None = None, timeout: float = 30):  # noqa: ANN201 - httpx.Client
+        import httpx
+
+        auth = {"Authorization": f"Token {token}"} if token else {}
+        return httpx.Client(
+            base_url=self.url,
+            headers={**self.headers, **auth},
+            verify=self.tls or True,
+            timeout=timeout,
+        )
+
+    def ws_url(self, path: str) -> str:
+        """``http(s)://host`` + ``path`` as ``ws(s)://host`` + ``path``."""
+        return "ws" + self.url.removeprefix("http") + path
+
+    def ws_options(self, token: str) -> dict:
+        """``websockets.connect``'s arguments for a socket signed in with ``token``."""
+        return {
+            "additional_headers": {**self.headers, "Authorization": f"Token {token}"},
+            "origin": self.origin,
+            "ssl": self.tls,
+        }
+
+
+@dataclass
+class ProductionSystem:
+    """A started ``make run-prod`` (embedded/compose.py) and how a benchmark reaches it."""
+
+    run: object  # embedded.compose.ProductionRun: its supervisors, run.infra and run.app
+    plan: object  # embedded.compose_plan.Plan: every process's command line and addresses
+    endpoint: Endpoint
+    #: The run's folder (its ``var``, ``run.log`` and, under ``<var>/app``, the logs).
+    workdir: Path
+
+    @property
+    def children(self) -> list:
+        return [*self.run.infra.children, *self.run.app.children]
+
+    def child(self, name: str):  # noqa: ANN201 - an embedded.supervisor.Child
+        return next(c for c in self.children if c.component.name == name)
+
+    def stop(self) -> None:
+        self.run.stop()
+
+
+def start_production_run(multiple: float, files: list[Path] | None = None) -> ProductionSystem:
+    """``make run-prod``'s processes (compose's command lines and environment, of
+    ``files`` merged as ``COMPOSE_FILE`` names them: docker-compose.yml alone by default)
+    with the simulator at ``multiple`` x the book's peak, in a folder of their own under
+    ``var/``. Django in this process points at its PostgreSQL, Kafka and Pinot."""
+    from contract.conf import BASE_DIR
+    from embedded import compose as prod
+    from embedded.compose_file import COMPOSE_FILE
+    from embedded.compose_plan import default_var
+
+    files = files or [COMPOSE_FILE]
+    # Under var/: the unprivileged user the image's processes run as must reach it.
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    var = BASE_DIR / "var" / f"bench-prod-{stamp}" / default_var(files).name
+    var.parent.mkdir(parents=True)
+    overrides = {
+        "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
+        "SIMULATOR_PACE": "4",
+        "LOG_LEVEL": "WARNING",
+    }
+    p = prod.plan(
+        var=var, ports=prod.Ports(web=free_port()), overrides=overrides, demo=True, files=files
+    )
+    run = prod.ProductionRun(p, out=open(var.parent / "run.log", "w"))  # noqa: SIM115
+    try:
+        run.start()
+    except BaseException:
+        run.stop()  # what did start would outlive the benchmark
+        raise
+    env = p.one_shots["migrate"][1]
+    os.environ.update(
+        {
+            **{k: v for k, v in env.items() if k.startswith("KAFKA_")},  # topics' offsets
+            "DATABASE_URL": env["DATABASE_URL"],
+            "PINOT_BROKER_URL": env["PINOT_BROKER_URL"],
+            "PINOT_CONTROLLER_URL": env["PINOT_CONTROLLER_URL"],
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DJANGO_SECRET_KEY": env["DJANGO_SECRET_KEY"],
+            "DJANGO_DEBUG": "true",  # this process only reads; it serves nothing
+        }
+    )
+    import django
+
+    django.setup()
+    if p.proxied:
+        endpoint = Endpoint(p.public_url, ca_file=p.ca_file)
+    else:
+        endpoint = Endpoint(
+            f"http://localhost:{p.ports.web}",
+            headers={"X-Forwarded-Proto": "https"},
+            origin="https://localhost",
+        )
+    return ProductionSystem(run, p, endpoint, var.parent)
+
+
+def wait_for_operator(timeout: float = 300):  # noqa: ANN201 - a User
+    """The simulator seeds the demo users when it starts."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from tracker.simulator.seed import OPERATOR_USERNAME
+
+    deadline = time.monotonic() + timeout
+    while True:
+        user = get_user_model().objects.filter(username=OPERATOR_USERNAME).first()
+        if user is not None:
+            return user
+        if time.monotonic() > deadline:
+            raise SystemExit("the simulator did not seed the demo data")
+        connection.close()
+        time.sleep(1)
+
+
+class MemorySampler(threading.Thread):
+    """Every ``every`` seconds: each process's RSS and CPU seconds so far (with children),
+    the orders placed so far and those not yet in Pinot (so the load reached and the
+    process that saturates show beside the memory)."""
+
+    def __init__(self, children: list, every: float = 30.0) -> None:
+        super().__init__(daemon=True)
+        self.children, self.every = children, every
+        self.samples: list[dict] = []
+        self.stopped = threading.Event()
+        self.t0 = time.monotonic()
+        self._consumer = None
+
+    def sample(self) -> None:
+        from django.db import connection
+
+        from tracker.orders.models import Order
+        from tracker.tracking.selectors import query
+
+        row: dict = {"t_s": round(time.monotonic() - self.t0)}
+        # The current process of each component: a restarted one has a new pid.
+        row["rss_mb"] = {
+            c.component.name: round(process_tree_rss(c.process.pid)) if c.process else 0
+            for c in self.children
+        }
+        row["cpu_s"] = {
+            c.component.name: round(process_tree_cpu(c.process.pid), 1) if c.process else 0
+            for c in self.children
+        }
+        try:
+            row["records"] = self.source_records()
+        except Exception as exc:  # noqa: BLE001 - a sample, not the run
+            row["records"] = f"error: {exc}"[:200]
+        try:
+            row["orders"] = Order.objects.count()
+            in_pinot = query("SELECT COUNT(*) AS n FROM orders_enriched")[0]["n"]
+            row["orders_not_in_pinot"] = row["orders"] - int(in_pinot)
+        except Exception as exc:  # noqa: BLE001 - a sample, not the run
+            row["orders_not_in_pinot"] = f"error: {exc}"[:200]
+        connection.close()
+        self.samples.append(row)
+
+    def source_records(self) -> dict[str, int]:
+        """Records written so far to each source topic (orders, status changes, GPS points):
+        the load each window of the run carried."""
+        from contract.events import SOURCE_TOPICS, topic_name
+        from contract.kafka import consumer, end_offsets
+
+        if self._consumer is None:
+            self._consumer = consumer(**{"group.id": "bench-soak-sampler"})
+        return {
+            str(t): sum(end_offsets(self._consumer, topic_name(t)).values()) for t in SOURCE_TOPICS
+        }
+
+    def run(self) -> None:
+        try:
+            while True:
+                self.sample()
+                if self.stopped.wait(self.every):
+                    return
+        finally:
+            if self._consumer is not None:
+                self._consumer.close()
+
+
+def record_counts(orders: tuple[int, int] | None = None) -> dict[str, int]:
+    """What the system of record holds: orders, status changes, items, delivered orders
+    (of the orders whose ids are within ``orders``, both ends included, when given)."""
+    from django.db import connection
+
+    from contract.events import OrderStatus
+    from tracker.orders.models import Order, OrderItem, OrderStatusChange
+
+    mine = {} if orders is None else {"order_id__range": orders}
+    counts = {
+        "orders": Order.objects.filter(**({} if orders is None else {"id__range": orders})).count(),
+        "status changes": OrderStatusChange.objects.filter(**mine).count(),
+        "order items": OrderItem.objects.filter(**mine).count(),
+        "delivered orders": Order.objects.filter(
+            status=OrderStatus.DELIVERED, **({} if orders is None else {"id__range": orders})
+        ).count(),
+    }
+    connection.close()
+    return counts
+
+
+def pinot_counts(orders: tuple[int, int] | None = None) -> dict[str, int]:
+    """The same counts from Pinot: orders and their status times in ``orders_enriched``
+    (one row per order once upserted), item lines in ``order_items_enriched``."""
+    from contract.events import OrderStatus, status_time_field
+    from tracker.tracking.selectors import query
+
+    where = "" if orders is None else f" WHERE order_id BETWEEN {orders[0]:d} AND {orders[1]:d}"
+    also = " AND" if orders is not None else " WHERE"
+    columns = [status_time_field(status) for status in OrderStatus]
+    times = query(
+        "SELECT "
+        + ", ".join(f"COUNT(*) FILTER (WHERE {c} > 0) AS {c}" for c in columns)
+        + f" FROM orders_enriched{where}"
+    )[0]
+    return {
+        "orders": query(f"SELECT COUNT(*) AS n FROM orders_enriched{where}")[0]["n"],
+        "status changes": sum(int(times[c]) for c in columns),
+        "order items": query(f"SELECT COUNT(*) AS n FROM order_items_enriched{where}")[0]["n"],
+        "delivered orders": query(
+            f"SELECT COUNT(*) AS n FROM orders_enriched{where}{also} status = 'DELIVERED'"
+        )[0]["n"],
+    }
+
+
+def drain_and_count(timeout: float = 300) -> tuple[dict, dict]:
+    """Wait until Pinot holds what the system of record holds (or time out); return both."""
+    deadline = time.monotonic() + timeout
+    while True:
+        want, have = record_counts(), pinot_counts()
+        if want == have or time.monotonic() > deadline:
+            return want, have
+        time.sleep(2)
+
+
+# ------------------------------------------------------------------ the black-box probe
+
+#: How long a probe waits for each thing it expects (a socket message, a REST answer).
+PROBE_TIMEOUT = 60.0
+#: The web client's reconnect schedule (frontend/static/frontend/js/live.js): 0.5 s
+#: doubling up to 30 s, with "equal jitter", back to the start once a socket is live.
+BACKOFF_START_S, BACKOFF_MAX_S = 0.5, 30.0
+#: Close codes after which the client gives up (live.js's FINAL_CODES).
+FINAL_CLOSE_CODES = frozenset({4400, 4401, 4403, 4404})
+
+
+def reconnect_delay(attempt: int, rng: random.Random) -> float:
+    """live.js's wait before reconnect number ``attempt`` (0 for the first)."""
+    base = min(BACKOFF_MAX_S, BACKOFF_START_S * 2**attempt)
+    return base / 2 + rng.random() * base / 2
+
+
+def _point(position: dict | None) -> tuple[float, float] | None:
+    return None if not position else (round(position["lat"], 6), round(position["lon"], 6))
+
+
+def _shown_statuses(order: dict) -> list[str]:
+    """The statuses a snapshot's order shows as reached (its timeline's done and current)."""
+    return [
+        s["status"] for s in order.get("timeline") or [] if s.get("state") in ("done", "current")
+    ]
+
+
+class ProbeFailed(Exception):
+    """A step of the probe did not get what it expected (the message says what it got)."""
+
+
+class OrderFollower:
+    """One order's WebSocket, kept open as the web client keeps it: after a drop it
+    reconnects with live.js's back-off and ``?since=<the newest version it has>``, and
+    stops only at a final close code. Every message is logged with when it arrived (the
+    caller's ``clock``) and on which connection."""
+
+    def __init__(
+        self, endpoint: Endpoint, path: str, token: str, clock=time.monotonic, seed: int = 0
+    ) -> None:
+        self.endpoint, self.path, self.token, self.clock = endpoint, path, token, clock
+        #: (arrival, connection number from 1, message) for every message but heartbeats.
+        self.log: list[tuple[float, int, dict]] = []
+        self.connections = 0
+        #: (when, why) of every connection that ended or could not be made.
+        self.drops: list[tuple[float, str]] = []
+        self.final: int | None = None
+        self.version: int | None = None
+        #: First arrival of each status and each courier point the socket showed.
+        self.seen_at: dict[str, float] = {}
+        self.position_at: dict[tuple[float, float], float] = {}
+        #: (arrival, status, point) of every enriched ``update``.
+        self.updates: list[tuple[float, str, tuple[float, float] | None]] = []
+        self._changed = asyncio.Event()
+        self._rng = random.Random(seed)
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> OrderFollower:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def wait(self, predicate, timeout: float = PROBE_TIMEOUT, what: str = "") -> None:
+        """Until ``predicate(self)`` holds; ProbeFailed after ``timeout`` or a final close."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self):
+            if self.final is not None:
+                raise ProbeFailed(f"socket closed with {self.final} waiting for {what}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                dropped = f"; drops: {self.drops[-3:]}" if self.drops else ""
+                raise ProbeFailed(f"socket: no {what} in {timeout:.0f} s{dropped}")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+
+    async def _run(self) -> None:
+        import websockets
+
+        attempt = 0
+        while True:
+            since = f"?since={self.version}" if self.version is not None else ""
+            try:
+                async with websockets.connect(
+                    self.endpoint.ws_url(self.path + since),
+                    open_timeout=PROBE_TIMEOUT,
+                    **self.endpoint.ws_options(self.token),
+                ) as ws:
+                    self.connections += 1
+                    async for raw in ws:
+                        if self._take(json.loads(raw)):
+                            attempt = 0
+                why = f"closed {ws.close_code}"
+            except websockets.ConnectionClosed as exc:
+                why = f"closed {exc.rcvd.code if exc.rcvd else 'without a close frame'}"
+            except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+            if self.final is not None:
+                return
+            self.drops.append((self.clock(), why[:200]))
+            self._changed.set()
+            await asyncio.sleep(reconnect_delay(attempt, self._rng))
+            attempt += 1
+
+    def _take(self, message: dict) -> bool:
+        """Record one message; True when it makes the socket live (snapshot, resumed)."""
+        kind = message.get("type")
+        if kind in ("heartbeat", "pong"):
+            return False
+        now = self.clock()
+        self.log.append((now, self.connections, message))
+        position = None
+        if kind == "error" and message.get("code") in FINAL_CLOSE_CODES:
+            self.final = message["code"]
+        elif kind == "snapshot":
+            order = message.get("order") or {}
+            for status in _shown_statuses(order):
+                self.seen_at.setdefault(status, now)
+            position = order.get("position")
+        elif kind == "status":
+            self.seen_at.setdefault(message["status"], now)
+        elif kind == "update":
+            self.seen_at.setdefault(message["status"], now)
+            position = message.get("position")
+            self.updates.append((now, message["status"], _point(position)))
+        elif kind == "position":
+            position = message.get("position")
+        if position:
+            self.position_at.setdefault(_point(position), now)
+        if kind in ("snapshot", "resumed", "update") and isinstance(message.get("version"), int):
+            self.version = max(message["version"], self.version or 0)
+        self._changed.set()
+        return kind in ("snapshot", "resumed")
+
+
+def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> dict:
+    """What a client following an order saw, against the statuses the order went through:
+
+    * ``missed``: a status of ``reached`` the socket never showed (as a fast ``status``,
+      an ``update``'s current status, or reached in a snapshot's timeline after a
+      reconnect);
+    * ``twice``: a fast status pushed again, an ``update`` at a version at or below one
+      the client has (its snapshot's included), or a status-change update to the status
+      already shown;
+    * ``out_of_order``: a fast status behind an earlier fast one, or an update's status
+      behind an earlier update's or snapshot's (the fast path runs ahead of the enriched
+      one, so only each path against itself).
+    """
+    from contract.events import status_rank
+
+    seen: set[str] = set()
+    fast: set[str] = set()
+    twice: list[str] = []
+    backwards: list[str] = []
+    top_fast = top_update = -1
+    shown: str | None = None
+    version: int | None = None
+    for _, _, message in log:
+        kind = message.get("type")
+        if kind in ("snapshot", "resumed"):
+            order = message.get("order") or {}
+            seen.update(_shown_statuses(order))
+            if order.get("status"):
+                shown = order["status"]
+                top_update = max(top_update, status_rank(shown))
+            if isinstance(message.get("version"), int):
+                version = max(message["version"], version if version is not None else -1)
+        elif kind == "status":
+            status = message["status"]
+            if status in fast:
+                twice.append(status)
+            elif status_rank(status) < top_fast:
+                backwards.append(status)
+            fast.add(status)
+            seen.add(status)
+            top_fast = max(top_fast, status_rank(status))
+        elif kind == "update":
+            status, at = message["status"], message.get("version")
+            if version is not None and isinstance(at, int) and at <= version:
+                twice.append(f"version {at}")
+            elif message.get("kind") == "status" and status == shown:
+                twice.append(status)
+            elif status_rank(status) < top_update:
+                backwards.append(status)
+            if isinstance(at, int):
+                version = max(at, version if version is not None else -1)
+            seen.add(status)
+            shown = status
+            top_update = max(top_update, status_rank(status))
+    return {
+        "missed": [s for s in reached if s not in seen],
+        "twice": twice,
+        "out_of_order": backwards,
+        "connections": max((connection for _, connection, _ in log), default=0),
+    }
+
+
+def probe_people(operator, customers: int = 4) -> dict:  # noqa: ANN001 - a User
+    """The probe's parts: customers of its own (so their sockets see only the probe's
+    orders; probe ``n`` is customer ``n % customers``, so probes every few seconds stay
+    within each customer's read budget), an operator who moves the order through the
+    kitchen, every courier's token (the system picks the courier), and a restaurant with
+    a product."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    from tracker.couriers.models import Courier
+    from tracker.customers.models import Address, Customer
+    from tracker.restaurants.models import Restaurant
+
+    tokens = []
+    for index in range(customers):
+        name = "longrun-probe" if index == 0 else f"longrun-probe-{index + 1}"
+        user, _ = get_user_model().objects.get_or_create(username=name)
+        customer, _ = Customer.objects.get_or_create(user=user)
+        Address.objects.get_or_create(
+            customer=customer,
+            defaults={"line1": "1 Church St", "lat": 12.975, "lon": 77.605, "is_default": True},
+        )
+        tokens.append(Token.objects.get_or_create(user=user)[0].key)
+    restaurant = Restaurant.objects.filter(is_open=True).order_by("id").first()
+    product = restaurant.products.filter(is_available=True).order_by("id").first()
+    couriers = {
+        courier.pk: Token.objects.get_or_create(user=courier.user)[0].key
+        for courier in Courier.objects.select_related("user")
+    }
+    people = {
+        "customers": tokens,
+        "last_orders": {},  # each customer's last delivered probe order
+        "operator": Token.objects.get_or_create(user=operator)[0].key,
+        "couriers": couriers,
+        "restaurant": restaurant.pk,
+        "product": product.pk,
+    }
+    connection.close()
+    return people
+
+
+def courier_token(order_id: int) -> str:
+    """The token of the courier the system assigned (set up as the courier's app would be)."""
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    from tracker.orders.models import Order
+
+    courier = Order.objects.select_related("courier__user").get(pk=order_id).courier
+    key = Token.objects.get_or_create(user=courier.user)[0].key
+    connection.close()
+    return key
+
+
+async def probe(
+    endpoint: Endpoint, people: dict, n: int, deliver: bool = False, clock=time.monotonic
+) -> dict:
+    """Go through the public API as a customer, the kitchen and a courier would: place an
+    order and follow it on a WebSocket (reconnecting as the web client does), advance it
+    to OUT_FOR_DELIVERY, post a GPS point as its courier, and wait until the status and
+    the point are on the socket (the fast path), in an enriched ``update``, and in the
+    REST detail served from Pinot. With ``deliver``, the courier then takes it to
+    DELIVERED, which must reach the socket and the REST detail too, and the socket must
+    have shown every status once, in order (:func:`socket_verdict`).
+
+    Times are the caller's ``clock``: ``accepted`` (each command's answer),
+    ``accept_to_socket`` and ``accept_to_rest`` (seconds from an answer to the socket or
+    REST showing it). A failed step is a result, not a crash: ``ok`` is false and
+    ``step``, ``error`` and the HTTP answers (``http_errors``) say what happened."""
+    t0 = clock()
+    row: dict = {"ok": False, "step": "read", "http_errors": [], "rest_polls": []}
+    accepted: dict[str, float] = {}
+    customer = people["customers"][n % len(people["customers"])]
+
+    def refused(step: str, response) -> ProbeFailed:  # noqa: ANN001 - an httpx.Response
+        row["http_errors"].append(
+            {"step": step, "status": response.status_code,
+             "retry_after": response.headers.get("Retry-After")}
+        )  # fmt: skip
+        return ProbeFailed(f"{step}: HTTP {response.status_code} {response.text[:160]}")
+
+    async def command(client, step: str, path: str, token: str, body: dict | None = None):
+        response = await client.post(path, json=body or {}, headers=_token(token))
+        if response.status_code >= 300:
+            raise refused(step, response)
+        return response.json()
+
+    async def rest_until(client, order_id: int, step: str, done) -> tuple[dict, float]:
+        """GET the detail until ``done(body)``; every answer's code is kept."""
+        deadline = time.monotonic() + PROBE_TIMEOUT
+        while True:
+            response = await client.get(f"/api/v1/orders/{order_id}/", headers=_token(customer))
+            row["rest_polls"].append((round(clock(), 3), response.status_code))
+            body = response.json() if response.status_code == 200 else {}
+            if body and done(body):
+                return body, clock()
+            if time.monotonic() > deadline:
+                raise ProbeFailed(f"{step}: REST detail {response.status_code} {str(body)[:200]}")
+            # Every 0.25 s for 5 s, then every second, as a client backs off: 75 reads at
+            # most, within the customer's read budget (API_THROTTLE_READS, 120/min).
+            waited = PROBE_TIMEOUT - (deadline - time.monotonic())
+            await asyncio.sleep(0.25 if waited < 5 else 1.0)
+
+    async with endpoint.client() as client:
+        follower = None
+        try:
+            if people["last_orders"].get(customer):
+                last = people["last_orders"][customer]
+                row["read"] = await tracking_read(client, last, customer)
+            row["step"] = "place"
+            placed = await command(
+                client, "place", "/api/v1/orders/", customer,
+                {"restaurant_id": people["restaurant"],
+                 "items": [{"product_id": people["product"], "quantity": 1}],
+                 "delivery": {"address": "1 Church St", "lat": 12.975, "lon": 77.605}},
+            )  # fmt: skip
+            accepted[placed["status"]] = clock()
+            order_id = row["order_id"] = placed["id"]
+            follower = OrderFollower(endpoint, f"/ws/orders/{order_id}/", customer, clock, seed=n)
+            async with follower:
+                row["step"] = "snapshot"
+                await follower.wait(lambda f: f.log, what="snapshot")
+                row["step"] = "advance"
+                for _ in range(4):  # ORDER_CONFIRMED .. OUT_FOR_DELIVERY, by the kitchen
+                    moved = await command(
+                        client, "advance", f"/api/v1/orders/{order_id}/advance/", people["operator"]
+                    )
+                    accepted[moved["status"]] = clock()
+                courier = (moved.get("courier") or {}).get("id")
+                token = people["couriers"].get(courier) or await asyncio.to_thread(
+                    courier_token, order_id
+                )
+                point = (round(12.97 + (n % 50) * 1e-4, 6), round(77.62 + (n % 50) * 1e-4, 6))
+                row["step"] = "gps"
+                response = await client.post(
+                    f"/api/v1/orders/{order_id}/locations/",
+                    json={"lat": point[0], "lon": point[1]},
+                    headers=_token(token),
+                )
+                row["gps_http"] = response.status_code
+                if response.status_code >= 300:
+                    raise refused("gps", response)
+                accepted["gps"] = clock()
+                row["step"] = "socket"
+                # As a client does: the status and the point from whichever message brings
+                # them first (the fast path's ``status``/``position``, or an ``update``).
+                await follower.wait(
+                    lambda f: "OUT_FOR_DELIVERY" in f.seen_at and point in f.position_at,
+                    what="OUT_FOR_DELIVERY and the point",
+                )
+                seen = max(follower.seen_at["OUT_FOR_DELIVERY"], follower.position_at[point])
+                row["socket_s"] = round(seen - accepted["gps"], 3)
+                row["step"] = "update"
+
+                def enriched(f: OrderFollower) -> float | None:
+                    return next(
+                        (t for t, s, p in f.updates if s == "OUT_FOR_DELIVERY" and p == point),
+                        None,
+                    )
+
+                await follower.wait(lambda f: enriched(f) is not None, what="the enriched update")
+                row["update_s"] = round(enriched(follower) - accepted["gps"], 3)
+                row["step"] = "rest"
+                detail, at = await rest_until(
+                    client, order_id, "rest",
+                    lambda body: body.get("tracking", {}).get("source") == "pinot"
+                    and body.get("status") == "OUT_FOR_DELIVERY" and _point(body.get("position")) == point,
+                )  # fmt: skip
+                row["rest_s"] = round(at - accepted["gps"], 3)
+                rest = {"gps": at - accepted["gps"]}
+                if deliver:
+                    row["step"] = "deliver"
+                    for _ in range(2):  # ARRIVING_AT_DOOR, DELIVERED, by the courier
+                        moved = await command(
+                            client, "deliver", f"/api/v1/orders/{order_id}/advance/", token
+                        )
+                        accepted[moved["status"]] = clock()
+                    row["step"] = "delivered on the socket"
+                    await follower.wait(lambda f: "DELIVERED" in f.seen_at, what="DELIVERED")
+                    row["step"] = "delivered in REST"
+                    detail, at = await rest_until(
+                        client, order_id, "delivered in REST",
+                        lambda body: body.get("tracking", {}).get("source") == "pinot"
+                        and body.get("status") == "DELIVERED",
+                    )  # fmt: skip
+                    rest["DELIVERED"] = at - accepted["DELIVERED"]
+                    row["rest_repeats"] = history_repeats(detail)
+                    people["last_orders"][customer] = order_id
+            row["accept_to_socket"] = {
+                what: round(follower.seen_at[what] - at, 3)
+                for what, at in accepted.items()
+                if what in follower.seen_at and what != "PLACED_ORDER"  # before the socket
+            }
+            row["accept_to_socket"]["gps"] = round(follower.position_at[point] - accepted["gps"], 3)
+            row["accept_to_rest"] = {what: round(s, 3) for what, s in rest.items()}
+            verdict = socket_verdict(follower.log, [s for s in accepted if s != "gps"])
+            row["socket"] = verdict
+            row["step"] = "verdict"
+            problems = {k: verdict[k] for k in ("missed", "twice", "out_of_order") if verdict[k]}
+            if row.get("rest_repeats"):
+                problems["rest_repeats"] = row["rest_repeats"]
+            if problems:
+                raise ProbeFailed(f"what the client saw: {problems}")
+            row["ok"], row["step"] = True, "done"
+        except Exception as exc:  # noqa: BLE001 - a failed probe is a result, not a crash
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        finally:
+            if follower is not None:
+                row["pushed"] = [  # when each fast status reached the socket
+                    round(t, 3) for t, _, m in follower.log if m.get("type") == "status"
+                ]
+                row["reconnects"] = max(0, follower.connections - 1)
+                row["drops"] = [(round(t, 3), why) for t, why in follower.drops]
+                reached = [s for s in accepted if s != "gps"]
+                row.setdefault("socket", socket_verdict(follower.log, reached))
+    row["accepted"] = {what: round(t, 3) for what, t in accepted.items()}
+    row["total_s"] = round(clock() - t0, 3)
+    return row
+
+
+def _token(key: str) -> dict[str, str]:
+    return {"Authorization": f"Token {key}"}
+
+
+async def tracking_read(client, order_id: int, token: str) -> dict:  # noqa: ANN001 - httpx
+    """One REST read of an order the probe finished earlier: its code and where the
+    tracking came from (a read must keep answering from Pinot while the database is down)."""
+    try:
+        response = await client.get(f"/api/v1/orders/{order_id}/", headers=_token(token))
+    except Exception as exc:  # noqa: BLE001 - a refused read is a result
+        return {"status": None, "error": f"{type(exc).__name__}: {exc}"[:200]}
+    body = response.json() if response.status_code == 200 else {}
+    return {"status": response.status_code, "source": body.get("tracking", {}).get("source")}
+
+
+def history_repeats(detail: dict) -> list:
+    """Rows the REST detail's history shows twice: a status in its timeline, a point in
+    the courier's trail."""
+    statuses = [step["status"] for step in detail.get("timeline") or []]
+    points = [(p.get("lat"), p.get("lon"), p.get("at")) for p in detail.get("path") or []]
+    return [s for s in set(statuses) if statuses.count(s) > 1] + [
+        p for p in set(points) if points.count(p) > 1
+    ]
