@@ -551,6 +551,7 @@ class Drill:
         self.metrics = metrics_targets(plan)
         self.pinot_dir = plan.var / "app" / "pinot"
         self.hold_dir = system.run.app.hold_dir
+        self.hold_dir.mkdir(parents=True, exist_ok=True)
         self.spark_ui = plan.ports.spark_ui
         self.prometheus_url: str | None = None
         self.sampler: HealthSampler | None = None
@@ -641,10 +642,18 @@ class Drill:
             with contextlib.suppress(asyncio.CancelledError):
                 await strip
 
+    def check_running(self) -> None:
+        """A process that kept failing makes the supervisor stop the whole run (a fourth
+        exit): nothing after that would measure the product."""
+        run = self.system.run
+        if run.app.failed.is_set() or run.infra.failed.is_set():
+            raise RuntimeError(f"the supervisor stopped the run: see {run.plan.var}/app/logs")
+
     async def pause(self, seconds: float) -> None:
         """Sleep, ending early when the drill is stopped."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and not STOP.is_set():
+            self.check_running()
             await asyncio.sleep(min(1.0, deadline - time.monotonic()))
 
     async def hold_phase(self) -> None:
@@ -692,6 +701,7 @@ class Drill:
         the repair passed, at most ``--recover-minutes``."""
         deadline = time.monotonic() + self.args.recover_minutes * 60
         while time.monotonic() < deadline and not STOP.is_set():
+            self.check_running()
             at = recovered_at(self.samples(), rec.t_repair)
             passed = any(p["ok"] and p["t"] >= rec.t_repair for p in self.probes)
             if at is not None and passed:

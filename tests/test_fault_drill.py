@@ -1,0 +1,428 @@
+"""The fault drill's own reasoning, without engines (bench/bench_fault_drill.py and the
+probe's verdict in bench/common.py): which Kafka node, Spark worker and web process it
+picks to kill, what it reads from ``/metrics``, health samples, the strip and the
+probes, how it builds Prometheus's configuration, and what it calls a missed, repeated
+or reordered status. The drill itself runs the replicated cluster and is a benchmark
+(docs/reliability.md, "Faults across a cluster"), not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from bench import bench_fault_drill as drill
+from bench import common
+from embedded import compose as prod
+from tests.test_cluster_topology import COMPOSE_VARS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """The replicated cluster's plan, as the drill starts it (nothing runs)."""
+    return prod.plan(
+        var=tmp_path / "cluster", overrides=COMPOSE_VARS, demo=True, files=drill.cluster_files()
+    )
+
+
+def _metadata(leaders: dict[tuple[str, int], int], lagging: tuple = ()) -> ClusterMetadata:
+    """The admin client's own metadata classes, filled as a three-node cluster answers."""
+    metadata = ClusterMetadata()
+    for (topic, partition), leader in leaders.items():
+        topic_md = metadata.topics.setdefault(topic, TopicMetadata())
+        topic_md.topic = topic
+        part = PartitionMetadata()
+        part.id, part.leader, part.replicas = partition, leader, [1, 2, 3]
+        part.isrs = [1, 2] if (topic, partition) in lagging else [1, 2, 3]
+        topic_md.partitions[partition] = part
+    return metadata
+
+
+# ------------------------------------------------------------------ what the drill kills
+
+
+def test_the_node_to_kill_leads_the_partition_that_took_the_most_records(cluster):
+    before = {("orders", 0): 100, ("order_statuses", 0): 500, ("order_statuses", 1): 900}
+    after = {("orders", 0): 160, ("order_statuses", 0): 540, ("order_statuses", 1): 990}
+    assert drill.busiest_partition(before, after) == ("order_statuses", 1)  # +90
+    # A tie goes to the first by name; a partition new since the first read counts whole.
+    assert drill.busiest_partition({}, {("b", 0): 5, ("a", 1): 5}) == ("a", 1)
+    metadata = _metadata({("orders", 0): 1, ("order_statuses", 0): 2, ("order_statuses", 1): 3})
+    leader = drill.leader_of(metadata, "order_statuses", 1)
+    assert leader == 3
+    # Node ids as each Kafka launcher of the cluster reads its command line.
+    assert drill.kafka_nodes(cluster) == {1: "kafka", 2: "kafka-2", 3: "kafka-3"}
+    assert drill.kafka_nodes(cluster)[leader] == "kafka-3"
+    lagging = _metadata({("orders", 0): 1, ("orders", 1): 2}, lagging=(("orders", 1),))
+    assert drill.under_replicated(lagging, ["orders"]) == ["orders/1"]
+    assert drill.under_replicated(metadata, ["orders", "order_statuses"]) == []
+
+
+def test_the_worker_to_kill_runs_the_stream_jobs_executor(cluster):
+    workers = drill.spark_workers(cluster)
+    assert sorted(workers.values()) == ["spark-worker", "spark-worker-2"]
+    first, second = (f"http://127.0.0.1:{port}" for port in sorted(workers))
+    app = drill.stream_app_name()
+    assert app == "ordertrack-streaming"
+    master = {  # the fields of the standalone master's /json/ the drill reads
+        "activeapps": [{"id": "app-2", "name": "something-else"}, {"id": "app-1", "name": app}],
+        "workers": [{"webuiaddress": first, "state": "ALIVE"}, {"webuiaddress": second, "state": "ALIVE"}],
+    }  # fmt: skip
+    states = {
+        first: {"executors": [{"id": 0, "appid": "app-2"}]},
+        second: {"executors": [{"id": 1, "appid": "app-1"}]},
+    }
+    chosen = drill.executor_worker(app, master, states)
+    assert chosen == second
+    assert workers[int(chosen.rsplit(":", 1)[1])] in ("spark-worker", "spark-worker-2")
+    # None runs it (or it is not running): nothing to kill, said so.
+    assert drill.executor_worker(app, master, {first: {"executors": []}}) is None
+    assert drill.executor_worker(app, {"activeapps": []}, states) is None
+
+
+def test_each_process_serving_metrics_and_each_pinot_server_is_known(cluster):
+    targets = drill.metrics_targets(cluster)
+    assert {name: job for name, (job, _) in targets.items()} == {
+        "web": "web", "web-2": "web", "relay": "relay", "streaming": "streaming",
+        "pushbridge": "pushbridge",
+    }  # fmt: skip
+    ports = [port for _, port in targets.values()]
+    assert len(set(ports)) == len(ports)
+    servers = drill.pinot_servers(cluster)
+    assert sorted(servers) == ["server", "server-2"]
+    assert len(set(servers.values())) == 2
+
+
+def test_the_web_process_to_kill_holds_the_most_sockets():
+    registry = CollectorRegistry()
+    gauge = Gauge("ordertrack_websockets_open", "open", ["socket"], registry=registry)
+    gauge.labels("order").set(3)
+    gauge.labels("operations").set(1)
+    assert drill.sockets_open(generate_latest(registry).decode()) == 4
+    assert drill.busiest_web({"web": 2, "web-2": 4}) == "web-2"
+    assert drill.busiest_web({"web-2": 1, "web": 1}) == "web"
+
+
+# ------------------------------------------------------------------ what /metrics shows
+
+
+def _exposition(stalled=(), behind=(), backlog=0, errors=0) -> str:
+    registry = CollectorRegistry()
+    stalled_g = Gauge("ordertrack_pipeline_stage_stalled", "s", ["stage"], registry=registry)
+    behind_g = Gauge("ordertrack_pipeline_stage_behind", "b", ["stage"], registry=registry)
+    for stage in ("relay", "stream", "pinot", "bridge"):
+        stalled_g.labels(stage).set(stage in stalled)
+        behind_g.labels(stage).set(stage in behind or stage in stalled)
+    Gauge("ordertrack_outbox_backlog_rows", "rows", registry=registry).set(backlog)
+    latency = Histogram(
+        "ordertrack_http_request_duration_seconds", "t", ["route", "method", "status"],
+        registry=registry,
+    )  # fmt: skip
+    for _ in range(5):
+        latency.labels("/api/v1/orders/", "POST", "2xx").observe(0.01)
+    for _ in range(errors):
+        latency.labels("/api/v1/orders/", "POST", "5xx").observe(0.01)
+    Counter("unrelated", "x", registry=registry).inc()
+    return generate_latest(registry).decode()
+
+
+def test_metrics_signals_name_stalled_and_behind_stages_backlog_5xx_and_silence():
+    quiet = {"web": _exposition(), "web-2": _exposition(), "relay": _exposition()}
+    signals, errors = drill.metric_signals(quiet, {})
+    assert signals == set()
+    assert errors == {"web": 0, "web-2": 0, "relay": 0}
+    texts = {
+        "web": _exposition(stalled=("pinot",), behind=("relay",), errors=2),
+        "web-2": _exposition(behind=("pinot",)),  # the worst of the two counts
+        "relay": _exposition(backlog=250),
+        "streaming": None,
+    }
+    signals, errors = drill.metric_signals(texts, errors)
+    assert signals == {
+        "stage pinot stalled", "stage relay behind", "outbox backlog over 100 rows",
+        "streaming /metrics not answering", "web answered 5xx",
+    }  # fmt: skip
+    # No new 5xx: no signal; a restarted process (a count lower than before) with 5xx: one.
+    again, errors = drill.metric_signals({"web": _exposition(errors=2)}, errors)
+    assert again == set()
+    restarted, _ = drill.metric_signals({"web": _exposition(errors=1)}, errors)
+    assert restarted == {"web answered 5xx"}
+
+
+def test_prometheus_is_configured_with_the_production_intervals_rules_and_jobs(tmp_path):
+    production = yaml.safe_load(drill.PROMETHEUS_YML.read_text())
+    targets = {"web": ["127.0.0.1:9100", "127.0.0.1:41234"], "relay": ["127.0.0.1:9101"],
+               "streaming": ["127.0.0.1:9102"], "pushbridge": ["127.0.0.1:9103"]}  # fmt: skip
+    config = drill.prometheus_config(targets, "127.0.0.1:49090")
+    assert config["global"] == production["global"]
+    assert config["rule_files"] == [str(drill.ALERT_RULES)] and drill.ALERT_RULES.exists()
+    jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in config["scrape_configs"]}
+    assert set(jobs) == {j["job_name"] for j in production["scrape_configs"]}
+    assert jobs["web"] == targets["web"] and jobs["prometheus"] == ["127.0.0.1:49090"]
+    if shutil.which("promtool"):  # Debian's prometheus package: the file it will read
+        path = tmp_path / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config))
+        checked = subprocess.run(
+            ["promtool", "check", "config", str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# ------------------------------------------------------------------ reading the samples
+
+
+def _sample(t: float, **stages: str) -> dict:
+    return {"t": t, "pipeline": {"stages": {k: {"status": v, "lag": 0} for k, v in stages.items()}}}
+
+
+def test_recovery_is_the_first_time_every_stage_is_ok_and_stays_ok():
+    ok = {"relay": "ok", "stream": "ok", "pinot": "ok", "bridge": "ok"}
+    samples = [
+        _sample(0, **ok),
+        _sample(2, **{**ok, "stream": "behind"}),
+        _sample(4, **ok),  # one good sample: not yet
+        _sample(6, **{**ok, "pinot": "stalled"}),
+        {"t": 8, "pipeline": {"error": "HTTPStatusError: 503"}},
+        *(_sample(t, **ok) for t in range(10, 24, 2)),
+    ]
+    assert drill.recovered_at(samples, start=1) == 10
+    assert drill.recovered_at(samples, start=1, stable_s=30) is None
+    assert drill.first_stable([(0, True), (5, True), (10, True)], 0, 10) == 0
+    assert drill.first_stable([(0, True), (5, False), (10, True)], 0, 10) is None
+
+
+def test_a_fault_shows_when_something_beyond_the_baseline_shows_and_clears_back_to_it():
+    points = [
+        (0, ["stage relay behind"]),  # the baseline: already showing before the fault
+        (10, ["stage relay behind"]),
+        (14, ["stage relay behind", "web-2 /metrics not answering"]),
+        (16, ["stage pinot stalled"]),
+        (18, ["stage relay behind"]),
+        (30, ["stage relay behind"]),
+        (32, []),
+    ]
+    shown = drill.shown_and_cleared(points, start=12, end=40, stable_s=10)
+    assert shown == {
+        "baseline": ["stage relay behind"],
+        "shown_s": 2,
+        "cleared_s": 6,
+        "what": ["stage pinot stalled", "web-2 /metrics not answering"],
+    }
+    never = drill.shown_and_cleared([(0, []), (20, [])], start=5, end=30)
+    assert never["shown_s"] is None and never["cleared_s"] is None
+    stuck = drill.shown_and_cleared([(0, []), (20, ["a"]), (60, ["a"])], start=5, end=30)
+    assert (stuck["shown_s"], stuck["cleared_s"]) == (15, None)
+
+
+def test_failed_probes_their_longest_run_latencies_and_refusals():
+    probes = [
+        {"t": 0, "end": 5, "ok": True, "accept_to_socket": {"gps": 0.1, "BEING_COOKED": 0.2}},
+        {"t": 5, "end": 65, "ok": False},
+        {"t": 10, "end": 70, "ok": False, "accept_to_socket": {"ORDER_CONFIRMED": 4.0}},
+        {"t": 15, "end": 20, "ok": True, "accept_to_socket": {"gps": 0.3}},
+        {"t": 20, "end": 80, "ok": False},
+    ]
+    assert drill.failure_spans(probes) == {"total": 5, "failed": 3, "longest_failure_s": 60}
+    assert drill.failure_spans(probes[:4]) == {"total": 4, "failed": 2, "longest_failure_s": 10}
+    assert drill.probes_between(probes, 5, 20) == probes[1:4]
+    latency = drill.p99_of(probes, "accept_to_socket")
+    assert latency == {"p99_s": 4.0, "n": 4, "probes_without": 2}
+    polls = [(0, 200), (1, 503), (2, 503), (9, 503), (10, 200), (11, 503), (12, 200)]
+    assert drill.longest_refusal(polls) == 9
+    assert drill.longest_refusal([(0, 503), (4, 503)]) == 4
+    assert drill.longest_refusal([(0, 200)]) == 0
+
+
+def test_the_load_holds_only_with_every_probe_flat_lag_and_the_rate_reached():
+    probes = [{"t": t, "ok": True} for t in range(0, 600, 5)]
+    flat = [{"t": t, "pipeline": {"stages": {"relay": {"status": "ok", "lag": 5 + t % 3}}}}
+            for t in range(0, 600, 2)]  # fmt: skip
+    held = drill.hold_verdict(probes, flat, (1000, 3500), 10, 250, 2)
+    assert held["held"] and held["orders_per_min_reached"] == 250
+    growing = [{"t": t, "pipeline": {"stages": {"relay": {"status": "ok", "lag": t}}}}
+               for t in range(0, 600, 2)]  # fmt: skip
+    verdict = drill.hold_verdict([*probes, {"t": 601, "ok": False}], growing, (0, 2000), 10, 250, 2)
+    assert not verdict["held"]
+    assert len(verdict["why_not"]) == 3  # a probe failed, the lag grew, 200 of 250/min
+
+
+# ------------------------------------------------------------------ what the client saw
+
+
+def _snapshot(version: int, status: str) -> dict:
+    from contract.events import LIFECYCLE
+
+    reached = [s.value for s in LIFECYCLE][: [s.value for s in LIFECYCLE].index(status) + 1]
+    timeline = [{"status": s.value, "state": "done" if s.value in reached[:-1] else
+                 "current" if s.value == status else "pending"} for s in LIFECYCLE]  # fmt: skip
+    return {
+        "type": "snapshot",
+        "version": version,
+        "order": {"status": status, "timeline": timeline},
+    }
+
+
+def _update(version: int, status: str, kind: str = "status") -> dict:
+    return {"type": "update", "version": version, "status": status, "kind": kind}
+
+
+def _status(status: str) -> dict:
+    return {"type": "status", "status": status}
+
+
+REACHED = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED", "OUT_FOR_DELIVERY"]
+
+
+def _log(*messages: dict, connection: int = 1) -> list:
+    return [(float(i), connection, m) for i, m in enumerate(messages)]
+
+
+def test_a_socket_that_saw_every_status_once_in_order_passes():
+    # The fast path runs ahead of the enriched one: an update behind a fast status is normal.
+    log = _log(
+        _snapshot(0, "PLACED_ORDER"),
+        _status("ORDER_CONFIRMED"), _update(1, "PLACED_ORDER", "position"),
+        _update(2, "ORDER_CONFIRMED"), _status("BEING_PREPARED"), _status("BEING_COOKED"),
+        _update(3, "BEING_PREPARED"), _update(4, "BEING_COOKED"), _update(5, "OUT_FOR_DELIVERY"),
+    )  # fmt: skip
+    assert common.socket_verdict(log, REACHED) == {
+        "missed": [], "twice": [], "out_of_order": [], "connections": 1,
+    }  # fmt: skip
+
+
+def test_missed_repeated_and_reordered_statuses_are_named():
+    log = _log(
+        _snapshot(0, "PLACED_ORDER"),
+        _status("BEING_PREPARED"), _status("ORDER_CONFIRMED"),  # fast path backwards
+        _status("BEING_PREPARED"),  # pushed twice
+        _update(3, "BEING_PREPARED"), _update(3, "BEING_PREPARED", "position"),  # version again
+        _update(4, "BEING_PREPARED"),  # a status-change update to the status shown
+        _update(5, "ORDER_CONFIRMED", "position"),  # enriched path backwards
+    )  # fmt: skip
+    verdict = common.socket_verdict(log, REACHED)
+    assert verdict["missed"] == ["BEING_COOKED", "OUT_FOR_DELIVERY"]
+    assert verdict["twice"] == ["BEING_PREPARED", "version 3", "BEING_PREPARED"]
+    assert verdict["out_of_order"] == ["ORDER_CONFIRMED", "ORDER_CONFIRMED"]
+
+
+def test_a_reconnect_whose_snapshot_holds_what_was_pushed_meanwhile_misses_nothing():
+    """The ?since= contract: the statuses pushed while the socket was away come back in
+    the fresh snapshot's timeline (or ``resumed`` when nothing changed)."""
+    log = [
+        *_log(_snapshot(0, "PLACED_ORDER"), _update(1, "ORDER_CONFIRMED")),
+        *_log(_snapshot(3, "BEING_COOKED"), _update(4, "OUT_FOR_DELIVERY"), connection=2),
+    ]
+    verdict = common.socket_verdict(log, REACHED)
+    assert verdict == {"missed": [], "twice": [], "out_of_order": [], "connections": 2}
+    stale = [*log, (9.0, 2, _update(3, "BEING_COOKED", "position"))]  # older than the snapshot
+    assert common.socket_verdict(stale, REACHED)["twice"] == ["version 3"]
+    resumed = _log(_snapshot(2, "BEING_PREPARED"), {"type": "resumed", "version": 2})
+    assert common.socket_verdict(resumed, REACHED[:3])["missed"] == []
+
+
+def test_the_socket_reconnects_on_the_web_clients_schedule():
+    """The probe's socket gives up and backs off as frontend/static/frontend/js/live.js does."""
+    live = (ROOT / "frontend" / "static" / "frontend" / "js" / "live.js").read_text()
+    finals = re.search(r"const FINAL_CODES = \{([^}]*)\}", live).group(1)
+    assert set(map(int, re.findall(r"(\d{4}):", finals))) == common.FINAL_CLOSE_CODES
+    start = int(re.search(r"const BACKOFF_START_MS = (\d+);", live).group(1))
+    cap = int(re.search(r"const BACKOFF_MAX_MS = (\d+);", live).group(1))
+    assert (start / 1000, cap / 1000) == (common.BACKOFF_START_S, common.BACKOFF_MAX_S)
+    rng = random.Random(1)
+    for attempt in range(12):
+        base = min(cap / 1000, start / 1000 * 2**attempt)
+        assert base / 2 <= common.reconnect_delay(attempt, rng) <= base  # "equal jitter"
+
+
+def test_the_endpoint_reaches_sockets_like_its_pages():
+    proxied = common.Endpoint("https://localhost:8443")
+    assert proxied.ws_url("/ws/orders/7/?since=3") == "wss://localhost:8443/ws/orders/7/?since=3"
+    assert proxied.ws_options("k")["ssl"] is not None
+    direct = common.Endpoint("http://localhost:8000", headers={"X-Forwarded-Proto": "https"})
+    assert direct.ws_url("/ws/operations/") == "ws://localhost:8000/ws/operations/"
+    options = direct.ws_options("k")
+    assert options["ssl"] is None
+    assert options["additional_headers"] == {
+        "X-Forwarded-Proto": "https",
+        "Authorization": "Token k",
+    }
+
+
+def test_a_row_shown_twice_in_the_rest_history_is_named():
+    detail = {
+        "timeline": [{"status": "PLACED_ORDER"}, {"status": "DELIVERED"}],
+        "path": [{"lat": 1.0, "lon": 2.0, "at": "t1"}, {"lat": 1.0, "lon": 2.0, "at": "t2"}],
+    }
+    assert common.history_repeats(detail) == []
+    detail["path"].append({"lat": 1.0, "lon": 2.0, "at": "t2"})
+    detail["timeline"].append({"status": "DELIVERED"})
+    assert sorted(map(str, common.history_repeats(detail))) == ["(1.0, 2.0, 't2')", "DELIVERED"]
+
+
+# ------------------------------------------------------------------ one fault's figures
+
+
+def test_a_faults_figures_and_its_targets_from_what_was_recorded():
+    rec = drill.FaultRecord(
+        "kafka", target="kafka-2 (node 2)", t_inject=100.0, t_repair=160.0, t_ready=175.0,
+        t_recovered=190.0, t_end=310.0, orders=(50, 80),
+        extra={"leader_changed_s": 8.0},
+    )  # fmt: skip
+    probes = [
+        {"t": 90.0, "end": 95.0, "ok": True, "accept_to_socket": {"gps": 0.2}},
+        {"t": 100.0, "end": 140.0, "ok": False, "step": "socket", "error": "no status",
+         "http_errors": [], "pushed": [130.0], "socket": {"missed": [], "twice": [], "out_of_order": []}},
+        {"t": 105.0, "end": 115.0, "ok": True, "pushed": [107.0], "accepted": {"gps": 108.0},
+         "update_s": 3.0, "accept_to_socket": {"gps": 1.5, "ORDER_CONFIRMED": 0.4},
+         "accept_to_rest": {"gps": 2.5}, "rest_polls": [[110.0, 200]]},
+        {"t": 200.0, "end": 205.0, "ok": True, "pushed": [202.0],
+         "accept_to_socket": {"gps": 0.1}, "accept_to_rest": {"gps": 0.9}},
+    ]  # fmt: skip
+    samples = [
+        {"t": 98.0, "signals": [], "alerts": {"firing": []}, "dead_letters": 4, "load1": 3.0},
+        {"t": 120.0, "signals": ["stage stream behind"], "alerts": {"firing": []},
+         "dead_letters": None, "load1": 5.0},
+        {"t": 180.0, "signals": [], "alerts": {"firing": ["PipelineStageStalled(stream)"]},
+         "dead_letters": 4, "load1": 4.0},
+        {"t": 200.0, "signals": [], "alerts": {"firing": []}, "dead_letters": 4, "load1": 3.0},
+        {"t": 215.0, "signals": [], "alerts": {"firing": []}, "dead_letters": 4, "load1": 3.0},
+    ]  # fmt: skip
+    strip = [
+        {"t": 99.0, "stages": {"stream": "ok"}},
+        {"t": 112.0, "stages": {"stream": "behind"}},
+        {"drop": "closed 1006", "t": 113.0},
+        {"t": 150.0, "stages": {"stream": "ok"}},
+        {"t": 170.0, "stages": {"stream": "ok"}},
+    ]
+    summary = drill.summarise(rec, probes, samples, strip, rec.t_end)
+    assert summary["probes"]["failed"] == 1 and summary["probes"]["total"] == 3
+    assert summary["accept_to_socket"]["during"] == {"p99_s": 1.5, "n": 2, "probes_without": 1}
+    assert summary["accept_to_socket"]["after"]["p99_s"] == 0.1
+    assert (summary["recovered_s"], summary["recovered_after_repair_s"]) == (90.0, 30.0)
+    assert summary["fast_resumed_s"] == 22.0  # the first push after the leader change (108)
+    assert summary["probes"]["longest_failure_s"] == 5.0  # the next probe passed
+    assert summary["enriched_resumed_s"] == 11.0
+    assert (summary["strip"]["shown_s"], summary["strip"]["cleared_s"]) == (12.0, 50.0)
+    assert summary["metrics"]["what"] == ["stage stream behind"]
+    assert summary["alert"]["shown_s"] == 80.0 and summary["alert"]["cleared_s"] == 100.0
+    assert summary["dead_letters_new"] == 0
+    assert summary["load_avg"] == {"mean": 3.75, "max": 5.0}
+    summary["counts_equal"] = True
+    verdicts = {t["target"]: t["verdict"] for t in drill.evaluate([summary])}
+    assert verdicts["no probe fails for more than 30 s"] == "met"
+    assert verdicts["fast socket updates resume within 10 s of the leader change"] == "MISSED"
+    assert verdicts["no acknowledged event lost (counts equal, no status missed)"] == "met"
+    assert verdicts["shows on the operations strip within 60 s and clears after recovery"] == "met"
+    assert verdicts["shows as its alert within 60 s and clears after recovery"] == "MISSED"
+    assert verdicts["no new dead letters"] == "met"
+    assert not any(t["fault"] != "kafka" for t in drill.evaluate([summary]))
