@@ -1082,6 +1082,7 @@ def summarise(rec: FaultRecord, drill_probes: list[dict], samples: list[dict], s
             "missed": sum(len(v.get("missed") or []) for v in verdicts),
             "twice": sum(len(v.get("twice") or []) for v in verdicts),
             "out_of_order": sum(len(v.get("out_of_order") or []) for v in verdicts),
+            "folded": sum(len(v.get("folded") or []) for v in verdicts),
             "reconnects": sum(p.get("reconnects", 0) for p in window),
             "probes_reconnected": sum(1 for p in window if p.get("reconnects")),
         },

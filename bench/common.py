@@ -1113,7 +1113,8 @@ class OrderFollower:
         elif kind == "status":
             self.seen_at.setdefault(message["status"], now)
         elif kind == "update":
-            self.seen_at.setdefault(message["status"], now)
+            for status in [message["status"], *(message.get("status_times") or {})]:
+                self.seen_at.setdefault(status, now)
             position = message.get("position")
             self.updates.append((now, message["status"], _point(position)))
         elif kind == "position":
@@ -1127,26 +1128,29 @@ class OrderFollower:
 
 
 def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> dict:
-    """What a client following an order saw, against the statuses the order went through:
+    """What a client following an order saw, against the statuses the order went through
+    (``reached``), judged by what the web client shows:
 
-    * ``missed``: a status of ``reached`` the socket never showed (as a fast ``status``,
-      an ``update``'s current status, or reached in a snapshot's timeline after a
-      reconnect);
-    * ``twice``: a fast status pushed again, an ``update`` at a version at or below one
-      the client has (its snapshot's included), or a status-change update to the status
-      already shown;
+    * ``missed``: a status the client never showed as reached: not as a fast ``status``,
+      nor as an ``update``'s status or in its ``status_times`` (the order page's
+      timeline), nor in a snapshot's timeline (after a reconnect: ``?since=``);
+    * ``twice``: a fast status pushed again (the bridge sends each once), or an ``update``
+      at a version at or below one the client has (its snapshot's included);
     * ``out_of_order``: a fast status behind an earlier fast one, or an update's status
       behind an earlier update's or snapshot's (the fast path runs ahead of the enriched
-      one, so only each path against itself).
+      one, so each path is judged against itself);
+    * ``folded`` (not a fault): reached but never the current status of any message, only
+      in a timeline (an enriched update that folded several changes, the fast one
+      skipped because the stream job was quicker).
     """
     from contract.events import status_rank
 
     seen: set[str] = set()
+    current: set[str] = set()
     fast: set[str] = set()
     twice: list[str] = []
     backwards: list[str] = []
     top_fast = top_update = -1
-    shown: str | None = None
     version: int | None = None
     for _, _, message in log:
         kind = message.get("type")
@@ -1154,8 +1158,8 @@ def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> di
             order = message.get("order") or {}
             seen.update(_shown_statuses(order))
             if order.get("status"):
-                shown = order["status"]
-                top_update = max(top_update, status_rank(shown))
+                current.add(order["status"])
+                top_update = max(top_update, status_rank(order["status"]))
             if isinstance(message.get("version"), int):
                 version = max(message["version"], version if version is not None else -1)
         elif kind == "status":
@@ -1165,25 +1169,26 @@ def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> di
             elif status_rank(status) < top_fast:
                 backwards.append(status)
             fast.add(status)
-            seen.add(status)
             top_fast = max(top_fast, status_rank(status))
+            seen.add(status)
+            current.add(status)
         elif kind == "update":
             status, at = message["status"], message.get("version")
             if version is not None and isinstance(at, int) and at <= version:
                 twice.append(f"version {at}")
-            elif message.get("kind") == "status" and status == shown:
-                twice.append(status)
             elif status_rank(status) < top_update:
                 backwards.append(status)
             if isinstance(at, int):
                 version = max(at, version if version is not None else -1)
-            seen.add(status)
-            shown = status
             top_update = max(top_update, status_rank(status))
+            seen.add(status)
+            seen.update(message.get("status_times") or {})
+            current.add(status)
     return {
         "missed": [s for s in reached if s not in seen],
         "twice": twice,
         "out_of_order": backwards,
+        "folded": [s for s in reached if s in seen and s not in current],
         "connections": max((connection for _, connection, _ in log), default=0),
     }
 

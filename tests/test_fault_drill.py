@@ -291,12 +291,13 @@ def test_a_socket_that_saw_every_status_once_in_order_passes():
     # The fast path runs ahead of the enriched one: an update behind a fast status is normal.
     log = _log(
         _snapshot(0, "PLACED_ORDER"),
-        _status("ORDER_CONFIRMED"), _update(1, "PLACED_ORDER", "position"),
+        _status("ORDER_CONFIRMED"), _update(1, "PLACED_ORDER"),  # the first enriched record
         _update(2, "ORDER_CONFIRMED"), _status("BEING_PREPARED"), _status("BEING_COOKED"),
         _update(3, "BEING_PREPARED"), _update(4, "BEING_COOKED"), _update(5, "OUT_FOR_DELIVERY"),
+        _update(6, "OUT_FOR_DELIVERY", "position"),
     )  # fmt: skip
     assert common.socket_verdict(log, REACHED) == {
-        "missed": [], "twice": [], "out_of_order": [], "connections": 1,
+        "missed": [], "twice": [], "out_of_order": [], "folded": [], "connections": 1,
     }  # fmt: skip
 
 
@@ -306,13 +307,26 @@ def test_missed_repeated_and_reordered_statuses_are_named():
         _status("BEING_PREPARED"), _status("ORDER_CONFIRMED"),  # fast path backwards
         _status("BEING_PREPARED"),  # pushed twice
         _update(3, "BEING_PREPARED"), _update(3, "BEING_PREPARED", "position"),  # version again
-        _update(4, "BEING_PREPARED"),  # a status-change update to the status shown
         _update(5, "ORDER_CONFIRMED", "position"),  # enriched path backwards
     )  # fmt: skip
     verdict = common.socket_verdict(log, REACHED)
     assert verdict["missed"] == ["BEING_COOKED", "OUT_FOR_DELIVERY"]
-    assert verdict["twice"] == ["BEING_PREPARED", "version 3", "BEING_PREPARED"]
+    assert verdict["twice"] == ["BEING_PREPARED", "version 3"]
     assert verdict["out_of_order"] == ["ORDER_CONFIRMED", "ORDER_CONFIRMED"]
+
+
+def test_statuses_folded_into_one_update_are_shown_in_its_timeline_not_missed():
+    """A micro-batch that took several changes at once sends one update; the client shows
+    every status it carries in ``status_times`` (the order page's timeline)."""
+    times = {s: "2026-01-01T00:00:00Z" for s in REACHED}
+    log = _log(
+        _snapshot(0, "PLACED_ORDER"),
+        _update(1, "BEING_COOKED") | {"status_times": {s: times[s] for s in REACHED[:4]}},
+        _update(2, "OUT_FOR_DELIVERY") | {"status_times": times},
+    )  # fmt: skip
+    verdict = common.socket_verdict(log, REACHED)
+    assert (verdict["missed"], verdict["twice"], verdict["out_of_order"]) == ([], [], [])
+    assert verdict["folded"] == ["ORDER_CONFIRMED", "BEING_PREPARED"]
 
 
 def test_a_reconnect_whose_snapshot_holds_what_was_pushed_meanwhile_misses_nothing():
@@ -323,7 +337,10 @@ def test_a_reconnect_whose_snapshot_holds_what_was_pushed_meanwhile_misses_nothi
         *_log(_snapshot(3, "BEING_COOKED"), _update(4, "OUT_FOR_DELIVERY"), connection=2),
     ]
     verdict = common.socket_verdict(log, REACHED)
-    assert verdict == {"missed": [], "twice": [], "out_of_order": [], "connections": 2}
+    assert verdict == {  # what changed while away is in the fresh snapshot's timeline
+        "missed": [], "twice": [], "out_of_order": [], "folded": ["BEING_PREPARED"],
+        "connections": 2,
+    }  # fmt: skip
     stale = [*log, (9.0, 2, _update(3, "BEING_COOKED", "position"))]  # older than the snapshot
     assert common.socket_verdict(stale, REACHED)["twice"] == ["version 3"]
     resumed = _log(_snapshot(2, "BEING_PREPARED"), {"type": "resumed", "version": 2})
