@@ -792,20 +792,31 @@ class ProductionSystem:
         self.run.stop()
 
 
-def start_production_run(multiple: float, files: list[Path] | None = None) -> ProductionSystem:
-    """``make run-prod``'s processes (compose's command lines and environment, of
-    ``files`` merged as ``COMPOSE_FILE`` names them: docker-compose.yml alone by default)
-    with the simulator at ``multiple`` x the book's peak, in a folder of their own under
-    ``var/``. Django in this process points at its PostgreSQL, Kafka and Pinot."""
+def production_folder(files: list[Path] | None = None) -> Path:
+    """A new folder for a benchmark's ``make run-prod`` under ``var/`` (the unprivileged
+    user the image's processes run as must reach it): ``var/bench-prod-<time>/prod``, or
+    ``.../prod-cluster`` with the cluster override, as ``make run-prod`` names them."""
     from contract.conf import BASE_DIR
-    from embedded import compose as prod
     from embedded.compose_file import COMPOSE_FILE
     from embedded.compose_plan import default_var
 
-    files = files or [COMPOSE_FILE]
-    # Under var/: the unprivileged user the image's processes run as must reach it.
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    var = BASE_DIR / "var" / f"bench-prod-{stamp}" / default_var(files).name
+    return BASE_DIR / "var" / f"bench-prod-{stamp}" / default_var(files or [COMPOSE_FILE]).name
+
+
+def start_production_run(
+    multiple: float, files: list[Path] | None = None, var: Path | None = None
+) -> ProductionSystem:
+    """``make run-prod``'s processes (compose's command lines and environment, of
+    ``files`` merged as ``COMPOSE_FILE`` names them: docker-compose.yml alone by default)
+    with the simulator at ``multiple`` x the book's peak, in ``var`` (default: a new
+    :func:`production_folder`). Django in this process points at its PostgreSQL, Kafka
+    and Pinot."""
+    from embedded import compose as prod
+    from embedded.compose_file import COMPOSE_FILE
+
+    files = files or [COMPOSE_FILE]
+    var = var or production_folder(files)
     var.parent.mkdir(parents=True)
     overrides = {
         "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
