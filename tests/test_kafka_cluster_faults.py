@@ -74,7 +74,9 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
         broker.heap = "256m"  # four brokers on the machine during make test
     start_all(brokers)
     try:
-        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", ",".join(b.bootstrap_servers for b in brokers))
+        monkeypatch.setenv(
+            "KAFKA_BOOTSTRAP_SERVERS", ",".join(b.bootstrap_servers for b in brokers)
+        )
         monkeypatch.setenv("KAFKA_TOPIC_PREFIX", f"cluster{uuid.uuid4().hex[:8]}.")
         monkeypatch.setenv("KAFKA_REPLICATION_FACTOR", "3")
         monkeypatch.setenv("KAFKA_MIN_INSYNC_REPLICAS", "2")
@@ -139,7 +141,9 @@ def _new_leader(partition: int, old: int, timeout: float = 90.0) -> int:
 
 
 def _truth(order_id: int) -> dict:
-    changes = OrderStatusChange.objects.filter(order_id=order_id).values_list("status", "changed_at")
+    changes = OrderStatusChange.objects.filter(order_id=order_id).values_list(
+        "status", "changed_at"
+    )
     return {
         "times": {status: epoch_ms(at) for status, at in changes},
         "lines": OrderItem.objects.filter(order_id=order_id).count(),
