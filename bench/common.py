@@ -1394,8 +1394,8 @@ async def probe(
                     row["rest_repeats"] = history_repeats(detail)
                     people["last_orders"][customer] = order_id
             row["accept_to_socket"] = {
-                what: round(follower.seen_at[what] - at, 3)
-                for what, at in accepted.items()
+                what: round(follower.seen_at[what] - when, 3)
+                for what, when in accepted.items()
                 if what in follower.seen_at and what != "PLACED_ORDER"  # before the socket
             }
             row["accept_to_socket"]["gps"] = round(follower.position_at[point] - accepted["gps"], 3)

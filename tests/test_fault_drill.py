@@ -8,6 +8,7 @@ or reordered status. The drill itself runs the replicated cluster and is a bench
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -345,6 +346,46 @@ def test_a_reconnect_whose_snapshot_holds_what_was_pushed_meanwhile_misses_nothi
     assert common.socket_verdict(stale, REACHED)["twice"] == ["version 3"]
     resumed = _log(_snapshot(2, "BEING_PREPARED"), {"type": "resumed", "version": 2})
     assert common.socket_verdict(resumed, REACHED[:3])["missed"] == []
+
+
+@pytest.mark.asyncio
+async def test_the_probes_socket_comes_back_with_since_after_a_drop_and_stops_at_a_final_code():
+    """The follower against a WebSocket server of the test's own speaking the order
+    socket's messages: dropped without a close frame (as when its process is killed), it
+    reconnects with ``?since=<the newest version it had>``; a final code ends it."""
+    import websockets
+
+    paths: list[str] = []
+
+    async def server(ws) -> None:  # noqa: ANN001 - a websockets ServerConnection
+        paths.append(ws.request.path)
+        if len(paths) == 1:
+            await ws.send(json.dumps(_snapshot(3, "BEING_PREPARED")))
+            await ws.send(
+                json.dumps(_update(4, "BEING_COOKED") | {"position": {"lat": 1.5, "lon": 2.5}})
+            )
+            ws.transport.abort()
+        else:
+            await ws.send(json.dumps({"type": "resumed", "order_id": 7, "version": 4}))
+            await ws.send(json.dumps({"type": "error", "code": 4404, "message": "No such order."}))
+            await ws.close(4404)
+
+    async with websockets.serve(server, "127.0.0.1", 0) as listening:
+        port = listening.sockets[0].getsockname()[1]
+        endpoint = common.Endpoint(f"http://127.0.0.1:{port}")
+        async with common.OrderFollower(endpoint, "/ws/orders/7/", "k") as follower:
+            await follower.wait(lambda f: f.final is not None, timeout=10, what="the final code")
+    assert paths == ["/ws/orders/7/", "/ws/orders/7/?since=4"]
+    assert (follower.connections, follower.final, len(follower.drops)) == (2, 4404, 1)
+    assert "1006" in follower.drops[0][1] or "without a close frame" in follower.drops[0][1]
+    assert set(follower.seen_at) == {
+        "PLACED_ORDER",
+        "ORDER_CONFIRMED",
+        "BEING_PREPARED",
+        "BEING_COOKED",
+    }
+    assert set(follower.position_at) == {(1.5, 2.5)}
+    assert [c for _, c, _ in follower.log] == [1, 1, 2, 2]
 
 
 def test_the_socket_reconnects_on_the_web_clients_schedule():
