@@ -862,33 +862,48 @@ async def pinot_fault(drill: Drill, rec: FaultRecord) -> None:
 async def spark_fault(drill: Drill, rec: FaultRecord) -> None:
     import httpx
 
+    app = stream_app_name()
+
     def state(url: str) -> dict:
         return httpx.get(f"{url}/json/", timeout=5).raise_for_status().json()
 
-    def find() -> str | None:
+    def cluster() -> tuple[dict, dict[str, dict]]:
+        """The master's state and each alive worker's."""
         master = state(f"http://127.0.0.1:{drill.spark_ui}")
         workers = {
             w["webuiaddress"]: state(w["webuiaddress"])
             for w in master.get("workers") or []
             if w.get("state") == "ALIVE"
         }
-        return executor_worker(stream_app_name(), master, workers)
+        return master, workers
 
-    url = await asyncio.to_thread(find)
+    def executors(workers: dict[str, dict], app_id: str) -> int:
+        return sum(
+            1
+            for w in workers.values()
+            for e in w.get("executors") or []
+            if e.get("appid") == app_id
+        )
+
+    master, workers = await asyncio.to_thread(cluster)
+    url = executor_worker(app, master, workers)
     if url is None:
         raise RuntimeError("no Spark worker runs an executor of the stream job")
+    app_id = next(a["id"] for a in master["activeapps"] if a.get("name") == app)
+    had = executors(workers, app_id)
     name = drill.spark_workers[urlparse(url).port]
-    rec.target = f"{name}, running the stream job's executor"
+    rec.target = f"{name}, running the stream job's executor ({had} executors in all)"
     pid = drill.kill(rec, name, hold=False)
     rec.t_repair = rec.t_inject  # compose's restart policy, the supervisor here
     await drill.wait_ready(rec, name, pid)
-    deadline = time.monotonic() + drill.args.recover_minutes * 60
-    while time.monotonic() < deadline:  # the master gives it an executor again
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the master starts executors to replace the lost
         with contextlib.suppress(Exception):
-            if (await asyncio.to_thread(state, url)).get("executors"):
-                rec.extra["executor_back_s"] = round(drill.now() - rec.t_inject, 1)
+            if executors((await asyncio.to_thread(cluster))[1], app_id) >= had:
+                rec.extra["executors_back_s"] = round(drill.now() - rec.t_inject, 1)
                 return
         await asyncio.sleep(1)
+    rec.extra["executors_back_s"] = None
 
 
 async def web_fault(drill: Drill, rec: FaultRecord) -> None:
