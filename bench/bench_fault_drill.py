@@ -341,10 +341,15 @@ class Prometheus:
         log = folder / "prometheus.log"
         with log.open("w") as out:
             process = subprocess.Popen(
-                [binary, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-                 f"--web.listen-address={address}"],
-                stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    binary,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={folder / 'data'}",
+                    f"--web.listen-address={address}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         prometheus = cls(process, f"http://{address}", log)
         deadline = time.monotonic() + 60
         while True:
@@ -479,17 +484,23 @@ def first_at_or_after(times: Iterable[float], start: float) -> float | None:
 
 
 def hold_verdict(
-    probes: list[dict], samples: list[dict], orders: tuple[int, int], minutes: float,
-    asked_per_min: float, every: float,
-) -> dict:  # fmt: skip
+    probes: list[dict],
+    samples: list[dict],
+    orders: tuple[int, int],
+    minutes: float,
+    asked_per_min: float,
+    every: float,
+) -> dict:
     """Whether the load held over the fault-free phase: every probe passed, no stage's lag
     grew for more than 60 s in a row, and the simulator reached 90% of the rate asked."""
     passed = sum(p["ok"] for p in probes)
     growth = {}
     stages = sorted({n for s in samples for n in ((s.get("pipeline") or {}).get("stages") or {})})
     for stage in stages:
-        series = [((s.get("pipeline") or {}).get("stages") or {}).get(stage, {}).get("lag")
-                  for s in samples]  # fmt: skip
+        series = [
+            ((s.get("pipeline") or {}).get("stages") or {}).get(stage, {}).get("lag")
+            for s in samples
+        ]
         growth[stage] = common.longest_growth_s(series, every)
     reached = (orders[1] - orders[0]) / minutes if minutes else 0.0
     reasons = []
@@ -576,8 +587,14 @@ class Drill:
 
     # -------------------------------------------------------------- acting on processes
 
-    def kill(self, rec: FaultRecord, name: str, sig: int = signal.SIGKILL, hold: bool = True,
-             group: bool = True) -> int:  # fmt: skip
+    def kill(
+        self,
+        rec: FaultRecord,
+        name: str,
+        sig: int = signal.SIGKILL,
+        hold: bool = True,
+        group: bool = True,
+    ) -> int:
         """Signal process ``name`` (with everything it started, as a container's death
         would, when ``group``), its hold file first when it must stay down."""
         child = self.system.child(name)
@@ -628,8 +645,10 @@ class Drill:
         try:
             await self.hold_phase()
             if not self.hold.get("held") and not self.args.faults_anyway:
-                self.say(f"the load did not hold ({'; '.join(self.hold['why_not'])}): no "
-                         "faults; run again with a lower --multiple")  # fmt: skip
+                self.say(
+                    f"the load did not hold ({'; '.join(self.hold['why_not'])}): no "
+                    "faults; run again with a lower --multiple"
+                )
                 return
             for name in self.args.faults:
                 if STOP.is_set():
@@ -668,12 +687,16 @@ class Drill:
             **hold_verdict(
                 probes_between(self.probes, start, end),
                 [s for s in self.samples() if start <= s["t"] < end],
-                (first, last), minutes, common.BOOK_PEAK_PER_MIN * self.args.multiple,
+                (first, last),
+                minutes,
+                common.BOOK_PEAK_PER_MIN * self.args.multiple,
                 self.args.sample_every,
             ),
-        }  # fmt: skip
-        self.say(f"hold: {'held' if self.hold['held'] else 'NOT held'} "
-                 f"({self.hold['orders_per_min_reached']} orders/min)")  # fmt: skip
+        }
+        self.say(
+            f"hold: {'held' if self.hold['held'] else 'NOT held'} "
+            f"({self.hold['orders_per_min_reached']} orders/min)"
+        )
 
     async def run_fault(self, name: str) -> None:
         rec = FaultRecord(name)
@@ -694,7 +717,11 @@ class Drill:
         rec.t_end = self.now()
         rec.orders = (before + 1, await asyncio.to_thread(max_order_id))
         after = self.restarts()
-        rec.restarts = {k: after[k] - rec.restarts.get(k, 0) for k in after if after[k] != rec.restarts.get(k, 0)}  # fmt: skip
+        rec.restarts = {
+            k: after[k] - rec.restarts.get(k, 0)
+            for k in after
+            if after[k] != rec.restarts.get(k, 0)
+        }
 
     async def wait_recovered(self, rec: FaultRecord) -> None:
         """Until every stage is back under its threshold (stable) and a probe begun after
@@ -755,11 +782,13 @@ class Drill:
                         if message.get("type") != "pipeline":
                             continue
                         attempt = 0
-                        self.strip.append({
-                            "t": self.now(),
-                            "status": message["status"],
-                            "stages": {s["name"]: s["status"] for s in message["stages"]},
-                        })  # fmt: skip
+                        self.strip.append(
+                            {
+                                "t": self.now(),
+                                "status": message["status"],
+                                "stages": {s["name"]: s["status"] for s in message["stages"]},
+                            }
+                        )
                 why = f"closed {ws.close_code}"
             except websockets.ConnectionClosed as exc:
                 why = f"closed {exc.rcvd.code if exc.rcvd else 'without a close frame'}"
@@ -984,8 +1013,10 @@ class HealthSampler(threading.Thread):
             answer = client.get("/api/v1/operations/pipeline/").raise_for_status().json()
             row["pipeline"] = {
                 "status": answer["status"],
-                "stages": {s["name"]: {"status": s["status"], "lag": s["lag"]} for s in answer["stages"]},
-            }  # fmt: skip
+                "stages": {
+                    s["name"]: {"status": s["status"], "lag": s["lag"]} for s in answer["stages"]
+                },
+            }
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             row["pipeline"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         texts: dict[str, str | None] = {}
@@ -1039,8 +1070,9 @@ class HealthSampler(threading.Thread):
 # ------------------------------------------------------------------ the figures
 
 
-def summarise(rec: FaultRecord, drill_probes: list[dict], samples: list[dict], strip: list[dict],
-              end: float) -> dict:  # fmt: skip
+def summarise(
+    rec: FaultRecord, drill_probes: list[dict], samples: list[dict], strip: list[dict], end: float
+) -> dict:
     """One fault's figures from what the probes, the samplers and the strip recorded
     between the fault and ``end`` (the end of its window)."""
     calm = rec.t_recovered if rec.t_recovered is not None else end
@@ -1086,12 +1118,17 @@ def summarise(rec: FaultRecord, drill_probes: list[dict], samples: list[dict], s
         "window_s": since(end),
         "probes": {
             **failure_spans(window),
-            "errors": Counter(f"{p['step']}: {p.get('error', '')[:80]}" for p in window if not p["ok"]).most_common(5),
-            "http": dict(Counter(
-                f"{e['step']} {e['status']}" + (" Retry-After" if e.get("retry_after") else "")
-                for p in window for e in p.get("http_errors") or []
-            )),
-        },  # fmt: skip
+            "errors": Counter(
+                f"{p['step']}: {p.get('error', '')[:80]}" for p in window if not p["ok"]
+            ).most_common(5),
+            "http": dict(
+                Counter(
+                    f"{e['step']} {e['status']}" + (" Retry-After" if e.get("retry_after") else "")
+                    for p in window
+                    for e in p.get("http_errors") or []
+                )
+            ),
+        },
         "reads_while_down": dict(reads),
         "socket": {
             "missed": sum(len(v.get("missed") or []) for v in verdicts),
@@ -1102,30 +1139,51 @@ def summarise(rec: FaultRecord, drill_probes: list[dict], samples: list[dict], s
             "probes_reconnected": sum(1 for p in window if p.get("reconnects")),
         },
         "rest_repeats": sum(1 for p in window if p.get("rest_repeats")),
-        "accept_to_socket": {"during": p99_of(during, "accept_to_socket"),
-                             "after": p99_of(after, "accept_to_socket")},
-        "accept_to_rest": {"during": p99_of(during, "accept_to_rest"),
-                           "after": p99_of(after, "accept_to_rest")},
-        "rest_503_longest_s": longest_refusal([tuple(x) for p in window for x in p.get("rest_polls") or []]),
+        "accept_to_socket": {
+            "during": p99_of(during, "accept_to_socket"),
+            "after": p99_of(after, "accept_to_socket"),
+        },
+        "accept_to_rest": {
+            "during": p99_of(during, "accept_to_rest"),
+            "after": p99_of(after, "accept_to_rest"),
+        },
+        "rest_503_longest_s": longest_refusal(
+            [tuple(x) for p in window for x in p.get("rest_polls") or []]
+        ),
         "fast_resumed_s": None if fast is None or reference is None else round(fast - reference, 1),
         "enriched_resumed_s": since(min(fresh)) if fresh else None,
         "strip": shown_and_cleared(
-            [(e["t"], [f"{k} {v}" for k, v in e["stages"].items() if v != "ok"])
-             for e in strip if "stages" in e], rec.t_inject, end,
+            [
+                (e["t"], [f"{k} {v}" for k, v in e["stages"].items() if v != "ok"])
+                for e in strip
+                if "stages" in e
+            ],
+            rec.t_inject,
+            end,
         ),
-        "metrics": shown_and_cleared([(s["t"], s.get("signals") or []) for s in samples if "signals" in s],
-                                     rec.t_inject, end),
+        "metrics": shown_and_cleared(
+            [(s["t"], s.get("signals") or []) for s in samples if "signals" in s], rec.t_inject, end
+        ),
         "alert": shown_and_cleared(
-            [(s["t"], s["alerts"].get("firing") or []) for s in samples if "firing" in (s.get("alerts") or {})],
-            rec.t_inject, end,
+            [
+                (s["t"], s["alerts"].get("firing") or [])
+                for s in samples
+                if "firing" in (s.get("alerts") or {})
+            ],
+            rec.t_inject,
+            end,
         ),
-        "dead_letters_new": None if dead_before is None or dead_after is None else dead_after - dead_before,
+        "dead_letters_new": None
+        if dead_before is None or dead_after is None
+        else dead_after - dead_before,
         "restarts": rec.restarts,
-        "load_avg": {"mean": round(sum(loads) / len(loads), 2) if loads else None,
-                     "max": max(loads, default=None)},
+        "load_avg": {
+            "mean": round(sum(loads) / len(loads), 2) if loads else None,
+            "max": max(loads, default=None),
+        },
         "extra": rec.extra,
         "orders": rec.orders,
-    }  # fmt: skip
+    }
 
 
 @dataclass(frozen=True)
@@ -1180,26 +1238,61 @@ def _reconnected_without_loss(s: dict) -> bool | None:
 
 TARGETS = (
     Target("kafka", "no acknowledged event lost (counts equal, no status missed)", _nothing_lost),
-    Target("kafka", "no probe fails for more than 30 s", lambda s: s["probes"]["longest_failure_s"] <= 30),
-    Target("kafka", "fast socket updates resume within 10 s of the leader change",
-           lambda s: _at_most(s["fast_resumed_s"], 10)),
-    Target("pinot", "REST reads answer from the replica: no 503 for longer than 10 s",
-           lambda s: s["rest_503_longest_s"] <= 10),
-    Target("spark", "the job recovers without a manual step", lambda s: s["recovered_s"] is not None),
-    Target("spark", "the enriched path resumes within 60 s", lambda s: _at_most(s["enriched_resumed_s"], 60)),
+    Target(
+        "kafka",
+        "no probe fails for more than 30 s",
+        lambda s: s["probes"]["longest_failure_s"] <= 30,
+    ),
+    Target(
+        "kafka",
+        "fast socket updates resume within 10 s of the leader change",
+        lambda s: _at_most(s["fast_resumed_s"], 10),
+    ),
+    Target(
+        "pinot",
+        "REST reads answer from the replica: no 503 for longer than 10 s",
+        lambda s: s["rest_503_longest_s"] <= 10,
+    ),
+    Target(
+        "spark", "the job recovers without a manual step", lambda s: s["recovered_s"] is not None
+    ),
+    Target(
+        "spark",
+        "the enriched path resumes within 60 s",
+        lambda s: _at_most(s["enriched_resumed_s"], 60),
+    ),
     Target("web", "its clients reconnect and miss no status (?since=)", _reconnected_without_loss),
     Target("redis", "sockets resubscribe within 10 s", lambda s: _at_most(s["fast_resumed_s"], 10)),
     Target("redis", "no status missed", lambda s: s["socket"]["missed"] == 0),
     Target("postgres", "commands answer 503 with Retry-After, never 500", _commands_503),
     Target("postgres", "tracking reads keep answering from Pinot", _reads_from_pinot),
-    Target("postgres", "the relay resumes without a manual step", lambda s: s["recovered_s"] is not None),
-    Target(None, "shows on the operations strip within 60 s and clears after recovery", _detected("strip")),
+    Target(
+        "postgres",
+        "the relay resumes without a manual step",
+        lambda s: s["recovered_s"] is not None,
+    ),
+    Target(
+        None,
+        "shows on the operations strip within 60 s and clears after recovery",
+        _detected("strip"),
+    ),
     Target(None, "shows as its alert within 60 s and clears after recovery", _detected("alert")),
     Target(None, "equal counts afterwards", lambda s: s.get("counts_equal")),
-    Target(None, "no status twice or out of order on the sockets, no repeated REST row",
-           lambda s: s["socket"]["twice"] == 0 and s["socket"]["out_of_order"] == 0 and s["rest_repeats"] == 0),
-    Target(None, "no new dead letters", lambda s: None if s["dead_letters_new"] is None else s["dead_letters_new"] == 0),
-)  # fmt: skip
+    Target(
+        None,
+        "no status twice or out of order on the sockets, no repeated REST row",
+        lambda s: (
+            s["socket"]["twice"] == 0
+            and s["socket"]["out_of_order"] == 0
+            and s["rest_repeats"] == 0
+        ),
+    ),
+    Target(
+        None,
+        "no new dead letters",
+        lambda s: None if s["dead_letters_new"] is None else s["dead_letters_new"] == 0,
+    ),
+)
 
 
 def evaluate(summaries: list[dict]) -> list[dict]:
@@ -1228,20 +1321,36 @@ def arguments():  # noqa: ANN201 - argparse.Namespace
     parser.add_argument("--probe-every", type=float, default=5.0, help="seconds")
     parser.add_argument("--sample-every", type=float, default=2.0, help="seconds")
     parser.add_argument(
-        "--faults", default=",".join(FAULTS),
+        "--faults",
+        default=",".join(FAULTS),
         help=f"which faults, in order (comma-separated, of {', '.join(FAULTS)})",
-    )  # fmt: skip
-    parser.add_argument("--down-seconds", type=float, default=60,
-                        help="how long the Kafka node and the Pinot server stay down")  # fmt: skip
+    )
+    parser.add_argument(
+        "--down-seconds",
+        type=float,
+        default=60,
+        help="how long the Kafka node and the Pinot server stay down",
+    )
     parser.add_argument("--postgres-seconds", type=float, default=20)
     parser.add_argument("--pinot-server", default="server", help="server or server-2")
-    parser.add_argument("--recover-minutes", type=float, default=5,
-                        help="longest wait for the pipeline to recover after a fault")  # fmt: skip
-    parser.add_argument("--settle-minutes", type=float, default=2,
-                        help="after recovery, before the next fault (the 'after' figures)")  # fmt: skip
+    parser.add_argument(
+        "--recover-minutes",
+        type=float,
+        default=5,
+        help="longest wait for the pipeline to recover after a fault",
+    )
+    parser.add_argument(
+        "--settle-minutes",
+        type=float,
+        default=2,
+        help="after recovery, before the next fault (the 'after' figures)",
+    )
     parser.add_argument("--drain-minutes", type=float, default=10)
-    parser.add_argument("--faults-anyway", action="store_true",
-                        help="go on with the faults when the load did not hold")  # fmt: skip
+    parser.add_argument(
+        "--faults-anyway",
+        action="store_true",
+        help="go on with the faults when the load did not hold",
+    )
     parser.add_argument("--note", default="", help="how it was run (a quiet machine?)")
     args = parser.parse_args()
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
@@ -1325,9 +1434,11 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> None:
     # Probes failing during a fault are figures; a failed run is one that could not say
     # what the issue asks, or whose answer misses a target.
     failed = bool(
-        error or not (drill and drill.hold.get("held")) or equal is False
+        error
+        or not (drill and drill.hold.get("held"))
+        or equal is False
         or any(t["verdict"] == "MISSED" for t in targets)
-    )  # fmt: skip
+    )
     name = f"fault-drill-{args.multiple:g}x-{stamp}"
     logs = common.RESULTS / f"{name}-logs"
     if failed:
@@ -1341,14 +1452,20 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> None:
         "load": {
             "multiple": args.multiple,
             "orders_per_min_asked": asked,
-            "orders_per_min_reached_in_hold": drill.hold.get("orders_per_min_reached") if drill else None,
-            "load_avg_1m": {"mean": round(sum(loads) / len(loads), 2) if loads else None,
-                            "max": max(loads, default=None)},
+            "orders_per_min_reached_in_hold": drill.hold.get("orders_per_min_reached")
+            if drill
+            else None,
+            "load_avg_1m": {
+                "mean": round(sum(loads) / len(loads), 2) if loads else None,
+                "max": max(loads, default=None),
+            },
         },
         "hold": drill.hold if drill else {},
         "faults": summaries,
         "targets": targets,
-        "counts_after_drain": None if drained is None else {"postgres": drained[0], "pinot": drained[1], "equal": equal},
+        "counts_after_drain": None
+        if drained is None
+        else {"postgres": drained[0], "pinot": drained[1], "equal": equal},
         "fault_records": [asdict(r) for r in faults],
         "probes": probes,
         "samples": samples,
@@ -1358,7 +1475,7 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> None:
         "error": error,
         "workdir": str(system.workdir),
         "logs": str(logs.relative_to(ROOT)) if failed else None,
-    }  # fmt: skip
+    }
     common.RESULTS.mkdir(exist_ok=True)
     path = common.RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
@@ -1370,11 +1487,15 @@ def keep_logs(var: Path, workdir: Path, into: Path) -> None:
     """Every log of the run: the supervisors' (each process), Pinot's JVMs', Prometheus's,
     and the run's console."""
     into.mkdir(parents=True, exist_ok=True)
-    for source, target in ((var / "app" / "logs", "processes"), (var / "app" / "pinot" / "logs", "pinot"),
-                           (workdir / "prometheus", "prometheus")):  # fmt: skip
+    for source, target in (
+        (var / "app" / "logs", "processes"),
+        (var / "app" / "pinot" / "logs", "pinot"),
+        (workdir / "prometheus", "prometheus"),
+    ):
         if source.is_dir():
-            shutil.copytree(source, into / target, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("data"))  # fmt: skip
+            shutil.copytree(
+                source, into / target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("data")
+            )
     if (workdir / "run.log").exists():
         shutil.copy(workdir / "run.log", into / "run.log")
 
@@ -1400,34 +1521,68 @@ def print_tables(result: dict) -> None:
         f"{_s(hold.get('probes_passed'))}/{_s(hold.get('probes'))} probes passed in the "
         f"fault-free phase: {held}",
         [
-            (s["fault"], s["target"][:60],
-             f"{s['probes']['failed']}/{s['probes']['total']}", _s(s["probes"]["longest_failure_s"]),
-             _pair(s["accept_to_socket"]["during"]["p99_s"], s["accept_to_socket"]["after"]["p99_s"]),
-             _pair(s["accept_to_rest"]["during"]["p99_s"], s["accept_to_rest"]["after"]["p99_s"]),
-             f"{s['socket']['missed']}/{s['socket']['twice']}/{s['socket']['out_of_order']}",
-             _s(s["socket"]["reconnects"]), _s(s["load_avg"]["mean"]))
+            (
+                s["fault"],
+                s["target"][:60],
+                f"{s['probes']['failed']}/{s['probes']['total']}",
+                _s(s["probes"]["longest_failure_s"]),
+                _pair(
+                    s["accept_to_socket"]["during"]["p99_s"],
+                    s["accept_to_socket"]["after"]["p99_s"],
+                ),
+                _pair(
+                    s["accept_to_rest"]["during"]["p99_s"], s["accept_to_rest"]["after"]["p99_s"]
+                ),
+                f"{s['socket']['missed']}/{s['socket']['twice']}/{s['socket']['out_of_order']}",
+                _s(s["socket"]["reconnects"]),
+                _s(s["load_avg"]["mean"]),
+            )
             for s in result["faults"]
         ],
-        header=("fault", "target", "probes failed", "longest failure s",
-                "accepted->socket p99 s during/after", "accepted->REST p99 s during/after",
-                "socket missed/twice/out of order", "reconnects", "load avg"),
-    )  # fmt: skip
+        header=(
+            "fault",
+            "target",
+            "probes failed",
+            "longest failure s",
+            "accepted->socket p99 s during/after",
+            "accepted->REST p99 s during/after",
+            "socket missed/twice/out of order",
+            "reconnects",
+            "load avg",
+        ),
+    )
     common.print_table(
         "Recovery and detection, seconds from the fault",
         [
-            (s["fault"], _s(s["repaired_s"]), _s(s["ready_s"]), _s(s["recovered_s"]),
-             _pair(s["strip"]["shown_s"], s["strip"]["cleared_s"]),
-             _pair(s["metrics"]["shown_s"], s["metrics"]["cleared_s"]),
-             _pair(s["alert"]["shown_s"], s["alert"]["cleared_s"]),
-             ", ".join(s["alert"]["what"]) or "none",
-             _s(s["dead_letters_new"]), _s(s.get("counts_equal")),
-             ", ".join(f"{k}+{v}" for k, v in s["restarts"].items()) or "none")
+            (
+                s["fault"],
+                _s(s["repaired_s"]),
+                _s(s["ready_s"]),
+                _s(s["recovered_s"]),
+                _pair(s["strip"]["shown_s"], s["strip"]["cleared_s"]),
+                _pair(s["metrics"]["shown_s"], s["metrics"]["cleared_s"]),
+                _pair(s["alert"]["shown_s"], s["alert"]["cleared_s"]),
+                ", ".join(s["alert"]["what"]) or "none",
+                _s(s["dead_letters_new"]),
+                _s(s.get("counts_equal")),
+                ", ".join(f"{k}+{v}" for k, v in s["restarts"].items()) or "none",
+            )
             for s in result["faults"]
         ],
-        header=("fault", "repaired", "ready", "every stage under threshold", "strip shown/cleared",
-                "/metrics shown/cleared", "alert shown/cleared", "alerts", "new dead letters",
-                "counts equal", "restarts"),
-    )  # fmt: skip
+        header=(
+            "fault",
+            "repaired",
+            "ready",
+            "every stage under threshold",
+            "strip shown/cleared",
+            "/metrics shown/cleared",
+            "alert shown/cleared",
+            "alerts",
+            "new dead letters",
+            "counts equal",
+            "restarts",
+        ),
+    )
     common.print_table(
         "Targets (issue 54)",
         [(t["fault"], t["target"], t["verdict"]) for t in result["targets"]],
@@ -1437,11 +1592,17 @@ def print_tables(result: dict) -> None:
     if counts:
         common.print_table(
             "PostgreSQL against Pinot after draining",
-            [(k, _s(counts["postgres"][k]), _s(counts["pinot"].get(k)),
-              "yes" if counts["postgres"][k] == counts["pinot"].get(k) else "NO")
-             for k in counts["postgres"]],
+            [
+                (
+                    k,
+                    _s(counts["postgres"][k]),
+                    _s(counts["pinot"].get(k)),
+                    "yes" if counts["postgres"][k] == counts["pinot"].get(k) else "NO",
+                )
+                for k in counts["postgres"]
+            ],
             header=("what", "PostgreSQL", "Pinot", "equal"),
-        )  # fmt: skip
+        )
     if result["error"]:
         print("\n  the run failed:\n" + result["error"])
 

@@ -430,7 +430,7 @@ def test_a_row_shown_twice_in_the_rest_history_is_named():
 # ------------------------------------------------------------------ one fault's figures
 
 
-def test_a_faults_figures_and_its_targets_from_what_was_recorded():
+def test_a_faults_figures_and_its_targets_from_what_was_recorded(capsys):
     rec = drill.FaultRecord(
         "kafka", target="kafka-2 (node 2)", t_inject=100.0, t_repair=160.0, t_ready=175.0,
         t_recovered=190.0, t_end=310.0, orders=(50, 80),
@@ -484,3 +484,21 @@ def test_a_faults_figures_and_its_targets_from_what_was_recorded():
     assert verdicts["shows as its alert within 60 s and clears after recovery"] == "MISSED"
     assert verdicts["no new dead letters"] == "met"
     assert not any(t["fault"] != "kafka" for t in drill.evaluate([summary]))
+    # The tables print from the result as the JSON holds it.
+    summary["counts"] = None
+    result = {
+        "load": {"multiple": 5.0, "orders_per_min_asked": 250.0,
+                 "orders_per_min_reached_in_hold": 248.5, "load_avg_1m": {"mean": 3.2, "max": 5.0}},
+        "hold": {"held": True, "probes_passed": 120, "probes": 120},
+        "faults": [summary],
+        "targets": drill.evaluate([summary]),
+        "counts_after_drain": {"postgres": {"orders": 9}, "pinot": {"orders": 9}, "equal": True},
+        "error": None,
+    }  # fmt: skip
+    drill.print_tables(result)
+    printed = capsys.readouterr().out
+    assert "5x the book's peak (250 orders/min asked, 248.5 reached" in printed
+    assert "kafka-2 (node 2)" in printed and "PipelineStageStalled(stream)" in printed
+    assert re.search(
+        r"fast socket updates resume within 10 s of the leader change +MISSED", printed
+    )
