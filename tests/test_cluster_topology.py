@@ -278,7 +278,7 @@ def test_two_pinot_servers_hold_every_table_twice(cluster):
     assert env["PINOT_REPLICATION"] == "2"  # pinot-init's environment
     with _env(env):
         ports = PinotPorts.from_env()
-        settings = loader.Settings(controller_url="http://127.0.0.1:1")
+        settings = loader.Settings(controller_url="http://127.0.0.1:1", kafka_partitions=3)
     assert list(ports.servers()) == ["server", "server-2"]
     used = [p for pair in ports.servers().values() for p in pair]
     assert len(set(used)) == 4
@@ -289,7 +289,7 @@ def test_two_pinot_servers_hold_every_table_twice(cluster):
         assert config["routing"]["instanceSelectorType"] == "strictReplicaGroup"
     # Without the variable the files' one replica stays.
     with _env({"PINOT_REPLICATION": ""}):
-        plain = loader.Settings(controller_url="http://127.0.0.1:1")
+        plain = loader.Settings(controller_url="http://127.0.0.1:1", kafka_partitions=3)
     table = next(iter(load_tables().values()))
     assert loader.table_config(table, plain)["segmentsConfig"]["replicasPerPartition"] == "1"
 
@@ -323,6 +323,7 @@ def test_the_loader_refuses_more_replicas_than_servers_before_creating_anything(
         settings = loader.Settings(
             controller_url=f"http://127.0.0.1:{server.server_address[1]}",
             kafka_bootstrap="127.0.0.1:1",
+            kafka_partitions=3,  # as Kafka would say; no broker here
             replication=2,
         )
         with pytest.raises(loader.LoaderError, match=r"PINOT_REPLICATION=2 needs .* has 1"):

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from bench import bench_fault_drill as drill
 from bench import common
@@ -105,11 +104,12 @@ def test_each_process_serving_metrics_and_each_pinot_server_is_known(cluster):
 
 
 def test_the_web_process_to_kill_holds_the_most_sockets():
-    registry = CollectorRegistry()
-    gauge = Gauge("ordertrack_websockets_open", "open", ["socket"], registry=registry)
-    gauge.labels("order").set(3)
-    gauge.labels("operations").set(1)
-    assert drill.sockets_open(generate_latest(registry).decode()) == 4
+    text = (
+        "# TYPE ordertrack_websockets_open gauge\n"
+        'ordertrack_websockets_open{socket="order"} 3.0\n'
+        'ordertrack_websockets_open{socket="operations"} 1.0\n'
+    )
+    assert drill.sockets_open(text) == 4
     assert drill.busiest_web({"web": 2, "web-2": 4}) == "web-2"
     assert drill.busiest_web({"web-2": 1, "web": 1}) == "web"
 
@@ -118,23 +118,33 @@ def test_the_web_process_to_kill_holds_the_most_sockets():
 
 
 def _exposition(stalled=(), behind=(), backlog=0, errors=0) -> str:
-    registry = CollectorRegistry()
-    stalled_g = Gauge("ordertrack_pipeline_stage_stalled", "s", ["stage"], registry=registry)
-    behind_g = Gauge("ordertrack_pipeline_stage_behind", "b", ["stage"], registry=registry)
-    for stage in ("relay", "stream", "pinot", "bridge"):
-        stalled_g.labels(stage).set(stage in stalled)
-        behind_g.labels(stage).set(stage in behind or stage in stalled)
-    Gauge("ordertrack_outbox_backlog_rows", "rows", registry=registry).set(backlog)
-    latency = Histogram(
-        "ordertrack_http_request_duration_seconds", "t", ["route", "method", "status"],
-        registry=registry,
-    )  # fmt: skip
-    for _ in range(5):
-        latency.labels("/api/v1/orders/", "POST", "2xx").observe(0.01)
-    for _ in range(errors):
-        latency.labels("/api/v1/orders/", "POST", "5xx").observe(0.01)
-    Counter("unrelated", "x", registry=registry).inc()
-    return generate_latest(registry).decode()
+    """A web process's /metrics text, written out (prometheus_client's own objects would
+    share their values through the suite's multiprocess directory once another test set it)."""
+    lines = ["# TYPE ordertrack_pipeline_stage_stalled gauge"]
+    stages = ("relay", "stream", "pinot", "bridge")
+    lines += [
+        f'ordertrack_pipeline_stage_stalled{{stage="{s}"}} {float(s in stalled)}' for s in stages
+    ]
+    lines.append("# TYPE ordertrack_pipeline_stage_behind gauge")
+    lines += [
+        f'ordertrack_pipeline_stage_behind{{stage="{s}"}} {float(s in behind or s in stalled)}'
+        for s in stages
+    ]
+    lines += [
+        "# TYPE ordertrack_outbox_backlog_rows gauge",
+        f"ordertrack_outbox_backlog_rows {float(backlog)}",
+    ]
+    lines.append("# TYPE ordertrack_http_request_duration_seconds histogram")
+    for status, count in (("2xx", 5), ("5xx", errors)):
+        if count:
+            labels = f'route="/api/v1/orders/",method="POST",status="{status}"'
+            lines += [
+                f'ordertrack_http_request_duration_seconds_bucket{{{labels},le="+Inf"}} {float(count)}',
+                f"ordertrack_http_request_duration_seconds_count{{{labels}}} {float(count)}",
+                f"ordertrack_http_request_duration_seconds_sum{{{labels}}} {count * 0.01}",
+            ]
+    lines += ["# TYPE unrelated counter", "unrelated_total 1.0"]
+    return "\n".join(lines) + "\n"
 
 
 def test_metrics_signals_name_stalled_and_behind_stages_backlog_5xx_and_silence():
