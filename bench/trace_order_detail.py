@@ -76,12 +76,13 @@ try:
     from tests.fixtures_pinot import delivery_event, order_event
     from tracker.tracking.selectors.store import query
     from tracker.orders import services
+    from tracker.orders.policy import SYSTEM
 
     alice, restaurant, rider = make_customer("alice"), make_restaurant("Alpha"), make_courier()
     order = place(alice, restaurant)
     for status in LIFECYCLE[1:4]:
-        services.transition_order(order.pk, status)
-    services.transition_order(order.pk, OrderStatus.OUT_FOR_DELIVERY, courier=rider)
+        services.advance_order(order.pk, by=SYSTEM, to=status)
+    services.advance_order(order.pk, by=SYSTEM, to=OrderStatus.OUT_FOR_DELIVERY, courier=rider)
     t0, minute = now_ms() - 20 * 60_000, 60_000
     common = dict(customer_id=alice.pk, restaurant_id=restaurant.pk, created_at=t0, total=18.5)
     times = {"ORDER_CONFIRMED": t0 + minute, "BEING_PREPARED": t0 + 3 * minute,

@@ -11,6 +11,8 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from contract.events import OrderStatus
@@ -60,7 +62,9 @@ def order_body(restaurant, **extra) -> dict:
 def out_for_delivery(order_id: int, courier) -> Order:
     for _ in range(3):
         services.advance_order(order_id, by=SYSTEM)
-    return services.transition_order(order_id, OrderStatus.OUT_FOR_DELIVERY, courier=courier)
+    return services.advance_order(
+        order_id, by=SYSTEM, to=OrderStatus.OUT_FOR_DELIVERY, courier=courier
+    )
 
 
 # --------------------------------------------------------------------------- auth
@@ -397,6 +401,29 @@ def test_skipping_statuses_is_a_409(world):
     )
     assert response.status_code == 409
     assert "cannot go from PLACED_ORDER to DELIVERED" in response.json()["error"]["message"]
+
+
+def test_a_status_change_reads_its_order_once_and_answers_what_it_wrote(world):
+    """One locked read of the order is the command's access check too; the answer is the
+    detail of the order it wrote, with no second read of the row or of who may see it."""
+    order = place(world["alice"], world["restaurant"])
+    staff = client_for(world["staff"])
+    with CaptureQueriesContext(connection) as queries:
+        response = staff.post(f"/api/v1/orders/{order.pk}/advance/")
+    assert response.status_code == 200
+    shown = response.json()
+    assert shown["status"] == "ORDER_CONFIRMED" and shown["tracking"]["source"] == "database"
+    assert [s["state"] for s in shown["timeline"][:3]] == ["done", "current", "pending"]
+    statements = [q["sql"] for q in queries]
+    order_table = Order._meta.db_table
+    # Who may see orders is asked by joining their couriers' users: once.
+    visibility = [s for s in statements if '"couriers_courier"."user_id"' in s]
+    assert len(visibility) == 1 and order_table in visibility[0]
+    if connection.features.has_select_for_update:
+        assert [s for s in statements if "FOR UPDATE" in s] == visibility
+    # The order's row: the locked read, and its placed part for the answer (the items).
+    reads = [s for s in statements if s.startswith("SELECT") and f'FROM "{order_table}"' in s]
+    assert len(reads) <= 2
 
 
 # --------------------------------------------------------------------------- courier telemetry

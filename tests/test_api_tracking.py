@@ -38,7 +38,9 @@ def world(pinot):
     order = place(alice, restaurant)
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    order = services.transition_order(order.pk, OrderStatus.OUT_FOR_DELIVERY, courier=rider)
+    order = services.advance_order(
+        order.pk, by=SYSTEM, to=OrderStatus.OUT_FOR_DELIVERY, courier=rider
+    )
     t0 = now_ms() - 20 * MIN
     times = {
         "ORDER_CONFIRMED": t0 + MIN,

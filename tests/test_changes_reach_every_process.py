@@ -49,7 +49,7 @@ order, daves = place(alice, restaurant), place(dave, restaurant)
 for each in (order, daves):
     for _ in range(3):
         services.advance_order(each.pk, by=SYSTEM)
-    services.transition_order(each.pk, "OUT_FOR_DELIVERY", courier=rider1)
+    services.advance_order(each.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=rider1)
 tokens = {u.username: Token.objects.create(user=u).key
           for u in (alice.user, dave.user, erin, ops, rider1.user)}
 out = {"tokens": tokens, "order": order.pk, "daves": daves.pk, "restaurant": restaurant.pk}
@@ -171,8 +171,9 @@ out["at"] = time.time()
         f"""
 from tracker.couriers.models import Courier
 from tracker.orders import services
-services.transition_order({order}, "ARRIVING_AT_DOOR",
-                          courier=Courier.objects.get(user__username="rider2"))
+from tracker.orders.policy import SYSTEM
+services.advance_order({order}, by=SYSTEM, to="ARRIVING_AT_DOOR",
+                       courier=Courier.objects.get(user__username="rider2"))
 out["at"] = time.time()
 """,
     )

@@ -49,7 +49,7 @@ def _signed_in(username: str) -> Client:
 def _on_the_road(order: Order, courier) -> Order:
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    return services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=courier)
+    return services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=courier)
 
 
 def _config(response) -> dict:
@@ -125,8 +125,8 @@ def test_a_courier_carries_now_only_their_deliveries_not_yet_ended(world):
     other = make_courier("other")
     on_the_road = _on_the_road(place(alice, restaurant), rider)
     delivered = _on_the_road(place(alice, restaurant), rider)
-    services.transition_order(delivered.pk, "ARRIVING_AT_DOOR")
-    services.transition_order(delivered.pk, "DELIVERED")
+    services.advance_order(delivered.pk, by=SYSTEM, to="ARRIVING_AT_DOOR")
+    services.advance_order(delivered.pk, by=SYSTEM, to="DELIVERED")
     _on_the_road(place(alice, restaurant), other)  # someone else's
     place(alice, restaurant)  # nobody's yet
     carried = set(policy.carried_now(rider.user).values_list("pk", flat=True))
@@ -214,8 +214,8 @@ async def test_an_assignment_reaches_the_couriers_socket_at_once(no_engines):
     rider, order = await database_sync_to_async(world)()
     socket, first = await _open(await database_sync_to_async(_signed_in)("rider"))
     assert first == {"type": "snapshot", "orders": []}
-    await database_sync_to_async(services.transition_order)(
-        order.pk, "OUT_FOR_DELIVERY", courier=rider
+    await database_sync_to_async(services.advance_order)(
+        order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=rider
     )
     error = await _closed_with(socket, messages.CLOSE_UNAVAILABLE)
     assert error["message"] == "Tracking data is temporarily unavailable."
@@ -240,23 +240,23 @@ async def test_assigning_and_reassigning_ask_the_couriers_sockets_to_recheck(no_
         heard[name] = await layer.new_channel()
         await layer.group_add(group, heard[name])
 
-    await database_sync_to_async(services.transition_order)(
-        order.pk, "OUT_FOR_DELIVERY", courier=first
+    await database_sync_to_async(services.advance_order)(
+        order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=first
     )
     told = await layer.receive(heard["first"])
     assert told == {"type": messages.ACCESS_RECHECK, "reason": "order assigned"}
     # A first courier takes access from nobody: the order's own sockets are left alone.
     assert await _nothing(layer, heard["order"]) and await _nothing(layer, heard["second"])
 
-    await database_sync_to_async(services.transition_order)(
-        order.pk, "ARRIVING_AT_DOOR", courier=second
+    await database_sync_to_async(services.advance_order)(
+        order.pk, by=SYSTEM, to="ARRIVING_AT_DOOR", courier=second
     )
     assert (await layer.receive(heard["second"]))["reason"] == "order assigned"
     # The first courier's sockets follow the order's group: they hear it there.
     assert (await layer.receive(heard["order"]))["reason"] == "order reassigned"
 
     # A status change that keeps the courier announces nothing.
-    await database_sync_to_async(services.transition_order)(order.pk, "DELIVERED")
+    await database_sync_to_async(services.advance_order)(order.pk, by=SYSTEM, to="DELIVERED")
     assert all([await _nothing(layer, channel) for channel in heard.values()])
 
 

@@ -51,9 +51,11 @@ def _world(status: str = "OUT_FOR_DELIVERY") -> Order:
     order = place(make_customer("alice"), make_restaurant("Indiranagar Pizza Co."))
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=make_courier("rider"))
+    services.advance_order(
+        order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=make_courier("rider")
+    )
     if status == "ARRIVING_AT_DOOR":
-        services.transition_order(order.pk, status)
+        services.advance_order(order.pk, by=SYSTEM, to=status)
     return Order.objects.select_related("courier").get(pk=order.pk)
 
 
@@ -251,7 +253,9 @@ async def test_a_refused_step_shows_the_apis_reason_and_the_button_stays(
         button = phone.get_by_role("button", name="I'm at the door")
         await expect(button).to_be_visible()
         # Meanwhile an operator moved the order on: the API refuses the same step (409).
-        await database_sync_to_async(services.transition_order)(order.pk, "ARRIVING_AT_DOOR")
+        await database_sync_to_async(services.advance_order)(
+            order.pk, by=SYSTEM, to="ARRIVING_AT_DOOR"
+        )
         await button.tap()
         alert = phone.locator(f'[data-order-id="{order.pk}"] [role="alert"]')
         await expect(alert).to_contain_text(

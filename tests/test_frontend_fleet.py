@@ -34,7 +34,7 @@ def _on_the_road() -> Order:
     order = place(alice, make_restaurant("Indiranagar Pizza Co."))
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=make_courier())
+    services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=make_courier())
     get_user_model().objects.create_user("ops", password="pw-ops", is_staff=True)
     return Order.objects.select_related("courier").get(pk=order.pk)
 

@@ -107,7 +107,9 @@ def _world() -> dict[str, Any]:
     order, riding = place(alice, restaurant), place(alice, restaurant)
     for _ in range(3):
         services.advance_order(riding.pk, by=SYSTEM)
-    services.transition_order(riding.pk, "OUT_FOR_DELIVERY", courier=make_courier("rider"))
+    services.advance_order(
+        riding.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=make_courier("rider")
+    )
     riding.refresh_from_db()
     _, token = sharing.create_link(riding.pk, by=alice.user)
     return {"order": order, "riding": riding, "restaurant": restaurant, "token": token}

@@ -35,7 +35,7 @@ def _order_on_the_road() -> Order:
     order = place(alice, restaurant)
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=courier)
+    services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=courier)
     return Order.objects.select_related("courier", "restaurant").get(pk=order.pk)
 
 

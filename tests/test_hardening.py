@@ -324,7 +324,7 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
     rider = make_courier("rider")
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    order = services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=rider)
+    order = services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=rider)
     client = APIClient()
     client.force_authenticate(rider.user)
     url = f"/api/v1/orders/{order.pk}/locations/"

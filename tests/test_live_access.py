@@ -127,7 +127,7 @@ async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
         first, second = make_courier("rider1"), make_courier("rider2")
         for _ in range(3):
             services.advance_order(order.pk, by=SYSTEM)
-        services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=first)
+        services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=first)
         return first, second, Token.objects.create(user=first.user).key
 
     first, second, rider_token = await database_sync_to_async(on_the_road)()
@@ -138,7 +138,7 @@ async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
     def reassign():
         from tracker.orders import services
 
-        services.transition_order(order.pk, "ARRIVING_AT_DOOR", courier=second)
+        services.advance_order(order.pk, by=SYSTEM, to="ARRIVING_AT_DOOR", courier=second)
 
     await database_sync_to_async(reassign)()
     await _closed_with(riders, messages.CLOSE_NOT_FOUND)

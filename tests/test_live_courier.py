@@ -44,7 +44,7 @@ def _world() -> dict[str, Any]:
     for order in orders:
         for _ in range(3):
             services.advance_order(order.pk, by=SYSTEM)
-    services.transition_order(orders[0].pk, "OUT_FOR_DELIVERY", courier=first)
+    services.advance_order(orders[0].pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=first)
     return {"alice": alice, "first": first, "second": second,
             "orders": [Order.objects.select_related("courier").get(pk=o.pk) for o in orders]}  # fmt: skip
 
@@ -144,8 +144,8 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     assert await socket.receive_nothing(timeout=1)
 
     # A second delivery is handed to the courier: a fresh snapshot within a second.
-    await database_sync_to_async(services.transition_order)(
-        second_order.pk, "OUT_FOR_DELIVERY", courier=world["first"]
+    await database_sync_to_async(services.advance_order)(
+        second_order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=world["first"]
     )
     both = await _next_snapshot(socket)
     _documented_snapshot(both)
@@ -154,8 +154,8 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     # The first is taken away (given to another courier): it leaves, and it reaches them.
     theirs, theirs_first = await _open("rider2")
     assert theirs_first == {"type": "snapshot", "orders": []}
-    await database_sync_to_async(services.transition_order)(
-        first_order.pk, "ARRIVING_AT_DOOR", courier=world["second"]
+    await database_sync_to_async(services.advance_order)(
+        first_order.pk, by=SYSTEM, to="ARRIVING_AT_DOOR", courier=world["second"]
     )
     left = await _next_snapshot(socket)
     assert [o["id"] for o in left["orders"]] == [second_order.pk]

@@ -377,7 +377,7 @@ def _role_tokens(order):
     rider, other_rider = make_courier("matrix-rider"), make_courier("matrix-rider2")
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=rider)
+    services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=rider)
     order = Order.objects.select_related("restaurant").get(pk=order.pk)
     chef, other_chef = users.create_user("matrix-chef"), users.create_user("matrix-chef2")
     order.restaurant.staff.add(chef)

@@ -61,7 +61,7 @@ def _world(on_the_road: bool = False) -> dict[str, Any]:
     if on_the_road:
         for _ in range(3):
             services.advance_order(order.pk, by=SYSTEM)
-        services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=courier)
+        services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=courier)
         order = Order.objects.select_related("courier").get(pk=order.pk)
     link, token = sharing.create_link(order.pk, by=alice.user)
     return {"alice": alice, "order": order, "other": other, "link": link, "token": token,
@@ -148,7 +148,7 @@ def _the_orders_own_messages(order: Order) -> list[dict[str, Any]]:
     """Every kind of message the order's own sockets get, from the real builders, the
     order on the road (its full detail from the database, a courier point, a status)."""
     courier = order.courier_id or 7
-    detail = read_model.order_detail(order.pk, viewer=SYSTEM, tracking=False)
+    detail = read_model.detail_as_written(order)
     detail = {**detail, "position": {"lat": 12.9801, "lon": 77.6012, "at": "2026-11-24T12:00:00.000Z"},
               "path": [{"lat": 12.97, "lon": 77.6, "at": "2026-11-24T11:59:00.000Z"}],
               "distance_left_km": 1.234}  # fmt: skip

@@ -23,7 +23,7 @@ def _on_the_road(customer: str, rider):
     order = place(make_customer(customer), make_restaurant(f"{customer}'s pizza"))
     for _ in range(3):
         services.advance_order(order.pk, by=SYSTEM)
-    return services.transition_order(order.pk, "OUT_FOR_DELIVERY", courier=rider)
+    return services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=rider)
 
 
 def _batch(n: int) -> dict:

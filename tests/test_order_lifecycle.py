@@ -61,7 +61,7 @@ def test_skipping_a_status_is_refused_with_a_clear_error(world):
     customer, restaurant, _ = world
     order = place(customer, restaurant)
     with pytest.raises(services.IllegalTransition) as caught:
-        services.transition_order(order.pk, OrderStatus.BEING_COOKED)
+        services.advance_order(order.pk, by=SYSTEM, to=OrderStatus.BEING_COOKED)
     assert "cannot go from PLACED_ORDER to BEING_COOKED" in str(caught.value)
     assert "next status is ORDER_CONFIRMED" in str(caught.value)
     assert Order.objects.get(pk=order.pk).status == OrderStatus.PLACED_ORDER
@@ -87,7 +87,7 @@ def test_unknown_status_is_refused(world):
     customer, restaurant, _ = world
     order = place(customer, restaurant)
     with pytest.raises(services.OrderError, match="unknown status"):
-        services.transition_order(order.pk, "TELEPORTED")
+        services.advance_order(order.pk, by=SYSTEM, to="TELEPORTED")
 
 
 def test_a_failed_transaction_leaves_neither_the_change_nor_its_event(world):

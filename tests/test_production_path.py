@@ -55,7 +55,7 @@ def test_concurrent_advances_move_an_order_one_step_each(kafka_topics):
     order = place(customer, restaurant)
     # 6 callers all read PLACED_ORDER and ask for ORDER_CONFIRMED: the row lock lets one win
     target = LIFECYCLE[1]
-    results = _in_threads(6, lambda i: services.transition_order(order.pk, target))
+    results = _in_threads(6, lambda i: services.advance_order(order.pk, by=SYSTEM, to=target))
     won = [r for r in results if isinstance(r, Order)]
     lost = [r for r in results if isinstance(r, services.IllegalTransition)]
     assert len(won) == 1 and len(lost) == 5, results

@@ -69,13 +69,10 @@ class OrderView(generics.GenericAPIView):
 
     serializer_class = OrderDetailSerializer
 
-    def detail(
-        self, order_id: int, *, tracking: bool = True, code: int = status.HTTP_200_OK
-    ) -> Response:
-        """After a command (``tracking=False``) the status comes from the database only: a
-        command that succeeded must not answer 503 because the read side is down."""
-        detail = read_model.order_detail(order_id, viewer=self.request.user, tracking=tracking)
-        return Response(DETAIL.to_representation(detail), status=code)
+    def written(self, order: Order, code: int = status.HTTP_200_OK) -> Response:
+        """The answer to a command: the detail of the order it has just written and
+        authorised, not a second read (:func:`read_model.detail_as_written`)."""
+        return Response(DETAIL.to_representation(read_model.detail_as_written(order)), status=code)
 
 
 class OrderListView(OrderView):
@@ -145,11 +142,7 @@ class OrderListView(OrderView):
             delivery_lon=delivery["lon"],
             idempotency_key=key,
         )
-        return self.detail(
-            order.pk,
-            tracking=False,
-            code=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
-        )
+        return self.written(order, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class OrderDetailView(OrderView):
@@ -192,8 +185,7 @@ class OrderCancelView(OrderCommandView):
         "out for delivery (409 after).",
     )
     def post(self, request: Request, pk: int) -> Response:
-        services.cancel_order(pk, by=request.user, via="api")
-        return self.detail(pk, tracking=False)
+        return self.written(services.cancel_order(pk, by=request.user, via="api"))
 
 
 class OrderAdvanceView(OrderCommandView):
@@ -215,13 +207,10 @@ class OrderAdvanceView(OrderCommandView):
     def post(self, request: Request, pk: int) -> Response:
         body = TransitionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        services.advance_order(
-            pk,
-            by=request.user,
-            to=body.validated_data.get("status"),
-            via="api",
+        order = services.advance_order(
+            pk, by=request.user, to=body.validated_data.get("status"), via="api"
         )
-        return self.detail(pk, tracking=False)
+        return self.written(order)
 
 
 class CourierLocationView(OrderView):

@@ -214,52 +214,6 @@ def _record_status(
     enqueue(event)
 
 
-def transition_order(
-    order_id: int,
-    target: OrderStatus | str,
-    *,
-    actor: str = "",
-    courier: Courier | None = None,
-    at: datetime | None = None,
-) -> Order:
-    """Move an order to ``target`` if the lifecycle allows it, or raise IllegalTransition.
-
-    The row is locked for the transaction, so two callers advancing the same
-    order concurrently cannot both succeed from the same status.
-    """
-    try:
-        target = OrderStatus(target)
-    except ValueError:
-        raise OrderError(f"unknown status {target!r}", field="status") from None
-    with transaction.atomic():
-        order = Order.objects.select_for_update().get(pk=order_id)
-        current = OrderStatus(order.status)
-        if not events.can_transition(current, target):
-            if target is OrderStatus.CANCELLED:
-                raise IllegalTransition(
-                    f"order {order_id} is {current.value} and can no longer be cancelled "
-                    f"(cancellation is allowed only before {OrderStatus.OUT_FOR_DELIVERY.value})",
-                    field="status",
-                )
-            allowed = events.next_status(current)
-            raise IllegalTransition(
-                f"order {order_id} cannot go from {current.value} to {target.value}"
-                + (f"; the next status is {allowed.value}" if allowed else "; it is final"),
-                field="status",
-            )
-        now = _now(at)
-        if target is OrderStatus.OUT_FOR_DELIVERY:
-            order.courier = courier or order.courier or _pick_courier()
-        elif courier is not None:
-            order.courier = courier
-        order.status = target.value
-        order.status_changed_at = now
-        order.updated_at = now
-        order.save(update_fields=["status", "status_changed_at", "updated_at", "courier"])
-        _record_status(order, target, current, now, actor)
-    return order
-
-
 def _actor(by: policy.Actor, via: str) -> str:
     """What the status change records as its actor: the channel (``via``: api, admin,
     simulator) and the user acting through it ("api:alice"; the system: the channel)."""
@@ -268,11 +222,68 @@ def _actor(by: policy.Actor, via: str) -> str:
     return f"{via or 'user'}:{by.get_username()}"
 
 
-def _visible(by: policy.Actor, order_id: int) -> Order:
-    """The order, locked for the transaction; NotVisible when ``by`` may not see it."""
-    order = policy.visible_orders(by).select_for_update(of=("self",)).filter(pk=order_id).first()
+def _locked(by: policy.Actor, order_id: int) -> Order:
+    """The order, locked for the transaction: the command's one read of it and its one
+    access check. NotVisible when ``by`` may not see it (404, like a missing order)."""
+    order = (
+        policy.visible_orders(by)
+        .select_related("restaurant")
+        .select_for_update(of=("self",))
+        .filter(pk=order_id)
+        .first()
+    )
     if order is None:
         raise policy.NotVisible(order_id)
+    return order
+
+
+def _check_move(by: policy.Actor, order: Order, target: OrderStatus | None) -> None:
+    """Whether ``by`` may move ``order`` to ``target`` now (None: there is no next step):
+    who may, by :mod:`tracker.orders.policy` (PermissionDenied), then what the lifecycle
+    allows (IllegalTransition). The one place a status change is judged."""
+    if target is OrderStatus.CANCELLED:
+        if not policy.can_cancel(by, order):
+            raise PermissionDenied("Couriers cannot cancel orders.")
+    elif target is not None and not policy.can_move_to(by, order, target):
+        raise PermissionDenied(f"You may not move this order to {target}.")
+    current = OrderStatus(order.status)
+    if target is not None and events.can_transition(current, target):
+        return
+    if target is None:
+        message = f"order {order.pk} is {current.value}, which is final"
+    elif target is OrderStatus.CANCELLED:
+        message = (
+            f"order {order.pk} is {current.value} and can no longer be cancelled "
+            f"(cancellation is allowed only before {OrderStatus.OUT_FOR_DELIVERY.value})"
+        )
+    else:
+        following = events.next_status(current)
+        message = f"order {order.pk} cannot go from {current.value} to {target.value}" + (
+            f"; the next status is {following.value}" if following else "; it is final"
+        )
+    raise IllegalTransition(message, field="status")
+
+
+def _move(
+    order: Order,
+    target: OrderStatus,
+    *,
+    actor: str,
+    courier: Courier | None,
+    at: datetime | None,
+) -> Order:
+    """Write the judged change on the locked ``order`` and enqueue its event."""
+    previous = OrderStatus(order.status)
+    now = _now(at)
+    if target is OrderStatus.OUT_FOR_DELIVERY:
+        order.courier = courier or order.courier or _pick_courier()
+    elif courier is not None:
+        order.courier = courier
+    order.status = target.value
+    order.status_changed_at = now
+    order.updated_at = now
+    order.save(update_fields=["status", "status_changed_at", "updated_at", "courier"])
+    _record_status(order, target, previous, now, actor)
     return order
 
 
@@ -288,19 +299,23 @@ def advance_order(
     """Move an order to ``to`` (default: its next step along the happy path) for ``by``,
     as :func:`tracker.orders.policy.can_move_to` allows: NotVisible for an order they
     may not see, PermissionDenied for a step they may not make, IllegalTransition for a
-    step the lifecycle does not allow. Cancelling has its own command."""
-    with transaction.atomic():
-        order = _visible(by, order_id)
-        target = to or events.next_status(order.status)
-        if target is None:
-            raise IllegalTransition(
-                f"order {order_id} is {order.status}, which is final", field="status"
-            )
-        if not policy.can_move_to(by, order, target):
-            raise PermissionDenied(f"You may not move this order to {target}.")
-        if target == OrderStatus.CANCELLED:
+    step the lifecycle does not allow. Cancelling has its own command.
+
+    ``courier`` carries the order from OUT_FOR_DELIVERY on (default: the one it has, or
+    the least busy). The row stays locked to the end of the transaction, so two callers
+    moving the same order at once cannot both succeed from the same status."""
+    if to is not None:
+        try:
+            to = OrderStatus(to)
+        except ValueError:
+            raise OrderError(f"unknown status {to!r}", field="status") from None
+        if to is OrderStatus.CANCELLED:
             raise OrderError("use the cancel endpoint", field="status")
-        return transition_order(order_id, target, actor=_actor(by, via), courier=courier, at=at)
+    with transaction.atomic():
+        order = _locked(by, order_id)
+        target = to or events.next_status(order.status)
+        _check_move(by, order, target)
+        return _move(order, target, actor=_actor(by, via), courier=courier, at=at)
 
 
 def cancel_order(
@@ -309,10 +324,9 @@ def cancel_order(
     """Cancel an order for ``by`` (its customer, its restaurant's staff or an operator:
     :func:`tracker.orders.policy.can_cancel`), only before it is out for delivery."""
     with transaction.atomic():
-        order = _visible(by, order_id)
-        if not policy.can_cancel(by, order):
-            raise PermissionDenied("Couriers cannot cancel orders.")
-        return transition_order(order_id, OrderStatus.CANCELLED, actor=_actor(by, via), at=at)
+        order = _locked(by, order_id)
+        _check_move(by, order, OrderStatus.CANCELLED)
+        return _move(order, OrderStatus.CANCELLED, actor=_actor(by, via), courier=None, at=at)
 
 
 def _pick_courier() -> Courier:

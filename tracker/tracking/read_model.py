@@ -303,51 +303,92 @@ def _entered_from_pinot(order_id: int, state: OrderState) -> dict[str, int]:
     return entered
 
 
-def order_detail(order_id: int, *, viewer: policy.Actor, tracking: bool = True) -> dict[str, Any]:
+def order_detail(order_id: int, *, viewer: policy.Actor) -> dict[str, Any]:
     """The order as ``viewer`` is shown it (NotVisible, like a missing order, when they may
     not see it: :func:`tracker.orders.policy.can_see`, asked on every read).
 
     Items, restaurant and total from the system of record; status, timeline, courier,
     position and ETA from Pinot. Until the pipeline has seen a new order (about a
     second), its status and courier come from the database and ``tracking.source`` says so.
-
-    Write responses pass ``tracking=False``: a command that succeeded must not
-    answer 503 because the read side is down.
     """
     placed = placed_order(order_id)
     if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
         raise policy.NotVisible(order_id)
-    state = selectors.order_state(order_id) if tracking else None
-    now = prediction_clock()
-    path: list[dict[str, Any]] = []
-    if state is not None:
-        current, status_time = state.status, state.status_time
-        periods = selectors.status_periods(_entered_from_pinot(order_id, state).items())
-        position, distance, courier_id = state.courier, state.distance_left_km, state.courier_id
-        trip = eta.Trip.of_enriched(state)
-        source = {
+    state = selectors.order_state(order_id)
+    if state is None:
+        return _as_recorded(placed, Order.objects.select_related("restaurant").get(pk=order_id))
+    position = state.courier
+    return _shown(
+        placed,
+        current=state.status,
+        status_time=state.status_time,
+        periods=selectors.status_periods(_entered_from_pinot(order_id, state).items()),
+        courier_id=state.courier_id,
+        position=position,
+        path=[] if position is None else trail(order_id, position),
+        distance=state.distance_left_km,
+        trip=eta.Trip.of_enriched(state),
+        source={
             "source": "pinot",
             "version": state.version,
             "updated_at": iso_ms(state.updated_at),
-        }
-        if position is not None:
-            path = trail(order_id, position)
-    else:
-        order = Order.objects.select_related("restaurant").get(pk=order_id)
-        current, status_time = order.status, epoch_ms(order.status_changed_at)
-        periods, position, distance, courier_id = [], None, None, order.courier_id
-        trip = eta.Trip.of_order(order, current, status_time)
-        source = {"source": "database", "version": 0, "updated_at": iso(order.updated_at)}
+        },
+    )
+
+
+def detail_as_written(order: Order) -> dict[str, Any]:
+    """The detail of ``order`` as a command has just written it, for the caller the command
+    authorised (no second access check), from the database alone: a command that succeeded
+    must not answer 503 because the read side is down."""
+    placed = placed_order(order.pk)
+    if placed is None:
+        raise policy.NotVisible(order.pk)
+    return _as_recorded(placed, order)
+
+
+def _as_recorded(placed: PlacedOrder, order: Order) -> dict[str, Any]:
+    """The detail from the database: before the pipeline has seen the order, or after a
+    command (no position, no distance; the timeline from the recorded status changes)."""
+    status_time = epoch_ms(order.status_changed_at)
+    return _shown(
+        placed,
+        current=order.status,
+        status_time=status_time,
+        periods=[],
+        courier_id=order.courier_id,
+        position=None,
+        path=[],
+        distance=None,
+        trip=eta.Trip.of_order(order, order.status, status_time),
+        source={"source": "database", "version": 0, "updated_at": iso(order.updated_at)},
+    )
+
+
+def _shown(
+    placed: PlacedOrder,
+    *,
+    current: str,
+    status_time: int,
+    periods: list[StatusPeriod],
+    courier_id: int | None,
+    position: CourierPosition | None,
+    path: list[dict[str, Any]],
+    distance: float | None,
+    trip: eta.Trip,
+    source: dict[str, Any],
+) -> dict[str, Any]:
+    """The detail's one shape, whichever store the changing parts came from."""
+    now = prediction_clock()
     if not periods:  # the pipeline has not caught up: the database's own history
         periods = selectors.status_periods(
             (status, epoch_ms(at))
-            for status, at in OrderStatusChange.objects.filter(order_id=order_id)
+            for status, at in OrderStatusChange.objects.filter(order_id=placed.id)
             .order_by("changed_at", "id")
             .values_list("status", "changed_at")
         )
     courier = courier_name(courier_id) if courier_id is not None else None
     return {
-        "id": order_id,
+        "id": placed.id,
         "status": current,
         "status_label": status_label(current),
         "status_time": iso_ms(status_time),
