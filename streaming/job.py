@@ -202,8 +202,8 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.streaming.minBatchesToRetain", "20")
         .config("spark.python.worker.reuse", "true")
         # PySpark records the Python call site of every DataFrame function for error
-        # messages, at some seven extra JVM calls each: building the job's plan from its
-        # Column expressions (streaming.enrich) takes 8,000 JVM calls with it, 3,300 without.
+        # messages, in extra JVM calls that more than double the cost of building the
+        # job's plan from its Column expressions (docs/performance.md).
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         # Executors (on a cluster: other processes, other machines) import the same code.
         .config("spark.executorEnv.PYTHONPATH", str(BASE_DIR))

@@ -40,12 +40,12 @@ def test_bridge_sends_a_point_to_its_order_only_newest_first_and_the_fleet_once_
         5, 3, "OUT_FOR_DELIVERY", customer_id=9, restaurant_id=1, status_time=picked_up,
         courier=(7, 12.96, 77.59, picked_up),
     )  # fmt: skip
-    bridge.handle_batch([(Topic.ORDERS_ENRICHED, on_road.to_json())])
+    bridge.handle([(Topic.ORDERS_ENRICHED, on_road.to_json())], fleet=True)
     sent.clear()
 
     # Three points of one poll: the newest by time only, to the order's group; the fleet
     # gets the courier with how late the order runs against the arrival predicted at pickup.
-    bridge.handle_batch([_point(5, t - 2000), _point(5, t, 12.98), _point(5, t - 1000)])
+    bridge.handle([_point(5, t - 2000), _point(5, t, 12.98), _point(5, t - 1000)], fleet=True)
     groups = [group for group, _ in sent]
     assert groups == ["order.5", "operations"]
     position, fleet = sent[0][1], sent[1][1]
@@ -61,15 +61,15 @@ def test_bridge_sends_a_point_to_its_order_only_newest_first_and_the_fleet_once_
 
     # A replayed or older point is no news; a newer one goes to the order at once, but to
     # the fleet only once its second is up (the newest point by then).
-    bridge.handle_batch([_point(5, t), _point(5, t - 500)])
+    bridge.handle([_point(5, t), _point(5, t - 500)], fleet=True)
     assert sent == []
     clock[0] += 0.5
-    bridge.handle_batch([_point(5, t + 1000, 12.99)])
-    bridge.handle_batch([_point(5, t + 1500, 13.0)])
+    bridge.handle([_point(5, t + 1000, 12.99)], fleet=True)
+    bridge.handle([_point(5, t + 1500, 13.0)], fleet=True)
     assert [g for g, _ in sent] == ["order.5", "order.5"]
     sent.clear()
     clock[0] += 0.5
-    bridge.tick()
+    bridge.handle([], fleet=True)
     [(group, fleet)] = sent
     assert group == "operations" and [c["lat"] for c in fleet["couriers"]] == [13.0]
     sent.clear()
@@ -79,7 +79,7 @@ def test_bridge_sends_a_point_to_its_order_only_newest_first_and_the_fleet_once_
         5, 4, "DELIVERED", customer_id=9, restaurant_id=1, courier=(7, 13.0, 77.59, t)
     )
     clock[0] += 1
-    bridge.handle_batch([(Topic.ORDERS_ENRICHED, delivered.to_json()), _point(5, t + 2000)])
+    bridge.handle([(Topic.ORDERS_ENRICHED, delivered.to_json()), _point(5, t + 2000)], fleet=True)
     fleets = [m for g, m in sent if g == "operations" and m["type"] == "fleet"]
     assert fleets == [{"type": "fleet", "couriers": [], "gone": [7]}]
     assert {g for g, m in sent if m["type"] == "position"} == {"order.5"}

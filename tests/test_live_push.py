@@ -164,8 +164,8 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
         event = order_event_of(InTransit, version, status, courier=(1, lat, 77.6, now_ms()))
         return Topic.ORDERS_ENRICHED, event.to_json()
 
-    bridge.handle_batch(
-        [record(1), record(2, lat=12.91), record(3, lat=12.92), record(4, lat=12.93)]
+    bridge.handle(
+        [record(1), record(2, lat=12.91), record(3, lat=12.92), record(4, lat=12.93)], fleet=True
     )
     # v1 is a status (first seen); positions v2..v4 coalesce to v4; the order's, customer's
     # and restaurant's groups get each, the operators' group only the status changes.
@@ -179,13 +179,14 @@ def test_bridge_coalesces_positions_but_never_drops_a_status_or_goes_backwards()
         ("restaurant.1", 4, "position"),
     ]
     sent.clear()
-    bridge.handle_batch(
+    bridge.handle(
         [
             record(5, lat=12.94),
             record(6, "ARRIVING_AT_DOOR"),
             record(4),
             record(6, "ARRIVING_AT_DOOR"),
-        ]
+        ],
+        fleet=True,
     )
     # The position before a status is superseded by it; repeats and older versions vanish.
     assert sent == [
@@ -223,44 +224,44 @@ def test_bridge_in_process_builds_messages_only_for_groups_someone_listens_to():
     class Elsewhere:
         pk, customer_id, restaurant_id = 8, 11, 3
 
-    bridge.handle_batch([record(1), record(1, Unwatched), record(2, Unwatched, lat=12.91)])
+    bridge.handle([record(1), record(1, Unwatched), record(2, Unwatched, lat=12.91)], fleet=True)
     assert sent == [("customer.9", "update")]
     enriched = topic_name(Topic.ORDERS_ENRICHED)
-    assert bridge.wants(enriched, b"5", record(2)[1])  # its customer listens
+    assert bridge.worth_parsing(enriched, b"5", record(2)[1])  # its customer listens
     # Nobody would get these: not parsed, but their versions and statuses are remembered.
-    assert not bridge.wants(enriched, b"6", record(3, Unwatched)[1])
-    assert not bridge.wants(enriched, b"6", record(4, Unwatched, lat=12.92)[1])
-    assert bridge.wants(enriched, b"6", b"\xff not JSON")  # parsed, and refused
+    assert not bridge.worth_parsing(enriched, b"6", record(3, Unwatched)[1])
+    assert not bridge.worth_parsing(enriched, b"6", record(4, Unwatched, lat=12.92)[1])
+    assert bridge.worth_parsing(enriched, b"6", b"\xff not JSON")  # parsed, and refused
     listening.add("restaurant.2")
-    assert bridge.wants(enriched, b"6", record(5, Unwatched)[1])  # its kitchen board
+    assert bridge.worth_parsing(enriched, b"6", record(5, Unwatched)[1])  # its kitchen board
     listening.remove("restaurant.2")
     # Once watched, the versions seen stay no-ops and the next one is a move, not a
     # status change announced again.
     listening.add("order.6")
     sent.clear()
-    bridge.handle_batch(
-        [record(3, Unwatched), record(4, Unwatched), record(5, Unwatched, lat=12.93)]
+    bridge.handle(
+        [record(3, Unwatched), record(4, Unwatched), record(5, Unwatched, lat=12.93)], fleet=True
     )
     assert sent == [("order.6", "update")]
     assert kinds[-1] == "position"
 
     locations = topic_name(Topic.DELIVERY_LOCATIONS)
-    assert bridge.wants(locations, b"6") and not bridge.wants(locations, b"5")
-    assert bridge.wants(locations, b"not an id")  # parsed, and refused by its value
-    assert bridge.wants(enriched, b"6", record(6, Unwatched)[1])  # its order's socket
+    assert bridge.worth_parsing(locations, b"6") and not bridge.worth_parsing(locations, b"5")
+    assert bridge.worth_parsing(locations, b"not an id")  # parsed, and refused by its value
+    assert bridge.worth_parsing(enriched, b"6", record(6, Unwatched)[1])  # its order's socket
     point = DeliveryLocation(
         event_id=new_event_id(), event_time=now_ms(), order_id=6, placed_at=now_ms() - 1000,
         courier_id=7, lat=12.93, lon=77.6,
     )  # fmt: skip
     sent.clear()
-    bridge.handle_batch([(Topic.DELIVERY_LOCATIONS, point.to_json())])
+    bridge.handle([(Topic.DELIVERY_LOCATIONS, point.to_json())], fleet=True)
     assert sent == [("order.6", "position")]  # no fleet message: no operator listens
     listening.add("operations")
-    assert bridge.wants(locations, b"5")  # the fleet wants every courier
-    assert bridge.wants(enriched, b"8", record(1, Elsewhere)[1])  # and every ride
+    assert bridge.worth_parsing(locations, b"5")  # the fleet wants every courier
+    assert bridge.worth_parsing(enriched, b"8", record(1, Elsewhere)[1])  # and every ride
     sent.clear()
     later = dataclasses.replace(point, event_id=new_event_id(), event_time=now_ms() + 1)
-    bridge.handle_batch([(Topic.DELIVERY_LOCATIONS, later.to_json())])
+    bridge.handle([(Topic.DELIVERY_LOCATIONS, later.to_json())], fleet=True)
     assert sent == [("order.6", "position"), ("operations", "fleet")]
 
 
@@ -282,7 +283,7 @@ def test_bridge_sends_each_status_once_whichever_path_brings_it_first():
         return Topic.ORDERS_ENRICHED, event.to_json()
 
     confirmed = status("ORDER_CONFIRMED", "PLACED_ORDER", customer_id=9, restaurant_id=1)
-    bridge.handle_batch([status("PLACED_ORDER", None), confirmed, confirmed])
+    bridge.handle([status("PLACED_ORDER", None), confirmed, confirmed], fleet=True)
     # A placement is no news (no client shows less); the repeat is dropped; the operators'
     # group waits for the enriched record (its figures come from Pinot).
     assert sent == [
@@ -293,9 +294,9 @@ def test_bridge_sends_each_status_once_whichever_path_brings_it_first():
     sent.clear()
     # The full state still follows, older status included; then the stream job is quicker
     # for the next status, and its raw event, arriving late, is not sent again.
-    bridge.handle_batch(
+    bridge.handle(
         [enriched(1, "PLACED_ORDER"), enriched(2, "ORDER_CONFIRMED"), enriched(3, "BEING_PREPARED"),
-         status("BEING_PREPARED", "ORDER_CONFIRMED", customer_id=9, restaurant_id=1)]
+         status("BEING_PREPARED", "ORDER_CONFIRMED", customer_id=9, restaurant_id=1)], fleet=True
     )  # fmt: skip
     assert [(g, t, s) for g, t, s in sent if g == "order.5"] == [
         ("order.5", "update", "PLACED_ORDER"),
@@ -304,7 +305,7 @@ def test_bridge_sends_each_status_once_whichever_path_brings_it_first():
     ]
     sent.clear()
     # An event from before the parties were in the contract reaches the order's group only.
-    bridge.handle_batch([status("BEING_COOKED", "BEING_PREPARED")])
+    bridge.handle([status("BEING_COOKED", "BEING_PREPARED")], fleet=True)
     assert sent == [("order.5", "status", "BEING_COOKED")]
 
 
@@ -458,13 +459,14 @@ def test_bridge_skips_and_counts_what_it_cannot_take_and_sends_the_rest_of_the_p
         previous_status="PLACED_ORDER",
     )  # fmt: skip
     fine = order_event(5, 1, "ORDER_CONFIRMED", customer_id=9, restaurant_id=1)
-    bridge.handle_batch(
+    bridge.handle(
         [
             (Topic.ORDER_STATUSES, b"\xff\xfe random bytes"),
             (Topic.ORDER_STATUSES, ahead.to_json()),
             (Topic.ORDERS_ENRICHED, b'{"schema_version": 1}'),
             (Topic.ORDERS_ENRICHED, fine.to_json()),
-        ]
+        ],
+        fleet=True,
     )
     assert ("order.5", "ORDER_CONFIRMED") in sent
     assert bridge.skipped == {"invalid value": 1, "invalid placed_at": 1, "invalid event_id": 1}
@@ -500,7 +502,9 @@ def test_a_status_is_published_while_another_reader_is_slow(slow_in, monkeypatch
     bridge = Bridge(publish)
     enriched = order_event(6, 1, "ORDER_CONFIRMED", customer_id=9, restaurant_id=1)
     slow = threading.Thread(
-        target=bridge.handle_batch, args=([(Topic.ORDERS_ENRICHED, enriched.to_json())],)
+        target=bridge.handle,
+        args=([(Topic.ORDERS_ENRICHED, enriched.to_json())],),
+        kwargs={"fleet": False},
     )
     slow.start()
     try:
@@ -511,7 +515,9 @@ def test_a_status_is_published_while_another_reader_is_slow(slow_in, monkeypatch
             previous_status="ORDER_CONFIRMED",
         )  # fmt: skip
         quick = threading.Thread(
-            target=bridge.handle_batch, args=([(Topic.ORDER_STATUSES, status.to_json())],)
+            target=bridge.handle,
+            args=([(Topic.ORDER_STATUSES, status.to_json())],),
+            kwargs={"fleet": False},
         )
         quick.start()
         quick.join(5)

@@ -191,22 +191,16 @@ class Bridge:
         #: clients keep the furthest status, the highest version and the newest point.
         self._handling = threading.Lock()
 
-    def handle_batch(self, records: list[tuple[Topic, bytes]]) -> None:
-        """Publish one poll's worth of (topic, value) records, and the fleet entries
-        due, in one call to ``publish`` (one hop to the event loop or one Redis round
-        of sends per poll, not per group)."""
-        self._handle(records, fleet=True)
+    def handle(self, records: list[tuple[Topic, bytes]], *, fleet: bool) -> None:
+        """Publish one poll's (topic, value) records, and with ``fleet`` the fleet entries
+        that have waited out their interval (an empty poll sends just those), in one call
+        to ``publish``: one hop to the event loop or one Redis round of sends per poll.
 
-    def tick(self) -> None:
-        """Between polls: send the fleet entries that have waited out their interval."""
-        self._handle([], fleet=True)
-
-    def _handle(self, records: list[tuple[Topic, bytes]], fleet: bool) -> None:
-        """Parse, then decide under the lock, then publish after it. Parsing stays outside
+        Parse, then decide under the lock, then publish after it. Parsing stays outside
         (a poll holds up to a thousand records, each validated), so a status never waits
-        for another reader's poll to be parsed. Only one reader sends
-        the fleet (``fleet``), so its messages (a courier's point, then its ride's end)
-        keep their order."""
+        for another reader's poll to be parsed. Only one reader sends the fleet
+        (``fleet``), so its messages (a courier's point, then its ride's end) keep their
+        order."""
         events = [event for event in map(self._parse, records) if event is not None]
         with self._handling:
             sends = self._sends(events)
@@ -233,21 +227,21 @@ class Bridge:
         points: dict[int, DeliveryLocation] = {}
         for event in events:
             try:
-                self._take(event, sends, pending_positions, points)
+                self._handle_event(event, sends, pending_positions, points)
             except Exception as exc:  # noqa: BLE001 - one record must not stop every socket
                 self.skipped[type(exc).__name__] += 1
                 log.exception(
                     "push bridge: skipping a %s it could not handle", type(event).__name__
                 )
         for event in pending_positions.values():
-            self._offer(
+            self._send_to_listeners(
                 sends, _update_groups(event, False), lambda e=event: update_from_enriched(e, False)
             )
         for point in points.values():
             self._fast_position(sends, point)
         return sends
 
-    def wants(self, topic: str, key: bytes | None, value: bytes | None = None) -> bool:
+    def worth_parsing(self, topic: str, key: bytes | None, value: bytes | None = None) -> bool:
         """Whether a record is worth parsing (validating is most of the bridge's work): a
         courier's point or an enriched record only when a group it would go to listens, or
         the operators' group (the fleet follows every ride). The key is the order id; an
@@ -293,7 +287,7 @@ class Bridge:
         self._remember(order_id, _Published(version, status, rank))
         return last is None or last.status != status
 
-    def _take(
+    def _handle_event(
         self,
         event: Event,
         sends: list[tuple[str, dict[str, Any]]],
@@ -321,7 +315,7 @@ class Bridge:
         if status_changed:
             # The status message carries the full state, newer than any pending position.
             pending_positions.pop(event.order_id, None)
-            self._offer(
+            self._send_to_listeners(
                 sends, _update_groups(event, True), lambda: update_from_enriched(event, True)
             )
         else:
@@ -349,7 +343,7 @@ class Bridge:
             groups.append(customer_group(event.customer_id))
         if event.restaurant_id is not None:
             groups.append(restaurant_group(event.restaurant_id))
-        self._offer(sends, groups, lambda: status_from_event(event))
+        self._send_to_listeners(sends, groups, lambda: status_from_event(event))
 
     def _fast_position(
         self, sends: list[tuple[str, dict[str, Any]]], point: DeliveryLocation
@@ -362,7 +356,9 @@ class Bridge:
         if last is not None and point.event_time <= last:
             return  # a re-send or replay
         _bounded_put(self._located, point.order_id, point.event_time, MAX_TRACKED_ORDERS)
-        self._offer(sends, [order_group(point.order_id)], lambda: position_from_event(point))
+        self._send_to_listeners(
+            sends, [order_group(point.order_id)], lambda: position_from_event(point)
+        )
         seen = self._seen.get(point.order_id)
         if seen is None or seen.status not in _ENDED:  # a late point of a finished ride
             self._fleet_due[point.courier_id] = point
@@ -442,7 +438,7 @@ class Bridge:
     def _remember(self, order_id: int, published: _Published) -> None:
         _bounded_put(self._seen, order_id, published, MAX_TRACKED_ORDERS)
 
-    def _offer(
+    def _send_to_listeners(
         self,
         sends: list[tuple[str, dict[str, Any]]],
         groups: list[str],
@@ -525,7 +521,7 @@ class Bridge:
                         if err is None:
                             topic, stamp, value = msg.topic(), msg.timestamp()[1], msg.value()
                             ages[topic].observe(max(0, received - stamp) / 1000)
-                            if self.wants(topic, msg.key(), value):
+                            if self.worth_parsing(topic, msg.key(), value):
                                 records.append((names[topic], value))
                             positions[(topic, msg.partition())] = msg.offset() + 1
                             mine = seen[topic]
@@ -533,7 +529,7 @@ class Bridge:
                         elif err.code() != KafkaError._PARTITION_EOF:
                             log.warning("push bridge: %s", err)
                     started = time.perf_counter()
-                    self._handle(records, fleet)
+                    self.handle(records, fleet=fleet)
                     if records:
                         handled.observe(time.perf_counter() - started)
                     _measure(seen, len(batch) < 1000)

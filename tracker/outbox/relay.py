@@ -66,12 +66,6 @@ MARKER_TOPIC = "_outbox_relay_marker"
 #: The PostgreSQL advisory lock of the publishing relay (any constant; "outbox" in ASCII).
 ADVISORY_LOCK_KEY = 0x6F7574626F78
 
-#: Delivery errors after which the broker may nonetheless have written the record: a
-#: timeout (the request may have reached a broker that answered too late) and a purge of
-#: a record in flight. librdkafka's idempotence cannot dedupe the retry, because the relay
-#: retries with a new producer after an outage.
-
-
 #: Refusals of a record for what it is (too large, malformed): no retry can help, so the
 #: relay skips the row (stamped, with the reason, and counted) instead of stopping on it.
 RECORD_ERRORS = frozenset(
@@ -168,7 +162,7 @@ class Relay:
         otherwise take the broker for new and replay what the other had published.
         """
         if connection.vendor != "postgresql":
-            failure = self._checked_publish(check_topics)
+            sent, unacknowledged = self._checked_publish(check_topics)
         else:
             with transaction.atomic():
                 with connection.cursor() as cursor:
@@ -176,24 +170,27 @@ class Relay:
                     if not cursor.fetchone()[0]:
                         self.standby_batches += 1
                         return 0
-                failure = self._checked_publish(check_topics)
-        if isinstance(failure, KafkaException):
-            raise failure
-        return failure
+                sent, unacknowledged = self._checked_publish(check_topics)
+        if unacknowledged is not None:
+            raise unacknowledged
+        return sent
 
-    def _checked_publish(self, check_topics: bool) -> int | KafkaException:
+    def _checked_publish(self, check_topics: bool) -> tuple[int, KafkaException | None]:
         if check_topics or not self._topics_ready:
             self._prepare_topics()
         return self._publish_rows()
 
-    def _publish_rows(self) -> int | KafkaException:
+    def _publish_rows(self) -> tuple[int, KafkaException | None]:
+        """Publish one batch: how many rows it settled (acknowledged or skipped), and the
+        error to raise once the transaction has committed when any row was not
+        acknowledged (returned, not raised: the marks of the delivered rows must commit)."""
         rows = list(
             OutboxEvent.objects.filter(published_at__isnull=True)
             .order_by("id")
             .only("id", "topic", "key", "payload")[: self.batch_size]
         )
         if not rows:
-            return 0
+            return 0, None
         batch = kafka.Deliveries(self.producer)
         refused: KafkaException | None = None
         skipped: list[tuple[int, str]] = []
@@ -249,13 +246,13 @@ class Relay:
                 attempts=F("attempts") + 1,
                 last_error=batch.errors.get(row.id, "not acknowledged in time")[:1000],
             )
+        settled = len(batch.acked) + len(skipped)
         if failed or refused is not None:
-            # returned, not raised: the marks of the delivered rows must still commit
-            return KafkaException(
+            return settled, KafkaException(
                 f"{len(failed)} of {len(rows)} outbox events not acknowledged: "
                 f"{next(iter(batch.errors.values()), refused or 'timeout')}"
             )
-        return len(batch.acked) + len(skipped)
+        return settled, None
 
     def _settle(self, prod) -> None:
         """Leave nothing in ``prod`` whose fate is unknown to this relay.

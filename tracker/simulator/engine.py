@@ -8,7 +8,7 @@ Time comes from a :class:`Clock`. With :class:`RealClock` the simulation
 sleeps between actions (``make run``); with :class:`VirtualClock` it runs as
 fast as the database allows with event times on a virtual timeline (tests,
 reprocessing demos). With the same seed and clock start the sequence of
-actions is identical, which :meth:`Simulation.log` records.
+actions is identical, which :attr:`Simulation.log` records.
 """
 
 from __future__ import annotations

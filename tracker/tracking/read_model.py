@@ -131,7 +131,7 @@ _generation = 0
 _generation_lock = threading.Lock()  # a check-then-keep never straddles a drop
 
 
-def _keeping() -> tuple[bool, int]:
+def _copies_trusted() -> tuple[bool, int]:
     """Whether copies may be used and kept now, and the generation a new copy belongs to.
 
     The names and owners in a copy change only through the admin (or a shell), whose
@@ -141,43 +141,50 @@ def _keeping() -> tuple[bool, int]:
     return listener.healthy(), _generation
 
 
-def _keep(cache: BoundedCache, key: Any, value: Any, generation: int) -> None:
+def _keep_unless_invalidated(cache: BoundedCache, key: Any, value: Any, generation: int) -> None:
+    """Keep a copy read during ``generation``, unless a notice invalidated copies since."""
     with _generation_lock:
         if generation == _generation:
             cache.put(key, value)
 
 
-def _drop(cache: BoundedCache, doomed: Any = None, key: Any = None) -> None:
+def _invalidate(cache: BoundedCache, matching: Any = None, key: Any = None) -> None:
+    """Drop the copy under ``key``, or those ``matching(key, copy)``, or all of them; and
+    start a new generation, so a copy read before this is not kept after it."""
     global _generation
     with _generation_lock:
         _generation += 1
         if key is not None:
             cache.pop(key)
-        elif doomed is not None:
-            cache.drop_where(doomed)
+        elif matching is not None:
+            cache.drop_where(matching)
         else:
             cache.clear()
 
 
-listener.subscribe("copies.customer", lambda pk: _drop(_placed, lambda _, p: p.customer_id == pk))
 listener.subscribe(
-    "copies.restaurant", lambda pk: _drop(_placed, lambda _, p: p.restaurant_id == pk)
+    "copies.customer", lambda pk: _invalidate(_placed, lambda _, p: p.customer_id == pk)
+)
+listener.subscribe(
+    "copies.restaurant", lambda pk: _invalidate(_placed, lambda _, p: p.restaurant_id == pk)
 )
 listener.subscribe(
     "copies.product",
-    lambda pk: _drop(_placed, lambda _, p: any(i["product_id"] == pk for i in p.shown["items"])),
+    lambda pk: _invalidate(
+        _placed, lambda _, p: any(i["product_id"] == pk for i in p.shown["items"])
+    ),
 )
-listener.subscribe("copies.courier", lambda pk: _drop(_courier_names, key=pk))
-listener.on_resync(lambda: (_drop(_placed), _drop(_courier_names)))
+listener.subscribe("copies.courier", lambda pk: _invalidate(_courier_names, key=pk))
+listener.on_resync(lambda: (_invalidate(_placed), _invalidate(_courier_names)))
 
 
 def placed_order(order_id: int) -> PlacedOrder | None:
     """The order's placed part (None when there is no such order), from the database the
     first time this process is asked for it. Order ids are never reused (orders are not
     deleted); what the admin can change in it (owner, names) is dropped from every
-    process's copies when it does (:func:`_keeping`)."""
-    keeping, generation = _keeping()
-    placed = _placed.get(order_id) if keeping else None
+    process's copies when it does (:func:`_copies_trusted`)."""
+    trusted, generation = _copies_trusted()
+    placed = _placed.get(order_id) if trusted else None
     if placed is not None:
         return placed
     order = (
@@ -221,22 +228,22 @@ def placed_order(order_id: int) -> PlacedOrder | None:
             },  # fmt: skip
         },
     )
-    if keeping:
-        _keep(_placed, order_id, placed, generation)
+    if trusted:
+        _keep_unless_invalidated(_placed, order_id, placed, generation)
     return placed
 
 
 def courier_name(courier_id: int) -> str | None:
     """A courier's display name (None for an id the database does not know)."""
-    keeping, generation = _keeping()
-    name = _courier_names.get(courier_id) if keeping else None
+    trusted, generation = _copies_trusted()
+    name = _courier_names.get(courier_id) if trusted else None
     if name is None:
         courier = Courier.objects.select_related("user").filter(pk=courier_id).first()
         if courier is None:
             return None
         name = courier.display_name
-        if keeping:
-            _keep(_courier_names, courier_id, name, generation)
+        if trusted:
+            _keep_unless_invalidated(_courier_names, courier_id, name, generation)
     return name
 
 
