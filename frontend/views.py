@@ -149,11 +149,11 @@ def addresses(request: HttpRequest) -> HttpResponse:
 
 
 def _restaurant_choice(request: HttpRequest) -> dict[str, Any]:
-    """The restaurants this user runs (operators: every one) and the one asked for.
-
-    ``?restaurant=<id>`` picks one; an id outside the user's choice is a 404, the
-    same answer as a restaurant that does not exist (the API says 403/404 too).
-    """
+    """The restaurants this user may follow (operators: every one) and the one the page
+    shows: ``?restaurant=<id>``, or their only one, as :func:`policy.restaurant_scope`
+    decides for the API's reads too (403 for a restaurant not theirs). None, with what
+    to ask (``prompt``), when they must choose: staff of several restaurants (the
+    policy's ScopeRequired, which the API answers 400), or an operator, who named none."""
     choices = policy.visible_restaurants(request.user).order_by("name", "id")
     options = [{"id": r.pk, "name": r.name} for r in choices.only("id", "name")]
     if not options:
@@ -161,36 +161,47 @@ def _restaurant_choice(request: HttpRequest) -> dict[str, Any]:
             raise PermissionDenied("This page is for restaurant staff.")
         raise Http404("No restaurants yet.")
     raw = request.GET.get("restaurant")
-    if raw is None:
-        return {"restaurants": options, "restaurant": options[0]}
     try:
-        wanted = int(raw)
+        wanted = None if raw is None else int(raw)
     except ValueError:
         raise Http404("No such restaurant.") from None
-    for option in options:
-        if option["id"] == wanted:
-            return {"restaurants": options, "restaurant": option}
-    raise Http404("No such restaurant.")
+    try:
+        chosen = policy.restaurant_scope(request.user, wanted)
+    except policy.ScopeRequired as exc:
+        return {"restaurants": options, "restaurant": None, "prompt": str(exc)}
+    if chosen is None:  # an operator: every restaurant, which a page cannot show at once
+        return {"restaurants": options, "restaurant": None, "prompt": "Choose a restaurant."}
+    try:
+        shown = {option["id"]: option for option in options}[chosen]
+    except KeyError:  # an operator's id of no restaurant
+        raise Http404("No such restaurant.") from None
+    return {"restaurants": options, "restaurant": shown}
+
+
+def _restaurant_page(
+    request: HttpRequest, template: str, nav: str, title: Callable[[str], str]
+) -> HttpResponse:
+    """A page about one restaurant (``title`` of its name), or, when the request names no
+    one restaurant, the page that asks which."""
+    choice = _restaurant_choice(request)
+    if choice["restaurant"] is None:
+        return _page(request, "restaurant_choice.html", nav, "Restaurant", **choice)
+    return _page(request, template, nav, title(choice["restaurant"]["name"]), **choice)
 
 
 @page_view
 def restaurant_dashboard(request: HttpRequest) -> HttpResponse:
     """The owner's dashboard: how one restaurant is doing (its staff; operators pick any)."""
-    choice = _restaurant_choice(request)
-    title = f"{choice['restaurant']['name']}: dashboard"
-    return _page(request, "restaurant_dashboard.html", "restaurant", title, **choice)
+    return _restaurant_page(
+        request, "restaurant_dashboard.html", "restaurant", lambda name: f"{name}: dashboard"
+    )
 
 
 @page_view
 def kitchen_board(request: HttpRequest) -> HttpResponse:
     """The kitchen board: one restaurant's active orders by status, live, with actions."""
-    choice = _restaurant_choice(request)
-    return _page(
-        request,
-        "kitchen_board.html",
-        "board",
-        f"Kitchen · {choice['restaurant']['name']}",
-        **choice,
+    return _restaurant_page(
+        request, "kitchen_board.html", "board", lambda name: f"Kitchen · {name}"
     )
 
 

@@ -145,7 +145,7 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
 
     # The page never shows another restaurant's board.
     response = await page.goto(f"/restaurant/board/?restaurant={world['curry'].pk}")
-    assert response.status == 404
+    assert response.status == 403
     assert page.js_errors == []
 
 
@@ -203,7 +203,7 @@ async def test_the_owner_sees_how_the_restaurant_is_doing_and_only_their_own(pag
 
     # Another restaurant's dashboard: not for this cook (page and API alike).
     response = await page.goto(f"/restaurant/?restaurant={curry.pk}")
-    assert response.status == 404
+    assert response.status == 403
     api = await page.request.get(f"/api/v1/operations/sales-series/?restaurant={curry.pk}")
     assert api.status == 403
     assert page.js_errors == []

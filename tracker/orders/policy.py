@@ -187,17 +187,18 @@ def can_see_restaurant(user: User, restaurant_id: int) -> bool:
 
 
 def restaurant_scope(user: User, restaurant_id: int | None) -> int | None:
-    """Which restaurant an analytics read covers: operators the one asked for (None: every
+    """Which restaurant a request is about, for every channel that serves one (the
+    analytics API, the restaurant pages): operators the one asked for (None: every
     restaurant), staff the one asked for if it is theirs, or their only one.
 
     PermissionDenied for a restaurant that is not theirs; ScopeRequired when they run
-    several and named none."""
+    several and named none (the API answers 400, a page asks them to choose)."""
     if is_operator(user):
         return restaurant_id
     mine = staff_restaurant_ids(user)
     if restaurant_id is None:
         if len(mine) != 1:
-            raise ScopeRequired("choose one of your restaurants", field="restaurant")
+            raise ScopeRequired("Choose one of your restaurants.", field="restaurant")
         return next(iter(mine))
     if restaurant_id not in mine:
         raise PermissionDenied("Not your restaurant.")
