@@ -351,6 +351,9 @@ def test_other_peoples_orders_answer_404(world):
         assert client.get(f"/api/v1/orders/{order.pk}/").status_code == 404
         assert client.post(f"/api/v1/orders/{order.pk}/cancel/").status_code == 404
         assert client.post(f"/api/v1/orders/{order.pk}/advance/").status_code == 404
+        named = {"status": "CANCELLED"}  # a step the command refuses: still absent first
+        answer = client.post(f"/api/v1/orders/{order.pk}/advance/", named, format="json")
+        assert answer.status_code == 404
     other_staff = get_user_model().objects.create_user("other-chef")
     world["other_restaurant"].staff.add(other_staff)
     assert client_for(other_staff).post(f"/api/v1/orders/{order.pk}/advance/").status_code == 404

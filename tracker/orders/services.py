@@ -304,16 +304,17 @@ def advance_order(
     ``courier`` carries the order from OUT_FOR_DELIVERY on (default: the one it has, or
     the least busy). The row stays locked to the end of the transaction, so two callers
     moving the same order at once cannot both succeed from the same status."""
-    if to is not None:
-        try:
-            to = OrderStatus(to)
-        except ValueError:
-            raise OrderError(f"unknown status {to!r}", field="status") from None
-        if to is OrderStatus.CANCELLED:
-            raise OrderError("use the cancel endpoint", field="status")
     with transaction.atomic():
-        order = _locked(by, order_id)
-        target = to or events.next_status(order.status)
+        order = _locked(by, order_id)  # first: an order they may not see is a 404, whatever `to`
+        if to is None:
+            target = events.next_status(order.status)
+        else:
+            try:
+                target = OrderStatus(to)
+            except ValueError:
+                raise OrderError(f"unknown status {to!r}", field="status") from None
+            if target is OrderStatus.CANCELLED:
+                raise OrderError("use the cancel endpoint", field="status")
         _check_move(by, order, target)
         return _move(order, target, actor=_actor(by, via), courier=courier, at=at)
 
