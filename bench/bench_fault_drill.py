@@ -256,6 +256,8 @@ def metric_signals(
     * ``stage <name> behind`` / ``stage <name> stalled`` (the pipeline monitor's gauges,
       the worst over the web processes);
     * ``outbox backlog over 100 rows`` (OutboxBacklogGrowing's threshold);
+    * ``<dependency> unreachable`` and ``<store> replicas missing`` (the monitor's
+      ``ordertrack_dependency_up`` at 0, ``ordertrack_replicas_missing`` above 0);
     * ``<web> answered 5xx`` when its count grew since the last scrape (a count that went
       down belongs to a restarted process: any 5xx since then counts)."""
     signals: set[str] = set()
@@ -275,6 +277,10 @@ def metric_signals(
                     worst = "stalled" if sample.name.endswith("stalled") else "behind"
                     if stages.get(stage) != "stalled":
                         stages[stage] = worst
+            elif sample.name == "ordertrack_dependency_up" and sample.value == 0:
+                signals.add(f"{sample.labels.get('dependency', '?')} unreachable")
+            elif sample.name == "ordertrack_replicas_missing" and sample.value > 0:
+                signals.add(f"{sample.labels.get('store', '?')} replicas missing")
             elif (
                 sample.name == "ordertrack_outbox_backlog_rows" and sample.value > OUTBOX_ALERT_ROWS
             ):

@@ -117,7 +117,7 @@ def test_the_web_process_to_kill_holds_the_most_sockets():
 # ------------------------------------------------------------------ what /metrics shows
 
 
-def _exposition(stalled=(), behind=(), backlog=0, errors=0) -> str:
+def _exposition(stalled=(), behind=(), backlog=0, errors=0, down=(), short=()) -> str:
     """A web process's /metrics text, written out (prometheus_client's own objects would
     share their values through the suite's multiprocess directory once another test set it)."""
     lines = ["# TYPE ordertrack_pipeline_stage_stalled gauge"]
@@ -143,6 +143,16 @@ def _exposition(stalled=(), behind=(), backlog=0, errors=0) -> str:
                 f"ordertrack_http_request_duration_seconds_count{{{labels}}} {float(count)}",
                 f"ordertrack_http_request_duration_seconds_sum{{{labels}}} {count * 0.01}",
             ]
+    lines.append("# TYPE ordertrack_dependency_up gauge")
+    lines += [
+        f'ordertrack_dependency_up{{dependency="{d}"}} {float(d not in down)}'
+        for d in ("database", "kafka", "pinot", "redis")
+    ]
+    lines.append("# TYPE ordertrack_replicas_missing gauge")
+    lines += [
+        f'ordertrack_replicas_missing{{store="{store}"}} {float(3 if store in short else 0)}'
+        for store in ("kafka", "pinot")
+    ]
     lines += ["# TYPE unrelated counter", "unrelated_total 1.0"]
     return "\n".join(lines) + "\n"
 
@@ -153,15 +163,16 @@ def test_metrics_signals_name_stalled_and_behind_stages_backlog_5xx_and_silence(
     assert signals == set()
     assert errors == {"web": 0, "web-2": 0, "relay": 0}
     texts = {
-        "web": _exposition(stalled=("pinot",), behind=("relay",), errors=2),
-        "web-2": _exposition(behind=("pinot",)),  # the worst of the two counts
+        "web": _exposition(stalled=("pinot",), behind=("relay",), errors=2, down=("redis",)),
+        "web-2": _exposition(behind=("pinot",), short=("kafka",)),  # the worst of the two
         "relay": _exposition(backlog=250),
         "streaming": None,
     }
     signals, errors = drill.metric_signals(texts, errors)
     assert signals == {
         "stage pinot stalled", "stage relay behind", "outbox backlog over 100 rows",
-        "streaming /metrics not answering", "web answered 5xx",
+        "streaming /metrics not answering", "web answered 5xx", "redis unreachable",
+        "kafka replicas missing",
     }  # fmt: skip
     # No new 5xx: no signal; a restarted process (a count lower than before) with 5xx: one.
     again, errors = drill.metric_signals({"web": _exposition(errors=2)}, errors)

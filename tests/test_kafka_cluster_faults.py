@@ -42,6 +42,7 @@ from tests.test_cluster_topology import COMPOSE_VARS
 from tests.test_pipeline_e2e import _api, _call, _people, _until
 from tests.test_streaming_job import latest, outputs
 from tracker.live.bridge import stop_embedded_bridge
+from tracker.operations.pipeline import partitions_out_of_sync
 from tracker.orders import services
 from tracker.orders.models import OrderItem, OrderStatusChange
 from tracker.outbox.relay import Relay
@@ -227,6 +228,10 @@ async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(p
         await _call(courier, "post", f"{path}advance/")
     new = await asyncio.to_thread(_new_leader, partition, old)
     assert new != old
+    # The monitor's ReplicasMissing figure: the dead node's partitions are out of sync.
+    names = [topic_name(t) for t in Topic if t is not Topic.DEAD_LETTERS]
+    metadata = await asyncio.to_thread(kafka.admin().list_topics, timeout=10)
+    assert partitions_out_of_sync(metadata, names) > 0
 
     # The socket: every status, once, in order (the fast path and the enriched one).
     await shown("DELIVERED", timeout=120)

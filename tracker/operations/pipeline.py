@@ -13,6 +13,14 @@ while its input grew within that time and its lag grew; **behind** when its lag 
 above ``PIPELINE_BEHIND_RECORDS`` or it has not moved for half that time while records
 wait; otherwise **ok** (also when idle: nothing to read). The same figures are exported as metrics, answered by
 ``/api/v1/operations/pipeline/`` and ``/readyz``, and pushed to the operators' sockets.
+
+Each sample also says whether the monitor reached each dependency (the database, Kafka,
+Pinot and, when configured, Redis: ``ordertrack_dependency_up``) and how many copies of
+the product's data are missing where a store keeps several (``ordertrack_replicas_missing``:
+Kafka partitions whose in-sync replicas are fewer than their replicas, or that have no
+leader; Pinot segments served by fewer replicas than the controller assigned). A lost
+broker or Pinot server changes no stage's lag while its replicas serve, so only these show
+it; the alerts of deploy/prometheus/alerts.yml fire on them.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
+from django.conf import settings
+from django.core.cache import cache
 from django.db import close_old_connections
 from django.db.models import Max
 from prometheus_client import Gauge
@@ -80,6 +90,18 @@ STAGE_BEHIND = Gauge(
     "ordertrack_pipeline_stage_behind",
     "1 while a stage is behind or stalled",
     ["stage"],
+    multiprocess_mode="livemax",
+)
+DEPENDENCY_UP = Gauge(
+    "ordertrack_dependency_up",
+    "1 while the pipeline monitor reaches a dependency, 0 when its last try failed",
+    ["dependency"],
+    multiprocess_mode="livemin",
+)
+REPLICAS_MISSING = Gauge(
+    "ordertrack_replicas_missing",
+    "Kafka partitions out of sync or leaderless; Pinot segments short of their replicas",
+    ["store"],
     multiprocess_mode="livemax",
 )
 TOPIC_END = Gauge(
@@ -178,14 +200,21 @@ class PipelineMonitor:
         measured: dict[str, tuple[int, int] | str] = {}
         try:
             measured["relay"] = self._outbox()
+            DEPENDENCY_UP.labels("database").set(1)
         except Exception as exc:  # noqa: BLE001
             measured["relay"] = f"database: {exc.__class__.__name__}"
+            DEPENDENCY_UP.labels("database").set(0)
         try:
             measured.update(self._readers())
+            DEPENDENCY_UP.labels("kafka").set(1)
         except Exception as exc:  # noqa: BLE001 - broker down: the Kafka stages are unknown
             self._drop_clients()
+            DEPENDENCY_UP.labels("kafka").set(0)
             for stage in STAGES[1:]:
                 measured[stage.name] = f"broker: {exc.__class__.__name__}: {exc}"[:200]
+        self._replicas()
+        if settings.REDIS_URL:
+            DEPENDENCY_UP.labels("redis").set(int(_cache_answers()))
         with self._lock:
             for name, value in measured.items():
                 self._judge(self.stages[name], value, now)
@@ -197,6 +226,24 @@ class PipelineMonitor:
                 STAGE_INPUT.labels(stage["name"]).set(stage["input_total"])
             STAGE_STALLED.labels(stage["name"]).set(stage["status"] == STALLED)
             STAGE_BEHIND.labels(stage["name"]).set(stage["status"] in (BEHIND, STALLED))
+
+    def _replicas(self) -> None:
+        """Copies missing in Kafka (from the cluster's metadata) and in Pinot (the
+        controller's ideal state against what the servers serve); a store that cannot be
+        asked is down (``ordertrack_dependency_up``), not complete."""
+        if self._cons is not None:
+            try:
+                names = [topic_name(t) for t in (*SOURCE_TOPICS, *ENRICHED_TOPICS)]
+                metadata = self._cons.list_topics(timeout=5)
+                REPLICAS_MISSING.labels("kafka").set(partitions_out_of_sync(metadata, names))
+            except Exception as exc:  # noqa: BLE001 - counted as the broker being unreachable
+                log.debug("pipeline monitor: Kafka metadata: %s", exc)
+        try:
+            REPLICAS_MISSING.labels("pinot").set(pinot_segments_short(timeout=2.0))
+            DEPENDENCY_UP.labels("pinot").set(1)
+        except (httpx.HTTPError, ValueError) as exc:
+            log.debug("pipeline monitor: Pinot's segments: %s", exc)
+            DEPENDENCY_UP.labels("pinot").set(0)
 
     def _outbox(self) -> tuple[int, int]:
         """(rows written, rows not published yet)."""
@@ -310,6 +357,60 @@ def pinot_positions(timeout: float = 3.0) -> dict[str, dict[int, int]]:
                             continue
                         mine[p] = min(o, mine.get(p, o))
     return out
+
+
+def partitions_out_of_sync(metadata: Any, topics: list[str]) -> int:
+    """Partitions of ``topics`` (in a ``list_topics`` answer) that have no leader or fewer
+    in-sync replicas than replicas: a broker is down or falling behind."""
+    count = 0
+    for name in topics:
+        topic = metadata.topics.get(name)
+        for partition in topic.partitions.values() if topic is not None else ():
+            if partition.leader < 0 or len(partition.isrs) < len(partition.replicas):
+                count += 1
+    return count
+
+
+#: States in which a server holds a segment and answers for it.
+_SERVING = {"ONLINE", "CONSUMING"}
+
+
+def segments_short(ideal: dict[str, dict[str, str]], external: dict[str, dict[str, str]]) -> int:
+    """Segments that fewer servers serve (the external view) than the controller assigned
+    (the ideal state): a server is down, or still loading them."""
+    count = 0
+    for segment, assigned in ideal.items():
+        wanted = sum(1 for state in assigned.values() if state in _SERVING)
+        serving = sum(1 for state in (external.get(segment) or {}).values() if state in _SERVING)
+        count += serving < wanted
+    return count
+
+
+def pinot_segments_short(timeout: float = 3.0) -> int:
+    """:func:`segments_short` over every enriched table, from the controller
+    (``PINOT_CONTROLLER_URL``). Raises ``httpx.HTTPError``."""
+    url = env_str("PINOT_CONTROLLER_URL", "http://127.0.0.1:9000")
+    count = 0
+    with httpx.Client(timeout=timeout) as client:
+        for topic in ENRICHED_TOPICS:
+            views = []
+            for view in ("idealstate", "externalview"):
+                answer = client.get(
+                    f"{url}/tables/{topic.value}/{view}", params={"tableType": "REALTIME"}
+                )
+                answer.raise_for_status()
+                views.append(answer.json().get("REALTIME") or {})
+            count += segments_short(*views)
+    return count
+
+
+def _cache_answers() -> bool:
+    """Whether the cache (Redis, where the channel layer lives too) keeps a value."""
+    try:
+        cache.set("pipeline-monitor", "1", 5)
+        return cache.get("pipeline-monitor") == "1"
+    except Exception:  # noqa: BLE001 - unreachable, timed out, refused
+        return False
 
 
 _monitor: PipelineMonitor | None = None
