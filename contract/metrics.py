@@ -56,6 +56,8 @@ NAMES = {
         "ordertrack_pipeline_stage_input_total",
         "ordertrack_pipeline_stage_stalled",
         "ordertrack_pipeline_stage_behind",
+        "ordertrack_dependency_up",
+        "ordertrack_replicas_missing",
     ),
 }
 
