@@ -300,7 +300,7 @@ def test_alert_rules_pass_promtool_check_and_unit_tests():
         ["promtool", "check", "rules", str(RULES)], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 3 rules found" in check.stdout
+    assert "SUCCESS: 6 rules found" in check.stdout
     unit = subprocess.run(["promtool", "test", "rules", str(RULE_TESTS)], capture_output=True,
                           text=True, cwd=RULE_TESTS.parent)  # fmt: skip
     assert unit.returncode == 0, unit.stdout + unit.stderr
