@@ -169,17 +169,19 @@ def test_courier_path_and_latest_positions_in_a_polygon(pinot):
         delivery_event(a, 1, 52.500, 13.400, at=t),
         delivery_event(a, 3, 52.510, 13.420, at=t + 2000),
         delivery_event(a, 2, 52.505, 13.410, at=t + 1000),
+        # the courier at the door: the same point again, under the status change's version
+        delivery_event(a, 4, 52.510, 13.420, at=t + 2000, status="ARRIVING_AT_DOOR"),
         delivery_event(b, 1, 52.600, 13.600, at=t),  # outside the box
         delivery_event(c, 1, 52.508, 13.415, at=t, status="DELIVERED"),  # inside, not in transit
     )
     pinot.sync()
-    assert [p.version for p in s.courier_path(a)] == [1, 2, 3]
+    assert [p.version for p in s.courier_path(a)] == [1, 2, 3]  # each point once
     assert s.courier_path(pinot.base + 77) == []
     box = [(13.39, 52.49), (13.43, 52.49), (13.43, 52.52), (13.39, 52.52)]
-    # The highest version, though it arrived first (other tests' couriers may be there too).
+    # The highest version (other tests' couriers may be there too).
     [latest] = [p for p in s.deliveries_in_area(box) if p.order_id in (a, b, c)]
     assert (latest.order_id, latest.lat, latest.lon, latest.version, latest.at) == (
-        a, 52.510, 13.420, 3, t + 2000,
+        a, 52.510, 13.420, 4, t + 2000,
     )  # fmt: skip
     # the same query as Pinot SQL with the book's WKT form, counting
     wkt = s.polygon_wkt(box)

@@ -214,8 +214,11 @@ def courier_paths(order_ids: Iterable[int], limit: int = 1000) -> dict[int, list
         f"LIMIT {max(1, min(int(limit), 100_000))}"
     )
     seen, out = set(), defaultdict(list)
-    for row in rows:  # at-least-once: the same version may be stored twice
-        key = (row["order_id"], row["version"])
+    # One entry per point, by the time it was taken: at-least-once delivery may store a
+    # version twice, and a status change on the road (ARRIVING_AT_DOOR) writes the latest
+    # point again under its own version.
+    for row in rows:
+        key = (row["order_id"], row["event_time"])
         if key not in seen:
             seen.add(key)
             out[int(row["order_id"])].append(_position(row))
