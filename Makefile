@@ -28,7 +28,7 @@ run-prod: install
 # processes, Spark cluster) in the first run; test_pipeline_e2e.py is not repeated here.
 BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/test_api_commands.py \
 	tests/test_api_tracking.py tests/test_live_push.py tests/test_production_path.py \
-	tests/test_outbox_wakeup.py tests/test_api_unavailable.py
+	tests/test_outbox_wakeup.py tests/test_api_unavailable.py tests/test_simulator_outage.py
 
 # Both runs always run (a failure in the first still shows the second's); either fails the target.
 # One Apache Kafka serves both (tests/engines.py starts it and stops it after).

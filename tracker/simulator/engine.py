@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.utils import timezone
 
 from contract import geo
@@ -121,6 +121,10 @@ class Transit:
     started: datetime
     seconds: float
     arriving: bool = False
+
+
+#: Seconds before an action the database could not take is tried again.
+DB_RETRY_SECONDS = 1.0
 
 
 @dataclass(order=True)
@@ -364,6 +368,15 @@ class Simulation:
                     self._gps_tick()
             except services.OrderError as exc:
                 log.info("simulator: %s refused: %s", action.kind, exc)
+            except (OperationalError, InterfaceError) as exc:
+                # The database is unreachable (restarting, failing over): the action goes
+                # back in its place and the simulation waits before trying again, as people
+                # would; it outlives the outage instead of ending the system it drives.
+                self.stats["postponed"] = self.stats.get("postponed", 0) + 1
+                log.warning("simulator: %s postponed, database unreachable: %s", action.kind, exc)
+                connection.close()
+                heapq.heappush(self._queue, action)
+                time.sleep(DB_RETRY_SECONDS)
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
                 lag = (timezone.now() - action.when).total_seconds()

@@ -2,12 +2,20 @@ import logging
 import random
 import signal
 import threading
+import time
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
-from tracker.simulator.engine import RealClock, SimConfig, Simulation, VirtualClock
+from tracker.simulator.engine import (
+    DB_RETRY_SECONDS,
+    RealClock,
+    SimConfig,
+    Simulation,
+    VirtualClock,
+)
 from tracker.simulator.seed import (
     OPERATOR_USERNAME,
     PUBLIC_DEMO_ACCOUNTS,
@@ -58,7 +66,7 @@ class Command(BaseCommand):
         except DemoAccountsRefused as exc:
             raise CommandError(str(exc)) from None
         rng = random.Random(seed)
-        counts = seed_demo(rng, accounts=accounts)
+        counts = self._seeded(rng, accounts)
         password = (
             repr(accounts.password)
             if accounts == PUBLIC_DEMO_ACCOUNTS
@@ -93,3 +101,18 @@ class Command(BaseCommand):
         self.stdout.flush()
         stats = sim.run(duration=duration, max_orders=max_orders, stop=stop)
         self.stdout.write("simulator: done " + " ".join(f"{k}={v}" for k, v in stats.items()))
+
+    def _seeded(self, rng: random.Random, accounts) -> dict[str, int]:  # noqa: ANN001
+        """The demo data, once the database answers: a simulator started while it is down
+        (restarting, failing over) waits for it instead of exiting, which would count as a
+        crash and, repeated, stop the whole system."""
+        while True:
+            try:
+                return seed_demo(rng, accounts=accounts)
+            except (OperationalError, InterfaceError) as exc:
+                logging.getLogger(__name__).warning(
+                    "simulator: database unreachable, seeding again in %.0f s: %s",
+                    DB_RETRY_SECONDS, exc,
+                )  # fmt: skip
+                connection.close()
+                time.sleep(DB_RETRY_SECONDS)
