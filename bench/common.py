@@ -949,7 +949,7 @@ def record_counts(orders: tuple[int, int] | None = None) -> dict[str, int]:
     from contract.events import OrderStatus
     from tracker.orders.models import Order, OrderItem, OrderStatusChange
 
-    mine = {} if orders is None else {"order_id__range": orders}
+    mine = {} if orders is None else {"order__id__range": orders}
     counts = {
         "orders": Order.objects.filter(**({} if orders is None else {"id__range": orders})).count(),
         "status changes": OrderStatusChange.objects.filter(**mine).count(),

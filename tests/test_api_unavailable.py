@@ -42,3 +42,46 @@ def test_while_the_database_cannot_be_reached_every_request_is_a_503_with_retry_
         error = response.json()["error"]
         assert error["code"] == "unavailable" and "retry" in error["message"]
     assert client.get("/api/v1/me/").status_code == 200  # back as soon as it can be reached
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_while_the_database_cannot_be_reached_a_socket_is_refused_with_4503(
+    django_user_model,
+):
+    """The socket's sign-in cannot be checked: opened, told why, closed with 4503 (the
+    client retries with back-off), never a bare HTTP 500 on the handshake."""
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from config.asgi import application
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs a database server to lose: run on PostgreSQL (make test's second run)")
+
+    @database_sync_to_async
+    def token_and_lose_the_database() -> str:
+        user = django_user_model.objects.create_user("ws-db-down", password="pw-ws-db-down")
+        key = Token.objects.create(user=user).key
+        connection.close()  # the settings are every thread's: a new connection is refused
+        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+        return key
+
+    saved = dict(connection.settings_dict)
+    key = await token_and_lose_the_database()
+    try:
+        socket = WebsocketCommunicator(
+            application, "/ws/orders/", headers=[(b"authorization", f"Token {key}".encode())]
+        )
+        connected, _ = await socket.connect(timeout=10)
+        assert connected
+        error = await socket.receive_json_from(timeout=10)
+        assert error["type"] == "error" and error["code"] == 4503
+        assert (await socket.receive_output(timeout=10)) == {
+            "type": "websocket.close",
+            "code": 4503,
+        }
+    finally:
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        await database_sync_to_async(lambda: connection.close())()

@@ -9,6 +9,8 @@ authority, so a missing Origin is fine for them.
 
 from __future__ import annotations
 
+import json
+import logging
 from importlib import import_module
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
@@ -18,10 +20,14 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
+from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
 from tracker.accounts.security import user_for_token
+from tracker.live.messages import CLOSE_UNAVAILABLE
+
+log = logging.getLogger(__name__)
 
 
 @database_sync_to_async
@@ -118,6 +124,41 @@ class OriginCheck:
         return await self.app(scope, receive, send)
 
 
+class FailClosed:
+    """A WebSocket whose sign-in cannot be checked (the database is unreachable while the
+    session or the token is looked up) is refused as the sockets refuse anything they
+    cannot check: opened, told why, closed with 4503 so that the client retries with
+    back-off. Without this the server answered the handshake with a bare HTTP 500."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        accepted = False
+
+        async def tracking_send(message):
+            nonlocal accepted
+            accepted = accepted or message["type"] in ("websocket.accept", "websocket.close")
+            await send(message)
+
+        try:
+            return await self.app(scope, receive, tracking_send)
+        except (OperationalError, InterfaceError) as exc:
+            if accepted:
+                raise
+            log.warning("websocket refused: sign-in could not be checked: %s", exc)
+            message = await receive()
+            if message["type"] != "websocket.connect":
+                return None
+            await send({"type": "websocket.accept"})
+            error = {"type": "error", "code": CLOSE_UNAVAILABLE,
+                     "message": "Sign-in could not be checked; retry shortly."}  # fmt: skip
+            await send({"type": "websocket.send", "text": json.dumps(error)})
+            await send({"type": "websocket.close", "code": CLOSE_UNAVAILABLE})
+            return None
+
+
 def websocket_stack(app):
-    """Origin check, then session auth, then token auth (a token wins over a cookie)."""
-    return OriginCheck(AuthMiddlewareStack(TokenAuthMiddleware(app)))
+    """Origin check, then session auth, then token auth (a token wins over a cookie); a
+    sign-in that cannot be checked fails closed (:class:`FailClosed`)."""
+    return OriginCheck(FailClosed(AuthMiddlewareStack(TokenAuthMiddleware(app))))
