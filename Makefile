@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-# make run-prod: docker-compose.yml's topology as local processes (embedded/compose.py);
+# make run-prod: docker-compose.yml's topology as local processes (localrun/compose.py);
 # with COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml (compose's own variable:
 # the files merged in order), the replicated cluster (docs/operations.md, section 6).
 .PHONY: run run-prod test test-passes test-backends install jvm system-deps schema lint format tail bench clean
@@ -17,13 +17,13 @@ SYSTEM_STAMP := var/.system-deps
 # Debug on explicitly: the embedded mode's demo accounts and development key (the image
 # defaults to debug off).
 run: install
-	DJANGO_DEBUG=true $(PY) -m embedded
+	DJANGO_DEBUG=true $(PY) -m localrun
 
 run-prod: install
-	COMPOSE_FILE="$(COMPOSE_FILE)" $(PY) -m embedded.compose $(RUN_PROD_ARGS)
+	COMPOSE_FILE="$(COMPOSE_FILE)" $(PY) -m localrun.compose $(RUN_PROD_ARGS)
 
 # The tests of the production path run a second time on PostgreSQL and Redis (throwaway
-# servers: embedded/backends.py); test_production_path.py runs only there. The
+# servers: localrun/backends.py); test_production_path.py runs only there. The
 # end-to-end pipeline on PostgreSQL and Redis is tests/test_production_run.py (separate
 # processes, Spark cluster) in the first run; test_pipeline_e2e.py is not repeated here.
 BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/test_api_commands.py \
@@ -37,11 +37,11 @@ test: install
 
 test-passes:
 	@$(PY) -m pytest $(PYTEST_ARGS); first=$$?; \
-	PUSH_BRIDGE_EMBEDDED=true $(PY) -m embedded.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS); \
+	PUSH_BRIDGE_EMBEDDED=true $(PY) -m localrun.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS); \
 	second=$$?; test $$first -eq 0 -a $$second -eq 0
 
 test-backends: install
-	PUSH_BRIDGE_EMBEDDED=true $(PY) -m embedded.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
+	PUSH_BRIDGE_EMBEDDED=true $(PY) -m localrun.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
 
 install: $(STAMP) $(SYSTEM_STAMP)
 	bash frontend/vendor.sh

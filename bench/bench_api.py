@@ -79,8 +79,8 @@ def seed(orders: int, customers: int, operators: int = 1) -> dict:
     """Orders in the database and their enriched history in Pinot, placed by ``customers``
     customers (each at least one) with an API token each, and ``operators`` operators'
     tokens: enough users to read at the benchmark's rate within their budgets."""
-    from contract import kafka
     from contract.events import now_ms, status_time_field
+    from runtime import kafka
     from tests.factories import make_courier, make_restaurant, place
     from tests.fixtures_pinot import delivery_event, item_event, order_event
     from tracker.orders.models import Order

@@ -10,7 +10,7 @@
 2. The orders' final states and every GPS point are written to the enriched topics as the
    stream job would write them (the Spark job itself is skipped: a day of events through it
    would take longer than the day's evaluation), and Apache Pinot (``python -m
-   embedded.pinot`` on free ports, as ``make run`` starts it) ingests them.
+   localrun.pinot`` on free ports, as ``make run`` starts it) ingests them.
 3. For every order delivered in the evaluated day, at each step (placed, confirmed,
    preparing, cooking, picked up, halfway on the road, at the door), the production
    predictor (``tracker.tracking.eta``) predicts from statistics loaded from Pinot through
@@ -129,7 +129,7 @@ def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
 def publish_enriched(trails: dict) -> dict:
     """Write the orders' final states and the GPS points to the enriched topics, as the
     stream job would; returns (orders by id with their status times, GPS trails by order)."""
-    from contract import geo, kafka
+    from contract import geo
     from contract.events import (
         DeliveryStatus,
         OrderEnriched,
@@ -137,6 +137,7 @@ def publish_enriched(trails: dict) -> dict:
         new_event_id,
         status_time_field,
     )
+    from runtime import kafka
     from tracker.orders.models import Order
 
     orders = {}

@@ -2,7 +2,7 @@
 
 The cluster is docker-compose.yml with docker-compose.cluster.yml, started as ``make
 run-prod COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml`` starts it
-(embedded/compose.py: three Kafka nodes, two Pinot servers, a Spark master with two
+(localrun/compose.py: three Kafka nodes, two Pinot servers, a Spark master with two
 workers, two web processes behind Caddy, PostgreSQL, Redis), with the simulator at
 ``--multiple`` x the book's peak, and Debian's Prometheus scraping every ``/metrics``
 with the production configuration and rules (deploy/prometheus). Throughout the run:
@@ -91,7 +91,7 @@ STOP = threading.Event()
 
 
 def cluster_files() -> list[Path]:
-    from embedded.compose_file import CLUSTER_FILE, COMPOSE_FILE
+    from localrun.compose_file import CLUSTER_FILE, COMPOSE_FILE
 
     return [COMPOSE_FILE, CLUSTER_FILE]
 
@@ -112,15 +112,15 @@ def environment(values: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def kafka_nodes(plan) -> dict[int, str]:  # noqa: ANN001 - an embedded.compose_plan.Plan
+def kafka_nodes(plan) -> dict[int, str]:  # noqa: ANN001 - an localrun.compose_plan.Plan
     """Kafka node id -> the process running it, as each launcher reads its command line."""
-    from embedded.kafka import launcher_node
+    from localrun.kafka import launcher_node
 
     nodes = {}
     for name, (argv, env) in plan.processes.items():
         if plan.role(name) == "kafka":
             with environment(env):
-                nodes[launcher_node(argv[3:]).node_id] = name  # after python -m embedded.kafka
+                nodes[launcher_node(argv[3:]).node_id] = name  # after python -m localrun.kafka
     return nodes
 
 
@@ -134,9 +134,9 @@ def spark_workers(plan) -> dict[int, str]:  # noqa: ANN001
 
 
 def pinot_servers(plan) -> dict[str, int]:  # noqa: ANN001
-    """Each Pinot server of the run (embedded.pinot's names: ``server``, ``server-2``...)
+    """Each Pinot server of the run (localrun.pinot's names: ``server``, ``server-2``...)
     -> its admin port, as the Pinot launcher reads its environment."""
-    from embedded.pinot import Ports
+    from localrun.pinot import Ports
 
     with environment(plan.processes["pinot-broker"][1]):
         ports = Ports.from_env()
@@ -145,7 +145,7 @@ def pinot_servers(plan) -> dict[str, int]:  # noqa: ANN001
 
 def metrics_targets(plan) -> dict[str, tuple[str, int]]:  # noqa: ANN001
     """Every process serving ``/metrics`` -> (its Prometheus job, its port)."""
-    from contract.metrics import PORTS
+    from runtime.metrics import PORTS
 
     targets = {}
     for name, (_, env) in plan.processes.items():
@@ -191,7 +191,7 @@ def under_replicated(metadata, topics: Iterable[str]) -> list[str]:  # noqa: ANN
 
 
 def end_offsets_of(topics: list[str]) -> dict[tuple[str, int], int]:
-    from contract import kafka
+    from runtime import kafka
 
     consumer = kafka.consumer()
     try:
@@ -205,7 +205,7 @@ def end_offsets_of(topics: list[str]) -> dict[tuple[str, int], int]:
 
 
 def cluster_metadata():  # noqa: ANN201 - confluent_kafka.admin.ClusterMetadata
-    from contract import kafka
+    from runtime import kafka
 
     return kafka.admin().list_topics(timeout=10)
 
@@ -1058,8 +1058,8 @@ class HealthSampler(threading.Thread):
 
     def dead_letters(self) -> int | None:
         """Dead letters written so far (the topic's end offsets)."""
-        from contract import kafka
         from contract.events import Topic, topic_name
+        from runtime import kafka
 
         try:
             if self._consumer is None:

@@ -55,7 +55,7 @@ class Couriers:
     """N deliveries on the road, each moving a few metres a second towards its door."""
 
     def __init__(self, count: int) -> None:
-        from contract import kafka
+        from runtime import kafka
 
         self.count = count
         self.producer = kafka.producer()
@@ -72,8 +72,8 @@ class Couriers:
         self.sent = 0
 
     def put_on_the_road(self) -> None:
-        from contract import kafka
         from contract.events import OrderEnriched, new_event_id
+        from runtime import kafka
 
         placed = kafka.Deliveries(self.producer)
         for order_id, courier_id, start, door, picked_up in self.rides:
@@ -93,8 +93,8 @@ class Couriers:
 
     def drive(self) -> None:
         """One point per courier per second until ``stop``, spread over the second."""
-        from contract import kafka
         from contract.events import DeliveryLocation, new_event_id
+        from runtime import kafka
 
         points = kafka.Deliveries(self.producer)
         tick = 0

@@ -46,9 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import common  # noqa: E402
-from contract.conf import var_dir  # noqa: E402
 from contract.events import Topic  # noqa: E402
-from contract.kafka import Record  # noqa: E402
+from runtime.conf import var_dir  # noqa: E402
+from runtime.kafka import Record  # noqa: E402
 
 
 def start_system(multiple: float):
@@ -439,8 +439,8 @@ def topic_offsets(
     topics: tuple[Topic, ...] = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED),
 ) -> dict:
     """Where ``topics`` end now (a phase's records come after)."""
-    from contract import kafka
     from contract.events import topic_name
+    from runtime import kafka
 
     cons = kafka.consumer()
     try:
@@ -511,7 +511,7 @@ class StageFollower:
             thread.start()
 
     def _follow(self, topic: Topic, start: dict) -> None:
-        from contract import kafka
+        from runtime import kafka
 
         while not self._stop.is_set():
             try:
@@ -554,7 +554,7 @@ def note_produced(first: dict, topic: Topic, record: Record, orders: set[int]) -
 
 def stage_times(start: dict, orders: set[int]) -> dict:
     """:func:`note_produced` over the records after ``start`` (topic -> offsets)."""
-    from contract import kafka
+    from runtime import kafka
 
     first: dict = {}
     for topic, offsets in start.items():

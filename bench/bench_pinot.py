@@ -1,7 +1,7 @@
 """Apache Pinot against issue 52's targets: freshness at 10x, Pinot's CPU per order-detail
 read, the arrival predictor's statistics refresh, start-up and memory; and the selectors.
 
-Pinot runs as ``make run`` runs it (``python -m embedded.pinot``: three JVMs on free
+Pinot runs as ``make run`` runs it (``python -m localrun.pinot``: three JVMs on free
 ports, fresh data), on an Apache Kafka node of the benchmark's own. Parts (``--parts``,
 default all; ``detail`` runs first, each part on engines of its own):
 
@@ -66,8 +66,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import common  # noqa: E402
-from contract import geo, kafka  # noqa: E402
+from contract import geo  # noqa: E402
 from contract.events import Event, now_ms  # noqa: E402
+from runtime import kafka  # noqa: E402
 from tests.fixtures_pinot import delivery_event, item_event, order_event  # noqa: E402
 
 STATUSES = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",

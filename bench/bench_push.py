@@ -87,8 +87,8 @@ def _seed(n: int) -> tuple[list[int], list[str]]:
 async def _drive(args, port: int, order_ids: list[int], tokens: list[str], server_pid: int) -> dict:
     from websockets.asyncio.client import connect as ws_connect
 
-    from contract import kafka
     from contract.events import now_ms
+    from runtime import kafka
     from tests.fixtures_pinot import order_event
 
     scheduled: dict[tuple[int, int], float] = {}

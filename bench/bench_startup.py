@@ -2,7 +2,7 @@
 ``var/`` and again over the data the first run left (issue 52's target: <= 90 s with a
 warm Maven cache; issue 51's: the first enriched record within 60 s).
 
-Runs ``python -m embedded`` (what ``make run`` runs after ``make install``) with
+Runs ``python -m localrun`` (what ``make run`` runs after ``make install``) with
 ``DJANGO_DEBUG=true``, a fresh ``ORDERTRACK_VAR_DIR`` and free ports for every listener,
 and times from the spawn:
 
@@ -38,7 +38,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import arguments, free_port, machine, write_result  # noqa: E402
-from embedded.pinot import free_ports_env  # noqa: E402
+from localrun.pinot import free_ports_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The supervisor's line for each component: "   3.7s system    | kafka ready (3.7s)".
@@ -77,7 +77,7 @@ def one_run(var: Path, ports: dict[str, str], timeout: float) -> dict:
     lines: list[str] = []
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "embedded"],
+        [sys.executable, "-m", "localrun"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

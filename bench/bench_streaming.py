@@ -49,8 +49,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
 from bench import common  # noqa: E402
-from contract import geo, kafka  # noqa: E402
-from contract.conf import KafkaConfig  # noqa: E402
+from contract import geo  # noqa: E402
 from contract.events import (  # noqa: E402
     LIFECYCLE,
     DeliveryLocation,
@@ -61,6 +60,8 @@ from contract.events import (  # noqa: E402
     now_ms,
     topic_name,
 )
+from runtime import kafka  # noqa: E402
+from runtime.conf import KafkaConfig  # noqa: E402
 
 SHOP = (12.9716, 77.5946)
 HOME = (12.9352, 77.6245)
@@ -488,8 +489,8 @@ def run_level(
 
 def job_module(code: Path) -> str:
     """The job's entry point in ``code``: a baseline from before 2026-11-28 ran it on the
-    Python connector through ``embedded.streaming``."""
-    return "embedded.streaming" if (code / "embedded" / "streaming.py").exists() else "streaming"
+    Python connector through ``localrun.streaming``."""
+    return "localrun.streaming" if (code / "localrun" / "streaming.py").exists() else "streaming"
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from embedded.kafka import free_port  # noqa: E402 - the one free-port helper, re-exported
+from localrun.kafka import free_port  # noqa: E402 - the one free-port helper, re-exported
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -348,7 +348,7 @@ class Serving:
 
 @dataclass
 class PinotProcess:
-    """Apache Pinot as ``make run`` runs it: ``python -m embedded.pinot`` (its three JVMs
+    """Apache Pinot as ``make run`` runs it: ``python -m localrun.pinot`` (its three JVMs
     are the launcher's children), on free ports, its output in ``log``."""
 
     process: subprocess.Popen
@@ -397,12 +397,12 @@ def children_of(pid: int) -> list[int]:
 
 
 def start_pinot(workdir: Path, timeout: float = 240) -> PinotProcess:
-    """Apache Pinot on free ports (:func:`embedded.pinot.free_ports_env`, as ``make run``
+    """Apache Pinot on free ports (:func:`localrun.pinot.free_ports_env`, as ``make run``
     starts the ``pinot`` component), its data under ``workdir/pinot``, consuming this
     process's ``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_TOPIC_PREFIX``. Returns once it prints
     ``pinot: ready``; sets ``PINOT_BROKER_URL``/``PINOT_CONTROLLER_URL`` here, so this
     process's selectors read it."""
-    from embedded.pinot import free_ports_env
+    from localrun.pinot import free_ports_env
 
     ports = free_ports_env()
     os.environ.update(ports)
@@ -412,7 +412,7 @@ def start_pinot(workdir: Path, timeout: float = 240) -> PinotProcess:
     started = time.monotonic()
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "embedded.pinot"],
+            [sys.executable, "-m", "localrun.pinot"],
             cwd=RESULTS.parent.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     pinot = PinotProcess(
@@ -448,8 +448,8 @@ def pinot_rows(table: str) -> int:
 def topic_records(table: str) -> int:
     """Records in the topic ``table`` consumes (the producers are idempotent, never
     transactional, so offsets count records)."""
-    from contract import kafka
     from contract.events import Topic, topic_name
+    from runtime import kafka
 
     consumer = kafka.consumer()
     try:
@@ -537,9 +537,9 @@ def start_kafka(workdir: Path, log_path: Path | None = None, topics: bool = True
     (set it to a free one first), its data under ``workdir/kafka`` and its own log in
     ``log_path`` (default ``workdir/logs/kafka.log``), with the product's topics unless
     ``topics`` is false. A node per run: no run reads another's records."""
-    from contract.conf import kafka_config
-    from contract.kafka import ensure_topics
-    from embedded.kafka import KafkaBroker
+    from localrun.kafka import KafkaBroker
+    from runtime.conf import kafka_config
+    from runtime.kafka import ensure_topics
 
     log_path = log_path or workdir / "logs" / "kafka.log"
     broker = KafkaBroker.fresh(workdir / "kafka", log_path=log_path, port=kafka_config().port)
@@ -561,7 +561,7 @@ def disk_mb(path: Path) -> float:
 
 @contextlib.contextmanager
 def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterator[Stack]:
-    """Kafka (a child of this process), Apache Pinot (``python -m embedded.pinot`` on free
+    """Kafka (a child of this process), Apache Pinot (``python -m localrun.pinot`` on free
     ports) and uvicorn as their own processes, as ``make run`` runs them, on a fresh
     migrated SQLite database.
 
@@ -627,7 +627,7 @@ def start_full_system(multiple: float, read_rate: float = 0):
     import io
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-system-"))
-    from embedded.pinot import free_ports_env
+    from localrun.pinot import free_ports_env
 
     web_port = free_port()
     os.environ.update(
@@ -654,8 +654,8 @@ def start_full_system(multiple: float, read_rate: float = 0):
     django.setup()
     from django.core.management import call_command
 
-    from embedded.components import components
-    from embedded.supervisor import Supervisor
+    from localrun.components import components
+    from localrun.supervisor import Supervisor
 
     call_command("migrate", verbosity=0)
     call_command("simulate", seed_only=True, seed=42)
@@ -773,10 +773,10 @@ class Endpoint:
 
 @dataclass
 class ProductionSystem:
-    """A started ``make run-prod`` (embedded/compose.py) and how a benchmark reaches it."""
+    """A started ``make run-prod`` (localrun/compose.py) and how a benchmark reaches it."""
 
-    run: object  # embedded.compose.ProductionRun: its supervisors, run.infra and run.app
-    plan: object  # embedded.compose_plan.Plan: every process's command line and addresses
+    run: object  # localrun.compose.ProductionRun: its supervisors, run.infra and run.app
+    plan: object  # localrun.compose_plan.Plan: every process's command line and addresses
     endpoint: Endpoint
     #: The run's folder (its ``var``, ``run.log`` and, under ``<var>/app``, the logs).
     workdir: Path
@@ -785,7 +785,7 @@ class ProductionSystem:
     def children(self) -> list:
         return [*self.run.infra.children, *self.run.app.children]
 
-    def child(self, name: str):  # noqa: ANN201 - an embedded.supervisor.Child
+    def child(self, name: str):  # noqa: ANN201 - an localrun.supervisor.Child
         return next(c for c in self.children if c.component.name == name)
 
     def stop(self) -> None:
@@ -796,9 +796,9 @@ def production_folder(files: list[Path] | None = None) -> Path:
     """A new folder for a benchmark's ``make run-prod`` under ``var/`` (the unprivileged
     user the image's processes run as must reach it): ``var/bench-prod-<time>/prod``, or
     ``.../prod-cluster`` with the cluster override, as ``make run-prod`` names them."""
-    from contract.conf import BASE_DIR
-    from embedded.compose_file import COMPOSE_FILE
-    from embedded.compose_plan import default_var
+    from localrun.compose_file import COMPOSE_FILE
+    from localrun.compose_plan import default_var
+    from runtime.conf import BASE_DIR
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return BASE_DIR / "var" / f"bench-prod-{stamp}" / default_var(files or [COMPOSE_FILE]).name
@@ -812,8 +812,8 @@ def start_production_run(
     with the simulator at ``multiple`` x the book's peak, in ``var`` (default: a new
     :func:`production_folder`). Django in this process points at its PostgreSQL, Kafka
     and Pinot."""
-    from embedded import compose as prod
-    from embedded.compose_file import COMPOSE_FILE
+    from localrun import compose as prod
+    from localrun.compose_file import COMPOSE_FILE
 
     files = files or [COMPOSE_FILE]
     var = var or production_folder(files)
@@ -922,7 +922,7 @@ class MemorySampler(threading.Thread):
         """Records written so far to each source topic (orders, status changes, GPS points):
         the load each window of the run carried."""
         from contract.events import SOURCE_TOPICS, topic_name
-        from contract.kafka import consumer, end_offsets
+        from runtime.kafka import consumer, end_offsets
 
         if self._consumer is None:
             self._consumer = consumer(**{"group.id": "bench-soak-sampler"})

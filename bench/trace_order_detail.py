@@ -60,8 +60,8 @@ os.environ.update({
 import django
 django.setup()
 from django.core.management import call_command
-from embedded.kafka import free_port
-from embedded.pinot import LocalPinot, Ports
+from localrun.kafka import free_port
+from localrun.pinot import LocalPinot, Ports
 
 call_command("migrate", verbosity=0)
 pinot = LocalPinot(data_dir=os.path.join(os.environ["ORDERTRACK_VAR_DIR"], "pinot"),
@@ -69,7 +69,7 @@ pinot = LocalPinot(data_dir=os.path.join(os.environ["ORDERTRACK_VAR_DIR"], "pino
 os.environ["PINOT_BROKER_URL"] = pinot.broker_url
 try:
     import time
-    from contract import kafka
+    from runtime import kafka
     from rest_framework.test import APIClient
     from contract.events import LIFECYCLE, OrderStatus, now_ms
     from tests.factories import make_courier, make_customer, make_restaurant, place

@@ -15,8 +15,8 @@ import gc
 import os
 import threading
 
-from contract.conf import var_dir
-from contract.metrics import multiprocess_mode, use_multiprocess_dir
+from runtime.conf import var_dir
+from runtime.metrics import multiprocess_mode, use_multiprocess_dir
 
 # Before anything imports prometheus_client: the workers of one server (siblings, one
 # parent) share a directory, so /metrics in any of them reports them all.

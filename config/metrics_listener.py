@@ -20,7 +20,7 @@ from django.conf import settings
 from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from contract.metrics import metrics_host
+from runtime.metrics import metrics_host
 from tracker.operations.views import web_registry
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from datetime import timedelta
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from contract.conf import env_bool, env_float, env_int, env_list, env_str, var_dir
+from runtime.conf import env_bool, env_float, env_int, env_list, env_str, var_dir
 from tracker.accounts.rates import outlasts
 
 #: The built-in key: fine on a laptop, never with debug off (see the check below).
@@ -138,14 +138,14 @@ WHITENOISE_USE_FINDERS = DEBUG  # in development, serve app static files without
 FORMS_URLFIELD_ASSUME_HTTPS = True
 
 #: Our dictConfig, which also keeps share-link tokens (and API tokens in a socket's query
-#: string) out of every log line, whichever logger writes it (contract/logs.py).
-LOGGING_CONFIG = "contract.logs.configure"
+#: string) out of every log line, whichever logger writes it (runtime/logs.py).
+LOGGING_CONFIG = "runtime.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"()": "contract.logs.JSONFormatter"},
+        "json": {"()": "runtime.logs.JSONFormatter"},
     },
     "handlers": {
         "console": {

@@ -1,9 +1,8 @@
-"""The event contract and the plumbing every process shares, free of any framework.
+"""The event contract, free of any framework and of any process's plumbing.
 
-Django (the project and its apps), the Spark job (``streaming``) and the Pinot
-table loader (``pinot``) all stand on this package: the events and topics
-(``events``), the environment settings (``conf``), the Kafka clients
-(``kafka``) and the geometry the ETA uses (``geo``). Nothing in it imports
-Django or Spark, so importing it needs no Django setup
-(``tests/test_layering.py``).
+The events and topics (``events``), the rule table every check is derived from
+(``rules``) and the geometry the ETA and the stream job share (``geo``). Django, the
+Spark job (``streaming``, also inside its executors) and the Pinot table loader
+(``pinot``) all stand on it; it imports nothing of ours outside itself and no
+framework (``tests/test_layering.py``).
 """

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import uuid
 from datetime import datetime
 from decimal import Decimal
@@ -79,9 +80,7 @@ ENRICHED_TOPICS = (Topic.ORDERS_ENRICHED, Topic.DELIVERY_STATUSES, Topic.ORDER_I
 def topic_name(topic: Topic | str, prefix: str | None = None) -> str:
     """The physical topic name: ``KAFKA_TOPIC_PREFIX`` + logical name."""
     if prefix is None:
-        from contract.conf import env_str
-
-        prefix = env_str("KAFKA_TOPIC_PREFIX", "")
+        prefix = os.environ.get("KAFKA_TOPIC_PREFIX", "")
     return f"{prefix}{topic}"  # a StrEnum formats as its value
 
 

@@ -23,8 +23,8 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
-from contract.conf import env_str
 from contract.events import LIFECYCLE
+from runtime.conf import env_str
 from tracker.accounts.rates import parse_rate
 from tracker.accounts.security import client_ip, spend
 from tracker.orders import policy

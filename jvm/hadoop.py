@@ -18,7 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from contract.conf import var_dir
+from runtime.conf import var_dir
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from contract.conf import BASE_DIR, env_str
+from runtime.conf import BASE_DIR, env_str
 
 JVM_DIR = BASE_DIR / "jvm"
 

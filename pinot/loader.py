@@ -1,6 +1,6 @@
 """Creates or updates Pinot's schemas and REALTIME tables from ``pinot/tables/``.
 
-One loader for ``make run`` and the tests (embedded/pinot.py) and for compose's
+One loader for ``make run`` and the tests (localrun/pinot.py) and for compose's
 ``pinot-init`` (``python -m pinot.loader http://pinot-controller:9000``), so the files
 are the only copy of the tables. What differs by deployment is set here, never in a
 second copy of the files: the stream's broker list, the physical topic names
@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 
-from contract.conf import env_int, env_str, kafka_config
 from contract.events import topic_name
 from pinot.definitions import TableDef, load_tables
+from runtime.conf import env_int, env_str, kafka_config
 
 #: The Pinot version run locally and by compose (jvm/pinot/pom.xml, docker-compose.yml).
 PINOT_VERSION = "0.11.0"
@@ -346,7 +346,7 @@ def load_table(controller: Controller, table: TableDef, settings: Settings) -> O
 def topic_partitions(settings: Settings, tables: Iterable[TableDef]) -> dict[str, int]:
     """Each table's topic's partition count, as Kafka has it (the topics exist before the
     tables: Pinot cannot create a table on a missing topic either)."""
-    from contract.kafka import consumer, partitions_of
+    from runtime.kafka import consumer, partitions_of
 
     cons = consumer(**{"bootstrap.servers": settings.kafka_bootstrap})
     try:

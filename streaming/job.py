@@ -25,10 +25,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from contract.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
 from contract.events import SOURCE_TOPICS, Topic, topic_name
-from contract.metrics import serve_metrics
-from contract.positions import PositionReporter
+from runtime.conf import BASE_DIR, env_bool, env_int, env_str, kafka_config, var_dir
+from runtime.metrics import serve_metrics
+from runtime.positions import PositionReporter
 
 from . import enrich, metrics
 
@@ -279,7 +279,7 @@ def sink(stream: Any, settings: Settings) -> Any:
     """The stream's writer: executor tasks of each micro-batch produce its rows.
 
     ``acks=all`` and idempotence are Kafka's client defaults, stated here as the other
-    producers state them (contract/kafka.py): set explicitly, a later option that
+    producers state them (runtime/kafka.py): set explicitly, a later option that
     conflicts with them fails the query instead of quietly turning them off, and a
     record is acknowledged only once ``min.insync.replicas`` brokers hold it."""
     writer = stream.writeStream.outputMode("update")
@@ -293,7 +293,7 @@ def sink(stream: Any, settings: Settings) -> Any:
 
 def start_query(spark: Any, settings: Settings) -> Any:
     """Ensure the topics, then start the streaming query."""
-    from contract.kafka import ensure_topics
+    from runtime.kafka import ensure_topics
 
     for prefix in {settings.input_prefix, settings.output_prefix}:
         ensure_topics(
@@ -333,7 +333,7 @@ def check_task_slots(spark: Any, settings: Settings) -> None:
     """Refuse real-time mode without a task slot for every source partition plus every
     shuffle partition: its tasks run for the whole long-running batch, all at once, and
     a stage left waiting for a slot holds the others' output."""
-    from contract.kafka import admin
+    from runtime.kafka import admin
 
     config = replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers)
     topics = admin(config).list_topics(timeout=10).topics
@@ -456,7 +456,7 @@ def run(settings: Settings, stop: threading.Event | None = None) -> int:
 def source_positions(progress: dict[str, Any]) -> dict[str, dict[int, int]]:
     """The next offset of each source partition after this batch (its ``endOffset``):
     topic -> partition -> offset. Spark's Kafka source commits nothing to Kafka, so this
-    is what pipeline health learns the job's position from (:mod:`contract.positions`)."""
+    is what pipeline health learns the job's position from (:mod:`runtime.positions`)."""
     out: dict[str, dict[int, int]] = {}
     for source in progress.get("sources") or []:
         end = source.get("endOffset")
@@ -504,7 +504,7 @@ def retention_losses(settings: Settings) -> list[str]:
     positions = checkpoint_positions(settings.checkpoint_dir)
     if not positions:
         return []
-    from contract.kafka import consumer, start_offsets
+    from runtime.kafka import consumer, start_offsets
 
     config = replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers)
     cons = consumer(config)

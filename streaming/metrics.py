@@ -3,7 +3,7 @@
 Spark already measures every batch (rows, rates, durations, state, the offsets each
 source reached and the newest it could read) and the job's observed metrics count
 the dead letters on the executors; the driver only copies them into
-prometheus-client, served on ``STREAMING_METRICS_PORT`` (:mod:`contract.metrics`).
+prometheus-client, served on ``STREAMING_METRICS_PORT`` (:mod:`runtime.metrics`).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from contract.conf import KafkaConfig
-from contract.kafka import ensure_topics
-from embedded.kafka import free_port  # noqa: F401 - the tests' one helper for ports
+from localrun.kafka import free_port  # noqa: F401 - the tests' one helper for ports
+from runtime.conf import KafkaConfig
+from runtime.kafka import ensure_topics
 
 
 @pytest.fixture(scope="session")

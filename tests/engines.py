@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract.conf import var_dir
+from runtime.conf import var_dir
 
 #: Set by ``python -m tests.engines``: the bootstrap address of the run's broker.
 TEST_BROKER = "KAFKA_TEST_BROKER"
@@ -34,7 +34,7 @@ def start_kafka(  # noqa: ANN201 - a KafkaBroker
     data_dir: Path, port: int | None = None, log_name: str = "test-kafka.log"
 ):
     """A Kafka node (on a free port unless ``port``), its log in ``var/logs/<log_name>``."""
-    from embedded.kafka import KafkaBroker
+    from localrun.kafka import KafkaBroker
 
     return KafkaBroker.fresh(data_dir, log_path=var_dir() / "logs" / log_name, port=port)
 
@@ -103,13 +103,13 @@ class TestPinot:
         }
 
 
-def start_pinot(data_dir: Path, bootstrap: str):  # noqa: ANN201 - an embedded.pinot.LocalPinot
+def start_pinot(data_dir: Path, bootstrap: str):  # noqa: ANN201 - an localrun.pinot.LocalPinot
     """Pinot on free ports consuming fresh topics of a new prefix on ``bootstrap``; its
     server restarted whenever it dies (the kill test kills it from another process)."""
-    from contract.conf import KafkaConfig
-    from contract.kafka import ensure_topics
-    from embedded.kafka import free_port
-    from embedded.pinot import LocalPinot, Ports
+    from localrun.kafka import free_port
+    from localrun.pinot import LocalPinot, Ports
+    from runtime.conf import KafkaConfig
+    from runtime.kafka import ensure_topics
 
     prefix = f"pinot_{uuid.uuid4().hex[:8]}_"
     ensure_topics(
@@ -132,7 +132,7 @@ def start_pinot(data_dir: Path, bootstrap: str):  # noqa: ANN201 - an embedded.p
     return pinot
 
 
-def _test_pinot(pinot) -> TestPinot:  # noqa: ANN001 - an embedded.pinot.LocalPinot
+def _test_pinot(pinot) -> TestPinot:  # noqa: ANN001 - an localrun.pinot.LocalPinot
     return TestPinot(
         controller_url=pinot.controller_url,
         broker_url=pinot.broker_url,
@@ -163,7 +163,7 @@ def session_pinot(data_dir: Path, bootstrap: str) -> Iterator[TestPinot]:
 
 def delete_topics_with_prefix(prefix: str, also: Iterable[str] = ()) -> None:
     """Delete a test's topics (best effort: a test that stopped the broker has none left)."""
-    from contract.kafka import admin
+    from runtime.kafka import admin
 
     try:
         client = admin(socket_timeout_ms=5000)

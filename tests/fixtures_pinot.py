@@ -29,7 +29,6 @@ from typing import Any
 
 import pytest
 
-from contract import kafka
 from contract.events import (
     DeliveryStatus,
     Event,
@@ -40,6 +39,7 @@ from contract.events import (
     now_ms,
     status_time_field,
 )
+from runtime import kafka
 
 #: Ids per test, and where the database's part of them starts.
 ID_BLOCK = 100_000

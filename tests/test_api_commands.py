@@ -433,8 +433,8 @@ def test_a_status_change_reads_its_order_once_and_answers_what_it_wrote(world):
 
 
 def test_courier_posts_a_point_and_a_batch_for_its_order(world, kafka_topics):
-    from contract import kafka
     from contract.events import Topic, parse_event
+    from runtime import kafka
 
     order = out_for_delivery(place(world["alice"], world["restaurant"]).pk, world["rider"])
     client = client_for(world["rider"].user)
@@ -475,8 +475,8 @@ def test_courier_posts_a_point_and_a_batch_for_its_order(world, kafka_topics):
 
 
 def test_bad_positions_are_refused_and_nothing_is_sent(world, kafka_topics):
-    from contract import kafka
     from contract.events import Topic
+    from runtime import kafka
 
     order = out_for_delivery(place(world["alice"], world["restaurant"]).pk, world["rider"])
     client = client_for(world["rider"].user)

@@ -9,7 +9,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from api.errors import UNAVAILABLE_RETRY_AFTER_S
-from embedded.kafka import free_port
+from localrun.kafka import free_port
 
 
 @pytest.mark.django_db(transaction=True)

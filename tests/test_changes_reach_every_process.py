@@ -24,7 +24,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from contract.conf import BASE_DIR
+from runtime.conf import BASE_DIR
 from tests.conftest import free_port
 
 WITHIN = 1.0  # seconds: the promise

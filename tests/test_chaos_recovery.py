@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from contract.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
-from embedded.pinot import free_ports_env
+from localrun.pinot import free_ports_env
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.spark
@@ -102,8 +102,8 @@ def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch)
         capture_output=True,
     )
 
-    from embedded.components import components
-    from embedded.supervisor import Supervisor
+    from localrun.components import components
+    from localrun.supervisor import Supervisor
 
     wanted = ("kafka", "relay", "pinot", "streaming")
     log = io.StringIO()

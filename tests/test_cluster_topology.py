@@ -23,17 +23,17 @@ import jsonschema
 import pytest
 import yaml
 
-from contract.conf import BASE_DIR, KafkaConfig
-from embedded import compose as prod
-from embedded.compose_file import (
+from localrun import compose as prod
+from localrun.compose_file import (
     CLUSTER_FILE,
     COMPOSE_FILE,
     interpolate,
     load_project,
     merge_service,
 )
-from embedded.compose_ports import Ports
-from embedded.kafka import image_properties, launcher_node
+from localrun.compose_ports import Ports
+from localrun.kafka import image_properties, launcher_node
+from runtime.conf import BASE_DIR, KafkaConfig
 from tests.test_production_topology import (
     SCHEMA,
     env_names_read_by_the_code,
@@ -222,7 +222,7 @@ def test_three_kafka_nodes_form_one_quorum_each_on_its_own_ports_and_folder(clus
 
 def test_topics_are_planned_with_three_replicas_and_two_in_sync(cluster):
     from contract.events import Topic, topic_name
-    from contract.kafka import topic_specs
+    from runtime.kafka import topic_specs
 
     with _env(cluster.one_shots["kafka-topics"][1]):
         config = KafkaConfig()
@@ -246,7 +246,7 @@ def test_topics_are_planned_with_three_replicas_and_two_in_sync(cluster):
 def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkeypatch):
     """The settings the product's producers are built with (whom they write to does not
     matter here: the client's own settings are what a broker's loss tests)."""
-    import contract.kafka as kafka_module
+    import runtime.kafka as kafka_module
 
     settings = {}
     monkeypatch.setattr(kafka_module, "Producer", lambda config: settings.update(config))
@@ -267,7 +267,7 @@ def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkey
 
 
 def test_two_pinot_servers_hold_every_table_twice(cluster):
-    from embedded.pinot import Ports as PinotPorts
+    from localrun.pinot import Ports as PinotPorts
     from pinot import loader
     from pinot.definitions import load_tables
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from embedded.components import Component
-from embedded.console import Console
-from embedded.supervisor import Supervisor
+from localrun.components import Component
+from localrun.console import Console
+from localrun.supervisor import Supervisor
 from tests.factories import make_customer, make_restaurant, place
 from tracker.outbox.models import OutboxEvent
 

@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from contract import kafka
 from contract.events import DeadLetter, topic_name
+from runtime import kafka
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetad
 
 from bench import bench_fault_drill as drill
 from bench import common
-from embedded import compose as prod
+from localrun import compose as prod
 from tests.test_cluster_topology import COMPOSE_VARS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -315,8 +315,8 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
     from django.utils import timezone
     from rest_framework.test import APIClient
 
-    from contract import kafka
     from contract.events import EventValidationError, Topic, parse_event
+    from runtime import kafka
     from tests.factories import make_courier, make_customer, make_restaurant, place
     from tracker.orders import services
 

@@ -33,11 +33,11 @@ from channels.testing import WebsocketCommunicator
 
 from bench.common import socket_verdict
 from config.asgi import application
-from contract import kafka
-from contract.conf import KafkaConfig
 from contract.events import LIFECYCLE, Topic, epoch_ms, status_time_field, topic_name
-from embedded.compose_file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
-from embedded.kafka import KafkaBroker, image_properties, start_all
+from localrun.compose_file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
+from localrun.kafka import KafkaBroker, image_properties, start_all
+from runtime import kafka
+from runtime.conf import KafkaConfig
 from tests.test_cluster_topology import COMPOSE_VARS
 from tests.test_pipeline_e2e import _api, _call, _people, _until
 from tests.test_streaming_job import latest, outputs

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contract import kafka
-from contract.conf import KafkaConfig
 from contract.events import Topic, topic_name
+from runtime import kafka
+from runtime.conf import KafkaConfig
 from tests.conftest import free_port
 
 

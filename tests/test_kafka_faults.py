@@ -15,10 +15,10 @@ import json
 import pytest
 from channels.db import database_sync_to_async
 
-from contract.conf import KafkaConfig
 from contract.events import Topic
-from contract.kafka import ensure_topics, read_topic
-from embedded.kafka import free_port
+from localrun.kafka import free_port
+from runtime.conf import KafkaConfig
+from runtime.kafka import ensure_topics, read_topic
 from tests.engines import start_kafka
 from tests.fixtures_pinot import order_event_of
 from tests.test_live_push import _connect, _world

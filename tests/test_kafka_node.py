@@ -1,8 +1,8 @@
-"""The local Apache Kafka node (embedded/kafka.py): its formatting and its settings."""
+"""The local Apache Kafka node (localrun/kafka.py): its formatting and its settings."""
 
 from __future__ import annotations
 
-from embedded.kafka import KafkaBroker, _cluster_id
+from localrun.kafka import KafkaBroker, _cluster_id
 
 
 def test_a_cluster_id_never_starts_with_a_dash():

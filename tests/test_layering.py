@@ -1,12 +1,13 @@
 """Imports point down, and production code never leans on what only the embedded mode runs.
 
-From the top: ``embedded`` (what only ``make run`` and the tests run: broker, supervisor,
+From the top: ``localrun`` (what only ``make run`` and the tests run: broker, supervisor,
 compose emulator, the launchers of Apache Kafka and Apache Pinot) may
 import anything. ``config`` (the Django project) wires the channels: REST (``api``), the
 pages (``frontend``) and the WebSocket (``tracker.live``). The channels stand on the
-domain apps (the rest of ``tracker``), which stand on ``contract``: the event contract,
-settings and Kafka clients that the Spark job (``streaming``) and Pinot's table
-loader (``pinot``) share, and which imports no framework.
+domain apps (the rest of ``tracker``), which stand on ``runtime`` (settings, Kafka
+clients, logs, metrics) and ``contract`` (the events and their rules): what the Spark job
+(``streaming``) and Pinot's table loader (``pinot``) share, importing no framework. No
+module imports itself back through others (no cycles).
 """
 
 from __future__ import annotations
@@ -22,9 +23,19 @@ FRAMEWORKS = (
     "django", "rest_framework", "drf_spectacular", "channels", "channels_redis",
     "pyspark", "pinotdb", "uvicorn",
 )  # fmt: skip
-#: What production runs (the Docker image's processes); ``embedded`` is what it replaces.
-PRODUCTION = ("config", "contract", "tracker", "api", "frontend", "streaming", "pinot", "jvm")
-FIRST_PARTY = (*PRODUCTION, "embedded", "tests", "bench")
+#: What production runs (the Docker image's processes); ``localrun`` is what it replaces.
+PRODUCTION = (
+    "config",
+    "contract",
+    "runtime",
+    "tracker",
+    "api",
+    "frontend",
+    "streaming",
+    "pinot",
+    "jvm",
+)
+FIRST_PARTY = (*PRODUCTION, "localrun", "tests", "bench")
 CHANNELS = ("api", "frontend", "tracker.live")
 
 
@@ -76,13 +87,18 @@ def test_the_contract_imports_no_framework_and_nothing_of_ours_above_it():
     assert _first_party_outside("contract", ("contract",)) == {}
 
 
+def test_process_plumbing_imports_no_framework_and_only_the_contract_below_it():
+    assert _offending("runtime", FRAMEWORKS) == {}
+    assert _first_party_outside("runtime", ("runtime", "contract")) == {}
+
+
 def test_the_spark_job_and_the_pinot_definitions_import_only_the_contract():
     assert _offending("streaming", ("django", "rest_framework", "channels")) == {}
     # jvm: the connector's jars and the local file system class the job puts on its classpath
-    assert _first_party_outside("streaming", ("streaming", "contract", "jvm")) == {}
-    assert _first_party_outside("jvm", ("jvm", "contract")) == {}
+    assert _first_party_outside("streaming", ("streaming", "contract", "runtime", "jvm")) == {}
+    assert _first_party_outside("jvm", ("jvm", "contract", "runtime")) == {}
     assert _offending("pinot", ("django", "rest_framework", "channels", "pyspark")) == {}
-    assert _first_party_outside("pinot", ("pinot", "contract")) == {}
+    assert _first_party_outside("pinot", ("pinot", "contract", "runtime")) == {}
 
 
 def test_the_domain_imports_no_channel_and_not_the_project():
@@ -105,12 +121,12 @@ def test_the_domain_reaches_pinot_and_spark_only_over_the_wire():
 
 def test_production_code_imports_nothing_embedded_only():
     for package in PRODUCTION:
-        assert _offending(package, ("embedded",)) == {}, package
+        assert _offending(package, ("localrun",)) == {}, package
     manage = ast.parse((ROOT / "manage.py").read_text())
     names = [a.name for n in ast.walk(manage) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(manage) if isinstance(n, ast.ImportFrom)]
     assert "django.core.management" in names
-    assert not any(_within(n, ("embedded",)) for n in names)
+    assert not any(_within(n, ("localrun",)) for n in names)
 
 
 def test_the_walk_sees_imports_that_point_up():
@@ -119,15 +135,19 @@ def test_the_walk_sees_imports_that_point_up():
     assert "tracker.orders.policy" in api["api/permissions.py"]
     assert "tracker.tracking.read_model" in api["api/serializers/fields.py"]
     assert "contract.events" in imports_of("pinot")["pinot/loader.py"]
-    assert "jvm.maven" in imports_of("embedded")["embedded/kafka.py"]
+    assert "jvm.maven" in imports_of("localrun")["localrun/kafka.py"]
     assert "config.asgi_threads" in imports_of("config")["config/asgi.py"]
     # Relative imports resolve against the package, __init__ included.
     assert "streaming.job" in imports_of("streaming")["streaming/__main__.py"]
 
 
-def test_importing_the_contract_loads_no_framework():
-    modules = sorted(f"contract.{p.stem}" for p in (ROOT / "contract").glob("[!_]*.py"))
-    assert "contract.events" in modules and "contract.kafka" in modules
+def test_importing_the_contract_and_the_plumbing_loads_no_framework():
+    modules = sorted(
+        f"{package}.{p.stem}"
+        for package in ("contract", "runtime")
+        for p in (ROOT / package).glob("[!_]*.py")
+    )
+    assert "contract.events" in modules and "runtime.kafka" in modules
     code = (
         "import sys, importlib\n"
         f"for name in {modules!r} + ['pinot.definitions']:\n"
@@ -147,7 +167,7 @@ def test_no_import_cycles_between_modules():
     """No module reaches itself through its imports, at module level or inside functions
     (a function-level import hides a cycle from Python, not from a reader)."""
     graph: dict[str, set[str]] = {}
-    for package in (*PRODUCTION, "embedded"):
+    for package in (*PRODUCTION, "localrun"):
         for path, names in imports_of(package).items():
             module = ".".join(Path(path).with_suffix("").parts).removesuffix(".__init__")
             graph[module] = names
@@ -177,3 +197,62 @@ def test_no_import_cycles_between_modules():
         if module not in state:
             visit(module, [module])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the first-party modules it imports (a name that is a package's attribute,
+    such as ``from runtime import kafka``, counts as the module it names)."""
+    files = {}
+    for package in FIRST_PARTY:
+        if package in ("tests", "bench"):
+            continue
+        files.update(imports_of(package))
+    modules = {}
+    for path in files:
+        name = ".".join(Path(path).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    graph = {}
+    for name, path in modules.items():
+        graph[name] = {n for n in files[path] if n in modules and n != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (empty when there is none), by depth-first search."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_no_module_imports_itself_back_through_others():
+    """A package's ``__init__`` re-exporting its modules is not a cycle of ours to break,
+    so packages are left out of the edges into them."""
+    graph = _module_graph()
+    packages = {n for n in graph if any(m.startswith(n + ".") for m in graph)}
+    acyclic = {n: {m for m in deps if m not in packages} for n, deps in graph.items()}
+    assert _cycle(acyclic) == []
+
+
+def test_the_cycle_search_finds_a_cycle():
+    assert (
+        "runtime.kafka" in _module_graph()["runtime.positions"]
+        or "runtime.conf" in (_module_graph()["runtime.positions"])
+    )
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []

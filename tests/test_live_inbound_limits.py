@@ -103,7 +103,7 @@ async def test_a_frame_larger_than_any_client_message_is_refused_before_parsing(
 
 def _uvicorn_commands() -> dict[str, str]:
     """Every uvicorn command line that serves the app: the image, compose, make run."""
-    from embedded.components import components
+    from localrun.components import components
 
     compose = (ROOT / "docker-compose.yml").read_text()
     web = compose.split("\n  web:\n", 1)[1].split("\n  proxy:\n", 1)[0]
@@ -112,7 +112,7 @@ def _uvicorn_commands() -> dict[str, str]:
     return {
         "Dockerfile CMD": next(line for line in dockerfile.splitlines() if line.startswith("CMD")),
         "docker-compose.yml web": web,
-        "make run (embedded/components.py)": " ".join(embedded.argv),
+        "make run (localrun/components.py)": " ".join(embedded.argv),
     }
 
 

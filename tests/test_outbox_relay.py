@@ -11,9 +11,9 @@ from collections import defaultdict
 
 import pytest
 
-from contract import kafka
 from contract.events import SOURCE_TOPICS, Topic, topic_name
-from embedded.kafka import free_port
+from localrun.kafka import free_port
+from runtime import kafka
 from tests.engines import start_kafka
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contract import events, kafka, rules
+from contract import events, rules
 from contract.events import (
     LIFECYCLE,
     DeadLetter,
@@ -46,6 +46,7 @@ from contract.events import (
     topic_name,
 )
 from contract.rules import rules_of
+from runtime import kafka
 
 pytestmark = pytest.mark.spark
 

@@ -26,8 +26,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.metrics import NAMES
-from embedded.pinot import free_ports_env
+from localrun.pinot import free_ports_env
+from runtime.metrics import NAMES
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.spark
@@ -84,8 +84,8 @@ def system(tmp_path_factory):
     subprocess.run([*MANAGE, "simulate", "--seed-only", "--seed", "4"], cwd=ROOT, check=True,
                    capture_output=True)  # fmt: skip
 
-    from embedded.components import components
-    from embedded.supervisor import Supervisor
+    from localrun.components import components
+    from localrun.supervisor import Supervisor
 
     wanted = ("kafka", "relay", "pinot", "web", "streaming")
     log = io.StringIO()
@@ -181,7 +181,7 @@ def test_every_process_serves_every_documented_metric(system):
     }
     # A record the stream job must refuse (its dead-letter counter then has a reason),
     # and an operator's socket (the web's bridge and socket gauges then have values).
-    from contract import kafka
+    from runtime import kafka
 
     producer = kafka.producer()
     producer.produce("orders", key=b"1", value=b'{"not": "an order"}')

@@ -3,7 +3,7 @@ and several relays publishing one outbox in order.
 
 SQLite serialises every writer on one file lock, so these races cannot happen there;
 these tests run when ``DATABASE_URL`` is a PostgreSQL (``make test`` runs them through
-``python -m embedded.backends``) and skip otherwise.
+``python -m localrun.backends``) and skip otherwise.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tracker.outbox.relay import Relay
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
-        connection.vendor != "postgresql", reason="PostgreSQL only (embedded/backends.py)"
+        connection.vendor != "postgresql", reason="PostgreSQL only (localrun/backends.py)"
     ),
 ]
 

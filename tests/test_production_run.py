@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.conf import BASE_DIR
-from embedded import compose as prod
+from localrun import compose as prod
+from runtime.conf import BASE_DIR
 
 COMPOSE_VARS = {
     "DJANGO_SECRET_KEY": "k" * 50,

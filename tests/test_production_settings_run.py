@@ -17,8 +17,8 @@ import socket
 import subprocess
 import sys
 
-from contract.conf import BASE_DIR
-from embedded import compose as prod
+from localrun import compose as prod
+from runtime.conf import BASE_DIR
 
 COMPOSE_VARS = {
     "DJANGO_SECRET_KEY": "k" * 50,

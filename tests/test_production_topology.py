@@ -6,7 +6,7 @@ No Docker engine exists here, so these tests check what can be checked offline:
   Compose Specification's JSON schema (vendored: tests/data/README.md says where from);
 * dependencies, health checks, volumes and restart policies are coherent;
 * every environment variable an application service sets is one the code reads
-  (found by AST in the code: contract.conf helpers and os.environ), and every variable
+  (found by AST in the code: runtime.conf helpers and os.environ), and every variable
   of .env.example is used by the compose file;
 * the streaming service selects the native Kafka connector through the setting the
   job reads, with a connector matching the pinned PySpark;
@@ -30,14 +30,24 @@ import jsonschema
 import pytest
 import yaml
 
-from embedded.compose import interpolate
+from localrun.compose import interpolate
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 SCHEMA = Path(__file__).parent / "data" / "compose-spec.json"
 APP_IMAGE = "ordertrack-app:local"
-CODE_DIRS = ("config", "contract", "embedded", "tracker", "api", "streaming", "pinot", "frontend")
+CODE_DIRS = (
+    "config",
+    "contract",
+    "runtime",
+    "localrun",
+    "tracker",
+    "api",
+    "streaming",
+    "pinot",
+    "frontend",
+)
 
 #: Test values for the required (empty) entries of .env.example.
 TEST_SECRETS = {

@@ -32,7 +32,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from rest_framework.throttling import ScopedRateThrottle
 
-from contract import logs
+from runtime import logs
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import policy, services
 from tracker.orders.models import Order

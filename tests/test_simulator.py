@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from contract import kafka
 from contract.events import LIFECYCLE, OrderStatus, Topic, parse_event
+from runtime import kafka
 from tests.factories import seed_small_world
 from tracker.orders.models import Order, OrderStatusChange
 from tracker.outbox.models import OutboxEvent

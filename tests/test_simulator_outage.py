@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connections
 
-from embedded.kafka import free_port
+from localrun.kafka import free_port
 from tests.factories import seed_small_world
 from tracker.orders.models import Order
 from tracker.simulator.engine import SimConfig, Simulation, VirtualClock

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contract.conf import BASE_DIR
 from contract.events import OrderStatus, Topic
+from runtime.conf import BASE_DIR
 from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 from tests.test_streaming_job import latest, outputs, send

@@ -15,9 +15,9 @@ from collections import Counter
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from contract.conf import BASE_DIR
 from contract.events import OrderStatus, Topic, now_ms, topic_name
-from contract.kafka import producer, publish, read_topic
+from runtime.conf import BASE_DIR
+from runtime.kafka import producer, publish, read_topic
 from streaming.job import CHECKPOINT_FILE_MANAGER, TRIGGER_EXECUTOR, CheckpointError
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 
@@ -232,7 +232,7 @@ def _reaped_children_faults(pid: int) -> int:
 @pytest.mark.spark
 def test_the_embedded_checkpoint_sets_file_permissions_without_starting_a_process(spark, tmp_path):
     """Hadoop's local file system, without its native library, starts a `chmod` process
-    for every file it creates; the embedded job's (embedded/java) sets the bits in the
+    for every file it creates; the embedded job's (localrun/java) sets the bits in the
     JVM, with the same result."""
     jvm = spark._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path
@@ -284,7 +284,7 @@ def test_records_retention_deleted_before_the_job_read_them_are_reported_then_sk
     the broker's retention check.)"""
     from confluent_kafka import TopicPartition
 
-    from contract.kafka import admin, consumer, end_offsets
+    from runtime.kafka import admin, consumer, end_offsets
     from streaming.job import Settings, retention_losses
 
     checkpoint = tmp_path / "checkpoint"

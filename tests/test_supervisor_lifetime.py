@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from contract.conf import BASE_DIR
+from runtime.conf import BASE_DIR
 
 SUPERVISOR = textwrap.dedent(
     """
     import sys
-    from embedded.components import Component
-    from embedded.supervisor import Supervisor
+    from localrun.components import Component
+    from localrun.supervisor import Supervisor
 
     child = (
         "import subprocess, sys, time\\n"
-        "from embedded.lifetime import die_with_parent\\n"
+        "from localrun.lifetime import die_with_parent\\n"
         "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\\n"
         "                     preexec_fn=die_with_parent())\\n"
         "print('grandchild', g.pid, flush=True)\\n"
@@ -124,7 +124,7 @@ def test_no_component_outlives_the_supervisor(tmp_path, how):
 
 
 def test_a_taken_port_is_reported_with_the_process_holding_it():
-    from embedded.lifetime import port_holder
+    from localrun.lifetime import port_holder
 
     holder = subprocess.Popen(
         [sys.executable, "-c", "import socket, time; s = socket.socket(); "
@@ -147,8 +147,8 @@ def test_a_held_component_stays_down_until_its_hold_file_goes(tmp_path, monkeypa
     later): no restart, no back-off, and no failure counted while ``hold/<name>`` exists."""
     import io
 
-    from embedded.components import Component
-    from embedded.supervisor import Supervisor
+    from localrun.components import Component
+    from localrun.supervisor import Supervisor
 
     monkeypatch.setenv("ORDERTRACK_VAR_DIR", str(tmp_path))
     child = "import time; print('up', flush=True); time.sleep(600)"

@@ -52,7 +52,6 @@ from confluent_kafka import KafkaError, TopicPartition
 from prometheus_client import Counter as MetricCounter
 from prometheus_client import Gauge, Histogram
 
-from contract import kafka
 from contract.events import (
     IN_TRANSIT_STATUSES,
     DeliveryLocation,
@@ -68,7 +67,8 @@ from contract.events import (
     topic_name,
 )
 from contract.geo import haversine_km
-from contract.positions import PositionReporter
+from runtime import kafka
+from runtime.positions import PositionReporter
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -459,7 +459,7 @@ class Bridge:
         ``ready`` is set once every reader's start offsets are fixed: every record
         produced after that moment will be published (what came before is in the
         snapshot). Positions are reported to the broker for pipeline health
-        (:mod:`contract.positions`).
+        (:mod:`runtime.positions`).
         """
         readies = [threading.Event() for _ in READERS]
         threads = [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from contract import kafka
 from contract.events import DeadLetter, Topic, topic_name
+from runtime import kafka
 
 
 def recent_dead_letters(limit: int = 100) -> list[DeadLetter]:

@@ -5,7 +5,7 @@ process cannot report on itself. Every few seconds one thread per web process sa
 
 * the outbox: rows written (its input) and rows not yet published (the relay's lag);
 * for each Kafka reader, the end offsets of the topics it reads (its input) and its
-  position (:mod:`contract.positions`; Pinot's from its controller,
+  position (:mod:`runtime.positions`; Pinot's from its controller,
   :func:`pinot_positions`): lag = end - position.
 
 A stage is **stalled** when its position has not moved for ``PIPELINE_STALL_SECONDS``
@@ -40,10 +40,10 @@ from django.db import close_old_connections
 from django.db.models import Max
 from prometheus_client import Gauge
 
-from contract import kafka
-from contract.conf import env_float, env_int, env_str
 from contract.events import ENRICHED_TOPICS, SOURCE_TOPICS, Topic, topic_name
-from contract.positions import GroupOffsets, positions_by_reader
+from runtime import kafka
+from runtime.conf import env_float, env_int, env_str
+from runtime.positions import GroupOffsets, positions_by_reader
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from contract.metrics import multiprocess_mode
+from runtime.metrics import multiprocess_mode
 from tracker.accounts.security import user_for_token
 from tracker.operations.pipeline import STALLED, monitor
 from tracker.orders import policy

@@ -22,8 +22,9 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from contract import events, kafka
+from contract import events
 from contract.events import IN_TRANSIT_STATUSES, OrderStatus, epoch_ms
+from runtime import kafka
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders import policy

@@ -53,9 +53,9 @@ from django.db import (
 from django.db.models import F
 from django.utils import timezone
 
-from contract import kafka
-from contract.conf import kafka_config
 from contract.events import Topic, topic_name
+from runtime import kafka
+from runtime.conf import kafka_config
 from tracker.outbox import wakeup
 from tracker.outbox.models import OutboxEvent
 

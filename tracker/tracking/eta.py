@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.utils import timezone
 
 from contract import geo
-from contract.conf import env_float, env_int
 from contract.events import (
     LIFECYCLE,
     OrderEnriched,
     OrderStatus,
     now_ms,
 )
+from runtime.conf import env_float, env_int
 from tracker.tracking import selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 from tracker.tracking.selectors import KITCHEN_STEPS, KitchenTimes, Spread

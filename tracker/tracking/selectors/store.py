@@ -20,11 +20,11 @@ import httpx
 import pinotdb
 from pinotdb import exceptions as pinot_errors
 
-from contract.conf import env_float, env_str
 from contract.events import (
     TERMINAL_STATUSES,
     OrderStatus,
 )
+from runtime.conf import env_float, env_str
 from tracker.tracking.exceptions import TrackingUnavailable
 
 DEFAULT_BROKER_URL = "http://127.0.0.1:8099"

@@ -6,7 +6,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.management.base import BaseCommand
 
-from contract.metrics import serve_metrics
+from runtime.metrics import serve_metrics
 from tracker.live.bridge import Bridge, send_in_order
 
 

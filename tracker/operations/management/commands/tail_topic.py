@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from contract.events import Topic
-from contract.kafka import iter_topic
+from runtime.kafka import iter_topic
 
 
 class Command(BaseCommand):

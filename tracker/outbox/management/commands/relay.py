@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 from prometheus_client import REGISTRY
 
-from contract.metrics import serve_metrics
+from runtime.metrics import serve_metrics
 from tracker.outbox.relay import Relay
 
 

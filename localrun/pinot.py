@@ -14,7 +14,7 @@ the tables' retention (set by pinot/loader.py) bounds it. Settings for a 2-core 
 are in jvm/pinot/*.properties. Every JVM gets the parent-death signal, so none outlives
 the Python process that started it.
 
-``python -m embedded.pinot`` runs it in the foreground, loads the tables and prints
+``python -m localrun.pinot`` runs it in the foreground, loads the tables and prints
 ``pinot: ready``; SIGTERM or Ctrl-C stops it.
 """
 
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import httpx
 
-from contract.conf import env_int, env_list, kafka_config, var_dir
-from embedded.lifetime import die_with_parent
 from jvm import maven
+from localrun.lifetime import die_with_parent
 from pinot import loader
 from pinot.definitions import load_tables
+from runtime.conf import env_int, env_list, kafka_config, var_dir
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class Ports:
 
 def _write_conf(path: Path, base: str, extra: dict[str, object]) -> Path:
     lines = (CONF_DIR / base).read_text().rstrip("\n")
-    lines += "\n\n# Set by embedded/pinot.py for this run\n"
+    lines += "\n\n# Set by localrun/pinot.py for this run\n"
     lines += "".join(f"{key}={value}\n" for key, value in extra.items())
     path.write_text(lines)
     return path
@@ -395,7 +395,7 @@ def free_ports_env() -> dict[str, str]:
     """The environment of a ``make run``-like system whose Pinot (the ``pinot``
     component) listens on free ports: its four listeners, and where the web reads it
     (tests and benchmarks that run a whole system beside others)."""
-    from embedded.kafka import free_port
+    from localrun.kafka import free_port
 
     names = ("ZOOKEEPER", "CONTROLLER", "BROKER", "SERVER", "SERVER_ADMIN")
     ports = {name: free_port() for name in names}
@@ -408,7 +408,7 @@ def free_ports_env() -> dict[str, str]:
 
 
 def main() -> int:
-    """``python -m embedded.pinot``: run Pinot in the foreground until SIGTERM or Ctrl-C."""
+    """``python -m localrun.pinot``: run Pinot in the foreground until SIGTERM or Ctrl-C."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s pinot %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per readiness poll
     pinot = LocalPinot(retention_days=env_int("PINOT_RETENTION_DAYS", 3))

@@ -18,7 +18,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from contract.conf import KafkaConfig, kafka_config
+from runtime.conf import KafkaConfig, kafka_config
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class GroupOffsets:
     def _consumer(self, group: str) -> Consumer:
         cons = self._by_group.get(group)
         if cons is None:
-            from contract.kafka import consumer
+            from runtime.kafka import consumer
 
             cons = consumer(self.config, **{**self.overrides, "group.id": group})
             self._by_group[group] = cons

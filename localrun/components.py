@@ -1,4 +1,4 @@
-"""Every process of the running system, in start order: the one list ``python -m embedded`` reads.
+"""Every process of the running system, in start order: the one list ``python -m localrun`` reads.
 
 A new component is one entry here: its command, the line it prints when it is ready,
 the stage it starts in (a stage starts when the previous one is ready) and what to say
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from contract.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
+from runtime.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
 
 PYTHON = sys.executable
 MANAGE = str(BASE_DIR / "manage.py")
@@ -51,12 +51,12 @@ def components() -> list[Component]:
     pace = ["--pace", str(env_float("SIMULATOR_PACE", 4.0))]
     # The stream job's first micro-batch needs input, so it starts beside the simulator.
     return [
-        Component("kafka", [PYTHON, "-m", "embedded.kafka"], "kafka: topics ready", 0,
+        Component("kafka", [PYTHON, "-m", "localrun.kafka"], "kafka: topics ready", 0,
                   "starting Apache Kafka (one KRaft node, jvm/kafka)",
                   enabled=lambda: kafka_config().embedded),
         Component("relay", [PYTHON, MANAGE, "relay"], "relay: publishing", 1,
                   "outbox relay connecting to Kafka"),
-        Component("pinot", [PYTHON, "-m", "embedded.pinot"], "pinot: ready", 1,
+        Component("pinot", [PYTHON, "-m", "localrun.pinot"], "pinot: ready", 1,
                   "starting Apache Pinot (ZooKeeper, controller and broker, server: jvm/pinot)",
                   enabled=lambda: env_bool("PINOT_EMBEDDED", True), ready_timeout=240.0),
         Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,

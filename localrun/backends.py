@@ -1,6 +1,6 @@
 """Run a command against a throwaway PostgreSQL and Redis: the production backends for tests.
 
-    python -m embedded.backends -- python -m pytest tests/test_outbox_relay.py
+    python -m localrun.backends -- python -m pytest tests/test_outbox_relay.py
 
 starts Debian's PostgreSQL (``initdb`` in ``var/backends-<pid>/``, durability off: it
 is thrown away) and ``redis-server`` on free loopback ports, runs the command with
@@ -19,8 +19,8 @@ import sys
 import time
 from collections.abc import Iterator
 
-from contract.conf import BASE_DIR
-from embedded import compose as prod
+from localrun import compose as prod
+from runtime.conf import BASE_DIR
 
 USER, PASSWORD, DATABASE = "ordertrack", "ordertrack-test", "ordertrack"
 

@@ -1,8 +1,8 @@
 """The production topology of ``docker-compose.yml``, run as local processes (``make run-prod``).
 
-Nothing here restates the compose files: :func:`plan` (embedded/compose_plan.py) reads
+Nothing here restates the compose files: :func:`plan` (localrun/compose_plan.py) reads
 ``docker-compose.yml``, and the files ``COMPOSE_FILE`` or ``-f`` name after it as compose
-merges them (embedded/compose_file.py), and turns each service into a local process with
+merges them (localrun/compose_file.py), and turns each service into a local process with
 *its* command line and *its* environment (YAML anchors, ``${VAR:-default}``
 interpolation), changing only addresses: a compose host name becomes ``127.0.0.1`` and a
 port a free local one, a named volume a folder under ``var/prod/`` (``var/prod-cluster/``
@@ -19,7 +19,7 @@ compose service    local process
 =================  ==========================================================
 postgres           Debian's PostgreSQL (``initdb`` in ``var/prod/postgres``)
 redis              Debian's ``redis-server`` with the compose command
-kafka, kafka-2...  Apache Kafka from ``jvm/kafka`` (``python -m embedded.kafka``), the
+kafka, kafka-2...  Apache Kafka from ``jvm/kafka`` (``python -m localrun.kafka``), the
                    image's version with its settings (``jvm/kafka/server.properties``)
                    and the service's environment turned into settings as the image does
 kafka-topics       its compose command, once
@@ -31,7 +31,7 @@ spark-worker(-2)   (the image's PATH), as the unprivileged ``ordertrack`` user
 streaming          ``python -m streaming`` on the standalone master (compose's
                    ``spark-submit`` of the same module; both put Spark's Kafka
                    connector from ``jvm/spark-kafka`` on ``spark.jars``)
-pinot-*,           Apache Pinot from ``jvm/pinot`` (``python -m embedded.pinot``: ZooKeeper,
+pinot-*,           Apache Pinot from ``jvm/pinot`` (``python -m localrun.pinot``: ZooKeeper,
 zookeeper,         controller and broker, and each server in JVMs of their own), the
 pinot-init         image's version; its tables loaded by the same loader as pinot-init's,
                    with pinot-init's environment
@@ -65,10 +65,9 @@ import sys
 import time
 from pathlib import Path
 
-from contract.conf import BASE_DIR, env_str
-from embedded.components import Component
-from embedded.compose_file import interpolate, service_env
-from embedded.compose_plan import (
+from localrun.components import Component
+from localrun.compose_file import interpolate, service_env
+from localrun.compose_plan import (
     APP_COMMANDS,
     ONE_SHOTS,
     STAND_INS,
@@ -81,7 +80,8 @@ from embedded.compose_plan import (
     plan,
     spark_home,
 )
-from embedded.compose_ports import Ports, free_port
+from localrun.compose_ports import Ports, free_port
+from runtime.conf import BASE_DIR, env_str
 
 __all__ = [  # with the plan's names, used from here by the tests, benchmarks and backends
     "APP_COMMANDS", "ONE_SHOTS", "STAND_INS", "Plan", "Ports", "ProductionRun", "base_env",
@@ -264,7 +264,7 @@ class ProductionRun:
     """Start and stop the whole plan; ``with ProductionRun(plan) as run: ...``."""
 
     def __init__(self, p: Plan, out=sys.stdout) -> None:
-        from embedded.supervisor import Supervisor
+        from localrun.supervisor import Supervisor
 
         self.plan = p
         self.out = out

@@ -2,10 +2,10 @@
 
 What a person running ``make run`` needs: progress while each part warms up, a
 clear "ready" with where to look, then a status line per component every few seconds
-and every warning or error as it happens (:mod:`embedded.console`; every child's whole
+and every warning or error as it happens (:mod:`localrun.console`; every child's whole
 output is kept under ``var/logs/``), a loud report and a restart with backoff when a
 child dies, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL). Every
-child gets the kernel's parent-death signal (:mod:`embedded.lifetime`): a hangup, a
+child gets the kernel's parent-death signal (:mod:`localrun.lifetime`): a hangup, a
 SIGKILL or a crash of the supervisor stops the children too.
 
 A fault drill keeps a process down for as long as it likes: while ``var/hold/<name>``
@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from contract.conf import BASE_DIR, env_str, var_dir
-from embedded.components import Component
-from embedded.console import Console
-from embedded.lifetime import die_with_parent
+from localrun.components import Component
+from localrun.console import Console
+from localrun.lifetime import die_with_parent
+from runtime.conf import BASE_DIR, env_str, var_dir
 
 COLOURS = ["36", "33", "32", "35", "34", "31", "96", "93"]
 

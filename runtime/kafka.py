@@ -26,8 +26,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from contract.conf import KafkaConfig, kafka_config
 from contract.events import Event, Topic, topic_name
+from runtime.conf import KafkaConfig, kafka_config
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What ``make run-prod`` runs: each compose service as a local process (the plan).
 
-Nothing here restates the compose files: :func:`plan` reads them (embedded/compose_file.py)
+Nothing here restates the compose files: :func:`plan` reads them (localrun/compose_file.py)
 and turns each service into a local process with *its* command line and *its*
 environment, changing only addresses: a compose host name becomes ``127.0.0.1`` and a
 port a free local one, a named volume a folder under the run's ``var`` folder. Where a
@@ -8,7 +8,7 @@ service runs more than once (docker-compose.cluster.yml's ``kafka-2``, ``web-2``
 each extending the main file's service), every instance gets ports and a data folder of
 its own; the first keeps the single-node run's.
 
-Its ports (embedded/compose_ports.py) are kept in the run's folder and taken again next
+Its ports (localrun/compose_ports.py) are kept in the run's folder and taken again next
 time while free.
 """
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract.conf import BASE_DIR
-from embedded.compose_file import COMPOSE_FILE, load_project, service_env
-from embedded.compose_ports import Ports
-from embedded.kafka import image_properties, listener_ports
+from localrun.compose_file import COMPOSE_FILE, load_project, service_env
+from localrun.compose_ports import Ports
+from localrun.kafka import image_properties, listener_ports
+from runtime.conf import BASE_DIR
 
 #: Compose services this machine cannot run (images), and the local process standing in
 #: (by role: ``kafka-2`` is a ``kafka``, ``pinot-server-2`` a ``pinot-server``).
@@ -33,8 +33,8 @@ STAND_INS: dict[str, str | None] = {
     "kafka": "kafka",
     "pinot-broker": "pinot",
     "pinot-controller": None,
-    "pinot-server": None,  # every server runs under python -m embedded.pinot
-    "pinot-init": None,  # python -m embedded.pinot runs the same loader
+    "pinot-server": None,  # every server runs under python -m localrun.pinot
+    "pinot-init": None,  # python -m localrun.pinot runs the same loader
     "zookeeper": None,
     "proxy": None,  # TLS termination: run only in front of several web processes
     "prometheus": None,  # scrapes the others; tests/test_pipeline_health.py runs it on its own
@@ -65,7 +65,7 @@ class Plan:
     #: compose service -> the service it extends (itself when none): what it is run as
     roles: dict[str, str] = field(default_factory=dict)
     mapping: dict[str, str] = field(default_factory=dict)
-    #: process -> what it listens on, for the operator (``python -m embedded.compose``)
+    #: process -> what it listens on, for the operator (``python -m localrun.compose``)
     addresses: dict[str, str] = field(default_factory=dict)
 
     def address_map(self) -> dict[str, str]:
@@ -280,7 +280,7 @@ def plan(
         settings["listeners"] = ",".join(f"{k}://127.0.0.1:{v}" for k, v in own.items())
         processes[node] = (
             [
-                "python", "-m", "embedded.kafka", "--data-dir", str(var / "app" / node),
+                "python", "-m", "localrun.kafka", "--data-dir", str(var / "app" / node),
                 "--cluster-id", service_env(services[node])["CLUSTER_ID"],
                 *(f"--override={k}={v}" for k, v in settings.items()),
             ],
@@ -305,7 +305,7 @@ def plan(
     if len(servers) > 1:
         extra = list(servers.values())[1:]
         pinot_env["PINOT_EXTRA_SERVER_PORTS"] = ",".join(f"{n}:{a}" for n, a in extra)
-    processes["pinot-broker"] = (["python", "-m", "embedded.pinot"], pinot_env)
+    processes["pinot-broker"] = (["python", "-m", "localrun.pinot"], pinot_env)
     addresses["pinot-broker"] = (
         f"broker 127.0.0.1:{ports.pinot}, controller 127.0.0.1:{ports.pinot_controller}, "
         f"zookeeper 127.0.0.1:{ports.zookeeper}, "

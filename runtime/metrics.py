@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from contract.conf import env_int, env_str
+from runtime.conf import env_int, env_str
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
-"""``python -m embedded`` (``make run``): migrate, seed, then run every component until Ctrl-C.
+"""``python -m localrun`` (``make run``): migrate, seed, then run every component until Ctrl-C.
 
-The components and their start order are :func:`embedded.components.components`;
-:class:`embedded.supervisor.Supervisor` starts, watches and stops them.
+The components and their start order are :func:`localrun.components.components`;
+:class:`localrun.supervisor.Supervisor` starts, watches and stops them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m embedded", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localrun", description=__doc__)
     parser.add_argument("--no-simulator", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -21,8 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.core.management import call_command
 
-    from embedded.components import components, web_address
-    from embedded.supervisor import Supervisor
+    from localrun.components import components, web_address
+    from localrun.supervisor import Supervisor
     from tracker.simulator.seed import DEMO_PASSWORD, OPERATOR_USERNAME
 
     print("system | migrating the database ...", flush=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from contract.conf import env_float, env_str
+from runtime.conf import env_float, env_str
 
 #: A line someone must see: a warning or an error, in any of the children's formats.
 PROBLEM = re.compile(r"\b(WARNING|WARN|ERROR|CRITICAL|FATAL|SEVERE)\b|Traceback|^\S*Error\b")
@@ -178,7 +178,7 @@ class Console:
         )
 
     def _web(self, elapsed: float) -> str:
-        from embedded.components import web_address
+        from localrun.components import web_address
 
         host, port = web_address()
         answer = httpx.get(f"http://{host}:{port}/healthz", timeout=2.0)

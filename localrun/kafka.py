@@ -1,13 +1,13 @@
 """Apache Kafka on this machine: KRaft nodes, each broker and controller in one JVM.
 
-``make run`` starts one through ``python -m embedded.kafka``; the test suite starts one
+``make run`` starts one through ``python -m localrun.kafka``; the test suite starts one
 :class:`KafkaBroker` on free ports for the whole ``make test``; ``make run-prod`` runs
 each of compose's Kafka services with it (three with docker-compose.cluster.yml), given
 the settings the service's environment gives the image (:func:`image_properties`). All
 of them run the jars of ``jvm/kafka/pom.xml`` (the version of compose's image) with
 ``jvm/kafka/server.properties``; only a node's addresses, quorum and data folder are
 added here. The log lives on disk under ``var/kafka`` and survives restarts; retention
-bounds it (topic settings, see :class:`contract.conf.KafkaConfig`).
+bounds it (topic settings, see :class:`runtime.conf.KafkaConfig`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from contract.conf import kafka_config, var_dir
-from embedded.lifetime import die_with_parent, refuse_taken_port
 from jvm import maven
+from localrun.lifetime import die_with_parent, refuse_taken_port
+from runtime.conf import kafka_config, var_dir
 
 CONFIG_DIR = maven.JVM_DIR / "kafka"
 #: Its own stdout's lines that tell start-up is over.
@@ -221,7 +221,7 @@ class KafkaBroker:
     def wait_ready(self, timeout: float = 90.0, brokers: int = 1) -> None:
         """Until the node answers a metadata request listing at least ``brokers`` brokers
         (it is then a broker of a cluster whose controllers have a leader)."""
-        from contract.kafka import admin
+        from runtime.kafka import admin
 
         client = admin(_config_for(self.bootstrap_servers))
         deadline = time.monotonic() + timeout
@@ -317,10 +317,10 @@ def local_broker(
 
 
 def launcher_node(argv: list[str]) -> KafkaBroker:
-    """The node ``python -m embedded.kafka ARGS`` runs (not started)."""
+    """The node ``python -m localrun.kafka ARGS`` runs (not started)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m embedded.kafka", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localrun.kafka", description=__doc__)
     parser.add_argument("--data-dir", type=Path, help="the node's folder (default var/kafka)")
     parser.add_argument("--cluster-id", help="the id its storage is formatted with")
     parser.add_argument(
@@ -335,7 +335,7 @@ def launcher_node(argv: list[str]) -> KafkaBroker:
 def main(argv: list[str] | None = None) -> int:
     """Run the node in the foreground until SIGTERM/SIGINT; create the product's topics
     once the cluster has a broker for each replica (``KAFKA_REPLICATION_FACTOR``)."""
-    from contract.kafka import ensure_topics, retention_report
+    from runtime.kafka import ensure_topics, retention_report
 
     broker = launcher_node(sys.argv[1:] if argv is None else argv)
     for port in (broker.port, broker.controller_port):

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from contract.conf import BASE_DIR
+from runtime.conf import BASE_DIR
 
 COMPOSE_FILE = BASE_DIR / "docker-compose.yml"
 #: The override with several nodes per engine (docs/operations.md, "on one machine").
