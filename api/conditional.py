@@ -1,14 +1,17 @@
 """Conditional GETs: an ``ETag`` on every read a client polls, and 304 when it still matches.
 
 The tag is a hash of the body, so it changes exactly when anything the client would render
-changes (the read model keeps its bodies free of clock-relative values for this). The body
-is still computed, so a 304 saves the client's download and parsing, not the server's read.
+changes (the read model keeps its bodies free of clock-relative values for this). A
+resource read often (an order's detail) keeps its last rendition (:class:`Renditions`):
+while the read model's answer is equal to the one it was rendered from, the body and its
+tag are reused, so an unchanged order costs neither its serializer nor its hash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from django.utils.cache import patch_vary_headers
@@ -17,6 +20,9 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
+
+from api.renderers import Rendered
+from tracker.tracking.lru import BoundedCache
 
 IF_NONE_MATCH = OpenApiParameter(
     "If-None-Match",
@@ -39,9 +45,31 @@ def etag_of(data: Any) -> str:
     return '"' + hashlib.blake2b(body.encode(), digest_size=16).hexdigest() + '"'
 
 
-def conditional_response(request: Request, data: Any) -> Response:
-    """``data`` with its ETag, or 304 when ``If-None-Match`` names it (or is ``*``)."""
-    etag = etag_of(data)
+class Renditions:
+    """The last body (with its JSON, :class:`api.renderers.Rendered`) and ETag rendered for
+    each resource, reused while the read model answers with an equal value (equality, not a version number: whatever the body
+    shows, from any store, is compared). Bodies are shared by every request: never
+    changed after rendering."""
+
+    def __init__(self, size: int, render: Callable[[Any], Any]) -> None:
+        self._kept: BoundedCache[Hashable, tuple[Any, Any, str]] = BoundedCache(size)
+        self._render = render
+
+    def rendition(self, key: Hashable, source: Any) -> tuple[Any, str]:
+        """(body, ETag) of ``source``, the resource under ``key`` as just read."""
+        kept = self._kept.get(key)
+        if kept is not None and (kept[0] is source or kept[0] == source):
+            return kept[1], kept[2]
+        data = Rendered(self._render(source))
+        etag = '"' + hashlib.blake2b(data.json, digest_size=16).hexdigest() + '"'
+        self._kept.put(key, (source, data, etag))
+        return data, etag
+
+
+def conditional_response(request: Request, data: Any, etag: str | None = None) -> Response:
+    """``data`` with its ETag (``etag``, when the caller has it), or 304 when
+    ``If-None-Match`` names it (or is ``*``)."""
+    etag = etag or etag_of(data)
     wanted = parse_etags(request.headers.get("If-None-Match", ""))
     weak = {tag.removeprefix("W/") for tag in wanted}  # GET compares weakly (RFC 9110 13.1.2)
     if "*" in wanted or etag in weak:

@@ -209,7 +209,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",  # the browser (CSRF enforced)
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["api.renderers.JSONRenderer"],  # DRF's, reusing made bodies
     # JSON only: one request encoding for generated clients (forms would be 415). Pages and
     # the admin post Django forms, not to the API.
     "DEFAULT_PARSER_CLASSES": [
@@ -281,8 +281,18 @@ CACHES = {
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
-}
+    ),
+    # Each order's latest orders_enriched version, written by the push bridge
+    # (tracker/tracking/versions.py): one entry per recent order, so not in "default",
+    # whose local form keeps 300 entries and would cull the throttles' counters.
+    "versions": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+         "KEY_PREFIX": "versions"}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+              "LOCATION": "versions", "OPTIONS": {"MAX_ENTRIES": 200_000}}
+    ),
+}  # fmt: skip
 
 # --- live push (Channels) -----------------------------------------------------------
 CHANNEL_LAYERS = {

@@ -19,7 +19,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, conditional_response
+from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, Renditions, conditional_response
 from api.pagination import PinotPagination
 from api.permissions import IsCourier
 from api.schema import errors
@@ -62,6 +62,9 @@ PLACE_EXAMPLE_DELIVERY = OpenApiExample(
 #: it is created, a large part of a warm detail read's own work for this nested shape
 #: (docs/performance.md), while rendering through them keeps no state.
 DETAIL = OrderDetailSerializer()
+#: Orders whose last rendered detail a process keeps (a few KB each, the trail included).
+DETAILS_KEPT = 5_000
+DETAILS = Renditions(DETAILS_KEPT, DETAIL.to_representation)
 
 
 class OrderView(generics.GenericAPIView):
@@ -156,8 +159,8 @@ class OrderDetailView(OrderView):
         responses={200: OrderDetailSerializer, 304: NOT_MODIFIED},
     )
     def get(self, request: Request, pk: int) -> Response:
-        detail = read_model.order_detail(pk, viewer=request.user)
-        return conditional_response(request, DETAIL.to_representation(detail))
+        data, etag = DETAILS.rendition(pk, read_model.order_detail(pk, viewer=request.user))
+        return conditional_response(request, data, etag)
 
 
 class OrderCommandView(OrderView):

@@ -79,7 +79,7 @@ from tracker.live.messages import (
     status_from_event,
     update_from_enriched,
 )
-from tracker.tracking import eta
+from tracker.tracking import eta, versions
 from tracker.tracking.read_model import iso_ms
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,8 @@ class Bridge:
         self.publish = publish
         self.listening: Listening = listening or (lambda group: True)
         self._seen: OrderedDict[int, _Published] = OrderedDict()
+        #: order -> newest enriched version seen since it was last registered
+        self._new_versions: dict[int, int] = {}
         #: order -> event time of the last fast position published
         self._located: OrderedDict[int, int] = OrderedDict()
         #: order -> its trip, while it is on the road
@@ -285,7 +287,14 @@ class Bridge:
             return None  # a re-emit or replay: already published
         rank = max(status_rank(status), last.rank if last else -1)
         self._remember(order_id, _Published(version, status, rank))
+        self._new_versions[order_id] = version
         return last is None or last.status != status
+
+    def _take_new_versions(self) -> dict[int, int]:
+        """The versions seen since the last call, for the register reads consult."""
+        with self._handling:
+            taken, self._new_versions = self._new_versions, {}
+        return taken
 
     def _handle_event(
         self,
@@ -486,6 +495,9 @@ class Bridge:
         """One reader: ``topics`` in one consumer, from their end, until ``stop``."""
         names = {topic_name(topic): topic for topic in topics}
         fleet = Topic.DELIVERY_LOCATIONS in topics
+        # The enriched reader registers what it reads, so reads skip Pinot for orders
+        # that have not changed (tracker.tracking.versions).
+        registrar = versions.Registrar() if Topic.ORDERS_ENRICHED in topics else None
         ages = {name: BRIDGE_RECORD_AGE.labels(name) for name in names}
         handled = BRIDGE_HANDLE.labels(",".join(names))
         reporter = PositionReporter(reader)  # one per reader of each ASGI worker process
@@ -532,6 +544,8 @@ class Bridge:
                     self.handle(records, fleet=fleet)
                     if records:
                         handled.observe(time.perf_counter() - started)
+                    if registrar is not None:
+                        registrar.register(self._take_new_versions())
                     _measure(seen, len(batch) < 1000)
             except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
                 log.exception("push bridge: consumer failed; reconnecting in 1s")

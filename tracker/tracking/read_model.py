@@ -34,7 +34,7 @@ from tracker.couriers.models import Courier
 from tracker.notices import listener
 from tracker.orders import policy
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
-from tracker.tracking import eta, selectors
+from tracker.tracking import eta, selectors, versions
 from tracker.tracking.lru import BoundedCache
 from tracker.tracking.selectors import CourierPosition, OrderState, StatusPeriod
 
@@ -247,17 +247,27 @@ def courier_name(courier_id: int) -> str | None:
     return name
 
 
-def trail(order_id: int, position: CourierPosition) -> list[dict[str, Any]]:
+#: An ended order's positions are all in Pinot this long after its last record.
+SETTLED_MS = 60_000
+
+
+def trail(
+    order_id: int, position: CourierPosition, *, ended_at: int | None = None
+) -> list[dict[str, Any]]:
     """The trail up to the order's current position, as the detail shows it. Positions are
     only ever added, so a trail that ends at ``position`` stays right for as long as the
     order's state shows that position: it is kept under it and read again once the state
-    moves on. Shared by every request: copy before changing."""
+    moves on. An order that ended (``ended_at``) :data:`SETTLED_MS` ago gets no more
+    points, so its trail is kept as it is (its last point may be older than the state's
+    position, when that position was never stored as a point). Shared by every request:
+    copy before changing."""
     key = (order_id, position.at)
     shown = _trails.get(key)
     if shown is None:
         path = selectors.courier_path(order_id)
         shown = [{"lat": p.lat, "lon": p.lon, "at": iso_ms(p.at)} for p in path]
-        if path and path[-1].at == position.at:
+        settled = ended_at is not None and now_ms() - ended_at > SETTLED_MS
+        if path and (path[-1].at == position.at or settled):
             _trails.put(key, shown)
     return shown
 
@@ -267,6 +277,7 @@ def forget_copies() -> None:
     _placed.clear()
     _courier_names.clear()
     _trails.clear()
+    versions.forget()
 
 
 def timeline(current: str, periods: list[StatusPeriod]) -> list[dict[str, Any]]:
@@ -321,7 +332,7 @@ def order_detail(order_id: int, *, viewer: policy.Actor) -> dict[str, Any]:
     placed = placed_order(order_id)
     if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
         raise policy.NotVisible(order_id)
-    state = selectors.order_state(order_id)
+    state = versions.order_state(order_id)
     if state is None:
         return _as_recorded(placed, Order.objects.select_related("restaurant").get(pk=order_id))
     position = state.courier
@@ -332,7 +343,9 @@ def order_detail(order_id: int, *, viewer: policy.Actor) -> dict[str, Any]:
         periods=selectors.status_periods(_entered_from_pinot(order_id, state).items()),
         courier_id=state.courier_id,
         position=position,
-        path=[] if position is None else trail(order_id, position),
+        path=[]
+        if position is None
+        else trail(order_id, position, ended_at=None if state.is_active else state.updated_at),
         distance=state.distance_left_km,
         trip=eta.Trip.of_enriched(state),
         source={
