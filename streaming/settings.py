@@ -22,6 +22,7 @@ def _default_checkpoint_dir() -> str:
 
 
 def spark_version() -> str:
+    """PySpark's version, which is the JVM side's too (the jars come with the package)."""
     import pyspark
 
     return pyspark.__version__
