@@ -977,10 +977,10 @@ FAULT_RUNNERS: dict[str, Callable] = {
 
 
 def stream_app_name() -> str:
-    """The stream job's Spark application name (streaming.job.spark_session's default)."""
+    """The stream job's Spark application name (streaming.session.spark_session's default)."""
     import inspect
 
-    from streaming.job import spark_session
+    from streaming.session import spark_session
 
     return inspect.signature(spark_session).parameters["app_name"].default
 

@@ -139,7 +139,8 @@ def main() -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from streaming import enrich as new
-    from streaming.job import Settings, spark_session
+    from streaming.session import spark_session
+    from streaming.settings import Settings
 
     old = _load_enrich(args.baseline)
     spark = spark_session(Settings(shuffle_partitions=2), app_name="bench-rules")

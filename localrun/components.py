@@ -62,7 +62,7 @@ def components() -> list[Component]:
         Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,
                   f"Django ASGI server on http://{host}:{port}"),
         # A laptop stopped longer than Kafka's local retention (3 days) resumes: the job
-        # skips what retention deleted and says so (streaming.job.retention_losses).
+        # skips what retention deleted and says so (streaming.checkpoint.retention_losses).
         Component("streaming", [PYTHON, "-m", "streaming"], "streaming: ready", 2,
                   "Spark Structured Streaming job (JVM warm-up takes ~20 s)", ready_timeout=240.0,
                   env={**os.environ, "STREAMING_FAIL_ON_DATA_LOSS":

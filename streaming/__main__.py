@@ -1,6 +1,6 @@
 """``python -m streaming [--reprocess] [--available-now]``: run the stream job.
 
-Settings come from the environment (see :class:`streaming.job.Settings`). Once the
+Settings come from the environment (see :class:`streaming.settings.Settings`). Once the
 first micro-batch completes it prints ``streaming: ready`` on stdout for the
 supervisor. ``--reprocess`` replays the source topics from the beginning into
 fresh state (a new checkpoint directory) and stops when caught up (Kappa-style);
@@ -17,7 +17,8 @@ import threading
 import time
 from dataclasses import replace
 
-from .job import Settings, run
+from .job import run
+from .settings import Settings
 
 
 def main(argv: list[str] | None = None) -> int:

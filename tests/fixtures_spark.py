@@ -17,7 +17,8 @@ import pytest
 @pytest.fixture(scope="session")
 def spark(kafka_broker):
     """A local SparkSession with Spark's Kafka connector (as the job runs)."""
-    from streaming.job import Settings, spark_session
+    from streaming.session import spark_session
+    from streaming.settings import Settings
 
     # py4j logs at INFO while shutting down, after pytest has closed its capture streams.
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -34,7 +35,8 @@ def run_stream(spark, kafka_topics, tmp_path):
     last progress; the default checkpoint directory is shared by calls within one test
     so restarts resume from it.
     """
-    from streaming.job import Settings, start_query
+    from streaming.job import start_query
+    from streaming.settings import Settings
 
     def run(checkpoint: Path | None = None, **overrides):
         settings = replace(

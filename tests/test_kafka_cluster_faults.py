@@ -99,7 +99,8 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
 def pipeline(spark, kafka_cluster, tmp_path):
     """The relay and a continuous stream job on the cluster (the bridge starts with the
     first socket)."""
-    from streaming.job import Settings, start_query
+    from streaming.job import start_query
+    from streaming.settings import Settings
 
     query = start_query(
         spark, replace(Settings(), checkpoint_dir=str(tmp_path / "checkpoint"), available_now=False)

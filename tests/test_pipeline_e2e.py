@@ -32,7 +32,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(tran
 @pytest.fixture
 def live_pipeline(spark, pinot, tmp_path):
     """Relay thread + a continuous Spark query, with the run's Pinot on this test's topics."""
-    from streaming.job import Settings, start_query
+    from streaming.job import start_query
+    from streaming.settings import Settings
 
     query = start_query(
         spark, replace(Settings(), checkpoint_dir=str(tmp_path / "checkpoint"), available_now=False)

@@ -247,7 +247,7 @@ def test_every_env_example_variable_is_used_by_the_compose_file_and_vice_versa()
 
 
 def test_streaming_service_runs_the_job_with_the_connector_of_the_maven_build():
-    from streaming.job import Settings
+    from streaming.settings import Settings
 
     service = load_compose()["services"]["streaming"]
     env = service_env(service)

@@ -31,7 +31,7 @@ from contract.events import (
     parse_event,
     status_time_field,
 )
-from streaming import enrich
+from streaming import enrich, records
 
 T0 = now_ms() - 3_600_000
 SHOP = (12.9716, 77.5946)
@@ -253,9 +253,9 @@ def test_output_ids_are_the_contract_uuid5_and_replays_are_byte_identical(spark)
     evs = full_lifecycle()
     first = run_batch(spark, evs)
     enriched = only(first[Topic.ORDERS_ENRICHED])
-    assert enriched["event_id"] == enrich.output_id(Topic.ORDERS_ENRICHED, 1, enriched["version"])
+    assert enriched["event_id"] == records.output_id(Topic.ORDERS_ENRICHED, 1, enriched["version"])
     line = min(first[Topic.ORDER_ITEMS_ENRICHED], key=lambda r: r["line"])
-    assert line["event_id"] == enrich.output_id(Topic.ORDER_ITEMS_ENRICHED, 1, 1)
+    assert line["event_id"] == records.output_id(Topic.ORDER_ITEMS_ENRICHED, 1, 1)
     again = run_batch(spark, evs)
     for topic in (Topic.ORDERS_ENRICHED, Topic.ORDER_ITEMS_ENRICHED, Topic.DELIVERY_STATUSES):
         assert sorted(map(json.dumps, again[topic])) == sorted(map(json.dumps, first[topic]))

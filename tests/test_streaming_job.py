@@ -18,7 +18,8 @@ from py4j.protocol import Py4JJavaError
 from contract.events import OrderStatus, Topic, now_ms, topic_name
 from runtime.conf import BASE_DIR
 from runtime.kafka import producer, publish, read_topic
-from streaming.job import CHECKPOINT_FILE_MANAGER, TRIGGER_EXECUTOR, CheckpointError
+from streaming.checkpoint import CheckpointError
+from streaming.session import CHECKPOINT_FILE_MANAGER, TRIGGER_EXECUTOR
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 
 
@@ -285,7 +286,8 @@ def test_records_retention_deleted_before_the_job_read_them_are_reported_then_sk
     from confluent_kafka import TopicPartition
 
     from runtime.kafka import admin, consumer, end_offsets
-    from streaming.job import Settings, retention_losses
+    from streaming.checkpoint import retention_losses
+    from streaming.settings import Settings
 
     checkpoint = tmp_path / "checkpoint"
     send([placed(501)])

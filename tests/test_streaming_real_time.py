@@ -47,7 +47,7 @@ def operator_names(plan) -> list[str]:
 
 
 def test_real_time_mode_is_refused_with_its_reason_on_a_spark_older_than_4_3():
-    from streaming.job import Settings, real_time_supported, spark_version
+    from streaming.settings import Settings, real_time_supported, spark_version
 
     if real_time_supported():
         pytest.skip(f"Spark {spark_version()} runs real-time mode")
@@ -60,7 +60,8 @@ def test_the_join_runs_in_real_time_mode_on_allowlisted_operators(spark, tmp_pat
     from pyspark.sql import DataFrame
 
     from streaming import enrich
-    from streaming.job import Settings, real_time_supported, spark_version, with_trigger
+    from streaming.job import with_trigger
+    from streaming.settings import Settings, real_time_supported, spark_version
 
     if not real_time_supported():
         pytest.skip(
