@@ -43,7 +43,7 @@ from tests.test_pipeline_e2e import _api, _call, _people, _until
 from tests.test_streaming_job import latest, outputs
 from tracker.live.bridge import stop_embedded_bridge
 from tracker.operations.pipeline import partitions_out_of_sync
-from tracker.orders import services
+from tracker.orders.services import locations
 from tracker.orders.models import OrderItem, OrderStatusChange
 from tracker.outbox.relay import Relay
 
@@ -84,7 +84,7 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
         kafka.ensure_topics(config=KafkaConfig(), timeout=60)
         # The API's GPS producer is made once per process, for the suite's broker.
         monkeypatch.setattr(
-            services, "telemetry", kafka.SharedProducer(**services.telemetry.overrides)
+            locations, "telemetry", kafka.SharedProducer(**locations.telemetry.overrides)
         )
         yield brokers
     finally:
