@@ -8,6 +8,7 @@ from datetime import datetime
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from contract import events
@@ -172,8 +173,6 @@ def cancel_order(
 
 def _pick_courier() -> Courier:
     """The active courier with the fewest orders in transit."""
-    from django.db.models import Count, Q
-
     courier = (
         Courier.objects.filter(is_active=True)
         .annotate(

@@ -27,6 +27,8 @@ MAX_LINES_PER_ORDER = 30
 
 @dataclass(frozen=True)
 class ItemRequest:
+    """One line as the customer asked for it (priced from the menu when placed)."""
+
     product_id: int
     quantity: int
 
