@@ -19,6 +19,8 @@ OK, BEHIND, STALLED, UNKNOWN = "ok", "behind", "stalled", "unknown"
 
 @dataclass(frozen=True)
 class StageDef:
+    """One stage of the pipeline and where its figures come from."""
+
     name: str
     label: str
     #: The reader name it reports positions as (a prefix: ``bridge`` matches
@@ -37,6 +39,8 @@ STAGES = (
 
 @dataclass
 class StageState:
+    """A stage's last judgement, and what the next one needs of the samples before it."""
+
     name: str
     label: str
     status: str = UNKNOWN
