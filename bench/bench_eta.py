@@ -203,6 +203,7 @@ def fixed_speed_seconds(km: float) -> int:
 def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) -> dict:
     from contract import geo
     from tracker.tracking import eta
+    from tracker.tracking.eta.stats import DEFAULT_TO_PICKUP, MID
 
     loaded: dict[int, eta.Statistics] = {}
 
@@ -247,11 +248,7 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
             inside[step].append(p.earliest <= actual <= p.latest)
             widths[step].append((p.latest - p.earliest) / 1000)
             bases[step][f"kitchen={p.basis.get('kitchen')}, speed={p.basis.get('speed')}"] += 1
-            kitchen = (
-                eta.DEFAULT_TO_PICKUP[status].values[eta.MID]
-                if status in eta.DEFAULT_TO_PICKUP
-                else 0
-            )
+            kitchen = DEFAULT_TO_PICKUP[status].values[MID] if status in DEFAULT_TO_PICKUP else 0
             baseline = t + (kitchen + fixed_speed_seconds(km)) * 1000
             errors["baseline"][step].append((baseline - actual) / 1000)
             rows.append({"order_id": oid, "step": step, "at": t, "km_left": km, **facts,

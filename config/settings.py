@@ -154,7 +154,8 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # httpx logs every request at INFO: the pipeline monitor's controller asks, every sample.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
 
 # --- request limits and login throttles (tracker/accounts/security.py, config/middleware.py) --

@@ -186,9 +186,10 @@ class Console:
         return f"{answer.json()['status']} ({checks})"
 
     def _pinot(self, elapsed: float) -> str:
-        from tracker.operations.pipeline import pinot_positions
+        from tracker.operations.pinot_controller import PinotController
 
-        consumed = sum(sum(parts.values()) for parts in pinot_positions().values())
+        with PinotController() as controller:
+            consumed = sum(sum(parts.values()) for parts in controller.positions().values())
         added = self._delta("consumed", consumed)
         rate = "" if added is None else f", {added / elapsed:.0f} records/s"
         answer = httpx.post(

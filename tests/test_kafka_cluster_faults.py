@@ -42,9 +42,9 @@ from tests.test_cluster_topology import COMPOSE_VARS
 from tests.test_pipeline_e2e import _api, _call, _people, _until
 from tests.test_streaming_job import latest, outputs
 from tracker.live.bridge import stop_embedded_bridge
-from tracker.operations.pipeline import partitions_out_of_sync
-from tracker.orders import services
+from tracker.operations.replicas import partitions_out_of_sync
 from tracker.orders.models import OrderItem, OrderStatusChange
+from tracker.orders.services import locations
 from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -84,7 +84,7 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
         kafka.ensure_topics(config=KafkaConfig(), timeout=60)
         # The API's GPS producer is made once per process, for the suite's broker.
         monkeypatch.setattr(
-            services, "telemetry", kafka.SharedProducer(**services.telemetry.overrides)
+            locations, "telemetry", kafka.SharedProducer(**locations.telemetry.overrides)
         )
         yield brokers
     finally:

@@ -313,14 +313,12 @@ def test_alert_rules_pass_promtool_check_and_unit_tests():
 
 def test_the_stall_rule_needs_growing_input_and_a_position_that_does_not_move():
     """The judgement alone, on the figures a sample would take (input, lag) per second."""
-    from tracker.operations.pipeline import PipelineMonitor, StageState
-
-    judge = PipelineMonitor(interval=1, stall_seconds=10, behind_records=100)._judge
+    from tracker.operations.stages import StageState
 
     def run(samples: list[tuple[int, int]]) -> list[str]:
         state, seen = StageState("pinot", "Pinot"), []
         for second, value in enumerate(samples):
-            judge(state, value, float(second))
+            state.judge(value, float(second), stall_seconds=10, behind_records=100)
             seen.append(state.status)
         return seen
 

@@ -22,7 +22,7 @@ from contract.events import Topic, now_ms, topic_name
 from pinot import loader
 from pinot.definitions import load_tables
 from tests.fixtures_pinot import delivery_event, item_event, order_event
-from tracker.operations.pipeline import pinot_segments_short
+from tracker.operations.pinot_controller import PinotController
 from tracker.tracking import selectors as s
 from tracker.tracking.exceptions import TrackingUnavailable
 
@@ -222,7 +222,7 @@ def test_a_killed_server_comes_back_from_kafka(real_pinot, pinot):
     with pytest.raises(TrackingUnavailable):
         s.order_state(order)
     # The monitor's ReplicasMissing figure: the lost server's segments are short of replicas.
-    _wait_for(lambda: pinot_segments_short() > 0, 60, "the controller to see segments unserved")
+    _wait_for(lambda: _segments_short() > 0, 60, "the controller to see segments unserved")
     pinot.publish(order_event(order, 3, "BEING_PREPARED"))
     while True:
         try:
@@ -234,7 +234,12 @@ def test_a_killed_server_comes_back_from_kafka(real_pinot, pinot):
         time.sleep(0.5)
     pinot.sync(timeout=30)  # every row again, not only the latest
     assert real_pinot.server_pid() != killed
-    _wait_for(lambda: pinot_segments_short() == 0, 60, "every segment served again")
+    _wait_for(lambda: _segments_short() == 0, 60, "every segment served again")
+
+
+def _segments_short() -> int:
+    with PinotController() as controller:
+        return controller.segments_short()
 
 
 def _wait_for(condition, seconds: float, what: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
 
-from tracker.operations.pipeline import partitions_out_of_sync, segments_short
+from tracker.operations.replicas import partitions_out_of_sync, segments_short
 
 
 def _partition(number: int, leader: int, isrs: list[int]) -> PartitionMetadata:

@@ -5,32 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
-from django.core.cache import cache
-from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from runtime.metrics import multiprocess_mode
 from tracker.accounts.security import user_for_token
-from tracker.operations.pipeline import STALLED, monitor
+from tracker.operations.checks import dependency_checks
+from tracker.operations.pipeline import monitor
+from tracker.operations.stages import STALLED
 from tracker.orders import policy
-
-
-def _checks() -> dict[str, str]:
-    checks = {}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        checks["database"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - report any failure, never raise
-        checks["database"] = f"error: {exc.__class__.__name__}"
-    try:
-        cache.set("healthz", "1", 5)
-        checks["cache"] = "ok" if cache.get("healthz") == "1" else "error: no round trip"
-    except Exception as exc:  # noqa: BLE001
-        checks["cache"] = f"error: {exc.__class__.__name__}"
-    return checks
 
 
 def healthz(request):
@@ -40,7 +24,7 @@ def healthz(request):
     them (outbox) and answers tracking reads with a clear 503, so a broker outage
     must not take every web server out of the load balancer (``/readyz`` reports them).
     """
-    checks = _checks()
+    checks = dependency_checks()
     healthy = all(value == "ok" for value in checks.values())
     return JsonResponse(
         {"status": "ok" if healthy else "unhealthy", "checks": checks},
@@ -56,7 +40,7 @@ def readyz(request):
     Anyone gets the status and its code; operators (session or API token) also get the
     checks and every stage's status, lag, rate and error (:mod:`tracker.operations.pipeline`),
     which are theirs only, as ``GET /api/v1/operations/pipeline/`` is."""
-    checks = _checks()
+    checks = dependency_checks()
     pipeline = monitor().snapshot()
     healthy = all(value == "ok" for value in checks.values())
     status = "unhealthy" if not healthy else pipeline["status"]

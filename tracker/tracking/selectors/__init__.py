@@ -16,29 +16,34 @@ Conventions:
 Settings: ``PINOT_BROKER_URL`` (default ``http://127.0.0.1:8099``, the local server
 in embedded mode) and ``PINOT_QUERY_TIMEOUT_S`` (default 5).
 
-The reads are grouped by who asks: ``orders`` (following orders), ``operations``
-(aggregates for operators and restaurants), over ``store`` (the connection). Callers
+The reads are grouped by who asks: ``orders`` (following orders), ``operations`` (the
+orders under way, for operators and restaurants), ``dashboard`` (a restaurant's sales),
+``delivered`` (what the arrival prediction learns from), over ``store`` (the connection). Callers
 import this package; each name has one home module.
 """
 
-from tracker.tracking.selectors.operations import (
-    KITCHEN_STEPS,
+from tracker.tracking.selectors.dashboard import (
     MAX_EXCLUDED_CANCELLED,
     SERIES_BUCKETS,
     WINDOWS,
     Dish,
-    KitchenTimes,
     RestaurantDashboard,
     SalesBucket,
-    Spread,
-    StatusPercentiles,
-    StuckOrder,
     WindowStats,
-    kitchen_times,
-    recently_delivered,
     restaurant_dashboard,
     restaurant_sales_series,
+)
+from tracker.tracking.selectors.delivered import (
+    KITCHEN_STEPS,
+    KitchenTimes,
+    Spread,
+    kitchen_times,
+    recently_delivered,
     ride_speeds,
+)
+from tracker.tracking.selectors.operations import (
+    StatusPercentiles,
+    StuckOrder,
     stuck_orders,
     time_in_status_percentiles,
 )
