@@ -148,7 +148,8 @@ def one(code: Path, case: str, seconds: int) -> dict:
         polls += [records[k : k + 500] for k in range(0, len(records), 500)]
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for poll in polls:
-        # What Bridge.run does with a poll: skip what is not wanted, hand on the rest.
+        # What a reader (tracker/live/reader.py) does with a poll: skip what is not
+        # wanted, hand on the rest.
         kept = [
             (topic, value)
             for topic, key, value in poll

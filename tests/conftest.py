@@ -70,7 +70,7 @@ def kafka_broker(tmp_path_factory):
 
     with session_kafka(tmp_path_factory.mktemp("kafka")) as broker:
         yield broker
-        from tracker.live.bridge import stop_embedded_bridge
+        from tracker.live.embedded import stop_embedded_bridge
 
         stop_embedded_bridge()  # its consumer would otherwise retry the stopped broker
 

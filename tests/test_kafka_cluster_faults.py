@@ -41,7 +41,7 @@ from runtime.conf import KafkaConfig
 from tests.test_cluster_topology import COMPOSE_VARS
 from tests.test_pipeline_e2e import _api, _call, _people, _until
 from tests.test_streaming_job import latest, outputs
-from tracker.live.bridge import stop_embedded_bridge
+from tracker.live.embedded import stop_embedded_bridge
 from tracker.operations.replicas import partitions_out_of_sync
 from tracker.orders.models import OrderItem, OrderStatusChange
 from tracker.orders.services import locations

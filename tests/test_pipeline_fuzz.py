@@ -191,6 +191,7 @@ def test_no_record_on_any_topic_freezes_tracking(data, run_stream, pinot):
     tests left there: their orders have ids of their own)."""
     from tests.fixtures_pinot import DATABASE_IDS, item_event, order_event
     from tracker.live.bridge import Bridge
+    from tracker.live.reader import run_readers
     from tracker.tracking.selectors import query
 
     global _ids
@@ -238,7 +239,7 @@ def test_no_record_on_any_topic_freezes_tracking(data, run_stream, pinot):
 
     sent: list[tuple[str, dict]] = []
     bridge, stop, ready = Bridge(sent.extend), threading.Event(), threading.Event()
-    follower = threading.Thread(target=bridge.run, args=(stop, ready), daemon=True)
+    follower = threading.Thread(target=run_readers, args=(bridge, stop, ready), daemon=True)
     try:
         run_stream()
         _wait_for_versions({o[0].order_id: len(o) for o in valid})

@@ -15,8 +15,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.views import APIView
 
 from api.throttles import ReadRateThrottle, ScopedRateThrottle
-from tracker.live.consumers import ShareSocket, TrackingSocket
+from tracker.live.consumers import TrackingSocket
 from tracker.live.routing import websocket_urlpatterns
+from tracker.live.share_socket import ShareSocket
 
 SIGN_IN = "LoginThrottleMiddleware: per client (API_THROTTLE_LOGIN) and per name"
 READS = "GET: reads"  # per user: API_THROTTLE_READS, or _STAFF for staff and operators

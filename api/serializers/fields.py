@@ -7,7 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from tracker.tracking.read_model import iso_ms, money
+from tracker.tracking.formats import iso_ms, money
 
 
 class MoneyField(serializers.DecimalField):

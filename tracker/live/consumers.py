@@ -1,5 +1,9 @@
 """WebSocket consumers: a snapshot, then every change, with no gap and bounded memory.
 
+This module is what every socket shares (:class:`TrackingSocket`); the sockets are
+:mod:`tracker.live.order_sockets`, :mod:`tracker.live.operations_socket` and
+:mod:`tracker.live.share_socket`, routed in :mod:`tracker.live.routing`.
+
 ``/ws/orders/<id>/`` follows one order; ``/ws/orders/`` follows all of the
 signed-in customer's orders; ``/ws/restaurants/<id>/`` one restaurant's orders
 (its staff, operators); ``/ws/operations/`` every status change (operators);
@@ -36,35 +40,21 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
-from django.utils import timezone
-from prometheus_client import Gauge
 
-from contract.events import TERMINAL_STATUSES
 from tracker.live import limits
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
-from tracker.live.bridge import ensure_embedded_bridge
-from tracker.live.delivery import CoalescingDelivery, Delivery
+from tracker.live.delivery import Delivery
+from tracker.live.embedded import ensure_embedded_bridge
+from tracker.live.metrics import OPEN_SOCKETS
 from tracker.live.signals import relay_access_notices
-from tracker.operations import pipeline
 from tracker.orders import policy
-from tracker.sharing import selectors as sharing
-from tracker.sharing import tokens
-from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
 
 log = logging.getLogger(__name__)
 
 #: Why a connect is refused: the close code, the reason and details for the error message.
 Refused = tuple[int, str, dict[str, Any]]
-
-OPEN_SOCKETS = Gauge(
-    "ordertrack_websockets_open",
-    "WebSockets open, by kind of socket",
-    ["socket"],
-    multiprocess_mode="livesum",
-)
 
 
 class TrackingSocket(AsyncJsonWebsocketConsumer):
@@ -279,272 +269,3 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
     def background(self) -> list:
         """Loops of this kind of socket to run beside the delivery's."""
         return []
-
-
-def _since(scope: dict[str, Any]) -> int | None:
-    from urllib.parse import parse_qs
-
-    raw = parse_qs(scope.get("query_string", b"").decode()).get("since")
-    if not raw:
-        return None
-    try:
-        return int(raw[0])
-    except ValueError:
-        raise ValueError("since must be an integer version") from None
-
-
-class OrderSocket(TrackingSocket):
-    """``/ws/orders/<id>/``: one order's status, courier position, distance and ETA."""
-
-    def follows(self, user: Any) -> list[str]:
-        self.order_id = int(self.scope["url_route"]["kwargs"]["order_id"])
-        self.since = _since(self.scope)
-        if not policy.can_see(user, self.order_id):
-            raise PermissionError("No such order.")
-        return [m.order_group(self.order_id)]
-
-    async def send_snapshot(self) -> None:
-        if self.since is not None:
-            state = await database_sync_to_async(selectors.order_state)(self.order_id)
-            if state is not None and state.version == self.since:
-                self.delivery.versions[self.order_id] = state.version
-                await self.send_json(
-                    {"type": "resumed", "order_id": self.order_id, "version": state.version}
-                )
-                return
-        detail = await database_sync_to_async(read_model.order_detail)(
-            self.order_id, viewer=self.scope["user"]
-        )
-        version = detail["tracking"]["version"]
-        self.delivery.versions[self.order_id] = version
-        await self.send_json({"type": "snapshot", "version": version, "order": detail})
-
-
-class CustomerOrdersSocket(TrackingSocket):
-    """``/ws/orders/``: changes to any of the signed-in customer's orders."""
-
-    def follows(self, user: Any) -> list[str]:
-        try:
-            self.list_scope = policy.list_scope(user, "customer")
-        except PermissionDenied:
-            raise PermissionError("Only customers have an order list to follow.") from None
-        return [m.customer_group(self.list_scope["customer_id"])]
-
-    async def send_snapshot(self) -> None:
-        rows = await database_sync_to_async(selectors.list_orders)(**self.list_scope, limit=50)
-        for row in rows:
-            self.delivery.versions[row.order_id] = row.version
-        await self.send_json(
-            {"type": "snapshot", "orders": [read_model.order_summary(r) for r in rows]}
-        )
-
-
-class RestaurantOrdersSocket(TrackingSocket):
-    """``/ws/restaurants/<id>/``: the kitchen board, every change to one restaurant's orders.
-
-    Snapshot: the restaurant's active orders (the REST list items). Updates: the same
-    ``update`` messages as the order sockets, for every order of this restaurant only.
-    """
-
-    #: Active orders a board shows at most (the snapshot's size bound).
-    SNAPSHOT_LIMIT = 200
-
-    def follows(self, user: Any) -> list[str]:
-        """Its staff and operators; to anyone else the restaurant does not exist (4404),
-        as in REST."""
-        self.restaurant_id = int(self.scope["url_route"]["kwargs"]["restaurant_id"])
-        if not policy.can_see_restaurant(user, self.restaurant_id):
-            raise PermissionError("No such restaurant.")
-        return [m.restaurant_group(self.restaurant_id)]
-
-    async def send_snapshot(self) -> None:
-        rows = await database_sync_to_async(selectors.list_orders)(
-            restaurant_ids=[self.restaurant_id], state="active", limit=self.SNAPSHOT_LIMIT
-        )
-        for row in rows:
-            self.delivery.versions[row.order_id] = row.version
-        await self.send_json(
-            {
-                "type": "snapshot",
-                "restaurant_id": self.restaurant_id,
-                "orders": [read_model.order_summary(r) for r in rows],
-            }
-        )
-
-
-class CourierSocket(TrackingSocket):
-    """``/ws/courier/``: the deliveries the signed-in courier carries now (assigned to them,
-    neither delivered nor cancelled), each as its order's socket shows it.
-
-    Snapshot: each delivery's REST detail. Then every change to them: ``update``, and the
-    fast ``status`` and ``position`` messages (the courier's own points, as the server
-    took them). What it follows moves with the courier's work, so it ``refollows``: a
-    delivery assigned to them, taken away or finished changes :meth:`follows`, and the
-    socket follows the new answer with a fresh snapshot rather than closing. An
-    assignment asks the courier's sockets to re-check at once, a delivery taken away its
-    order's sockets (:mod:`tracker.live.signals`); a finished one leaves at the next
-    periodic re-check (the page has the status already). A user who is not, or no longer,
-    a courier gets 4404.
-    """
-
-    refollows = True
-    #: Deliveries a snapshot shows at most (a courier carries a few at a time).
-    CARRIED_LIMIT = 20
-
-    def follows(self, user: Any) -> list[str]:
-        if policy.courier_of(user) is None:
-            raise PermissionError("This socket is for couriers.")
-        carried = policy.carried_now(user).order_by("pk").values_list("pk", flat=True)
-        return [m.order_group(pk) for pk in carried[: self.CARRIED_LIMIT]]
-
-    async def send_snapshot(self) -> None:
-        orders = await database_sync_to_async(self._carried)(list(self.followed))
-        for detail in orders:
-            known = self.delivery.versions.get(detail["id"], -1)
-            self.delivery.versions[detail["id"]] = max(known, detail["tracking"]["version"])
-        await self.send_json({"type": "snapshot", "orders": orders})
-
-    def _carried(self, groups: list[str]) -> list[dict[str, Any]]:
-        """The detail of each order in ``groups`` the courier may still see (database
-        thread); one taken away since the check is left out (the next check says so)."""
-        shown = []
-        for group in groups:
-            try:
-                shown.append(read_model.order_detail(m.order_of_group(group), viewer=self.viewer))
-            except policy.NotVisible:
-                continue
-        return shown
-
-
-class OperationsSocket(TrackingSocket):
-    """``/ws/operations/``: operators only; a status change of any order, and the fleet
-    (every courier on the road, at most once a second each).
-
-    The operators' page refreshes its aggregate panels when one arrives, so a
-    burst needs only the latest change per order: everything coalesces (bounded
-    by the number of orders that changed since the last write); so do the fleet
-    messages, into one with each courier's latest point.
-    """
-
-    delivery_class = CoalescingDelivery
-
-    def follows(self, user: Any) -> list[str]:
-        if not policy.is_operator(user):
-            raise PermissionError("The operations feed is for operators.")
-        return [m.OPERATIONS_GROUP]
-
-    def background(self) -> list:
-        return [self._pipeline_feed()]
-
-    async def _pipeline_feed(self) -> None:
-        """Each new sample of the pipeline's stages (:mod:`tracker.operations.pipeline`),
-        for the page's strip; the monitor samples in this process, so no channel layer."""
-        watch = pipeline.monitor()
-        last = None
-        while not self.delivery.closing:
-            snap = watch.snapshot()
-            if snap["sampled_at"] != last:
-                last = snap["sampled_at"]
-                await self.send_json({"type": "pipeline", **snap})
-            await asyncio.sleep(min(1.0, watch.interval))
-
-    async def send_snapshot(self) -> None:
-        await self.send_json({"type": "snapshot"})
-
-
-class ShareSocket(TrackingSocket):
-    """``/ws/share/<token>/``: one order as its shared tracking link shows it, no sign-in.
-
-    The link is the credential: the token is looked up at connect (after the client
-    address's connect budget is spent, so guessing costs the guesser) and again for the
-    socket's whole life, through its digest only. Unknown, malformed, revoked and ended
-    links all close with 4404 and the same reason. Revoking closes the link's sockets
-    within a second (its save asks the order's sockets to re-check:
-    :mod:`tracker.live.signals`), and so does the link's end: a timer runs to it, and a
-    status that ends the order re-checks at once (the end may have come closer).
-
-    Every message goes out through :meth:`send_json`, rebuilt from
-    :data:`tracker.live.messages.SHARE_ALLOW_LIST`: the order's own snapshot and
-    deltas arrive here as for its customer, and none leaves as it came.
-    """
-
-    handshake_headers = tuple(
-        (name.lower().encode(), value.encode()) for name, value in tokens.PRIVATE_HEADERS.items()
-    )
-    credential_gone = (m.CLOSE_NOT_FOUND, "This tracking link has expired or was revoked.")
-    NO_SUCH_LINK = "No such tracking link, or it has expired or was revoked."
-    _token_hash: str | None = None
-    _shown: str | None = None  # the status the page shows (messages.furthest)
-
-    async def admit(self) -> Refused | None:
-        refusal = await limits.admit_share(limits.socket_client(self.scope))
-        if refusal is not None:
-            return m.CLOSE_TOO_MANY, refusal.reason, {"retry_after": refusal.retry_after}
-        token = self.scope["url_route"]["kwargs"]["token"]  # all of the path after ws/share/
-        token = token[:-1] if token.endswith("/") else token
-        self._token_hash = tokens.digest(token) if tokens.well_formed(token) else None
-        holder = await database_sync_to_async(self.current_viewer)()
-        if holder is None:
-            return m.CLOSE_NOT_FOUND, self.NO_SUCH_LINK, {}
-        size = settings.SHARE_MAX_SOCKETS_PER_LINK
-        self._slots = limits.SocketSlots(f"share-{holder.link_id}", self.channel_name, size)
-        refusal = await limits.claim_share(self._slots)
-        if refusal is not None:
-            return m.CLOSE_TOO_MANY, refusal.reason, {"retry_after": refusal.retry_after}
-        self._order_ended = asyncio.Event()
-        return None
-
-    def current_viewer(self) -> policy.LinkHolder | None:
-        """The link's holder while it works (database thread); its end, which the order's
-        end can bring closer, is kept for :meth:`_close_at_the_end`."""
-        if self._token_hash is None:
-            return None
-        holder = sharing.holder_for_digest(self._token_hash)
-        if holder is not None:
-            self.viewer = holder
-        return holder
-
-    def own_groups(self) -> list[str]:
-        return []  # revocations reach it through its order's group (follows)
-
-    def follows(self, viewer: policy.LinkHolder) -> list[str]:
-        if not policy.can_see(viewer, viewer.order_id):
-            raise PermissionError(self.NO_SUCH_LINK)
-        return [m.order_group(viewer.order_id)]
-
-    async def send_snapshot(self) -> None:
-        order_id = self.viewer.order_id
-        detail = await database_sync_to_async(read_model.order_detail)(order_id, viewer=self.viewer)
-        version = detail["tracking"]["version"]
-        self.delivery.versions[order_id] = version
-        await self.send_json({"type": "snapshot", "version": version, "order": detail})
-
-    async def send_json(self, content: dict[str, Any], close: bool = False) -> None:
-        """Send what the allow-list makes of ``content``, or nothing."""
-        self._shown = m.furthest(self._shown, m.status_carried(content))
-        shared = m.share_view(content, self._shown)
-        if shared is not None:
-            await super().send_json(shared, close=close)
-
-    async def order_update(self, event: dict[str, Any]) -> None:
-        await super().order_update(event)
-        if event["payload"].get("status") in TERMINAL_STATUSES:
-            self._order_ended.set()
-
-    def background(self) -> list:
-        return [self._close_at_the_end()]
-
-    async def _close_at_the_end(self) -> None:
-        """Re-check when the link's end comes (it closes the socket then), and as soon as
-        a status says the order ended. The end is looked at every second: the periodic
-        re-check may have brought it closer."""
-        while not self.delivery.closing:
-            left = (self.viewer.ends_at - timezone.now()).total_seconds()
-            if left > 0:
-                try:
-                    await asyncio.wait_for(self._order_ended.wait(), timeout=min(left, 1.0))
-                except TimeoutError:
-                    continue
-                self._order_ended.clear()
-            await self.delivery.recheck()
-            await asyncio.sleep(0.1)

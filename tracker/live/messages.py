@@ -30,7 +30,8 @@ from contract.events import (
     status_time_field,
 )
 from tracker.tracking.eta import Trip
-from tracker.tracking.read_model import arrival, iso_ms, money
+from tracker.tracking.formats import iso_ms, money
+from tracker.tracking.read_model import arrival
 
 #: Close codes a refused or dropped socket ends with.
 CLOSE_UNAUTHENTICATED = 4401  # not signed in; or, on an open socket: signed out, token

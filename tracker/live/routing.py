@@ -1,13 +1,13 @@
 from django.urls import path, re_path
 
-from tracker.live.consumers import (
+from tracker.live.operations_socket import OperationsSocket
+from tracker.live.order_sockets import (
     CourierSocket,
     CustomerOrdersSocket,
-    OperationsSocket,
     OrderSocket,
     RestaurantOrdersSocket,
-    ShareSocket,
 )
+from tracker.live.share_socket import ShareSocket
 
 websocket_urlpatterns = [
     path("ws/orders/", CustomerOrdersSocket.as_asgi()),

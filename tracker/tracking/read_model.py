@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db.models import Prefetch
@@ -35,30 +33,9 @@ from tracker.notices import listener
 from tracker.orders import policy
 from tracker.orders.models import Order, OrderItem, OrderStatusChange
 from tracker.tracking import eta, selectors, versions
+from tracker.tracking.formats import iso, iso_ms, money
 from tracker.tracking.lru import BoundedCache
 from tracker.tracking.selectors import CourierPosition, OrderState, StatusPeriod
-
-CENT = Decimal("0.01")
-
-
-def money(value: Decimal | float | None) -> str | None:
-    if value is None:
-        return None
-    return str(Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP))
-
-
-def iso_ms(ms: int | None) -> str | None:
-    """Epoch millis (Pinot) -> ISO-8601 UTC with milliseconds."""
-    if ms is None:
-        return None
-    return iso(datetime.fromtimestamp(ms / 1000, tz=UTC))
-
-
-def iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
 
 #: Reads predict the arrival as of the clock rounded down to this step, so one order reads
 #: the same for that long and a conditional request can answer 304 (its ``computed_at``

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand
 
 from runtime.metrics import serve_metrics
 from tracker.live.bridge import Bridge, send_in_order
+from tracker.live.reader import run_readers
 
 
 class Command(BaseCommand):
@@ -29,4 +30,4 @@ class Command(BaseCommand):
             "pushbridge: following order_statuses, delivery_locations and orders_enriched"
         )
         self.stdout.flush()
-        bridge.run(stop)
+        run_readers(bridge, stop)
