@@ -267,7 +267,7 @@ def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkey
 
 
 def test_two_pinot_servers_hold_every_table_twice(cluster):
-    from localrun.pinot import Ports as PinotPorts
+    from localrun.pinot_conf import Ports as PinotPorts
     from pinot import loader
     from pinot.definitions import load_tables
 
