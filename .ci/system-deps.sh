@@ -30,7 +30,7 @@ fi
 java -version 2>&1 | head -1
 
 # The Spark Master/Worker of the production-like run drop root to this system user, as the
-# compose image runs them as a non-root user (localrun/compose.py).
+# compose image runs them as a non-root user (localrun/compose_user.py).
 if [ "$(id -u)" -eq 0 ] && ! id ordertrack >/dev/null 2>&1; then
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ordertrack
 fi

@@ -136,7 +136,7 @@ def spark_workers(plan) -> dict[int, str]:  # noqa: ANN001
 def pinot_servers(plan) -> dict[str, int]:  # noqa: ANN001
     """Each Pinot server of the run (localrun.pinot's names: ``server``, ``server-2``...)
     -> its admin port, as the Pinot launcher reads its environment."""
-    from localrun.pinot import Ports
+    from localrun.pinot_conf import Ports
 
     with environment(plan.processes["pinot-broker"][1]):
         ports = Ports.from_env()

@@ -397,12 +397,12 @@ def children_of(pid: int) -> list[int]:
 
 
 def start_pinot(workdir: Path, timeout: float = 240) -> PinotProcess:
-    """Apache Pinot on free ports (:func:`localrun.pinot.free_ports_env`, as ``make run``
+    """Apache Pinot on free ports (:func:`localrun.pinot_conf.free_ports_env`, as ``make run``
     starts the ``pinot`` component), its data under ``workdir/pinot``, consuming this
     process's ``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_TOPIC_PREFIX``. Returns once it prints
     ``pinot: ready``; sets ``PINOT_BROKER_URL``/``PINOT_CONTROLLER_URL`` here, so this
     process's selectors read it."""
-    from localrun.pinot import free_ports_env
+    from localrun.pinot_conf import free_ports_env
 
     ports = free_ports_env()
     os.environ.update(ports)
@@ -627,7 +627,7 @@ def start_full_system(multiple: float, read_rate: float = 0):
     import io
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-system-"))
-    from localrun.pinot import free_ports_env
+    from localrun.pinot_conf import free_ports_env
 
     web_port = free_port()
     os.environ.update(

@@ -61,7 +61,8 @@ import django
 django.setup()
 from django.core.management import call_command
 from localrun.kafka import free_port
-from localrun.pinot import LocalPinot, Ports
+from localrun.pinot import LocalPinot
+from localrun.pinot_conf import Ports
 
 call_command("migrate", verbosity=0)
 pinot = LocalPinot(data_dir=os.path.join(os.environ["ORDERTRACK_VAR_DIR"], "pinot"),

@@ -24,19 +24,27 @@ turns into a dead letter.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
-import os
-import uuid
-from datetime import datetime
 from decimal import Decimal
-from enum import StrEnum
 from typing import ClassVar
 
+from contract.lifecycle import (
+    CANCELLABLE_STATUSES,
+    IN_TRANSIT_STATUSES,
+    LIFECYCLE,
+    STATUS_TIME_FIELDS,
+    TERMINAL_STATUSES,
+    OrderStatus,
+    can_transition,
+    next_status,
+    status_label,
+    status_rank,
+    status_time_field,
+)
+from contract.messages import SCHEMA_VERSION, DeadLetter, Event, Message, epoch_ms, new_event_id
 from contract.rules import (
     DISTANCE,
-    EVENT_TIME,
     ID,
     LATITUDE,
     LONGITUDE,
@@ -57,137 +65,24 @@ from contract.rules import (
     ruled,
     shown,
 )
+from contract.topics import ENRICHED_TOPICS, SOURCE_TOPICS, Topic, topic_name
 
-SCHEMA_VERSION = 1
-
-
-class Topic(StrEnum):
-    """Logical topic names; :func:`topic_name` adds the deployment's prefix."""
-
-    ORDERS = "orders"
-    ORDER_STATUSES = "order_statuses"
-    DELIVERY_LOCATIONS = "delivery_locations"
-    ORDERS_ENRICHED = "orders_enriched"
-    DELIVERY_STATUSES = "delivery_statuses"
-    ORDER_ITEMS_ENRICHED = "order_items_enriched"
-    DEAD_LETTERS = "dead_letters"
-
-
-SOURCE_TOPICS = (Topic.ORDERS, Topic.ORDER_STATUSES, Topic.DELIVERY_LOCATIONS)
-ENRICHED_TOPICS = (Topic.ORDERS_ENRICHED, Topic.DELIVERY_STATUSES, Topic.ORDER_ITEMS_ENRICHED)
-
-
-def topic_name(topic: Topic | str, prefix: str | None = None) -> str:
-    """The physical topic name: ``KAFKA_TOPIC_PREFIX`` + logical name."""
-    if prefix is None:
-        prefix = os.environ.get("KAFKA_TOPIC_PREFIX", "")
-    return f"{prefix}{topic}"  # a StrEnum formats as its value
-
-
-class OrderStatus(StrEnum):
-    """The order lifecycle of the book's pizza shop, plus cancellation."""
-
-    PLACED_ORDER = "PLACED_ORDER"
-    ORDER_CONFIRMED = "ORDER_CONFIRMED"
-    BEING_PREPARED = "BEING_PREPARED"
-    BEING_COOKED = "BEING_COOKED"
-    OUT_FOR_DELIVERY = "OUT_FOR_DELIVERY"
-    ARRIVING_AT_DOOR = "ARRIVING_AT_DOOR"
-    DELIVERED = "DELIVERED"
-    CANCELLED = "CANCELLED"
-
-
-#: The happy path, in order. Its index is the "rank" used to refuse going backwards.
-LIFECYCLE: tuple[OrderStatus, ...] = (
-    OrderStatus.PLACED_ORDER,
-    OrderStatus.ORDER_CONFIRMED,
-    OrderStatus.BEING_PREPARED,
-    OrderStatus.BEING_COOKED,
-    OrderStatus.OUT_FOR_DELIVERY,
-    OrderStatus.ARRIVING_AT_DOOR,
-    OrderStatus.DELIVERED,
-)
-TERMINAL_STATUSES = frozenset({OrderStatus.DELIVERED, OrderStatus.CANCELLED})
-#: Cancellation is allowed only before the food leaves the restaurant.
-CANCELLABLE_STATUSES = frozenset(LIFECYCLE[: LIFECYCLE.index(OrderStatus.OUT_FOR_DELIVERY)])
-#: Statuses in which a courier is on the road and GPS points are expected.
-IN_TRANSIT_STATUSES = frozenset({OrderStatus.OUT_FOR_DELIVERY, OrderStatus.ARRIVING_AT_DOOR})
-
-
-def next_status(status: OrderStatus | str) -> OrderStatus | None:
-    """The status that follows ``status`` on the happy path (None when terminal)."""
-    status = OrderStatus(status)
-    if status in TERMINAL_STATUSES:
-        return None
-    return LIFECYCLE[LIFECYCLE.index(status) + 1]
-
-
-def status_rank(status: OrderStatus | str) -> int:
-    """Position in the lifecycle; CANCELLED ranks after everything (it is terminal)."""
-    status = OrderStatus(status)
-    return len(LIFECYCLE) if status is OrderStatus.CANCELLED else LIFECYCLE.index(status)
-
-
-def can_transition(current: OrderStatus | str, target: OrderStatus | str) -> bool:
-    """Whether the lifecycle allows ``current`` -> ``target`` (one step, or a cancel)."""
-    current, target = OrderStatus(current), OrderStatus(target)
-    if target is OrderStatus.CANCELLED:
-        return current in CANCELLABLE_STATUSES
-    return next_status(current) is target
-
-
-def status_label(status: OrderStatus | str) -> str:
-    """What people read: ``OUT_FOR_DELIVERY`` -> ``Out for delivery``."""
-    return OrderStatus(status).value.replace("_", " ").capitalize()
-
-
-def status_time_field(status: OrderStatus | str) -> str:
-    """Name of the enriched column holding when an order entered ``status``."""
-    return f"{OrderStatus(status).value.lower()}_at"
-
-
-STATUS_TIME_FIELDS: tuple[str, ...] = tuple(status_time_field(s) for s in OrderStatus)
-
-
-def epoch_ms(moment: datetime) -> int:
-    """An aware datetime as the contract's time: integer epoch milliseconds."""
-    return int(moment.timestamp() * 1000)
-
-
-def new_event_id() -> str:
-    return str(uuid.uuid4())
+#: What callers import from here, wherever it is defined: the contract's one public face.
+__all__ = [
+    "CANCELLABLE_STATUSES", "ENRICHED_TOPICS", "EVENT_TYPES", "IN_TRANSIT_STATUSES",
+    "LIFECYCLE", "SCHEMA_VERSION", "SOURCE_TOPICS", "STATUS_TIME_FIELDS", "TERMINAL_STATUSES",
+    "DeadLetter", "DeliveryLocation", "DeliveryStatus", "Event", "EventValidationError",
+    "Message", "OrderEnriched", "OrderItem", "OrderItemEnriched", "OrderPlaced",
+    "OrderStatus", "OrderStatusChanged", "Topic", "can_transition", "epoch_ms",
+    "new_event_id", "next_status", "now_ms", "parse_event", "status_label", "status_rank",
+    "status_time_field", "topic_name",
+]  # fmt: skip
 
 
 #: An order's status, on every event that carries one.
 STATUS = Rule(choices=tuple(s.value for s in OrderStatus), what="status")
 #: A time the stream job stamped on an enriched record (epoch milliseconds).
 MOMENT = Rule(min=1)
-
-
-class Message(Record):
-    """A record that is a whole message on a topic: its JSON names the schema version."""
-
-    def to_json(self) -> bytes:
-        body = {"schema_version": SCHEMA_VERSION, **self.to_dict()}
-        return json.dumps(body, separators=(",", ":")).encode()
-
-
-@dataclasses.dataclass(frozen=True)
-class Event(Message):
-    """Fields common to every event on every topic."""
-
-    TOPIC: ClassVar[Topic]
-    #: Fields this topic's records once carried and no longer do: read and dropped, so
-    #: records written before the change (still on the topic) stay readable.
-    RETIRED: ClassVar[frozenset[str]] = frozenset()
-
-    event_id: str = ruled(Rule(uuid=True))
-    event_time: int = ruled(EVENT_TIME)
-    order_id: int = ruled(ID)
-
-    def key(self) -> bytes:
-        """The Kafka message key: all events of one order share a partition."""
-        return str(self.order_id).encode()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,48 +237,6 @@ class OrderItemEnriched(Event):
     quantity: int = ruled(Rule(min=1, max=MAX_QUANTITY))
     unit_price: float = ruled(Rule(min=0.0, max=float(MAX_UNIT_PRICE)))
     line_total: float = ruled(Rule(min=0.0, max=float(MAX_UNIT_PRICE) * MAX_QUANTITY))
-
-
-@dataclasses.dataclass(frozen=True)
-class DeadLetter(Message):
-    """Topic ``dead_letters``: an input that could not be used, with why and its bytes."""
-
-    event_id: str
-    event_time: int
-    source_topic: str
-    source_partition: int
-    source_offset: int
-    reason: str
-    key_b64: str | None
-    value_b64: str
-
-    @classmethod
-    def for_message(
-        cls,
-        *,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        value: bytes | None,
-        reason: str,
-    ) -> DeadLetter:
-        return cls(
-            event_id=new_event_id(),
-            event_time=now_ms(),
-            source_topic=topic,
-            source_partition=partition,
-            source_offset=offset,
-            reason=reason,
-            key_b64=base64.b64encode(key).decode() if key is not None else None,
-            value_b64=base64.b64encode(value or b"").decode(),
-        )
-
-    def original_value(self) -> bytes:
-        return base64.b64decode(self.value_b64)
-
-    def key(self) -> bytes | None:
-        return base64.b64decode(self.key_b64) if self.key_b64 is not None else None
 
 
 EVENT_TYPES: dict[Topic, type[Event]] = {

@@ -28,91 +28,31 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from jvm import maven
 from localrun.lifetime import die_with_parent
+from localrun.pinot_conf import (
+    Ports,
+    broker_conf,
+    controller_conf,
+    jvm_command,
+    server_conf,
+    service_manager_args,
+    zookeeper_args,
+)
 from pinot import loader
 from pinot.definitions import load_tables
-from runtime.conf import env_int, env_list, kafka_config, var_dir
+from pinot.deployment import check_flush_time
+from runtime.conf import env_int, kafka_config, var_dir
 
 log = logging.getLogger(__name__)
-
-CONF_DIR = maven.JVM_DIR / "pinot"
-CLUSTER = "ordertrack"
-ADMIN_MAIN = "org.apache.pinot.tools.admin.PinotAdministrator"
-
-#: What Pinot's own launcher opens on JDK > 11 (its off-heap buffers and reflection).
-ADD_OPENS = [
-    f"--add-opens=java.base/{package}=ALL-UNNAMED"
-    for package in ("java.nio", "sun.nio.ch", "java.lang", "java.util", "java.lang.reflect")
-]
-#: Two cores: fewer GC and JIT threads than the JVM would pick for a bigger machine.
-JVM_COMMON = [
-    "-XX:+UseG1GC",
-    "-XX:ParallelGCThreads=2",
-    "-XX:ConcGCThreads=1",
-    "-XX:CICompilerCount=2",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-Djava.net.preferIPv4Stack=true",
-]
-#: Heaps (measured RSS in docs/pinot.md). Consuming segments are off-heap (server.properties).
-HEAPS = {"zookeeper": "64m", "controller-broker": "384m", "server": "512m"}
 
 
 class PinotError(RuntimeError):
     """Pinot did not start, or a table could not be loaded."""
-
-
-@dataclass(frozen=True)
-class Ports:
-    """Where each part listens (all on 127.0.0.1)."""
-
-    zookeeper: int = 2181
-    controller: int = 9000
-    broker: int = 8099
-    server: int = 8098  # the broker-to-server (Netty) port
-    server_admin: int = 8097
-    #: Further servers' (Netty, admin) ports: ``PINOT_EXTRA_SERVER_PORTS=8198:8197,...``.
-    extra_servers: tuple[tuple[int, int], ...] = ()
-
-    @classmethod
-    def from_env(cls) -> Ports:
-        pairs = (item.split(":") for item in env_list("PINOT_EXTRA_SERVER_PORTS", []))
-        return cls(
-            zookeeper=env_int("PINOT_ZOOKEEPER_PORT", 2181),
-            controller=env_int("PINOT_CONTROLLER_PORT", 9000),
-            broker=env_int("PINOT_BROKER_PORT", 8099),
-            server=env_int("PINOT_SERVER_PORT", 8098),
-            server_admin=env_int("PINOT_SERVER_ADMIN_PORT", 8097),
-            extra_servers=tuple((int(netty), int(admin)) for netty, admin in pairs),
-        )
-
-    def servers(self) -> dict[str, tuple[int, int]]:
-        """Each server's name (its JVM, folder and config) -> (Netty port, admin port)."""
-        extra = {f"server-{n}": ports for n, ports in enumerate(self.extra_servers, 2)}
-        return {"server": (self.server, self.server_admin), **extra}
-
-
-def _write_conf(path: Path, base: str, extra: dict[str, object]) -> Path:
-    lines = (CONF_DIR / base).read_text().rstrip("\n")
-    lines += "\n\n# Set by localrun/pinot.py for this run\n"
-    lines += "".join(f"{key}={value}\n" for key, value in extra.items())
-    path.write_text(lines)
-    return path
-
-
-def _loopback(namespace: str, port: int) -> dict[str, object]:
-    """An HTTP listener on 127.0.0.1 only (Pinot binds 0.0.0.0 by default, which would put
-    the controller's admin API on the machine's network)."""
-    return {
-        f"{namespace}.access.protocols": "http",
-        f"{namespace}.access.protocols.http.host": "127.0.0.1",
-        f"{namespace}.access.protocols.http.port": port,
-    }
 
 
 def _answers(url: str) -> bool:
@@ -175,22 +115,7 @@ class LocalPinot:
     # ------------------------------------------------------------------ processes
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
-        classpath = maven.classpath("pinot")
-        heap = HEAPS["server" if name.startswith("server") else name]
-        command = [
-            maven.java(),
-            f"-Xms{heap}",
-            f"-Xmx{heap}",
-            *JVM_COMMON,
-            *ADD_OPENS,
-            f"-Dlog4j2.configurationFile={CONF_DIR / 'log4j2.xml'}",
-            f"-DLOG_ROOT={self.log_dir}",
-            f"-Dpinot.component={name}",
-            "-cp",
-            classpath,
-            ADMIN_MAIN,
-            *args,
-        ]
+        command = jvm_command(name, self.log_dir, args)
         out = open(self.log_dir / f"{name}.out", "ab")  # noqa: SIM115 (the child holds it)
         try:
             process = subprocess.Popen(
@@ -226,39 +151,12 @@ class LocalPinot:
             time.sleep(0.25)
 
     def _start_server(self, timeout: float, name: str = "server") -> None:
-        netty, admin = self.ports.servers()[name]
-        folder = self.data_dir / name
-        conf = _write_conf(
-            self.data_dir / "conf" / f"{name}.properties",
-            "server.properties",
-            {
-                "pinot.zk.server": f"127.0.0.1:{self.ports.zookeeper}",
-                "pinot.cluster.name": CLUSTER,
-                "pinot.server.netty.port": netty,
-                "pinot.server.adminapi.port": admin,
-                **_loopback("pinot.server.adminapi", admin),
-                "pinot.server.instance.dataDir": folder / "index",
-                "pinot.server.instance.segmentTarDir": folder / "tar",
-                "pinot.server.instance.consumerDir": folder / "consumer",
-            },
-        )
-        process = self._spawn(name, self._service_manager(conf))
+        conf = server_conf(self.data_dir, self.ports, name)
+        process = self._spawn(name, service_manager_args(self.ports, conf))
         (self.data_dir / f"{name}.pid").write_text(f"{process.pid}\n")
+        _, admin = self.ports.servers()[name]
         health = f"http://127.0.0.1:{admin}/health/readiness"
         self._wait(name, lambda: _answers(health), timeout)
-
-    def _service_manager(self, *configs: Path) -> list[str]:
-        return [
-            "StartServiceManager",
-            "-zkAddress",
-            f"127.0.0.1:{self.ports.zookeeper}",
-            "-clusterName",
-            CLUSTER,
-            "-port",
-            "-1",  # no service-manager admin API
-            "-bootstrapConfigPaths",
-            *map(str, configs),
-        ]
 
     def start(self, load: bool = True, timeout: float = 120.0) -> LocalPinot:
         """Start the three JVMs in order, each ready before the next; then load the tables
@@ -266,45 +164,16 @@ class LocalPinot:
         self._stopping.clear()
         tables = load_tables()
         for table in tables.values():  # refuse a flush time past Kafka's retention first
-            loader.check_flush_time(table, self.settings)
+            check_flush_time(table, self.settings)
         for folder in ("conf", "logs", "zookeeper", "controller", *self.ports.servers()):
             (self.data_dir / folder).mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
         try:
-            self._spawn(
-                "zookeeper",
-                [
-                    "StartZookeeper",
-                    "-zkPort",
-                    str(self.ports.zookeeper),
-                    "-dataDir",
-                    str(self.data_dir / "zookeeper"),
-                ],
-            )
+            self._spawn("zookeeper", zookeeper_args(self.data_dir, self.ports))
             self._wait("zookeeper", lambda: _listens(self.ports.zookeeper), 30)
-            controller = _write_conf(
-                self.data_dir / "conf" / "controller.properties",
-                "controller.properties",
-                {
-                    "controller.port": self.ports.controller,
-                    **_loopback("controller", self.ports.controller),
-                    "controller.vip.port": self.ports.controller,
-                    "controller.zk.str": f"127.0.0.1:{self.ports.zookeeper}",
-                    "controller.data.dir": self.data_dir / "controller" / "segments",
-                    "controller.local.temp.dir": self.data_dir / "controller" / "tmp",
-                },
-            )
-            broker = _write_conf(
-                self.data_dir / "conf" / "broker.properties",
-                "broker.properties",
-                {
-                    "pinot.zk.server": f"127.0.0.1:{self.ports.zookeeper}",
-                    "pinot.cluster.name": CLUSTER,
-                    "pinot.broker.client.queryPort": self.ports.broker,
-                    **_loopback("pinot.broker.client", self.ports.broker),
-                },
-            )
-            self._spawn("controller-broker", self._service_manager(controller, broker))
+            controller = controller_conf(self.data_dir, self.ports)
+            broker = broker_conf(self.data_dir, self.ports)
+            self._spawn("controller-broker", service_manager_args(self.ports, controller, broker))
             remaining = max(10.0, deadline - time.monotonic())
             self._wait(
                 "controller-broker", lambda: _answers(f"{self.controller_url}/health"), remaining
@@ -389,22 +258,6 @@ class LocalPinot:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def free_ports_env() -> dict[str, str]:
-    """The environment of a ``make run``-like system whose Pinot (the ``pinot``
-    component) listens on free ports: its four listeners, and where the web reads it
-    (tests and benchmarks that run a whole system beside others)."""
-    from localrun.kafka import free_port
-
-    names = ("ZOOKEEPER", "CONTROLLER", "BROKER", "SERVER", "SERVER_ADMIN")
-    ports = {name: free_port() for name in names}
-    return {
-        "PINOT_EMBEDDED": "true",
-        **{f"PINOT_{name}_PORT": str(port) for name, port in ports.items()},
-        "PINOT_BROKER_URL": f"http://127.0.0.1:{ports['BROKER']}",
-        "PINOT_CONTROLLER_URL": f"http://127.0.0.1:{ports['CONTROLLER']}",
-    }
 
 
 def main() -> int:

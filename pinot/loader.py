@@ -2,81 +2,37 @@
 
 One loader for ``make run`` and the tests (localrun/pinot.py) and for compose's
 ``pinot-init`` (``python -m pinot.loader http://pinot-controller:9000``), so the files
-are the only copy of the tables. What differs by deployment is set here, never in a
-second copy of the files: the stream's broker list, the physical topic names
-(``KAFKA_TOPIC_PREFIX``), the consumer factory of the Pinot version run, the topics'
-partition count (read from Kafka), the replicas of each partition (``PINOT_REPLICATION``: 2
-on the cluster of docker-compose.cluster.yml, one copy on each of its two servers), and
-(locally) the table retention.
+are the only copy of the tables. What differs by deployment is set by
+pinot/deployment.py, never in a second copy of the files: the stream's broker list, the
+physical topic names (``KAFKA_TOPIC_PREFIX``), the consumer factory of the Pinot version
+run, the topics' partition count (read from Kafka), the replicas of each partition
+(``PINOT_REPLICATION``: 2 on the cluster of docker-compose.cluster.yml, one copy on each
+of its two servers), and (locally) the table retention.
 
 On every start a changed file is applied where Pinot allows it (the schema or table is
 updated, then its segments reloaded). A change Pinot cannot apply to a live table (a
-column dropped or retyped, another primary key, upsert/dedup settings, the topic) stops
-start-up with the field named: it needs a new table, never a silent mismatch. A field
-that Pinot did not keep (a setting of another Pinot version, which its JSON reader
-ignores) also stops start-up.
+column dropped or retyped, another primary key, upsert/dedup settings, the topic:
+pinot/changes.py) stops start-up with the field named: it needs a new table, never a
+silent mismatch. A field that Pinot did not keep (a setting of another Pinot version,
+which its JSON reader ignores) also stops start-up.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
 from contract.events import topic_name
+from pinot.changes import config_differences, moved, schema_incompatibilities, unchangeable
 from pinot.definitions import TableDef, load_tables
-from runtime.conf import env_int, env_str, kafka_config
-
-#: The Pinot version run locally and by compose (jvm/pinot/pom.xml, docker-compose.yml).
-PINOT_VERSION = "0.11.0"
-#: Pinot 0.11's Kafka 2.x stream plugin (kafka-clients 2.8.1), the only Kafka plugin of
-#: that version; it consumes from Apache Kafka 4.x brokers (docs/pinot.md).
-CONSUMER_FACTORY = "org.apache.pinot.plugin.stream.kafka20.KafkaConsumerFactory"
-
-_FLUSH_TIME = "realtime.segment.flush.threshold.time"
-
-#: Settings of a live table that Pinot keeps but cannot apply to segments it holds.
-_FIXED_TABLE_PATHS = (
-    ("tableType",),
-    ("segmentsConfig", "timeColumnName"),
-    ("segmentsConfig", "schemaName"),
-    ("upsertConfig",),
-    ("dedupConfig",),
-    ("routing", "instanceSelectorType"),
-    ("tableIndexConfig", "streamConfigs", "streamType"),
-    ("tableIndexConfig", "streamConfigs", "stream.kafka.topic.name"),
-    ("tableIndexConfig", "streamConfigs", "stream.kafka.consumer.type"),
-)
-
-
-class LoaderError(RuntimeError):
-    """A table cannot be created or changed as its files say: start-up stops."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Where the tables are created and what the deployment sets in their configs."""
-
-    controller_url: str
-    kafka_bootstrap: str = field(default_factory=lambda: kafka_config().bootstrap_servers)
-    topic_prefix: str = field(default_factory=lambda: kafka_config().topic_prefix)
-    #: Kafka's retention of the topics: a table's flush time must stay below it.
-    kafka_retention_ms: int = field(default_factory=lambda: kafka_config().retention_ms)
-    #: The topic's partitions, which a table partitioned by order_id must state: None asks
-    #: Kafka for each table's topic (:func:`load`), the only count that can be trusted.
-    kafka_partitions: int | None = None
-    #: The tables' retention in days; None keeps the files' (production).
-    retention_days: int | None = None
-    #: Replicas of each partition's segments (``segmentsConfig.replicasPerPartition``), at
-    #: most the servers there are; None keeps the files' (one).
-    replication: int | None = field(default_factory=lambda: env_int("PINOT_REPLICATION", 0) or None)
+from pinot.deployment import PINOT_VERSION, LoaderError, Settings, table_config
+from runtime.conf import env_int, env_str
 
 
 @dataclass(frozen=True)
@@ -90,158 +46,6 @@ class Outcome:
 
     def __str__(self) -> str:
         return f"{self.table} <- {self.topic}: table {self.config}, schema {self.schema}"
-
-
-def duration_ms(value: str) -> int:
-    """Pinot's period strings (``6h``, ``30m``, ``1d``, ``90s``) or plain milliseconds."""
-    match = re.fullmatch(r"\s*(\d+)\s*([dhms]?)\s*", str(value).lower())
-    if not match:
-        raise LoaderError(f"{_FLUSH_TIME} {value!r} is not a period like 6h, 30m or 1d")
-    unit = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000, "": 1}[match.group(2)]
-    return int(match.group(1)) * unit
-
-
-def int_range_filter(schema: dict[str, Any]) -> str | None:
-    """The ingestion filter that drops a record whose INT column's value is past INT, or
-    missing (the filter fails on it, and Pinot drops the record as an error): Pinot 0.11
-    would otherwise store such a value wrapped around (3,000,000,000 as -1,294,967,296)
-    with no error. ``between`` is exclusive; derived from the schema, so a new INT
-    column is guarded too (tests/test_real_pinot.py)."""
-    columns = [
-        spec["name"]
-        for kind in ("dimensionFieldSpecs", "metricFieldSpecs")
-        for spec in schema.get(kind, [])
-        if spec["dataType"] == "INT" and spec.get("singleValueField", True)
-    ]
-    if not columns:
-        return None
-    inside = [f"between({name}, {-(2**31) - 1}, {2**31})" for name in columns]
-    return f"not({inside[0]})" if len(inside) == 1 else f"not(and({', '.join(inside)}))"
-
-
-def table_config(table: TableDef, settings: Settings) -> dict[str, Any]:
-    """The table's file with the deployment's broker, topic, consumer factory, retention,
-    the topic's partition count, and the INT range guard of its schema."""
-    config = copy.deepcopy(table.config)
-    stream = config["tableIndexConfig"]["streamConfigs"]
-    stream["stream.kafka.broker.list"] = settings.kafka_bootstrap
-    stream["stream.kafka.topic.name"] = topic_name(table.topic, settings.topic_prefix)
-    stream["stream.kafka.consumer.factory.class.name"] = CONSUMER_FACTORY
-    partitioning = config["tableIndexConfig"].get("segmentPartitionConfig")
-    for spec in (partitioning or {}).get("columnPartitionMap", {}).values():
-        if settings.kafka_partitions is None:
-            raise LoaderError(
-                f"{table.name}: partitioned by order_id, but its topic's partitions are unknown"
-            )
-        # Pinot skips a segment when the partition it computes for a point read differs
-        # from the segment's Kafka partition: a wrong count would make reads miss rows.
-        spec["numPartitions"] = settings.kafka_partitions
-    guard = int_range_filter(table.schema)
-    if guard is not None:
-        ingestion = config.setdefault("ingestionConfig", {})
-        ingestion["filterConfig"] = {"filterFunction": guard}
-    if settings.replication is not None:
-        # Every server consuming a partition holds it all (Pinot's realtime assignment puts
-        # a partition on one server per replica), as upsert and strictReplicaGroup need.
-        config["segmentsConfig"]["replicasPerPartition"] = str(settings.replication)
-    if settings.retention_days is not None:
-        config["segmentsConfig"]["retentionTimeUnit"] = "DAYS"
-        config["segmentsConfig"]["retentionTimeValue"] = str(settings.retention_days)
-    check_flush_time(table, settings)
-    return config
-
-
-def check_flush_time(table: TableDef, settings: Settings) -> None:
-    """LoaderError when the table's flush time is not below Kafka's retention: a server
-    restarted later would re-consume from deleted offsets and lose orders' latest state."""
-    stream = table.config["tableIndexConfig"]["streamConfigs"]
-    flush = stream.get(_FLUSH_TIME, "6h")
-    if duration_ms(flush) >= settings.kafka_retention_ms:
-        raise LoaderError(
-            f"{table.name}: {_FLUSH_TIME} {flush!r} is not below Kafka's "
-            f"retention ({settings.kafka_retention_ms} ms, KAFKA_RETENTION_MS): a server "
-            "restarted later would re-consume from deleted offsets and lose orders' latest "
-            "state. Lower the flush time in pinot/tables/ or raise the retention."
-        )
-
-
-def _leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _leaves(item, (*path, key))
-    else:
-        yield path, value
-
-
-_MISSING = object()
-
-
-def _at(value: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return _MISSING
-        value = value[key]
-    return value
-
-
-def _covers(stored: Any, wanted: Any) -> bool:
-    """Whether ``stored`` holds every setting of ``wanted``, as Pinot stores it: with its
-    defaults added, and numbers or booleans possibly as strings."""
-    if isinstance(wanted, dict):
-        return isinstance(stored, dict) and all(
-            key in stored and _covers(stored[key], item) for key, item in wanted.items()
-        )
-    if isinstance(wanted, list):
-        return (
-            isinstance(stored, list)
-            and len(stored) == len(wanted)
-            and all(map(_covers, stored, wanted))
-        )
-    return wanted == stored or str(wanted).lower() == str(stored).lower()
-
-
-def config_differences(wanted: dict[str, Any], stored: dict[str, Any]) -> list[str]:
-    """The dotted paths of ``wanted``'s settings that ``stored`` lacks or holds otherwise."""
-    stored = dict(stored)
-    if isinstance(stored.get("tableName"), str):  # Pinot stores "<table>_REALTIME"
-        stored["tableName"] = stored["tableName"].removesuffix("_REALTIME")
-    return [
-        ".".join(path)
-        for path, value in _leaves(wanted)
-        if (held := _at(stored, path)) is _MISSING or not _covers(held, value)
-    ]
-
-
-def _moved(wanted: dict[str, Any], stored: dict[str, Any], path: tuple[str, ...]) -> bool:
-    """Whether the setting at ``path`` differs (settings Pinot adds as defaults do not count)."""
-    want, held = _at(wanted, path), _at(stored, path)
-    if want is _MISSING:
-        return held is not _MISSING and held not in (None, {})
-    if held is _MISSING:
-        return True
-    return bool(config_differences({"x": want}, {"x": held}))
-
-
-def _fields(schema: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    out = {}
-    for kind in ("dimensionFieldSpecs", "metricFieldSpecs", "dateTimeFieldSpecs"):
-        for spec in schema.get(kind, []):
-            out[spec["name"]] = (kind, spec["dataType"])
-    return out
-
-
-def schema_incompatibilities(wanted: dict[str, Any], stored: dict[str, Any]) -> list[str]:
-    """Why Pinot cannot move a live table from ``stored`` to ``wanted`` (empty: it can)."""
-    problems = []
-    old, new = _fields(stored), _fields(wanted)
-    for name, (kind, data_type) in old.items():
-        if name not in new:
-            problems.append(f"column {name!r} would be dropped")
-        elif new[name] != (kind, data_type):
-            problems.append(f"column {name!r} changes from {kind} {data_type} to {new[name]}")
-    if (stored.get("primaryKeyColumns") or []) != (wanted.get("primaryKeyColumns") or []):
-        problems.append("primaryKeyColumns change")
-    return problems
 
 
 class Controller:
@@ -308,7 +112,7 @@ def load_table(controller: Controller, table: TableDef, settings: Settings) -> O
         config_state = "created"
     else:
         changed = config_differences(config, stored_config)
-        fixed = [".".join(p) for p in _FIXED_TABLE_PATHS if _moved(config, stored_config, p)]
+        fixed = unchangeable(config, stored_config)
         if fixed:
             raise LoaderError(
                 f"{table.name}: change Pinot cannot apply to a live table: {', '.join(fixed)} "
@@ -331,7 +135,7 @@ def load_table(controller: Controller, table: TableDef, settings: Settings) -> O
         raise LoaderError(f"{table.name}: Pinot did not keep schema {', '.join(ignored)}")
     if "updated" in (schema_state, config_state) and stored_config is not None:
         controller.call("POST", f"/segments/{table.name}/reload", type="REALTIME")
-    if stored_config is not None and _moved(
+    if stored_config is not None and moved(
         config, stored_config, ("segmentsConfig", "replicasPerPartition")
     ):
         # A new replica count applies to new segments only: move the held ones too (no

@@ -246,11 +246,11 @@ def test_topics_are_planned_with_three_replicas_and_two_in_sync(cluster):
 def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkeypatch):
     """The settings the product's producers are built with (whom they write to does not
     matter here: the client's own settings are what a broker's loss tests)."""
-    import runtime.kafka as kafka_module
+    from runtime import kafka, kafka_clients
 
     settings = {}
-    monkeypatch.setattr(kafka_module, "Producer", lambda config: settings.update(config))
-    kafka_module.producer(KafkaConfig(bootstrap_servers="127.0.0.1:1"), **{"linger.ms": 2})
+    monkeypatch.setattr(kafka_clients, "Producer", lambda config: settings.update(config))
+    kafka.producer(KafkaConfig(bootstrap_servers="127.0.0.1:1"), **{"linger.ms": 2})
     assert settings["acks"] == "all" and settings["enable.idempotence"] is True
     # The stream job's sink, written by Spark's own producer, states the same.
     job = (BASE_DIR / "streaming" / "job.py").read_text()
@@ -267,7 +267,7 @@ def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkey
 
 
 def test_two_pinot_servers_hold_every_table_twice(cluster):
-    from localrun.pinot import Ports as PinotPorts
+    from localrun.pinot_conf import Ports as PinotPorts
     from pinot import loader
     from pinot.definitions import load_tables
 

@@ -292,7 +292,7 @@ def test_streaming_service_runs_the_job_with_the_connector_of_the_maven_build():
 def test_pinot_init_runs_the_loader_with_the_deployments_brokers_topics_and_retention():
     """compose's pinot-init is pinot/loader.py (tested against a real Pinot in
     tests/test_real_pinot.py): here, what it would send for compose's environment."""
-    from pinot import loader
+    from pinot import deployment, loader
     from pinot.definitions import load_tables
 
     service = load_compose()["services"]["pinot-init"]
@@ -310,14 +310,14 @@ def test_pinot_init_runs_the_loader_with_the_deployments_brokers_topics_and_rete
         stream = config["tableIndexConfig"]["streamConfigs"]
         assert stream["stream.kafka.broker.list"] == "k1:9092,k2:9092"
         assert stream["stream.kafka.topic.name"] == f"prod.{table.topic}"
-        assert stream["stream.kafka.consumer.factory.class.name"] == loader.CONSUMER_FACTORY
+        assert stream["stream.kafka.consumer.factory.class.name"] == deployment.CONSUMER_FACTORY
         # Nothing else of the repository's definition changes (production keeps its
         # retention) but the INT range guard derived from the schema.
         original = json.loads(json.dumps(table.config))
         original["tableIndexConfig"]["streamConfigs"].update(
             {k: stream[k] for k in ("stream.kafka.broker.list", "stream.kafka.topic.name")}
         )
-        guard = loader.int_range_filter(table.schema)
+        guard = deployment.int_range_filter(table.schema)
         if guard is not None:
             original.setdefault("ingestionConfig", {})["filterConfig"] = {"filterFunction": guard}
         assert config == original

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from contract.events import Topic, now_ms, topic_name
-from pinot import loader
+from pinot import deployment, loader
 from pinot.definitions import load_tables
 from tests.fixtures_pinot import delivery_event, item_event, order_event
 from tracker.operations.pinot_controller import PinotController
@@ -162,7 +162,7 @@ def test_the_loader_refuses_a_flush_time_not_below_kafkas_retention():
     ok = dataclasses.replace(settings, kafka_retention_ms=6 * 3600 * 1000 + 1)
     config = loader.table_config(table, ok)
     stream = config["tableIndexConfig"]["streamConfigs"]
-    assert stream["stream.kafka.consumer.factory.class.name"] == loader.CONSUMER_FACTORY
+    assert stream["stream.kafka.consumer.factory.class.name"] == deployment.CONSUMER_FACTORY
     assert stream["stream.kafka.broker.list"] == "k:9092"
 
 
