@@ -242,24 +242,28 @@ async def open_loop(
     timeout: float = 30.0,
 ) -> dict:  # fmt: skip
     """Send ``requests`` (path, token[, etag]) at ``rate`` per second from now; each latency
-    is from the request's scheduled time to its last response byte."""
+    is from the request's scheduled time to its last response byte. Each user (token)
+    keeps its own connections, as each customer's app does: one shared pool would send
+    most requests down the one connection it reuses most, to whichever web worker
+    accepted it."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     loop = asyncio.get_running_loop()
-    idle: list[Connection] = []
+    idle_by_user: dict[str, list[Connection]] = {}
     opened = 0
     free = asyncio.Condition()
     latencies: list[float] = []
     errors: dict[str, int] = {}
     received = {"bytes": 0, "not_modified": 0, "ok": 0}
 
-    async def connection(fresh: bool = False) -> Connection:
+    async def connection(user: str, fresh: bool = False) -> Connection:
         nonlocal opened
         async with free:
-            while not fresh and not idle and opened >= max_connections:
-                await free.wait()
-            if idle and not fresh:
-                return idle.pop()
+            while not fresh and not idle_by_user.get(user) and opened >= max_connections:
+                if not _close_one_idle():
+                    await free.wait()
+            if idle_by_user.get(user) and not fresh:
+                return idle_by_user[user].pop()
             opened += 1
         try:
             return await Connection.open(host, port)
@@ -267,20 +271,30 @@ async def open_loop(
             opened -= 1
             raise
 
-    async def release(conn: Connection | None) -> None:
+    def _close_one_idle() -> bool:
+        """At the connection cap: close another user's idle connection for a new one."""
+        nonlocal opened
+        for conns in idle_by_user.values():
+            if conns:
+                conns.pop().close()
+                opened -= 1
+                return True
+        return False
+
+    async def release(user: str, conn: Connection | None) -> None:
         nonlocal opened
         async with free:
             if conn is None:
                 opened -= 1
             else:
-                idle.append(conn)
+                idle_by_user.setdefault(user, []).append(conn)
             free.notify()
 
     async def one(path: str, token: str, at: float, etag: str | None = None) -> None:
         nonlocal opened
         conn = None
         try:
-            conn = await asyncio.wait_for(connection(), timeout)
+            conn = await asyncio.wait_for(connection(token), timeout)
             try:
                 status, keep, size = await asyncio.wait_for(
                     conn.get(host, path, token, etag), timeout
@@ -289,7 +303,7 @@ async def open_loop(
                 # As HTTP clients do: send again on a new connection (in the closed one's
                 # slot); the latency still counts from the scheduled time.
                 conn.close()
-                conn = await asyncio.wait_for(connection(fresh=True), timeout)
+                conn = await asyncio.wait_for(connection(token, fresh=True), timeout)
                 async with free:
                     opened -= 1  # the closed connection's slot went to the new one
                 status, keep, size = await asyncio.wait_for(
@@ -299,7 +313,7 @@ async def open_loop(
             errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
             if conn is not None:
                 conn.close()
-                await release(None)
+                await release(token, None)
             return
         latencies.append(loop.time() - at)
         received["bytes"] += size
@@ -310,7 +324,7 @@ async def open_loop(
         if not keep:
             conn.close()
             conn = None
-        await release(conn)
+        await release(token, conn)
 
     cpu_before = time.thread_time()
     start = loop.time() + 0.05
@@ -323,8 +337,9 @@ async def open_loop(
     await asyncio.gather(*tasks)
     elapsed = loop.time() - start
     generator_cpu = time.thread_time() - cpu_before
-    for conn in idle:
-        conn.close()
+    for conns in idle_by_user.values():
+        for conn in conns:
+            conn.close()
     return {
         "requests": len(requests),
         "answered": len(latencies),
@@ -353,10 +368,16 @@ def run_open_loop(url: str, requests: list[tuple[str, str]], rate: float) -> dic
 
 
 def measured(pids: dict[str, int], url: str, requests: list, rate: float, idle_cpu: dict) -> dict:
-    """One open-loop run with each process's CPU per answered request (less idle CPU)."""
+    """One open-loop run with each process's CPU per answered request (less idle CPU), and
+    the requests each web worker answered."""
     before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
+    counted = common.requests_by_worker(pids["web"])
     result = run_open_loop(url, requests, rate)
     used = {name: common.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
+    after = common.requests_by_worker(pids["web"])
+    result["requests_by_worker"] = {
+        str(pid): n - counted.get(pid, 0) for pid, n in sorted(after.items())
+    }
     answered = max(1, result["answered"])
     result["cpu_s"] = used
     result["cpu_ms_per_request"] = {

@@ -1448,3 +1448,31 @@ def history_repeats(detail: dict) -> list:
     return [s for s in set(statuses) if statuses.count(s) > 1] + [
         p for p in set(points) if points.count(p) > 1
     ]
+
+
+def requests_by_worker(server_pid: int) -> dict[int, int]:
+    """HTTP requests each worker of the uvicorn server ``server_pid`` has answered so far,
+    from prometheus-client's per-process files (the web's request histogram; its workers
+    share ``<var>/metrics/web-<server pid>``). Empty when the files are not there."""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    from runtime.conf import var_dir
+
+    counts: dict[int, int] = {}
+    for path in (var_dir() / "metrics" / f"web-{server_pid}").glob("histogram_*.db"):
+        pid = int(path.stem.rsplit("_", 1)[1])
+        store = MmapedDict(str(path), read_mode=True)
+        try:
+            counts[pid] = int(
+                sum(
+                    value
+                    for key, value, *_ in store.read_all_values()
+                    if key.startswith(
+                        '["ordertrack_http_request_duration_seconds", '
+                        '"ordertrack_http_request_duration_seconds_bucket"'
+                    )
+                )
+            )
+        finally:
+            store.close()
+    return counts
