@@ -80,7 +80,7 @@ from tracker.live.messages import (
     update_from_enriched,
 )
 from tracker.tracking import eta
-from tracker.tracking.read_model import iso_ms
+from tracker.tracking.formats import iso_ms
 
 log = logging.getLogger(__name__)
 

@@ -53,6 +53,7 @@ from tracker.sharing import selectors as sharing
 from tracker.sharing import tokens
 from tracker.tracking import read_model, selectors
 from tracker.tracking.exceptions import TrackingUnavailable
+from tracker.tracking.serializers import to_json
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +282,12 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         return []
 
 
+def shown_detail(order_id: int, viewer: policy.Actor) -> dict[str, Any]:
+    """The order's detail as REST answers it (database thread: it reads, and rendering a
+    long trail is better kept off the event loop)."""
+    return to_json(read_model.order_detail(order_id, viewer=viewer))
+
+
 def _since(scope: dict[str, Any]) -> int | None:
     from urllib.parse import parse_qs
 
@@ -312,9 +319,7 @@ class OrderSocket(TrackingSocket):
                     {"type": "resumed", "order_id": self.order_id, "version": state.version}
                 )
                 return
-        detail = await database_sync_to_async(read_model.order_detail)(
-            self.order_id, viewer=self.scope["user"]
-        )
+        detail = await database_sync_to_async(shown_detail)(self.order_id, self.scope["user"])
         version = detail["tracking"]["version"]
         self.delivery.versions[self.order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})
@@ -335,7 +340,7 @@ class CustomerOrdersSocket(TrackingSocket):
         for row in rows:
             self.delivery.versions[row.order_id] = row.version
         await self.send_json(
-            {"type": "snapshot", "orders": [read_model.order_summary(r) for r in rows]}
+            {"type": "snapshot", "orders": [to_json(read_model.order_summary(r)) for r in rows]}
         )
 
 
@@ -367,7 +372,7 @@ class RestaurantOrdersSocket(TrackingSocket):
             {
                 "type": "snapshot",
                 "restaurant_id": self.restaurant_id,
-                "orders": [read_model.order_summary(r) for r in rows],
+                "orders": [to_json(read_model.order_summary(r)) for r in rows],
             }
         )
 
@@ -410,7 +415,7 @@ class CourierSocket(TrackingSocket):
         shown = []
         for group in groups:
             try:
-                shown.append(read_model.order_detail(m.order_of_group(group), viewer=self.viewer))
+                shown.append(shown_detail(m.order_of_group(group), self.viewer))
             except policy.NotVisible:
                 continue
         return shown
@@ -514,7 +519,7 @@ class ShareSocket(TrackingSocket):
 
     async def send_snapshot(self) -> None:
         order_id = self.viewer.order_id
-        detail = await database_sync_to_async(read_model.order_detail)(order_id, viewer=self.viewer)
+        detail = await database_sync_to_async(shown_detail)(order_id, self.viewer)
         version = detail["tracking"]["version"]
         self.delivery.versions[order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})
