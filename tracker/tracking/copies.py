@@ -82,7 +82,6 @@ _generation_lock = threading.Lock()  # a check-then-keep never straddles a drop
 def _copies_trusted() -> tuple[bool, int]:
     """Whether copies may be used and kept now (this process's notice listener is reading
     the notices), and the generation a new copy belongs to."""
-    listener.ensure_started()
     return listener.healthy(), _generation
 
 
