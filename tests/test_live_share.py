@@ -38,6 +38,7 @@ from tracker.outbox.relay import Relay
 from tracker.sharing import services as sharing
 from tracker.sharing import tokens
 from tracker.tracking import read_model
+from tracker.tracking.serializers import to_json
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -148,7 +149,7 @@ def _the_orders_own_messages(order: Order) -> list[dict[str, Any]]:
     """Every kind of message the order's own sockets get, from the real builders, the
     order on the road (its full detail from the database, a courier point, a status)."""
     courier = order.courier_id or 7
-    detail = read_model.detail_as_written(order)
+    detail = to_json(read_model.detail_as_written(order))
     detail = {**detail, "position": {"lat": 12.9801, "lon": 77.6012, "at": "2026-11-24T12:00:00.000Z"},
               "path": [{"lat": 12.97, "lon": 77.6, "at": "2026-11-24T11:59:00.000Z"}],
               "distance_left_km": 1.234}  # fmt: skip

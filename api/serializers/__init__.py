@@ -2,6 +2,6 @@
 
 Every response an operation sends is rendered by one of these, so the OpenAPI
 schema (``/api/schema/``) describes each body a client receives. Orders are
-shaped once, in :mod:`tracker.tracking.read_model` (the WebSocket sends the same
-dicts); their serializers here type that shape for the schema.
+shaped once, in :mod:`tracker.tracking.shapes`, and rendered by
+:mod:`tracker.tracking.serializers` for REST and the WebSocket alike.
 """

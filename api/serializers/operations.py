@@ -11,11 +11,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.serializers.fields import EpochMillisField, MoneyField, RoundedFloatField, results_of
-from api.serializers.orders import STATUSES, EtaSerializer
+from api.serializers.fields import RoundedFloatField, results_of
 from contract.events import DeadLetter
 from contract.rules import ID
 from tracker.tracking.selectors import WINDOWS, WindowStats
+from tracker.tracking.serializers import STATUSES, EpochMillisField, EtaSerializer, MoneyField
 
 # --------------------------------------------------------------------------- requests
 
@@ -132,7 +132,7 @@ class StuckOrderSerializer(serializers.Serializer):
     customer_id = serializers.IntegerField()
     restaurant_id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=STATUSES)
-    status_time = EpochMillisField()
+    status_time = EpochMillisField(read_only=True)
     seconds_in_status = RoundedFloatField(1)
     total = MoneyField()
 
@@ -143,7 +143,7 @@ class DeliveryInAreaSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=STATUSES)
     lat = serializers.FloatField()
     lon = serializers.FloatField()
-    at = EpochMillisField()
+    at = EpochMillisField(read_only=True)
     distance_left_km = serializers.FloatField()
     eta = EtaSerializer(
         allow_null=True,
@@ -213,7 +213,7 @@ class SalesSeriesQuerySerializer(RestaurantQuerySerializer):
 class SalesBucketSerializer(serializers.Serializer):
     """One bucket of the chart and the same bucket of the period before."""
 
-    start = EpochMillisField()
+    start = EpochMillisField(read_only=True)
     orders = serializers.IntegerField()
     sales = MoneyField()
     previous_orders = serializers.IntegerField()
@@ -233,7 +233,7 @@ class DeadLetterSerializer(serializers.Serializer):
     source_partition = serializers.IntegerField()
     source_offset = serializers.IntegerField()
     reason = serializers.CharField()
-    received_at = EpochMillisField(source="event_time")
+    received_at = EpochMillisField(source="event_time", read_only=True)
     key = serializers.SerializerMethodField()
     original = serializers.SerializerMethodField()
 

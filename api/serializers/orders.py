@@ -1,7 +1,7 @@
-"""Placing, moving and following orders.
+"""Placing, moving and following orders: the requests.
 
-The response serializers type the dicts of :mod:`tracker.tracking.read_model`
-(the same dicts the WebSocket sends), so the schema and both channels agree.
+An order's answers are rendered by :mod:`tracker.tracking.serializers`, which the
+WebSocket sends too, so the schema and both channels agree.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from api.serializers.fields import MoneyField
-from contract.events import OrderStatus
 from tracker.customers.models import DELIVERY_ADDRESS_MAX, one_line_problem
 from tracker.orders.policy import ROLES
 from tracker.orders.services import (
@@ -22,8 +20,7 @@ from tracker.orders.services import (
     MAX_QUANTITY_PER_LINE,
 )
 from tracker.restaurants.models import Restaurant
-
-STATUSES = [s.value for s in OrderStatus]
+from tracker.tracking.serializers import STATUSES
 
 # --------------------------------------------------------------------------- requests
 
@@ -144,142 +141,6 @@ class OrderListQuerySerializer(serializers.Serializer):
 
 
 # --------------------------------------------------------------------------- responses
-
-
-class LineItemSerializer(serializers.Serializer):
-    product_id = serializers.IntegerField()
-    name = serializers.CharField()
-    category = serializers.CharField()
-    quantity = serializers.IntegerField()
-    unit_price = MoneyField()
-    line_total = MoneyField()
-
-
-class NamedSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-
-
-class LatLonSerializer(serializers.Serializer):
-    lat = serializers.FloatField()
-    lon = serializers.FloatField()
-
-
-class PlaceSerializer(NamedSerializer, LatLonSerializer):
-    """A restaurant: who and where."""
-
-
-class DeliveryPlaceSerializer(LatLonSerializer):
-    address = serializers.CharField()
-
-
-class PointSerializer(LatLonSerializer):
-    """A courier position and when it was taken."""
-
-    at = serializers.DateTimeField()
-
-
-class TimelineStepSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=STATUSES)
-    label = serializers.CharField()
-    state = serializers.ChoiceField(choices=["done", "current", "pending", "skipped"])
-    entered_at = serializers.DateTimeField(allow_null=True)
-    left_at = serializers.DateTimeField(allow_null=True)
-    duration_seconds = serializers.FloatField(
-        allow_null=True, help_text="How long the order was in the step; null while it still is."
-    )
-
-
-class TrackingSourceSerializer(serializers.Serializer):
-    source = serializers.ChoiceField(
-        choices=["pinot", "database"],
-        help_text="database: the pipeline has not seen the order yet (about a second).",
-    )
-    version = serializers.IntegerField()
-    updated_at = serializers.DateTimeField()
-
-
-class EtaBasisSerializer(serializers.Serializer):
-    """What the prediction rests on: whose kitchen times, which courier speed, the route."""
-
-    kitchen = serializers.ChoiceField(
-        choices=["restaurant_by_hour", "restaurant", "hour_of_day", "all_restaurants", "default"],
-        allow_null=True,
-        help_text="Whose kitchen times: every restaurant's at this hour of day times this "
-        "restaurant's recent pace; this restaurant's recent orders (no history of the hour); "
-        "every restaurant's at this hour or recently (too few of its own); or the built-in "
-        "default (no history); null once cooked.",
-    )
-    kitchen_samples = serializers.IntegerField(allow_null=True)
-    speed = serializers.ChoiceField(
-        choices=["hour_of_day", "all_hours", "default"],
-        allow_null=True,
-        help_text="Courier speed of the hour of day, of all hours, or the default.",
-    )
-    speed_kmh = serializers.FloatField(allow_null=True, help_text="Median road speed.")
-    route_factor = serializers.FloatField(
-        allow_null=True, help_text="Travelled distance over the straight line, learned."
-    )
-    route_km_left = serializers.FloatField(allow_null=True)
-    stats_as_of = serializers.DateTimeField(
-        allow_null=True, help_text="When the statistics were read from Pinot (null: defaults)."
-    )
-
-
-class EtaSerializer(serializers.Serializer):
-    """The predicted arrival and its range (10th to 90th percentile): the one ETA, the
-    same for an order on every page, list, answer and socket message."""
-
-    arrives_at = serializers.DateTimeField()
-    earliest = serializers.DateTimeField()
-    latest = serializers.DateTimeField()
-    computed_at = serializers.DateTimeField()
-    basis = EtaBasisSerializer()
-
-
-class OrderHeadSerializer(serializers.Serializer):
-    """What a list and a detail both show of an order."""
-
-    id = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=STATUSES)
-    status_label = serializers.CharField()
-    status_time = serializers.DateTimeField()
-    is_active = serializers.BooleanField()
-    created_at = serializers.DateTimeField()
-    total = MoneyField()
-    customer = NamedSerializer()
-    distance_left_km = serializers.FloatField(allow_null=True)
-    eta = EtaSerializer(
-        allow_null=True, help_text="From placement until delivered; null when finished."
-    )
-
-
-class OrderDetailSerializer(OrderHeadSerializer):
-    """One order: items and total from the database, tracking from Pinot."""
-
-    can_cancel = serializers.BooleanField()
-    items = LineItemSerializer(many=True)
-    restaurant = PlaceSerializer()
-    delivery = DeliveryPlaceSerializer()
-    courier = NamedSerializer(allow_null=True)
-    timeline = TimelineStepSerializer(many=True)
-    position = PointSerializer(allow_null=True)
-    path = PointSerializer(many=True)
-    tracking = TrackingSourceSerializer()
-
-
-class SummaryItemSerializer(serializers.Serializer):
-    name = serializers.CharField(allow_null=True)
-    quantity = serializers.IntegerField(allow_null=True)
-
-
-class OrderSummarySerializer(OrderHeadSerializer):
-    """An order in a list: its status and tracking as the read side has them."""
-
-    item_count = serializers.IntegerField()
-    items = SummaryItemSerializer(many=True)
-    restaurant = NamedSerializer()
-    version = serializers.IntegerField()
 
 
 class AcceptedSerializer(serializers.Serializer):

@@ -26,9 +26,7 @@ from api.schema import errors
 from api.serializers.orders import (
     AcceptedSerializer,
     LocationBatchSerializer,
-    OrderDetailSerializer,
     OrderListQuerySerializer,
-    OrderSummarySerializer,
     PlaceOrderSerializer,
     TransitionSerializer,
 )
@@ -36,6 +34,7 @@ from api.throttles import LocationPointsThrottle, ScopedRateThrottle
 from tracker.orders import policy, services
 from tracker.orders.models import Order
 from tracker.tracking import read_model, selectors
+from tracker.tracking.serializers import OrderDetailSerializer, OrderSummarySerializer, to_json
 
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
@@ -58,13 +57,9 @@ PLACE_EXAMPLE_DELIVERY = OpenApiExample(
 )  # fmt: skip
 
 
-#: The detail's serializer, built once: a serializer deep-copies its declared fields when
-#: it is created, a large part of a warm detail read's own work for this nested shape
-#: (docs/performance.md), while rendering through them keeps no state.
-DETAIL = OrderDetailSerializer()
 #: Orders whose last rendered detail a process keeps (a few KB each, the trail included).
 DETAILS_KEPT = 5_000
-DETAILS = Renditions(DETAILS_KEPT, DETAIL.to_representation)
+DETAILS = Renditions(DETAILS_KEPT, to_json)
 
 
 class OrderView(generics.GenericAPIView):
@@ -75,7 +70,7 @@ class OrderView(generics.GenericAPIView):
     def written(self, order: Order, code: int = status.HTTP_200_OK) -> Response:
         """The answer to a command: the detail of the order it has just written and
         authorised, not a second read (:func:`read_model.detail_as_written`)."""
-        return Response(DETAIL.to_representation(read_model.detail_as_written(order)), status=code)
+        return Response(to_json(read_model.detail_as_written(order)), status=code)
 
 
 class OrderListView(OrderView):
@@ -105,8 +100,7 @@ class OrderListView(OrderView):
             ),
             request,
         )
-        summaries = [read_model.order_summary(r) for r in rows]
-        page = self.get_paginated_response(OrderSummarySerializer(summaries, many=True).data)
+        page = self.get_paginated_response([to_json(read_model.order_summary(r)) for r in rows])
         return conditional_response(request, page.data)
 
     @extend_schema(

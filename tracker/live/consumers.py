@@ -49,7 +49,9 @@ from tracker.live.embedded import ensure_embedded_bridge
 from tracker.live.metrics import OPEN_SOCKETS
 from tracker.live.signals import relay_access_notices
 from tracker.orders import policy
+from tracker.tracking import read_model
 from tracker.tracking.exceptions import TrackingUnavailable
+from tracker.tracking.serializers import to_json
 
 log = logging.getLogger(__name__)
 
@@ -269,3 +271,9 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
     def background(self) -> list:
         """Loops of this kind of socket to run beside the delivery's."""
         return []
+
+
+def shown_detail(order_id: int, viewer: policy.Actor) -> dict[str, Any]:
+    """The order's detail as REST answers it (on the database thread: it reads, and
+    rendering a long trail is better kept off the event loop)."""
+    return to_json(read_model.order_detail(order_id, viewer=viewer))

@@ -32,6 +32,7 @@ from contract.events import (
 from tracker.tracking.eta import Trip
 from tracker.tracking.formats import iso_ms, money
 from tracker.tracking.read_model import arrival
+from tracker.tracking.serializers import to_json
 
 #: Close codes a refused or dropped socket ends with.
 CLOSE_UNAUTHENTICATED = 4401  # not signed in; or, on an open socket: signed out, token
@@ -103,7 +104,7 @@ def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str
         "distance_left_km": None
         if event.distance_left_km is None
         else round(event.distance_left_km, 3),
-        "eta": arrival(Trip.of_enriched(event), now_ms()),
+        "eta": to_json(arrival(Trip.of_enriched(event), now_ms())),
         "total": money(event.total),
     }
 

@@ -12,9 +12,10 @@ from channels.db import database_sync_to_async
 from django.core.exceptions import PermissionDenied
 
 from tracker.live import messages as m
-from tracker.live.consumers import TrackingSocket
+from tracker.live.consumers import TrackingSocket, shown_detail
 from tracker.orders import policy
 from tracker.tracking import read_model, selectors
+from tracker.tracking.serializers import to_json
 
 
 def _since(scope: dict[str, Any]) -> int | None:
@@ -48,9 +49,7 @@ class OrderSocket(TrackingSocket):
                     {"type": "resumed", "order_id": self.order_id, "version": state.version}
                 )
                 return
-        detail = await database_sync_to_async(read_model.order_detail)(
-            self.order_id, viewer=self.scope["user"]
-        )
+        detail = await database_sync_to_async(shown_detail)(self.order_id, self.scope["user"])
         version = detail["tracking"]["version"]
         self.delivery.versions[self.order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})
@@ -71,7 +70,7 @@ class CustomerOrdersSocket(TrackingSocket):
         for row in rows:
             self.delivery.versions[row.order_id] = row.version
         await self.send_json(
-            {"type": "snapshot", "orders": [read_model.order_summary(r) for r in rows]}
+            {"type": "snapshot", "orders": [to_json(read_model.order_summary(r)) for r in rows]}
         )
 
 
@@ -103,7 +102,7 @@ class RestaurantOrdersSocket(TrackingSocket):
             {
                 "type": "snapshot",
                 "restaurant_id": self.restaurant_id,
-                "orders": [read_model.order_summary(r) for r in rows],
+                "orders": [to_json(read_model.order_summary(r)) for r in rows],
             }
         )
 
@@ -146,7 +145,7 @@ class CourierSocket(TrackingSocket):
         shown = []
         for group in groups:
             try:
-                shown.append(read_model.order_detail(m.order_of_group(group), viewer=self.viewer))
+                shown.append(shown_detail(m.order_of_group(group), self.viewer))
             except policy.NotVisible:
                 continue
         return shown

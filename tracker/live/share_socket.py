@@ -13,11 +13,10 @@ from django.utils import timezone
 from contract.events import TERMINAL_STATUSES
 from tracker.live import limits
 from tracker.live import messages as m
-from tracker.live.consumers import Refused, TrackingSocket
+from tracker.live.consumers import Refused, TrackingSocket, shown_detail
 from tracker.orders import policy
 from tracker.sharing import selectors as sharing
 from tracker.sharing import tokens
-from tracker.tracking import read_model
 
 
 class ShareSocket(TrackingSocket):
@@ -82,7 +81,7 @@ class ShareSocket(TrackingSocket):
 
     async def send_snapshot(self) -> None:
         order_id = self.viewer.order_id
-        detail = await database_sync_to_async(read_model.order_detail)(order_id, viewer=self.viewer)
+        detail = await database_sync_to_async(shown_detail)(order_id, self.viewer)
         version = detail["tracking"]["version"]
         self.delivery.versions[order_id] = version
         await self.send_json({"type": "snapshot", "version": version, "order": detail})

@@ -1,7 +1,7 @@
 """Reading notices: one thread per process that keeps state others may change.
 
 The thread starts the first time something in the process asks for it
-(:func:`ensure_started`), reads the notices of the last ``LOOKBACK_SECONDS`` every
+(:func:`ensure_started`, which :func:`healthy` calls), reads the notices of the last ``LOOKBACK_SECONDS`` every
 ``POLL_SECONDS`` and hands each new one to the handler of its topic. A notice is
 known by its id and time, so ids that commit out of order (PostgreSQL sequences)
 are not skipped. Whoever keeps copies asks :func:`healthy` before trusting one:
@@ -65,7 +65,9 @@ def ensure_started() -> None:
 
 
 def healthy() -> bool:
-    """True while the listener runs and has read the notices within STALE_SECONDS."""
+    """True while the listener runs and has read the notices within STALE_SECONDS. Starts
+    it the first time: whoever asks is about to rely on it."""
+    ensure_started()
     alive = _thread is not None and _thread.is_alive()
     return alive and time.monotonic() - _read_at < STALE_SECONDS
 

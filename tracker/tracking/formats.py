@@ -1,9 +1,8 @@
-"""How times and money look on the wire, for every channel: REST, WebSocket and pages.
+"""How times and money look in what clients are sent, in one place.
 
 Times are ISO-8601 UTC strings with milliseconds; money is a decimal string ("18.50"),
-whether it comes from the database (Decimal) or from Pinot (a float column, rounded to
-cents here, in one place). A module of its own so the live layer and the API's fields
-format as the read model does without importing the read model.
+whether it comes from the database (Decimal) or from Pinot (a float column, rounded
+to cents here).
 """
 
 from __future__ import annotations

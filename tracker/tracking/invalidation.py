@@ -1,6 +1,6 @@
 """Announce the admin's changes to what the read model keeps per process.
 
-:mod:`tracker.tracking.read_model` keeps each order's placed part (its customer, the
+:mod:`tracker.tracking.copies` keeps each order's placed part (its customer, the
 restaurant's and products' names) and couriers' names. The services never change
 those, but the admin (or a shell) can: move a customer profile to another user, rename
 a restaurant, a product, a user. Each such save is announced to every process
@@ -20,7 +20,7 @@ from tracker.customers.models import Customer
 from tracker.notices.services import announce
 from tracker.restaurants.models import Product, Restaurant
 
-#: Model -> the topic its copies are dropped under (read_model subscribes to these).
+#: Model -> the topic its copies are dropped under (:mod:`tracker.tracking.copies` subscribes to these).
 TOPICS = {
     Customer: "copies.customer",
     Courier: "copies.courier",

@@ -18,8 +18,10 @@ in embedded mode) and ``PINOT_QUERY_TIMEOUT_S`` (default 5).
 
 The reads are grouped by who asks: ``orders`` (following orders), ``operations`` (the
 orders under way, for operators and restaurants), ``dashboard`` (a restaurant's sales),
-``delivered`` (what the arrival prediction learns from), over ``store`` (the connection). Callers
-import this package; each name has one home module.
+``delivered`` (what the arrival prediction learns from), over ``store`` (the connection).
+Callers import this package; each name has one home module. ``records`` holds the few
+reads of the system of record (the database) the read model needs beside Pinot's; it is
+imported as a module, since it needs Django's models loaded.
 """
 
 from tracker.tracking.selectors.dashboard import (
