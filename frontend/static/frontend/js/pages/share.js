@@ -7,17 +7,18 @@
  * equivalent beside it.
  *
  * Everything arrives over /ws/share/<token>/: a snapshot, then `update`, fast `status` and
- * `position` messages, applied with the same rules as the order page (status.js `furthest`
- * and `newestPoint`). When the link is revoked or ends, the socket closes with 4404 and the
+ * `position` messages, applied with the same rules as the order page (delivery-state.js,
+ * with status.js `furthest` and `newestPoint`). When the link is revoked or ends, the socket closes with 4404 and the
  * page says the link has ended. The token is read from the address, never from the page.
  */
 import { statRows, statusBadge, timelineItems } from "../components.js";
 import { connectionIndicator } from "../connection.js";
+import { DeliveryState } from "../delivery-state.js";
 import { announce, h, loadingState, replace } from "../dom.js";
-import { arrival, clock, distance, etaText, trackArrival } from "../format.js";
+import { arrival, clock, distance, etaText } from "../format.js";
 import { LiveSocket } from "../live.js";
-import { GlidingMarker, L, createMap, pinIcon } from "../map.js";
-import { IN_TRANSIT, furthest, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
+import { GlidingMarker, L, createMap, glideToFix, pinIcon } from "../map.js";
+import { IN_TRANSIT, isActive, label, newestPoint } from "../status.js";
 
 const token = (location.pathname.match(/^\/t\/([^/]+)\/?$/) || [])[1] || "";
 const root = document.getElementById("share-root");
@@ -25,16 +26,14 @@ const els = {};
 /** Metres across the destination area: the server rounds it to 0.001 degree. */
 const DESTINATION_AREA_M = 110;
 
-const state = {
-  version: -1,
-  status: null,
-  statusTimes: {},
-  position: null, // {lat, lon, at}, only while the courier is on the road
-  distanceKm: null,
-  eta: null, // {arrives_at, earliest, latest, computed_at}
-  destination: null, // {lat, lon}, rounded
-  arrivalTracker: undefined,
-};
+/** What the page shows; its courier point only while the courier is on the road. */
+const state = new DeliveryState({
+  etaShifted: (note) => announce(`The delivery ${arrival(state.eta)}, ${note}.`),
+  moveCourier,
+  statusMoved,
+  renderDelivery,
+});
+state.destination = null; // {lat, lon}, rounded
 
 let socket = null;
 let indicator = null; // the connection pill and banner (connection.js)
@@ -44,49 +43,12 @@ let ticking = null;
 
 // ------------------------------------------------------------------ state
 
-function setEta(eta) {
-  const before = state.arrivalTracker;
-  state.eta = eta || null;
-  state.arrivalTracker = trackArrival(before, state.eta);
-  if (state.arrivalTracker.note && (!before || before.note !== state.arrivalTracker.note)) {
-    announce(`The delivery ${arrival(state.eta)}, ${state.arrivalTracker.note}.`);
-  }
-}
-
 function fromSnapshot(message) {
   const order = message.order;
-  const shown = state.status;
-  state.version = message.version;
-  state.status = furthest(shown, order.status);
-  const times = timesFromTimeline(order.timeline);
-  if (state.status !== order.status) times[state.status] = state.statusTimes[state.status];
-  state.statusTimes = times;
+  const shown = state.fromSnapshot(order, message.version);
   state.position = IN_TRANSIT.has(state.status) ? newestPoint(state.position, order.position) : null;
-  state.distanceKm = order.distance_left_km;
   state.destination = order.destination;
-  setEta(order.eta);
   return shown;
-}
-
-function applyUpdate(message) {
-  if (message.version <= state.version) return;
-  const previous = state.status;
-  state.version = message.version;
-  state.status = furthest(previous, message.status);
-  state.statusTimes = { ...state.statusTimes, ...(message.status_times || {}) };
-  state.distanceKm = message.distance_left_km;
-  setEta(message.eta);
-  if (message.position) moveCourier(message.position);
-  if (previous !== state.status) statusMoved();
-  renderDelivery();
-}
-
-function applyStatus(message) {
-  if (furthest(state.status, message.status) === state.status) return;
-  state.status = message.status;
-  state.statusTimes = { ...state.statusTimes, [message.status]: message.status_time };
-  statusMoved();
-  renderDelivery();
 }
 
 function statusMoved() {
@@ -229,9 +191,7 @@ function moveCourier(position) {
     if (!map.getBounds().contains(target)) map.panTo(target);
     return;
   }
-  const gap = previous ? Date.parse(position.at) - Date.parse(previous.at) : 1000;
-  layers.courier.moveTo(target, Math.max(400, Math.min(Number.isFinite(gap) ? gap : 1000, 3000)));
-  if (!map.getBounds().pad(-0.1).contains(target)) map.panTo(target, { animate: true });
+  glideToFix(map, layers.courier, previous, position);
 }
 
 // ------------------------------------------------------------------ live
@@ -273,9 +233,9 @@ function onMessage(message) {
   } else if (state.status === null) {
     return; // nothing is drawn before the snapshot
   } else if (message.type === "update") {
-    applyUpdate(message);
+    state.applyUpdate(message);
   } else if (message.type === "status") {
-    applyStatus(message);
+    state.applyStatus(message);
   } else if (message.type === "position") {
     moveCourier(message.position);
     renderDelivery();
