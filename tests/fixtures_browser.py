@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.waiting import wait_until_async
+
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -138,6 +140,18 @@ async def sign_in(page, username: str, password: str, next_url: str = "/") -> No
     await page.get_by_label("Password").fill(password)
     await page.get_by_role("button", name="Sign in").click()
     await page.wait_for_url(f"**{next_url}")
+
+
+async def order_status_becomes(order_id: int, expected: str, timeout: float = 10.0) -> None:
+    """The system of record reaches ``expected`` (the page's request is in flight)."""
+    from channels.db import database_sync_to_async
+
+    from tracker.orders.models import Order
+
+    reached = database_sync_to_async(
+        lambda: Order.objects.filter(pk=order_id, status=expected).exists()
+    )
+    await wait_until_async(reached, timeout, f"order {order_id} to be {expected}", interval=0.1)
 
 
 async def screenshot(page, name: str) -> Path:

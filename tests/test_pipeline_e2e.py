@@ -24,6 +24,7 @@ from rest_framework.test import APIClient
 from config.asgi import application
 from contract.events import LIFECYCLE
 from tests.factories import make_courier, make_customer, make_restaurant
+from tests.waiting import wait_until_async
 from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -74,17 +75,9 @@ async def _call(client: APIClient, method: str, path: str, body: dict | None = N
     return response.json() if response.content else {}
 
 
-async def _until(predicate, timeout: float = 60.0, what: str = "condition"):
-    """Poll a REST read once a second, as an app does: inside the customer's read budget
-    (``API_THROTTLE_READS``) for the whole timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout:.0f}s")
-        await asyncio.sleep(1.0)
+#: Seconds between two polls of a REST read, as an app polls: inside the customer's read
+#: budget (``API_THROTTLE_READS``) however long the wait.
+READ_EVERY = 1.0
 
 
 async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(live_pipeline):
@@ -103,7 +96,7 @@ async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(l
         body = await _call(customer, "get", detail_path)
         return body if body["tracking"]["source"] == "pinot" else None
 
-    first = await _until(tracked, what="the new order in Pinot")
+    first = await wait_until_async(tracked, 60, "the new order in Pinot", interval=READ_EVERY)
     assert first["status"] == "PLACED_ORDER" and first["total"] == "18.50"
 
     socket = WebsocketCommunicator(
@@ -150,7 +143,7 @@ async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(l
         body = await _call(customer, "get", detail_path)
         return body if body["status"] == "DELIVERED" else None
 
-    final = await _until(delivered, what="DELIVERED through REST")
+    final = await wait_until_async(delivered, 60, "DELIVERED through REST", interval=READ_EVERY)
     assert [s["state"] for s in final["timeline"]] == ["done"] * 6 + ["current"]
     entered = [s["entered_at"] for s in final["timeline"]]
     assert entered == sorted(entered) and None not in entered
