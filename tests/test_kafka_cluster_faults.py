@@ -39,7 +39,7 @@ from localrun.kafka import KafkaBroker, image_properties, start_all
 from runtime import kafka
 from runtime.conf import KafkaConfig
 from tests.test_cluster_topology import COMPOSE_VARS
-from tests.test_pipeline_e2e import READ_EVERY, _api, _call, _people
+from tests.test_pipeline_e2e import READ_EVERY, _call, _place_order
 from tests.test_streaming_job import latest, outputs
 from tests.waiting import wait_until, wait_until_async
 from tracker.live.bridge import stop_embedded_bridge
@@ -169,21 +169,13 @@ async def _post_point(client, path: str, point: tuple[float, float]) -> int:
 
 async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(pipeline):
     brokers = pipeline
-    people = await database_sync_to_async(_people)()
-    customer, staff, courier = (_api(people["tokens"][r]) for r in ("customer", "staff", "courier"))
-    products = people["products"]
-    placed = await _call(customer, "post", "/api/v1/orders/", {
-        "restaurant_id": people["restaurant"].pk,
-        "items": [{"product_id": products[0].pk, "quantity": 2}, {"product_id": products[1].pk, "quantity": 1}],
-        "delivery": {"address": "1 Church St", "lat": 12.9750, "lon": 77.6050},
-    })  # fmt: skip
-    order_id = placed["id"]
+    order_id, tokens, (customer, staff, courier) = await _place_order()
     path = f"/api/v1/orders/{order_id}/"
 
     socket = WebsocketCommunicator(
         application,
         f"/ws/orders/{order_id}/",
-        headers=[(b"authorization", f"Token {people['tokens']['customer']}".encode())],
+        headers=[(b"authorization", f"Token {tokens['customer']}".encode())],
     )
     assert (await socket.connect(timeout=30))[0]
     loop = asyncio.get_running_loop()

@@ -63,6 +63,21 @@ def _people() -> dict:
     }
 
 
+async def _place_order() -> tuple[int, dict[str, str], tuple[APIClient, APIClient, APIClient]]:
+    """A customer, a restaurant's cook and a courier, and an order the customer places
+    through the API as an app does (18.50). The order's id, the tokens by role, and the
+    API clients of the customer, the cook and the courier."""
+    people = await database_sync_to_async(_people)()
+    customer, staff, courier = (_api(people["tokens"][r]) for r in ("customer", "staff", "courier"))
+    products = people["products"]
+    placed = await _call(customer, "post", "/api/v1/orders/", {
+        "restaurant_id": people["restaurant"].pk,
+        "items": [{"product_id": products[0].pk, "quantity": 2}, {"product_id": products[1].pk, "quantity": 1}],
+        "delivery": {"address": "1 Church St", "lat": 12.9750, "lon": 77.6050},
+    })  # fmt: skip
+    return placed["id"], people["tokens"], (customer, staff, courier)
+
+
 def _api(token: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
@@ -81,15 +96,7 @@ READ_EVERY = 1.0
 
 
 async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(live_pipeline):
-    people = await database_sync_to_async(_people)()
-    customer, staff, courier = (_api(people["tokens"][r]) for r in ("customer", "staff", "courier"))
-    products = people["products"]
-    placed = await _call(customer, "post", "/api/v1/orders/", {
-        "restaurant_id": people["restaurant"].pk,
-        "items": [{"product_id": products[0].pk, "quantity": 2}, {"product_id": products[1].pk, "quantity": 1}],
-        "delivery": {"address": "1 Church St", "lat": 12.9750, "lon": 77.6050},
-    })  # fmt: skip
-    order_id = placed["id"]
+    order_id, tokens, (customer, staff, courier) = await _place_order()
     detail_path = f"/api/v1/orders/{order_id}/"
 
     async def tracked():
@@ -102,7 +109,7 @@ async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(l
     socket = WebsocketCommunicator(
         application,
         f"/ws/orders/{order_id}/",
-        headers=[(b"authorization", f"Token {people['tokens']['customer']}".encode())],
+        headers=[(b"authorization", f"Token {tokens['customer']}".encode())],
     )
     assert (await socket.connect(timeout=30))[0]
     snapshot = await socket.receive_json_from(timeout=30)
