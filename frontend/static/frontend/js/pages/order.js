@@ -13,9 +13,9 @@ import { api } from "../api.js";
 import { config } from "../config.js";
 import { connectionIndicator } from "../connection.js";
 import { announce, errorState, h, loadingState, replace, toast } from "../dom.js";
-import { statRows, statusBadge, timelineItems } from "../components.js";
+import { arrivalFact, deliveryCard, progressCard, statRows, statusBadge, timelineItems } from "../components.js";
 import { DeliveryState } from "../delivery-state.js";
-import { arrival, clock, distance, etaText, money, when } from "../format.js";
+import { arrival, clock, distance, money, when } from "../format.js";
 import { GlidingMarker, L, createMap, glideToFix, pinIcon, staticMarker } from "../map.js";
 import { IN_TRANSIT, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
 import { LiveSocket } from "../live.js";
@@ -84,27 +84,12 @@ function build() {
       h(
         "div",
         { class: "order-main" },
-        h("section", { class: "card", "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Progress"), els.timeline),
+        progressCard(els.timeline),
         h("section", { class: "card", "aria-labelledby": "items-title" }, h("h2", { id: "items-title" }, "Your order"), els.items),
       ),
-      h(
-        "section",
-        { class: "card order-map-card", "aria-labelledby": "map-title" },
-        h("div", { class: "card-head" }, h("h2", { id: "map-title" }, "Delivery"), h("span", { class: "map-legend", "aria-hidden": "true" }, legend())),
-        els.stats,
-        els.map,
-        els.mapNote,
-      ),
+      deliveryCard([["restaurant", "Restaurant"], ["home", "You"], ["courier", "Courier"]], els.stats, els.map, els.mapNote),
     ),
   );
-}
-
-function legend() {
-  return [
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-restaurant" }), "Restaurant"),
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-home" }), "You"),
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-courier" }), "Courier"),
-  ];
 }
 
 const CANCELLABLE = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED"];
@@ -159,23 +144,10 @@ function renderItems() {
 
 function renderDelivery() {
   const inTransit = IN_TRANSIT.has(state.status);
-  const etaSeconds = state.eta ? Math.max(0, (Date.parse(state.eta.arrives_at) - Date.now()) / 1000) : null;
-  const shift = state.eta && state.arrivalTracker && state.arrivalTracker.note;
   const courier = state.order.courier ? state.order.courier.name : null;
   const rows = [
     ["Distance left", inTransit && state.distanceKm !== null && state.distanceKm !== undefined ? distance(state.distanceKm) : "–", "distance-left"],
-    [
-      "Arrives",
-      state.eta
-        ? [
-            h("span", { class: "eta-range", title: `${etaText(etaSeconds)} from now` }, arrival(state.eta)),
-            shift ? h("span", { class: "eta-shift", id: "eta-shift" }, ` · ${shift}`) : null,
-          ]
-        : state.status === "DELIVERED"
-          ? "Delivered"
-          : "–",
-      "eta",
-    ],
+    ["Arrives", arrivalFact(state.eta, state.arrivalTracker, state.status), "eta"],
     ["Courier", courier || (inTransit ? "On the way" : "Not assigned yet"), "courier"],
     ["Last GPS fix", state.position ? clock(state.position.at) : "–", "last-fix"],
   ];

@@ -11,11 +11,11 @@
  * with status.js `furthest` and `newestPoint`). When the link is revoked or ends, the socket closes with 4404 and the
  * page says the link has ended. The token is read from the address, never from the page.
  */
-import { statRows, statusBadge, timelineItems } from "../components.js";
+import { arrivalFact, deliveryCard, progressCard, statRows, statusBadge, timelineItems } from "../components.js";
 import { connectionIndicator } from "../connection.js";
 import { DeliveryState } from "../delivery-state.js";
 import { announce, h, loadingState, replace } from "../dom.js";
-import { arrival, clock, distance, etaText } from "../format.js";
+import { arrival, clock, distance } from "../format.js";
 import { LiveSocket } from "../live.js";
 import { GlidingMarker, L, createMap, glideToFix, pinIcon } from "../map.js";
 import { IN_TRANSIT, isActive, label, newestPoint } from "../status.js";
@@ -77,24 +77,10 @@ function build() {
     h(
       "div",
       { class: "order-layout" },
-      h("section", { class: "card", "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Progress"), els.timeline),
-      h(
-        "section",
-        { class: "card order-map-card", "aria-labelledby": "map-title" },
-        h("div", { class: "card-head" }, h("h2", { id: "map-title" }, "Delivery"), h("span", { class: "map-legend", "aria-hidden": "true" }, legend())),
-        els.stats,
-        els.map,
-        els.mapNote,
-      ),
+      progressCard(els.timeline),
+      deliveryCard([["home", "Destination area"], ["courier", "Courier"]], els.stats, els.map, els.mapNote),
     ),
   );
-}
-
-function legend() {
-  return [
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-home" }), "Destination area"),
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-courier" }), "Courier"),
-  ];
 }
 
 function renderHeader() {
@@ -112,23 +98,10 @@ function renderTimeline() {
 
 function renderDelivery() {
   const inTransit = IN_TRANSIT.has(state.status);
-  const etaSeconds = state.eta ? Math.max(0, (Date.parse(state.eta.arrives_at) - Date.now()) / 1000) : null;
-  const shift = state.eta && state.arrivalTracker && state.arrivalTracker.note;
   const left = inTransit && state.distanceKm !== null && state.distanceKm !== undefined ? distance(state.distanceKm) : "–";
   const rows = [
     ["Distance left", left, "distance-left"],
-    [
-      "Arrives",
-      state.eta
-        ? [
-            h("span", { class: "eta-range", title: `${etaText(etaSeconds)} from now` }, arrival(state.eta)),
-            shift ? h("span", { class: "eta-shift", id: "eta-shift" }, ` · ${shift}`) : null,
-          ]
-        : state.status === "DELIVERED"
-          ? "Delivered"
-          : "–",
-      "eta",
-    ],
+    ["Arrives", arrivalFact(state.eta, state.arrivalTracker, state.status), "eta"],
     ["Last GPS fix", inTransit && state.position ? clock(state.position.at) : "–", "last-fix"],
   ];
   replace(els.stats, statRows(rows));
