@@ -18,16 +18,15 @@ Tests drive the page with ``await`` and reach the ORM through
 from __future__ import annotations
 
 import os
-import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from tests.waiting import wait_until_async
+from localrun.kafka import free_port
+from tests.waiting import wait_until, wait_until_async
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = [
@@ -50,39 +49,41 @@ AXE_JS = (
 SCREENSHOT_DIR = Path(__file__).resolve().parents[1] / "var" / "screenshots"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ServerThread:
-    """uvicorn in a daemon thread; ``url`` once it accepts connections."""
+    """uvicorn in a daemon thread; ``url`` once it accepts connections. ``settings`` are
+    uvicorn's, over these (a test of uvicorn's own log lines passes ``log_config=None,
+    log_level=None``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **settings: object) -> None:
         import uvicorn
 
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
             "config.asgi:application",
-            host="127.0.0.1",
-            port=self.port,
-            lifespan="off",
-            log_level="warning",
-            ws="websockets-sansio",
+            **{
+                "host": "127.0.0.1",
+                "port": self.port,
+                "lifespan": "off",
+                "log_level": "warning",
+                "ws": "websockets-sansio",
+                **settings,
+            },
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
 
     def start(self, timeout: float = 20.0) -> ServerThread:
         self.thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
+        wait_until(self._started, timeout, "uvicorn to start", interval=0.02)
         return self
+
+    def _started(self) -> bool:
+        if self.server.started:
+            return True
+        if not self.thread.is_alive():
+            raise RuntimeError("uvicorn stopped before it started (its log says why)")
+        return False
 
     def stop(self) -> None:
         self.server.should_exit = True
