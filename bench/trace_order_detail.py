@@ -69,12 +69,12 @@ pinot = LocalPinot(data_dir=os.path.join(os.environ["ORDERTRACK_VAR_DIR"], "pino
                    ports=Ports(*(free_port() for _ in range(5)))).start()
 os.environ["PINOT_BROKER_URL"] = pinot.broker_url
 try:
-    import time
     from runtime import kafka
     from rest_framework.test import APIClient
     from contract.events import LIFECYCLE, OrderStatus, now_ms
     from tests.factories import make_courier, make_customer, make_restaurant, place
     from tests.fixtures_pinot import delivery_event, order_event
+    from tests.waiting import wait_until
     from tracker.tracking.selectors.store import query
     from tracker.orders import services
     from tracker.orders.policy import SYSTEM
@@ -98,14 +98,12 @@ try:
     ):
         kafka.publish(producer, event)
     assert producer.flush(10) == 0
-    deadline = time.monotonic() + 60
     def held(table):
         rows = query(f"SELECT COUNT(*) AS n FROM {table} WHERE order_id = {order.pk}")
         return bool(rows and rows[0]["n"])  # 0.11: no row, or a row of 0, when none
 
-    while not (held("orders_enriched") and held("delivery_statuses")):
-        assert time.monotonic() < deadline, "Pinot did not ingest the order"
-        time.sleep(0.1)
+    wait_until(lambda: held("orders_enriched") and held("delivery_statuses"), 60,
+               "Pinot to ingest the order", interval=0.1)
     client = APIClient()
     client.force_authenticate(alice.user)
     url = f"/api/v1/orders/{order.pk}/"

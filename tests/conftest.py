@@ -5,11 +5,15 @@ Tests isolate themselves with a unique ``KAFKA_TOPIC_PREFIX`` (see
 When ``KAFKA_BOOTSTRAP_SERVERS`` names a running broker before the session starts
 (``make test`` starts one for both of its pytest passes), the session uses it;
 otherwise it starts its own on free ports.
+
+``database_outage`` takes the database server away for real (PostgreSQL only), for the
+tests of what each part does while it cannot be reached.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -61,6 +65,43 @@ def _fresh_read_copies():
     copies.forget_copies()
     yield
     listener.stop()
+
+
+class DatabaseOutage:
+    """The default database's server gone, as far as this process can tell: its settings
+    point at a loopback port nothing listens on, so every new connection is refused for real
+    (as when PostgreSQL is stopped in the fault drill). The settings are every thread's; a
+    connection is its thread's, so each call closes the calling thread's."""
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        self.connection = connection
+        self.saved = dict(connection.settings_dict)
+
+    def start(self) -> None:
+        """From the thread that reads next (an async test: its database thread)."""
+        self.connection.close()
+        self.connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+
+    def end(self) -> None:
+        """The server back; from any thread (a timer, for an outage while code runs)."""
+        self.connection.settings_dict.update(self.saved)
+        self.connection.close()
+
+
+@pytest.fixture
+def database_outage() -> Iterator[DatabaseOutage]:
+    """A :class:`DatabaseOutage` to start and end; ended after the test in any case. Skips
+    the test on SQLite, which has no server to lose (``make test``'s second run is on
+    PostgreSQL)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs a database server to lose: run on PostgreSQL (make test's second run)")
+    outage = DatabaseOutage()
+    yield outage
+    outage.end()
 
 
 @pytest.fixture(scope="session")

@@ -18,14 +18,15 @@ Tests drive the page with ``await`` and reach the ORM through
 from __future__ import annotations
 
 import os
-import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+
+from localrun.kafka import free_port
+from tests.waiting import wait_until, wait_until_async
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = [
@@ -48,39 +49,41 @@ AXE_JS = (
 SCREENSHOT_DIR = Path(__file__).resolve().parents[1] / "var" / "screenshots"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ServerThread:
-    """uvicorn in a daemon thread; ``url`` once it accepts connections."""
+    """uvicorn in a daemon thread; ``url`` once it accepts connections. ``settings`` are
+    uvicorn's, over these (a test of uvicorn's own log lines passes ``log_config=None,
+    log_level=None``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **settings: object) -> None:
         import uvicorn
 
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
             "config.asgi:application",
-            host="127.0.0.1",
-            port=self.port,
-            lifespan="off",
-            log_level="warning",
-            ws="websockets-sansio",
+            **{
+                "host": "127.0.0.1",
+                "port": self.port,
+                "lifespan": "off",
+                "log_level": "warning",
+                "ws": "websockets-sansio",
+                **settings,
+            },
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
 
     def start(self, timeout: float = 20.0) -> ServerThread:
         self.thread.start()
-        deadline = time.monotonic() + timeout
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
+        wait_until(self._started, timeout, "uvicorn to start", interval=0.02)
         return self
+
+    def _started(self) -> bool:
+        if self.server.started:
+            return True
+        if not self.thread.is_alive():
+            raise RuntimeError("uvicorn stopped before it started (its log says why)")
+        return False
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -138,6 +141,18 @@ async def sign_in(page, username: str, password: str, next_url: str = "/") -> No
     await page.get_by_label("Password").fill(password)
     await page.get_by_role("button", name="Sign in").click()
     await page.wait_for_url(f"**{next_url}")
+
+
+async def order_status_becomes(order_id: int, expected: str, timeout: float = 10.0) -> None:
+    """The system of record reaches ``expected`` (the page's request is in flight)."""
+    from channels.db import database_sync_to_async
+
+    from tracker.orders.models import Order
+
+    reached = database_sync_to_async(
+        lambda: Order.objects.filter(pk=order_id, status=expected).exists()
+    )
+    await wait_until_async(reached, timeout, f"order {order_id} to be {expected}", interval=0.1)
 
 
 async def screenshot(page, name: str) -> Path:

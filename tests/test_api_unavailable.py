@@ -4,38 +4,27 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from api.errors import UNAVAILABLE_RETRY_AFTER_S
-from localrun.kafka import free_port
 
 
 @pytest.mark.django_db(transaction=True)
 def test_while_the_database_cannot_be_reached_every_request_is_a_503_with_retry_after(
-    django_user_model,
+    django_user_model, database_outage
 ):
-    if connection.vendor != "postgresql":
-        pytest.skip("needs a database server to lose: run on PostgreSQL (make test's second run)")
     user = django_user_model.objects.create_user("db-down", password="pw-db-down")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    saved = dict(connection.settings_dict)
-    connection.close()
-    # A real connection attempt that fails: nothing listens on this port.
-    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
-    try:
-        answers = [
-            client.get("/api/v1/orders/"),
-            client.get("/api/v1/orders/1/"),
-            client.post("/api/v1/orders/", {"restaurant_id": 1, "items": []}, format="json"),
-            client.post("/api/v1/orders/1/cancel/", {}, format="json"),
-        ]
-    finally:
-        connection.close()
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
+    database_outage.start()
+    answers = [
+        client.get("/api/v1/orders/"),
+        client.get("/api/v1/orders/1/"),
+        client.post("/api/v1/orders/", {"restaurant_id": 1, "items": []}, format="json"),
+        client.post("/api/v1/orders/1/cancel/", {}, format="json"),
+    ]
+    database_outage.end()
     for response in answers:
         assert response.status_code == 503, response.content
         assert response["Retry-After"] == str(UNAVAILABLE_RETRY_AFTER_S)
@@ -47,7 +36,7 @@ def test_while_the_database_cannot_be_reached_every_request_is_a_503_with_retry_
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_while_the_database_cannot_be_reached_a_socket_is_refused_with_4503(
-    django_user_model,
+    django_user_model, database_outage
 ):
     """The socket's sign-in cannot be checked: opened, told why, closed with 4503 (the
     client retries with back-off), never a bare HTTP 500 on the handshake."""
@@ -56,32 +45,20 @@ async def test_while_the_database_cannot_be_reached_a_socket_is_refused_with_450
 
     from config.asgi import application
 
-    if connection.vendor != "postgresql":
-        pytest.skip("needs a database server to lose: run on PostgreSQL (make test's second run)")
-
     @database_sync_to_async
     def token_and_lose_the_database() -> str:
         user = django_user_model.objects.create_user("ws-db-down", password="pw-ws-db-down")
         key = Token.objects.create(user=user).key
-        connection.close()  # the settings are every thread's: a new connection is refused
-        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+        database_outage.start()  # in the thread the socket's sign-in check reads from
         return key
 
-    saved = dict(connection.settings_dict)
     key = await token_and_lose_the_database()
-    try:
-        socket = WebsocketCommunicator(
-            application, "/ws/orders/", headers=[(b"authorization", f"Token {key}".encode())]
-        )
-        connected, _ = await socket.connect(timeout=10)
-        assert connected
-        error = await socket.receive_json_from(timeout=10)
-        assert error["type"] == "error" and error["code"] == 4503
-        assert (await socket.receive_output(timeout=10)) == {
-            "type": "websocket.close",
-            "code": 4503,
-        }
-    finally:
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
-        await database_sync_to_async(lambda: connection.close())()
+    socket = WebsocketCommunicator(
+        application, "/ws/orders/", headers=[(b"authorization", f"Token {key}".encode())]
+    )
+    connected, _ = await socket.connect(timeout=10)
+    assert connected
+    error = await socket.receive_json_from(timeout=10)
+    assert error["type"] == "error" and error["code"] == 4503
+    assert (await socket.receive_output(timeout=10)) == {"type": "websocket.close", "code": 4503}
+    await database_sync_to_async(database_outage.end)()

@@ -26,6 +26,7 @@ from websockets.sync.client import connect
 
 from runtime.conf import BASE_DIR
 from tests.conftest import free_port
+from tests.waiting import wait_until
 
 WITHIN = 1.0  # seconds: the promise
 
@@ -98,15 +99,15 @@ def two_workers(real_pinot):
                 env=env, cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
         for port in ports:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).is_success:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, f"web worker on {port} did not start"
-                time.sleep(0.1)
+            wait_until(
+                lambda port=port: (
+                    httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).is_success
+                ),
+                60,
+                f"the web worker on {port} to start",
+                interval=0.1,
+                ignoring=httpx.TransportError,
+            )
         yield {"env": env, "urls": [f"127.0.0.1:{port}" for port in ports], **data}
     finally:
         for server in servers:

@@ -28,6 +28,7 @@ import pytest
 from contract.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
 from localrun.pinot_conf import free_ports_env
 from tests.conftest import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -71,13 +72,11 @@ def _kill_group(child) -> None:
 
 
 def _wait_restarted(supervisor, child, old_pid: int, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def restarted() -> bool:
         proc = child.process
-        if proc is not None and proc.pid != old_pid and child.ready.is_set():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{child.component.name} was not restarted and ready in {timeout}s")
+        return proc is not None and proc.pid != old_pid and child.ready.is_set()
+
+    wait_until(restarted, timeout, f"{child.component.name} restarted and ready", interval=0.2)
 
 
 def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch):

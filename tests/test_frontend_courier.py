@@ -13,7 +13,6 @@ with every other page.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 
@@ -24,7 +23,14 @@ from playwright.async_api import expect
 
 from contract.events import now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tests.fixtures_browser import CHROMIUM, CHROMIUM_ARGS, axe_violations, screenshot, sign_in
+from tests.fixtures_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    axe_violations,
+    order_status_becomes,
+    screenshot,
+    sign_in,
+)
 from tests.fixtures_pinot import order_event_of
 from tracker.orders import services
 from tracker.orders.models import Order
@@ -77,14 +83,6 @@ def _relay() -> None:
     relay = Relay()
     while relay.publish_batch():
         pass
-
-
-async def _status_becomes(order_id: int, expected: str, timeout: float = 10.0) -> None:
-    read = database_sync_to_async(lambda: Order.objects.get(pk=order_id).status)
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (status := await read()) != expected:
-        assert asyncio.get_running_loop().time() < deadline, f"order {order_id} is {status}"
-        await asyncio.sleep(0.1)
 
 
 async def _phone(browser, base_url: str, *, located: bool = True):
@@ -220,7 +218,7 @@ async def test_a_courier_rides_goes_offline_and_back_and_delivers_while_the_cust
         await expect(phone.locator("#announcer")).to_contain_text(
             f"Order #{order.pk} marked as arriving at the door"
         )
-        await _status_becomes(order.pk, "ARRIVING_AT_DOOR")
+        await order_status_becomes(order.pk, "ARRIVING_AT_DOOR")
         await _relay()
         current = page.locator('.step[aria-current="step"]')
         await expect(current).to_contain_text("Arriving at your door")
@@ -229,7 +227,7 @@ async def test_a_courier_rides_goes_offline_and_back_and_delivers_while_the_cust
         await _ride(context, phone, ROUTE[7:9])
         await phone.get_by_role("button", name="Delivered").tap()
         await expect(card).to_contain_text("Delivered. Thank you!")
-        await _status_becomes(order.pk, "DELIVERED")
+        await order_status_becomes(order.pk, "DELIVERED")
         assert any(abs(p["lat"] - ROUTE[8][0]) < 1e-6 for _, points in posts for p in points)
         await expect(state).to_have_text("No delivery is on the road: your location is not shared.")
         await expect(phone.locator("#gps-screen")).to_be_hidden()
@@ -301,7 +299,7 @@ async def test_by_keyboard_alone_a_courier_signs_in_and_marks_the_delivery_deliv
         await expect(phone.locator("#main")).to_be_focused()
         await _tab_to(phone, f'[data-order-id="{order.pk}"] button[data-step="DELIVERED"]')
         await phone.keyboard.press("Enter")
-        await _status_becomes(order.pk, "DELIVERED")
+        await order_status_becomes(order.pk, "DELIVERED")
         await expect(card).to_contain_text("Delivered. Thank you!")
         await expect(phone.locator("#announcer")).to_contain_text(f"Order #{order.pk} delivered.")
         # The keyboard's place is kept: on the delivery's heading, not lost to the page.
@@ -339,7 +337,7 @@ async def test_a_courier_who_has_not_allowed_location_is_asked_and_told_when_it_
             await again.tap(timeout=1_500)
         await expect(state).to_have_text("Sharing your location while you deliver.")
         await phone.get_by_role("button", name="I'm at the door").tap()
-        await _status_becomes(order.pk, "ARRIVING_AT_DOOR")
+        await order_status_becomes(order.pk, "ARRIVING_AT_DOOR")
         assert phone.js_errors == []
     finally:
         await context.close()
@@ -371,7 +369,7 @@ async def test_on_an_insecure_address_the_page_says_why_and_the_steps_still_work
         assert await phone.get_by_role("button", name="Share my location").count() == 0
         await expect(phone.locator("#gps-stats")).to_contain_text("Waiting to send")
         await phone.get_by_role("button", name="I'm at the door").tap()
-        await _status_becomes(order.pk, "ARRIVING_AT_DOOR")
+        await order_status_becomes(order.pk, "ARRIVING_AT_DOOR")
         assert await axe_violations(phone) == []
         assert phone.js_errors == []
     finally:

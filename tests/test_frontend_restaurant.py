@@ -9,7 +9,6 @@ the record the job would write after a change).
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 import pytest
@@ -19,11 +18,10 @@ from playwright.async_api import expect
 
 from contract.events import now_ms
 from tests.factories import make_customer, make_restaurant, place
-from tests.fixtures_browser import axe_violations, sign_in
+from tests.fixtures_browser import axe_violations, order_status_becomes, sign_in
 from tests.fixtures_pinot import item_event, order_event_of
 from tracker.customers.models import Address
 from tracker.orders import services
-from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -67,15 +65,6 @@ async def _shot(page, name: str) -> None:
     await page.screenshot(path=f"{SHOTS}/ordertrack-{name}.png", full_page=True)
 
 
-async def _status_becomes(order_id: int, expected: str, timeout: float = 10.0) -> None:
-    """The system of record reaches ``expected`` (the page's request is in flight)."""
-    read = database_sync_to_async(lambda: Order.objects.get(pk=order_id).status)
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (status := await read()) != expected:
-        assert asyncio.get_running_loop().time() < deadline, f"order {order_id} is {status}"
-        await asyncio.sleep(0.1)
-
-
 async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watches(
     browser, asgi_server, page, pinot
 ):
@@ -102,7 +91,7 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
         # Confirm: the card moves at once, the database follows through the services.
         await ticket.get_by_role("button", name="Confirm").click()
         await expect(confirmed.locator(ticket)).to_be_visible()
-        await _status_becomes(order.pk, "ORDER_CONFIRMED")
+        await order_status_becomes(order.pk, "ORDER_CONFIRMED")
         await pinot.apublish(  # what the stream job writes for that change
             order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=now_ms())
         )
@@ -141,7 +130,7 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
     # Two-step cancel from the board.
     await fresh_ticket.get_by_role("button", name=f"Cancel order {fresh.pk}").click()
     await fresh_ticket.get_by_role("button", name="Confirm cancel").click()
-    await _status_becomes(fresh.pk, "CANCELLED")
+    await order_status_becomes(fresh.pk, "CANCELLED")
 
     # The page never shows another restaurant's board.
     response = await page.goto(f"/restaurant/board/?restaurant={world['curry'].pk}")

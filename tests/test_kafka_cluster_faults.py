@@ -39,8 +39,9 @@ from localrun.kafka import KafkaBroker, image_properties, start_all
 from runtime import kafka
 from runtime.conf import KafkaConfig
 from tests.test_cluster_topology import COMPOSE_VARS
-from tests.test_pipeline_e2e import _api, _call, _people, _until
+from tests.test_pipeline_e2e import READ_EVERY, _call, _place_order
 from tests.test_streaming_job import latest, outputs
+from tests.waiting import wait_until, wait_until_async
 from tracker.live.embedded import stop_embedded_bridge
 from tracker.operations.replicas import partitions_out_of_sync
 from tracker.orders.models import OrderItem, OrderStatusChange
@@ -131,17 +132,14 @@ def _leader(partition: int) -> int:
 
 
 def _new_leader(partition: int, old: int, timeout: float = 90.0) -> int:
-    """The leader the controller elects among the nodes still running."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            now = _leader(partition)
-        except Exception:  # noqa: BLE001 - the admin client may still ask the dead node
-            now = -1
-        if now not in (-1, old):
-            return now
-        time.sleep(0.5)
-    raise AssertionError(f"partition {partition} has no new leader {timeout:.0f} s after the kill")
+    """The leader the controller elects among the nodes still running (node ids start at 1;
+    -1 is no leader)."""
+    return wait_until(
+        lambda: (now := _leader(partition)) not in (-1, old) and now,
+        timeout,
+        f"a new leader of partition {partition} after the kill",
+        ignoring=Exception,  # the admin client may still ask the dead node
+    )
 
 
 def _truth(order_id: int) -> dict:
@@ -172,21 +170,13 @@ async def _post_point(client, path: str, point: tuple[float, float]) -> int:
 
 async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(pipeline):
     brokers = pipeline
-    people = await database_sync_to_async(_people)()
-    customer, staff, courier = (_api(people["tokens"][r]) for r in ("customer", "staff", "courier"))
-    products = people["products"]
-    placed = await _call(customer, "post", "/api/v1/orders/", {
-        "restaurant_id": people["restaurant"].pk,
-        "items": [{"product_id": products[0].pk, "quantity": 2}, {"product_id": products[1].pk, "quantity": 1}],
-        "delivery": {"address": "1 Church St", "lat": 12.9750, "lon": 77.6050},
-    })  # fmt: skip
-    order_id = placed["id"]
+    order_id, tokens, (customer, staff, courier) = await _place_order()
     path = f"/api/v1/orders/{order_id}/"
 
     socket = WebsocketCommunicator(
         application,
         f"/ws/orders/{order_id}/",
-        headers=[(b"authorization", f"Token {people['tokens']['customer']}".encode())],
+        headers=[(b"authorization", f"Token {tokens['customer']}".encode())],
     )
     assert (await socket.connect(timeout=30))[0]
     loop = asyncio.get_running_loop()
@@ -250,7 +240,9 @@ async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(p
         done = final and final["status"] == "DELIVERED"
         return final if done and (final["courier_lat"], final["courier_lon"]) == route[-1] else None
 
-    final = await _until(complete, timeout=120, what="the delivered order with its last point")
+    final = await wait_until_async(
+        complete, 120, "the delivered order with its last point", interval=READ_EVERY
+    )
     assert {s: final[status_time_field(s)] for s in truth["times"]} == truth["times"]
     lines = [r for r in await asyncio.to_thread(outputs, Topic.ORDER_ITEMS_ENRICHED)
              if r["order_id"] == order_id]  # fmt: skip

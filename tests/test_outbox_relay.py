@@ -16,6 +16,7 @@ from localrun.kafka import free_port
 from runtime import kafka
 from tests.engines import start_kafka
 from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.waiting import wait_until
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM
 from tracker.outbox.models import OutboxEvent
@@ -91,7 +92,7 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(
     thread.start()
     try:
         first = [place(customer, restaurant) for _ in range(5)]
-        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+        _wait_drained()
 
         broker.kill()  # the broker dies, and its disk with it (a new node below)
         # The system of record keeps accepting writes while the broker is down.
@@ -100,15 +101,15 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(
             services.advance_order(order.pk, by=SYSTEM)
         # It notices (a failed delivery, or a topic check that timed out: up to 3 s) and
         # retries with backoff, publishing nothing meanwhile.
-        _wait_until(lambda: relay.outages >= 1, timeout=15)
+        wait_until(lambda: relay.outages >= 1, 15, "the relay to notice the outage", interval=0.1)
         pending = OutboxEvent.objects.filter(published_at__isnull=True)
         assert pending.count() == 10 + 5
 
         broker = start_kafka(tmp_path / "second", port=port, log_name="test-kafka-outage.log")
-        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+        _wait_drained()
         for order in second:
             services.advance_order(order.pk, by=SYSTEM)
-        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+        _wait_drained()
         time.sleep(0.5)
         published = _published_events()
         assert len(published) == OutboxEvent.objects.count() == 10 * 2 + 10
@@ -121,12 +122,12 @@ def test_relay_survives_a_broker_outage_and_replays_after_data_loss(
         broker.stop()  # whichever broker is running, even when an assertion failed
 
 
-def _wait_until(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.1)
+def _outbox_drained() -> bool:
+    return not OutboxEvent.objects.filter(published_at__isnull=True).exists()
+
+
+def _wait_drained(timeout: float = 30.0) -> None:
+    wait_until(_outbox_drained, timeout, "every outbox row published", interval=0.1)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -156,7 +157,7 @@ def test_a_record_the_broker_can_never_take_is_skipped_counted_and_the_rest_flow
     thread = threading.Thread(target=relay.run, args=(stop,), kwargs={"check_topics_every": 0.5})
     thread.start()
     try:
-        _wait_until(lambda: not OutboxEvent.objects.filter(published_at__isnull=True).exists())
+        _wait_drained()
     finally:
         stop.set()
         thread.join(10)
@@ -191,7 +192,7 @@ def test_records_whose_fate_the_broker_never_told_are_counted_as_in_doubt(
         relay = Relay(delivery_timeout=1.0, max_backoff=0.2)
         relay._prepare_topics()
         place(customer, restaurant)
-        _wait_until(lambda: _publish_or_retire(relay) > 0)  # the producer is warm
+        wait_until(lambda: _publish_or_retire(relay) > 0, 30, "a warm producer", interval=0.1)
         warm_doubts = relay.in_doubt
         for _ in range(3):
             place(customer, restaurant)
@@ -208,8 +209,12 @@ def test_records_whose_fate_the_broker_never_told_are_counted_as_in_doubt(
         # never written, so it is not: usually all 6, never none.
         assert 1 <= doubted <= 6
         assert OutboxEvent.objects.filter(last_error__startswith="in doubt").count() == doubted
-        _wait_until(lambda: _publish_or_retire(relay) == 0 and not OutboxEvent.objects.filter(
-            published_at__isnull=True).exists())  # fmt: skip
+        wait_until(
+            lambda: _publish_or_retire(relay) == 0 and _outbox_drained(),
+            30,
+            "every outbox row published again",
+            interval=0.1,
+        )
         published = _published_events()
         ids = [e["event_id"] for e in published]
         duplicates = len(ids) - len(set(ids))

@@ -24,6 +24,7 @@ from rest_framework.test import APIClient
 from config.asgi import application
 from contract.events import LIFECYCLE
 from tests.factories import make_courier, make_customer, make_restaurant
+from tests.waiting import wait_until_async
 from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -63,6 +64,21 @@ def _people() -> dict:
     }
 
 
+async def _place_order() -> tuple[int, dict[str, str], tuple[APIClient, APIClient, APIClient]]:
+    """A customer, a restaurant's cook and a courier, and an order the customer places
+    through the API as an app does (18.50). The order's id, the tokens by role, and the
+    API clients of the customer, the cook and the courier."""
+    people = await database_sync_to_async(_people)()
+    customer, staff, courier = (_api(people["tokens"][r]) for r in ("customer", "staff", "courier"))
+    products = people["products"]
+    placed = await _call(customer, "post", "/api/v1/orders/", {
+        "restaurant_id": people["restaurant"].pk,
+        "items": [{"product_id": products[0].pk, "quantity": 2}, {"product_id": products[1].pk, "quantity": 1}],
+        "delivery": {"address": "1 Church St", "lat": 12.9750, "lon": 77.6050},
+    })  # fmt: skip
+    return placed["id"], people["tokens"], (customer, staff, courier)
+
+
 def _api(token: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
@@ -75,42 +91,26 @@ async def _call(client: APIClient, method: str, path: str, body: dict | None = N
     return response.json() if response.content else {}
 
 
-async def _until(predicate, timeout: float = 60.0, what: str = "condition"):
-    """Poll a REST read once a second, as an app does: inside the customer's read budget
-    (``API_THROTTLE_READS``) for the whole timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout:.0f}s")
-        await asyncio.sleep(1.0)
+#: Seconds between two polls of a REST read, as an app polls: inside the customer's read
+#: budget (``API_THROTTLE_READS``) however long the wait.
+READ_EVERY = 1.0
 
 
 async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(live_pipeline):
-    people = await database_sync_to_async(_people)()
-    customer, staff, courier = (_api(people["tokens"][r]) for r in ("customer", "staff", "courier"))
-    products = people["products"]
-    placed = await _call(customer, "post", "/api/v1/orders/", {
-        "restaurant_id": people["restaurant"].pk,
-        "items": [{"product_id": products[0].pk, "quantity": 2}, {"product_id": products[1].pk, "quantity": 1}],
-        "delivery": {"address": "1 Church St", "lat": 12.9750, "lon": 77.6050},
-    })  # fmt: skip
-    order_id = placed["id"]
+    order_id, tokens, (customer, staff, courier) = await _place_order()
     detail_path = f"/api/v1/orders/{order_id}/"
 
     async def tracked():
         body = await _call(customer, "get", detail_path)
         return body if body["tracking"]["source"] == "pinot" else None
 
-    first = await _until(tracked, what="the new order in Pinot")
+    first = await wait_until_async(tracked, 60, "the new order in Pinot", interval=READ_EVERY)
     assert first["status"] == "PLACED_ORDER" and first["total"] == "18.50"
 
     socket = WebsocketCommunicator(
         application,
         f"/ws/orders/{order_id}/",
-        headers=[(b"authorization", f"Token {people['tokens']['customer']}".encode())],
+        headers=[(b"authorization", f"Token {tokens['customer']}".encode())],
     )
     assert (await socket.connect(timeout=30))[0]
     snapshot = await socket.receive_json_from(timeout=30)
@@ -151,7 +151,7 @@ async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(l
         body = await _call(customer, "get", detail_path)
         return body if body["status"] == "DELIVERED" else None
 
-    final = await _until(delivered, what="DELIVERED through REST")
+    final = await wait_until_async(delivered, 60, "DELIVERED through REST", interval=READ_EVERY)
     assert [s["state"] for s in final["timeline"]] == ["done"] * 6 + ["current"]
     entered = [s["entered_at"] for s in final["timeline"]]
     assert entered == sorted(entered) and None not in entered

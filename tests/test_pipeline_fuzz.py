@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -47,6 +46,7 @@ from contract.events import (
 )
 from contract.rules import rules_of
 from runtime import kafka
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -311,13 +311,12 @@ def _wait_for_versions(versions: dict[int, int], timeout: float = 60) -> None:
     from tracker.tracking.selectors import query
 
     ids = ", ".join(map(str, versions))
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def held() -> bool:
         rows = query(f"SELECT order_id, version FROM orders_enriched WHERE order_id IN ({ids})")
-        if {r["order_id"]: r["version"] for r in rows} == versions:
-            return
-        assert time.monotonic() < deadline, f"Pinot has {rows}, not {versions}"
-        time.sleep(0.2)
+        return {r["order_id"]: r["version"] for r in rows} == versions
+
+    wait_until(held, timeout, f"Pinot to hold the orders at {versions}", interval=0.2)
 
 
 def _is_letter(value: bytes) -> bool:

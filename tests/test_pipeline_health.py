@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from localrun.pinot_conf import free_ports_env
 from runtime.metrics import NAMES
 from tests.conftest import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -41,19 +42,9 @@ STALL_SECONDS = 4
 SCREENSHOT = ROOT / "var" / "screenshots" / "pipeline-strip-stalled.png"
 
 
-def wait_for(check, timeout: float, what: str, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (httpx.HTTPError, KeyError, ValueError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+#: What a stage's answer may be while the system starts or a stage is stopped: no answer
+#: yet, or one without the part asked for.
+UNANSWERED = (httpx.HTTPError, KeyError, ValueError)
 
 
 @pytest.fixture(scope="module")
@@ -204,12 +195,13 @@ def test_every_process_serves_every_documented_metric(system):
                 missing[process] = sorted(absent)
         assert missing == {}
     # Counted per reason by the batch that refused it (batches take seconds on a busy machine).
-    wait_for(
+    wait_until(
         lambda: (
             'ordertrack_stream_dead_letters_total{reason="' in httpx.get(urls["streaming"]).text
         ),
-        timeout=90,
-        what="the dead letter counted with its reason",
+        90,
+        "the dead letter counted with its reason",
+        ignoring=UNANSWERED,
     )
 
 
@@ -224,34 +216,38 @@ def test_a_stopped_stage_is_reported_stalled_everywhere(system, tmp_path):
     # The relay: the simulator writes outbox rows every second, so its input grows
     # steadily (the stream job's batches may take longer than this test's short stall
     # time when the machine is busy, which would make a stage after it flap).
-    wait_for(lambda: stages()["relay"]["status"] == "ok", timeout=30, what="the relay ok")
+    wait_until(lambda: stages()["relay"]["status"] == "ok", 30, "the relay ok", ignoring=UNANSWERED)
     assert httpx.get(f"{web}/readyz").json().keys() == {"status"}  # the detail is operators'
     assert client.get("/readyz").json()["pipeline"]["stages"]
     relay = system["children"]["relay"].process
     os.killpg(relay.pid, signal.SIGSTOP)
     try:
-        stalled = wait_for(
+        stalled = wait_until(
             lambda: stages()["relay"]["status"] == "stalled" and stages()["relay"],
-            timeout=STALL_SECONDS + 30,
-            what="the relay reported stalled",
+            STALL_SECONDS + 30,
+            "the relay reported stalled",
+            ignoring=UNANSWERED,
         )
         assert stalled["lag"] > 0 and stalled["stuck_seconds"] >= STALL_SECONDS
         # Each web worker samples on its own: the one answering /readyz may judge the stall
         # a sample later than the one that answered above.
-        ready = wait_for(
+        ready = wait_until(
             lambda: (r := client.get("/readyz")).status_code == 503 and r,
-            timeout=15,
-            what="/readyz answering 503",
+            15,
+            "/readyz answering 503",
+            ignoring=UNANSWERED,
         )
         assert ready.json()["pipeline"]["status"] == "stalled"
         assert stages()["pinot"]["status"] != "stalled"  # only the stopped one is red
         browser_sees_red(web, "relay")
         if system["prometheus"]:
-            wait_for(lambda: firing(system["prometheus"], "relay"), timeout=30,
-                     what="PipelineStageStalled firing for the relay")  # fmt: skip
+            wait_until(lambda: firing(system["prometheus"], "relay"), 30,
+                       "PipelineStageStalled firing for the relay", ignoring=UNANSWERED)  # fmt: skip
     finally:
         os.killpg(relay.pid, signal.SIGCONT)
-    wait_for(lambda: stages()["relay"]["status"] == "ok", timeout=30, what="the relay ok again")
+    wait_until(
+        lambda: stages()["relay"]["status"] == "ok", 30, "the relay ok again", ignoring=UNANSWERED
+    )
 
 
 def firing(prometheus: str, stage: str) -> bool:

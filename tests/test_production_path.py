@@ -17,7 +17,11 @@ from django.db import connection, connections
 
 from contract.events import LIFECYCLE
 from tests.factories import make_courier, make_customer, make_restaurant, place
-from tests.test_outbox_relay import _assert_exactly_once_in_order, _published_events
+from tests.test_outbox_relay import (
+    _assert_exactly_once_in_order,
+    _published_events,
+    _wait_drained,
+)
 from tracker.orders import services
 from tracker.orders.models import Order, OrderStatusChange
 from tracker.orders.policy import SYSTEM
@@ -103,10 +107,7 @@ def test_several_relays_publish_each_event_once_in_order_per_order(kafka_topics)
             for order in orders:
                 services.advance_order(order.pk, by=SYSTEM)
             time.sleep(0.05)
-        deadline = time.monotonic() + 60
-        while OutboxEvent.objects.filter(published_at__isnull=True).exists():
-            assert time.monotonic() < deadline, "the relays did not drain the outbox"
-            time.sleep(0.1)
+        _wait_drained(60)
     finally:
         stop.set()
         for t in threads:

@@ -25,6 +25,7 @@ import pytest
 
 from localrun import compose as prod
 from runtime.conf import BASE_DIR
+from tests.waiting import wait_until
 
 COMPOSE_VARS = {
     "DJANGO_SECRET_KEY": "k" * 50,
@@ -146,16 +147,6 @@ def _worker_pids(master_pid: int) -> list[int]:
     return [int(pid) for pid, args in rows if "resource_tracker" not in args]
 
 
-def _until(predicate, timeout: float, what: str, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not reached in {timeout:.0f}s"
-        time.sleep(every)
-
-
 @pytest.fixture
 def run_dir(tmp_path):
     """Under var/: the unprivileged user must reach it (pytest's tmp folders are root-only)."""
@@ -209,9 +200,9 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         })  # fmt: skip
         detail = f"/api/v1/orders/{placed['id']}/"
         # PostgreSQL -> outbox relay -> broker -> Spark on the cluster -> Apache Pinot
-        _until(
+        wait_until(
             lambda: call("customer", "GET", detail)["tracking"]["source"] == "pinot",
-            120, "the order in Pinot", every=1.0,  # as an app polls: inside API_THROTTLE_READS
+            120, "the order in Pinot", interval=1.0,  # as an app polls: inside API_THROTTLE_READS
         )  # fmt: skip
 
         ws_url = f"ws://localhost:{p.ports.web}/ws/orders/{placed['id']}/"
@@ -240,7 +231,9 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
                     message = json.loads(sock.recv(timeout=90))
                 except ConnectionClosed as exc:
                     drops.append(repr(exc))
-                    sock, snap = _until(lambda: _try(open_socket), 60, "a reconnect")
+                    sock, snap = wait_until(
+                        open_socket, 60, "a reconnect", interval=0.2, ignoring=Exception
+                    )
                     if snap["order"]["status"] == want:
                         return sock
                     continue
@@ -263,9 +256,11 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         with pytest.raises(Exception):  # noqa: B017 - closed abnormally, whatever the class
             while True:
                 sock.recv(timeout=30)
-        _until(lambda: len(set(_worker_pids(web_master.process.pid)) - set(workers)) == 2, 60,
-               "new web workers")  # fmt: skip
-        sock, snapshot = _until(lambda: _try(open_socket), 60, "a reconnect")
+        wait_until(lambda: len(set(_worker_pids(web_master.process.pid)) - set(workers)) == 2, 60,
+                   "new web workers", interval=0.2)  # fmt: skip
+        sock, snapshot = wait_until(
+            open_socket, 60, "a reconnect", interval=0.2, ignoring=Exception
+        )
         assert snapshot["order"]["status"] == "ORDER_CONFIRMED"
         call("staff", "POST", f"{detail}advance/")
         sock = next_status(sock, _following("ORDER_CONFIRMED"))
@@ -277,13 +272,6 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
 
 def _child(run, name: str):
     return next(c for c in run.app.children if c.component.name == name)
-
-
-def _try(fn):
-    try:
-        return fn()
-    except Exception:
-        return None
 
 
 def _following(status: str) -> str:

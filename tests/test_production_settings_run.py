@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 from localrun import compose as prod
 from runtime.conf import BASE_DIR
+from tests.conftest import free_port
 
 COMPOSE_VARS = {
     "DJANGO_SECRET_KEY": "k" * 50,
@@ -86,12 +86,6 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_health_metrics_and_sign_in_work_with_compose_production_settings(tmp_path):
     plan = prod.plan(var=tmp_path / "prod", overrides=COMPOSE_VARS)
     _, env = plan.processes["web"]
@@ -102,7 +96,7 @@ def test_health_metrics_and_sign_in_work_with_compose_production_settings(tmp_pa
         "DATABASE_URL": f"sqlite:///{tmp_path / 'web.sqlite3'}",  # stands in for PostgreSQL
         "REDIS_URL": "",  # the in-process cache and channel layer stand in for Redis
         "METRICS_HOST": "127.0.0.1",
-        "PROBE_METRICS_PORT": str(_free_port()),
+        "PROBE_METRICS_PORT": str(free_port()),
         "ORDERTRACK_VAR_DIR": str(tmp_path / "var"),
         # Multi-process mode, as config.asgi sets it for uvicorn's workers.
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),

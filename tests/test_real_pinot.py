@@ -22,6 +22,7 @@ from contract.events import Topic, now_ms, topic_name
 from pinot import deployment, loader
 from pinot.definitions import load_tables
 from tests.fixtures_pinot import delivery_event, item_event, order_event
+from tests.waiting import wait_until
 from tracker.operations.pinot_controller import PinotController
 from tracker.tracking import selectors as s
 from tracker.tracking.exceptions import TrackingUnavailable
@@ -222,31 +223,22 @@ def test_a_killed_server_comes_back_from_kafka(real_pinot, pinot):
     with pytest.raises(TrackingUnavailable):
         s.order_state(order)
     # The monitor's ReplicasMissing figure: the lost server's segments are short of replicas.
-    _wait_for(lambda: _segments_short() > 0, 60, "the controller to see segments unserved")
+    wait_until(lambda: _segments_short() > 0, 60, "the controller to see segments unserved")
     pinot.publish(order_event(order, 3, "BEING_PREPARED"))
-    while True:
-        try:
-            if s.order_state(order).status == "BEING_PREPARED":
-                break
-        except TrackingUnavailable:
-            pass
-        assert time.monotonic() - started < 120, "the server did not come back in 2 minutes"
-        time.sleep(0.5)
+    wait_until(
+        lambda: s.order_state(order).status == "BEING_PREPARED",
+        120 - (time.monotonic() - started),
+        "the server to come back, 2 minutes after the kill",
+        ignoring=TrackingUnavailable,
+    )
     pinot.sync(timeout=30)  # every row again, not only the latest
     assert real_pinot.server_pid() != killed
-    _wait_for(lambda: _segments_short() == 0, 60, "every segment served again")
+    wait_until(lambda: _segments_short() == 0, 60, "every segment served again")
 
 
 def _segments_short() -> int:
     with PinotController() as controller:
         return controller.segments_short()
-
-
-def _wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {seconds:.0f} s for {what}"
-        time.sleep(0.5)
 
 
 def test_a_record_of_the_same_version_replaces_the_one_pinot_holds(pinot):

@@ -15,8 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
-import time
 import urllib.error
 import urllib.request
 from datetime import timedelta
@@ -413,41 +411,28 @@ def test_a_failing_link_leaves_no_token_in_djangos_request_log(world, log_lines)
 def test_the_asgi_servers_own_lines_keep_no_token(log_lines):
     """uvicorn serving the app, access log on: its request lines, and the WebSocket
     handshake lines it writes even with --no-access-log, name the path."""
-    import uvicorn
     from websockets.asyncio.client import connect
 
-    from tests.fixtures_browser import _free_port
+    from tests.fixtures_browser import ServerThread
 
     alice = make_customer("alice")
     order = place(alice, make_restaurant())
     _, token = sharing.create_link(order.pk, by=alice.user)
     guessed = tokens.new_token()
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config("config.asgi:application", host="127.0.0.1", port=port, lifespan="off",
-                       log_config=None, access_log=True, ws="websockets-sansio")
-    )  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    server = ServerThread(log_config=None, log_level=None, access_log=True).start()
     try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.02)
-        base = f"http://127.0.0.1:{port}"
-        assert urllib.request.urlopen(f"{base}/t/{token}/", timeout=10).status == 200
+        assert urllib.request.urlopen(f"{server.url}/t/{token}/", timeout=10).status == 200
         with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(f"{base}/t/{guessed}/", timeout=10)
+            urllib.request.urlopen(f"{server.url}/t/{guessed}/", timeout=10)
 
         async def socket() -> dict:
-            async with connect(f"ws://127.0.0.1:{port}/ws/share/{guessed}/") as ws:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws/share/{guessed}/") as ws:
                 return json.loads(await asyncio.wait_for(ws.recv(), 10))
 
         refused = asyncio.run(socket())
         assert refused["type"] == "error" and refused["code"] == 4404
     finally:
-        server.should_exit = True
-        thread.join(10)
+        server.stop()
     text = "\n".join(log_lines)
     assert re.search(r"GET /t/\[redacted\]/ HTTP/1\.1\" 200", text), text
     assert '"WebSocket /ws/share/[redacted]/" [accepted]' in text, text

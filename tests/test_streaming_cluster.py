@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from runtime.conf import BASE_DIR
 from tests.conftest import free_port
 from tests.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
 from tests.test_streaming_job import latest, outputs, send
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -46,16 +46,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def executor_pids(worker_port: int) -> list[int]:
@@ -117,7 +107,7 @@ def spark_cluster(tmp_path):
         return state["status"] == "ALIVE" and (len(procs) == 1 or bool(state["aliveworkers"]))
 
     try:
-        wait_for(alive, 60, "the Spark Master")
+        wait_until(alive, 60, "the Spark Master")
         worker = subprocess.Popen(
             [spark_class, *worker_cmd[1:], "--port", str(worker_port)],
             env=env,
@@ -126,7 +116,7 @@ def spark_cluster(tmp_path):
             start_new_session=True,
         )
         procs.append(worker)
-        wait_for(alive, 60, "the Spark Worker to register")
+        wait_until(alive, 60, "the Spark Worker to register")
         yield {"url": url, "worker_port": worker_port, "logs": logs}
     finally:
         for proc in reversed(procs):
@@ -176,13 +166,13 @@ def test_cluster_run_with_a_killed_executor_equals_local_mode(spark, kafka_topic
         start_new_session=True,
     )
     try:
-        wait_for(lambda: len(latest(outputs(Topic.ORDERS_ENRICHED))) == 3, 180, "first outputs")
-        (executor,) = wait_for(
+        wait_until(lambda: len(latest(outputs(Topic.ORDERS_ENRICHED))) == 3, 180, "first outputs")
+        (executor,) = wait_until(
             lambda: executor_pids(spark_cluster["worker_port"]), 30, "the executor JVM"
         )
         os.kill(executor, signal.SIGKILL)
         send(second, raw=raw[1:])
-        wait_for(
+        wait_until(
             lambda: executor_pids(spark_cluster["worker_port"]) not in ([], [executor]),
             120,
             "the Worker to launch a new executor",
@@ -205,7 +195,7 @@ def test_cluster_run_with_a_killed_executor_equals_local_mode(spark, kafka_topic
                 {k: v["version"] for k, v in want_latest.items()},
             )
 
-        wait_for(caught_up, 180, "the job to catch up after the executor was killed")
+        wait_until(caught_up, 180, "the job to catch up after the executor was killed")
         assert job.poll() is None, "the driver survived the executor's death"
     finally:
         os.killpg(job.pid, signal.SIGTERM)

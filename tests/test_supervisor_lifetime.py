@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from runtime.conf import BASE_DIR
+from tests.waiting import wait_until
 
 SUPERVISOR = textwrap.dedent(
     """
@@ -165,10 +166,12 @@ def test_a_held_component_stays_down_until_its_hold_file_goes(tmp_path, monkeypa
         assert held.process.poll() is not None and held.process.pid == first
         assert not supervisor.failed.is_set()  # max_restarts=0: an unheld exit would fail
         (tmp_path / "hold" / "one").unlink()
-        deadline = time.monotonic() + 10
-        while held.process.pid == first or not held.ready.is_set():
-            assert time.monotonic() < deadline, "not started again once released"
-            time.sleep(0.1)
+        wait_until(
+            lambda: held.process.pid != first and held.ready.is_set(),
+            10,
+            "a start once released",
+            interval=0.1,
+        )
         assert held.restarts == 0 and not supervisor.failed.is_set()
     finally:
         supervisor.stop()

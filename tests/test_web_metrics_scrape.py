@@ -10,14 +10,15 @@ Prometheus reaches and the public proxy does not, as every other process's does.
 from __future__ import annotations
 
 import re
-import socket
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 from django.test import Client
+
+from tests.conftest import free_port
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = {
@@ -46,12 +47,6 @@ def _alerted_metric(alert: str) -> str:
     return re.search(r"ordertrack_[a-z_]+", rule["expr"]).group(0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_public_port_refuses_a_scrape_by_container_address(settings):
     """Why the listener exists: Django's answer to Prometheus's request on port 8000."""
     for name, value in PRODUCTION.items():
@@ -76,22 +71,21 @@ def test_prometheus_scrapes_the_web_on_an_internal_listener_in_production(settin
         setattr(settings, name, value)
     from config.metrics_listener import serve_web_metrics
 
-    port = _free_port()
+    port = free_port()
     monkeypatch.setenv("METRICS_HOST", "127.0.0.1")
     server = serve_web_metrics(port)
     series = _alerted_metric("PipelineStageStalled") + '{stage="relay"}'
-    deadline = time.monotonic() + 30  # the monitor's first sample sets the series
-    try:
-        while True:
-            answer = httpx.get(
-                f"http://127.0.0.1:{port}/metrics", headers={"Host": f"172.18.0.7:{scraped}"}
-            )
-            assert answer.status_code == 200
-            if series in answer.text or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+
+    def scrape() -> httpx.Response | None:
+        answer = httpx.get(
+            f"http://127.0.0.1:{port}/metrics", headers={"Host": f"172.18.0.7:{scraped}"}
+        )
+        assert answer.status_code == 200
+        return answer if series in answer.text else None
+
+    try:  # the monitor's first sample sets the series
+        answer = wait_until(scrape, 30, f"{series} on the scraped page")
     finally:
         server.shutdown()
         server.server_close()
-    assert series in answer.text
     assert "ordertrack_http_request_duration_seconds" in answer.text

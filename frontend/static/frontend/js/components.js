@@ -1,6 +1,6 @@
 /** Small pieces of UI shared by the pages: status badges, progress bars, change chips, tables, the order timeline and a page's facts list. */
 import { h } from "./dom.js";
-import { change, clock, duration } from "./format.js";
+import { arrival, change, clock, duration, etaText } from "./format.js";
 import { buildTimeline, label, progress, tone } from "./status.js";
 
 /** A coloured status badge. */
@@ -72,6 +72,47 @@ export function timelineItems(status, statusTimes) {
       ),
     ),
   );
+}
+
+/** The "Progress" card around an order's timeline list (`timelineItems`). */
+export function progressCard(timeline) {
+  return h("section", { class: "card", "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Progress"), timeline);
+}
+
+/**
+ * The "Delivery" card of the order page and a shared link's page: the heading with the map's
+ * legend (`[swatch, text]` pairs; decorative, the facts say it), then the facts, the map and
+ * the note under it.
+ */
+export function deliveryCard(legend, stats, map, note) {
+  return h(
+    "section",
+    { class: "card order-map-card", "aria-labelledby": "map-title" },
+    h(
+      "div",
+      { class: "card-head" },
+      h("h2", { id: "map-title" }, "Delivery"),
+      h(
+        "span",
+        { class: "map-legend", "aria-hidden": "true" },
+        legend.map(([swatch, text]) => h("span", { class: "legend-item" }, h("span", { class: `legend-swatch swatch-${swatch}` }), text)),
+      ),
+    ),
+    stats,
+    map,
+    note,
+  );
+}
+
+/**
+ * A delivery's "Arrives" fact: the arrival window (the time left in its title) and, when it
+ * moved since the reader was told, by how much (`trackArrival`'s note); else "Delivered" or "–".
+ */
+export function arrivalFact(eta, tracker, status) {
+  if (!eta) return status === "DELIVERED" ? "Delivered" : "–";
+  const seconds = Math.max(0, (Date.parse(eta.arrives_at) - Date.now()) / 1000);
+  const shift = tracker && tracker.note;
+  return [h("span", { class: "eta-range", title: `${etaText(seconds)} from now` }, arrival(eta)), shift ? h("span", { class: "eta-shift", id: "eta-shift" }, ` · ${shift}`) : null];
 }
 
 /** A page's facts as `dl` rows: `[term, value, id]` each (the map's text equivalent). */

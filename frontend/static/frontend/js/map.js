@@ -160,3 +160,15 @@ export class GlidingMarker {
     this.marker.remove();
   }
 }
+
+/**
+ * Glide a courier's marker to a newer GPS fix over about the time between the two fixes
+ * (0.4 to 3 s, so it moves steadily without lagging behind), and pan when the fix nears the
+ * map's edge.
+ */
+export function glideToFix(map, marker, previous, position) {
+  const target = [position.lat, position.lon];
+  const gap = previous ? Date.parse(position.at) - Date.parse(previous.at) : 1000;
+  marker.moveTo(target, Math.max(400, Math.min(Number.isFinite(gap) ? gap : 1000, 3000)));
+  if (!map.getBounds().pad(-0.1).contains(target)) map.panTo(target, { animate: true });
+}

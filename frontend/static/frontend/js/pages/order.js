@@ -6,17 +6,18 @@
  *
  * First paint from REST; then /ws/orders/<id>/ with ?since=<version>: the
  * server answers "resumed" (nothing missed) or a fresh snapshot, then updates,
- * and fast `status` and `position` messages ahead of them (status.js `furthest` and
- * `newestPoint` decide what shows).
+ * and fast `status` and `position` messages ahead of them (delivery-state.js applies
+ * them; status.js `furthest` and `newestPoint` decide what shows).
  */
 import { api } from "../api.js";
 import { config } from "../config.js";
 import { connectionIndicator } from "../connection.js";
 import { announce, errorState, h, loadingState, replace, toast } from "../dom.js";
-import { statRows, statusBadge, timelineItems } from "../components.js";
-import { arrival, clock, distance, etaText, money, trackArrival, when } from "../format.js";
-import { GlidingMarker, L, createMap, pinIcon, staticMarker } from "../map.js";
-import { IN_TRANSIT, furthest, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
+import { arrivalFact, deliveryCard, progressCard, statRows, statusBadge, timelineItems } from "../components.js";
+import { DeliveryState } from "../delivery-state.js";
+import { arrival, clock, distance, money, when } from "../format.js";
+import { GlidingMarker, L, createMap, glideToFix, pinIcon, staticMarker } from "../map.js";
+import { IN_TRANSIT, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
 import { LiveSocket } from "../live.js";
 import { notificationControl, notifyStatus, setTitleStatus } from "../notify.js";
 import { shareControl } from "../share-link.js";
@@ -26,16 +27,13 @@ const root = document.getElementById("order-root");
 const els = {};
 
 /** What the page shows; replaced by snapshots, advanced by updates. */
-const state = {
-  order: null, // the REST detail (items, restaurant, delivery, customer, courier)
-  version: -1,
-  status: null,
-  statusTimes: {},
-  position: null, // {lat, lon, at}
-  distanceKm: null,
-  eta: null, // the predicted arrival {arrives_at, earliest, latest, computed_at, basis}
-  arrivalTracker: undefined, // what the customer was last told, and whether it moved
-};
+const state = new DeliveryState({
+  etaShifted: (note) => announce(`Your order ${arrival(state.eta)}, ${note}.`),
+  moveCourier,
+  statusMoved,
+  renderDelivery,
+});
+state.order = null; // the REST detail (items, restaurant, delivery, customer, courier)
 
 let socket = null;
 let map = null;
@@ -44,48 +42,9 @@ let layers = null;
 // ------------------------------------------------------------------ state
 
 function fromDetail(detail, version) {
-  const shown = state.status;
   state.order = detail;
-  state.version = version;
-  state.status = furthest(shown, detail.status); // a snapshot behind a fast status
-  const times = timesFromTimeline(detail.timeline);
-  if (state.status !== detail.status) times[state.status] = state.statusTimes[state.status];
-  state.statusTimes = times;
+  state.fromSnapshot(detail, version);
   state.position = newestPoint(state.position, detail.position);
-  state.distanceKm = detail.distance_left_km;
-  setEta(detail.eta);
-}
-
-function setEta(eta) {
-  const before = state.arrivalTracker;
-  state.eta = eta || null;
-  state.arrivalTracker = trackArrival(before, state.eta);
-  if (state.arrivalTracker.note && (!before || before.note !== state.arrivalTracker.note)) {
-    announce(`Your order ${arrival(state.eta)}, ${state.arrivalTracker.note}.`);
-  }
-}
-
-/** An enriched `update`: the order's full state at a newer version. */
-function applyUpdate(message) {
-  if (message.version <= state.version) return;
-  const previous = state.status;
-  state.version = message.version;
-  state.status = furthest(previous, message.status);
-  state.statusTimes = { ...state.statusTimes, ...(message.status_times || {}) };
-  state.distanceKm = message.distance_left_km;
-  setEta(message.eta);
-  if (message.position) moveCourier(message.position);
-  if (previous !== state.status) statusMoved();
-  renderDelivery();
-}
-
-/** A fast `status` message: the new status only, ahead of the update with the full state. */
-function applyStatus(message) {
-  if (furthest(state.status, message.status) === state.status) return;
-  state.status = message.status;
-  state.statusTimes = { ...state.statusTimes, [message.status]: message.status_time };
-  statusMoved();
-  renderDelivery();
 }
 
 function statusMoved() {
@@ -125,27 +84,12 @@ function build() {
       h(
         "div",
         { class: "order-main" },
-        h("section", { class: "card", "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Progress"), els.timeline),
+        progressCard(els.timeline),
         h("section", { class: "card", "aria-labelledby": "items-title" }, h("h2", { id: "items-title" }, "Your order"), els.items),
       ),
-      h(
-        "section",
-        { class: "card order-map-card", "aria-labelledby": "map-title" },
-        h("div", { class: "card-head" }, h("h2", { id: "map-title" }, "Delivery"), h("span", { class: "map-legend", "aria-hidden": "true" }, legend())),
-        els.stats,
-        els.map,
-        els.mapNote,
-      ),
+      deliveryCard([["restaurant", "Restaurant"], ["home", "You"], ["courier", "Courier"]], els.stats, els.map, els.mapNote),
     ),
   );
-}
-
-function legend() {
-  return [
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-restaurant" }), "Restaurant"),
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-home" }), "You"),
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-courier" }), "Courier"),
-  ];
 }
 
 const CANCELLABLE = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED"];
@@ -200,23 +144,10 @@ function renderItems() {
 
 function renderDelivery() {
   const inTransit = IN_TRANSIT.has(state.status);
-  const etaSeconds = state.eta ? Math.max(0, (Date.parse(state.eta.arrives_at) - Date.now()) / 1000) : null;
-  const shift = state.eta && state.arrivalTracker && state.arrivalTracker.note;
   const courier = state.order.courier ? state.order.courier.name : null;
   const rows = [
     ["Distance left", inTransit && state.distanceKm !== null && state.distanceKm !== undefined ? distance(state.distanceKm) : "–", "distance-left"],
-    [
-      "Arrives",
-      state.eta
-        ? [
-            h("span", { class: "eta-range", title: `${etaText(etaSeconds)} from now` }, arrival(state.eta)),
-            shift ? h("span", { class: "eta-shift", id: "eta-shift" }, ` · ${shift}`) : null,
-          ]
-        : state.status === "DELIVERED"
-          ? "Delivered"
-          : "–",
-      "eta",
-    ],
+    ["Arrives", arrivalFact(state.eta, state.arrivalTracker, state.status), "eta"],
     ["Courier", courier || (inTransit ? "On the way" : "Not assigned yet"), "courier"],
     ["Last GPS fix", state.position ? clock(state.position.at) : "–", "last-fix"],
   ];
@@ -282,9 +213,7 @@ function moveCourier(position) {
     if (!map.getBounds().contains(target)) map.panTo(target);
     return;
   }
-  const gap = previous ? Date.parse(position.at) - Date.parse(previous.at) : 1000;
-  layers.courier.moveTo(target, Math.max(400, Math.min(Number.isFinite(gap) ? gap : 1000, 3000)));
-  if (!map.getBounds().pad(-0.1).contains(target)) map.panTo(target, { animate: true });
+  glideToFix(map, layers.courier, previous, position);
 }
 
 // ------------------------------------------------------------------ actions
@@ -298,7 +227,7 @@ async function cancelOrder(event) {
     state.order = { ...state.order, ...detail, can_cancel: false };
     state.status = detail.status;
     state.statusTimes = { ...state.statusTimes, ...timesFromTimeline(detail.timeline) };
-    setEta(detail.eta);
+    state.setEta(detail.eta);
     renderHeader();
     renderTimeline();
     renderDelivery();
@@ -329,9 +258,9 @@ function onMessage(message) {
       notifyStatus(orderId, state.status, { restaurant: state.order.restaurant.name, url: location.pathname });
     }
   } else if (message.type === "update" && message.order_id === orderId) {
-    applyUpdate(message);
+    state.applyUpdate(message);
   } else if (message.type === "status" && message.order_id === orderId) {
-    applyStatus(message);
+    state.applyStatus(message);
   } else if (message.type === "position" && message.order_id === orderId) {
     applyPosition(message);
   }

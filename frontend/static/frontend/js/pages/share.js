@@ -7,17 +7,18 @@
  * equivalent beside it.
  *
  * Everything arrives over /ws/share/<token>/: a snapshot, then `update`, fast `status` and
- * `position` messages, applied with the same rules as the order page (status.js `furthest`
- * and `newestPoint`). When the link is revoked or ends, the socket closes with 4404 and the
+ * `position` messages, applied with the same rules as the order page (delivery-state.js,
+ * with status.js `furthest` and `newestPoint`). When the link is revoked or ends, the socket closes with 4404 and the
  * page says the link has ended. The token is read from the address, never from the page.
  */
-import { statRows, statusBadge, timelineItems } from "../components.js";
+import { arrivalFact, deliveryCard, progressCard, statRows, statusBadge, timelineItems } from "../components.js";
 import { connectionIndicator } from "../connection.js";
+import { DeliveryState } from "../delivery-state.js";
 import { announce, h, loadingState, replace } from "../dom.js";
-import { arrival, clock, distance, etaText, trackArrival } from "../format.js";
+import { arrival, clock, distance } from "../format.js";
 import { LiveSocket } from "../live.js";
-import { GlidingMarker, L, createMap, pinIcon } from "../map.js";
-import { IN_TRANSIT, furthest, isActive, label, newestPoint, timesFromTimeline } from "../status.js";
+import { GlidingMarker, L, createMap, glideToFix, pinIcon } from "../map.js";
+import { IN_TRANSIT, isActive, label, newestPoint } from "../status.js";
 
 const token = (location.pathname.match(/^\/t\/([^/]+)\/?$/) || [])[1] || "";
 const root = document.getElementById("share-root");
@@ -25,16 +26,14 @@ const els = {};
 /** Metres across the destination area: the server rounds it to 0.001 degree. */
 const DESTINATION_AREA_M = 110;
 
-const state = {
-  version: -1,
-  status: null,
-  statusTimes: {},
-  position: null, // {lat, lon, at}, only while the courier is on the road
-  distanceKm: null,
-  eta: null, // {arrives_at, earliest, latest, computed_at}
-  destination: null, // {lat, lon}, rounded
-  arrivalTracker: undefined,
-};
+/** What the page shows; its courier point only while the courier is on the road. */
+const state = new DeliveryState({
+  etaShifted: (note) => announce(`The delivery ${arrival(state.eta)}, ${note}.`),
+  moveCourier,
+  statusMoved,
+  renderDelivery,
+});
+state.destination = null; // {lat, lon}, rounded
 
 let socket = null;
 let indicator = null; // the connection pill and banner (connection.js)
@@ -44,49 +43,12 @@ let ticking = null;
 
 // ------------------------------------------------------------------ state
 
-function setEta(eta) {
-  const before = state.arrivalTracker;
-  state.eta = eta || null;
-  state.arrivalTracker = trackArrival(before, state.eta);
-  if (state.arrivalTracker.note && (!before || before.note !== state.arrivalTracker.note)) {
-    announce(`The delivery ${arrival(state.eta)}, ${state.arrivalTracker.note}.`);
-  }
-}
-
 function fromSnapshot(message) {
   const order = message.order;
-  const shown = state.status;
-  state.version = message.version;
-  state.status = furthest(shown, order.status);
-  const times = timesFromTimeline(order.timeline);
-  if (state.status !== order.status) times[state.status] = state.statusTimes[state.status];
-  state.statusTimes = times;
+  const shown = state.fromSnapshot(order, message.version);
   state.position = IN_TRANSIT.has(state.status) ? newestPoint(state.position, order.position) : null;
-  state.distanceKm = order.distance_left_km;
   state.destination = order.destination;
-  setEta(order.eta);
   return shown;
-}
-
-function applyUpdate(message) {
-  if (message.version <= state.version) return;
-  const previous = state.status;
-  state.version = message.version;
-  state.status = furthest(previous, message.status);
-  state.statusTimes = { ...state.statusTimes, ...(message.status_times || {}) };
-  state.distanceKm = message.distance_left_km;
-  setEta(message.eta);
-  if (message.position) moveCourier(message.position);
-  if (previous !== state.status) statusMoved();
-  renderDelivery();
-}
-
-function applyStatus(message) {
-  if (furthest(state.status, message.status) === state.status) return;
-  state.status = message.status;
-  state.statusTimes = { ...state.statusTimes, [message.status]: message.status_time };
-  statusMoved();
-  renderDelivery();
 }
 
 function statusMoved() {
@@ -115,24 +77,10 @@ function build() {
     h(
       "div",
       { class: "order-layout" },
-      h("section", { class: "card", "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Progress"), els.timeline),
-      h(
-        "section",
-        { class: "card order-map-card", "aria-labelledby": "map-title" },
-        h("div", { class: "card-head" }, h("h2", { id: "map-title" }, "Delivery"), h("span", { class: "map-legend", "aria-hidden": "true" }, legend())),
-        els.stats,
-        els.map,
-        els.mapNote,
-      ),
+      progressCard(els.timeline),
+      deliveryCard([["home", "Destination area"], ["courier", "Courier"]], els.stats, els.map, els.mapNote),
     ),
   );
-}
-
-function legend() {
-  return [
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-home" }), "Destination area"),
-    h("span", { class: "legend-item" }, h("span", { class: "legend-swatch swatch-courier" }), "Courier"),
-  ];
 }
 
 function renderHeader() {
@@ -150,23 +98,10 @@ function renderTimeline() {
 
 function renderDelivery() {
   const inTransit = IN_TRANSIT.has(state.status);
-  const etaSeconds = state.eta ? Math.max(0, (Date.parse(state.eta.arrives_at) - Date.now()) / 1000) : null;
-  const shift = state.eta && state.arrivalTracker && state.arrivalTracker.note;
   const left = inTransit && state.distanceKm !== null && state.distanceKm !== undefined ? distance(state.distanceKm) : "–";
   const rows = [
     ["Distance left", left, "distance-left"],
-    [
-      "Arrives",
-      state.eta
-        ? [
-            h("span", { class: "eta-range", title: `${etaText(etaSeconds)} from now` }, arrival(state.eta)),
-            shift ? h("span", { class: "eta-shift", id: "eta-shift" }, ` · ${shift}`) : null,
-          ]
-        : state.status === "DELIVERED"
-          ? "Delivered"
-          : "–",
-      "eta",
-    ],
+    ["Arrives", arrivalFact(state.eta, state.arrivalTracker, state.status), "eta"],
     ["Last GPS fix", inTransit && state.position ? clock(state.position.at) : "–", "last-fix"],
   ];
   replace(els.stats, statRows(rows));
@@ -229,9 +164,7 @@ function moveCourier(position) {
     if (!map.getBounds().contains(target)) map.panTo(target);
     return;
   }
-  const gap = previous ? Date.parse(position.at) - Date.parse(previous.at) : 1000;
-  layers.courier.moveTo(target, Math.max(400, Math.min(Number.isFinite(gap) ? gap : 1000, 3000)));
-  if (!map.getBounds().pad(-0.1).contains(target)) map.panTo(target, { animate: true });
+  glideToFix(map, layers.courier, previous, position);
 }
 
 // ------------------------------------------------------------------ live
@@ -273,9 +206,9 @@ function onMessage(message) {
   } else if (state.status === null) {
     return; // nothing is drawn before the snapshot
   } else if (message.type === "update") {
-    applyUpdate(message);
+    state.applyUpdate(message);
   } else if (message.type === "status") {
-    applyStatus(message);
+    state.applyStatus(message);
   } else if (message.type === "position") {
     moveCourier(message.position);
     renderDelivery();
