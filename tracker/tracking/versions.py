@@ -69,7 +69,7 @@ class Registrar:
         entries = {_key(order): (version, self.run) for order, version in versions.items()}
         with self._lock:
             if now - self._beaten >= BEAT_EVERY_MS:
-                entries[_ALIVE_KEY] = (self.run, now)
+                entries[_ALIVE_KEY] = entries[_alive_key(self.run)] = (self.run, now)
                 self._beaten = now
         if not entries:
             return
@@ -79,19 +79,32 @@ class Registrar:
             log.warning("versions: cannot register %d entries", len(entries), exc_info=True)
 
 
+def _alive_key(run: str) -> str:
+    return f"{_ALIVE_KEY}:{run}"
+
+
+def _fresh(beat: tuple[str, int] | None) -> bool:
+    return beat is not None and now_ms() - beat[1] <= ALIVE_MS
+
+
 def _lookup(order_id: int) -> tuple[str | None, int | None]:
-    """(the live bridge run, the newest version it registered for ``order_id``): no run
-    when none is alive or the register cannot be read, no version when that run has
-    registered none."""
+    """(a live bridge run, the newest version a live run registered for ``order_id``): no
+    run when none is alive or the register cannot be read, no version when no live run
+    has registered one. Several runs may write at once (bridges restarting, a second
+    ``pushbridge``): each entry names its run, and counts while that run beats."""
     try:
         got = _register().get_many([_key(order_id), _ALIVE_KEY])
+        latest, entry = got.get(_ALIVE_KEY), got.get(_key(order_id))
+        if entry is not None and (latest is None or entry[1] != latest[0]):
+            beat = _register().get(_alive_key(entry[1]))  # another run's entry
+        else:
+            beat = latest
     except Exception:  # noqa: BLE001 - unknown: ask Pinot
         return None, None
-    alive, entry = got.get(_ALIVE_KEY), got.get(_key(order_id))
-    if alive is None or now_ms() - alive[1] > ALIVE_MS:
-        return None, None
-    run = alive[0]
-    return run, (entry[0] if entry is not None and entry[1] == run else None)
+    run = latest[0] if _fresh(latest) else None
+    if entry is None or not _fresh(beat):
+        return run, None
+    return run, entry[0]
 
 
 def latest_version(order_id: int) -> int | None:

@@ -1,0 +1,146 @@
+"""An order that has not changed is read without asking Pinot, and never served stale.
+
+The push bridge registers each order's newest orders_enriched version
+(:mod:`tracker.tracking.versions`); a read keeps the state Pinot last returned while no
+newer version is registered. The register counts only while the bridge run that wrote it
+beats, so a stopped bridge, a new run or an unreadable register send reads to Pinot.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.core.cache import caches
+
+from api.conditional import Renditions
+from contract.events import now_ms
+from tests.fixtures_pinot import order_event
+from tests.waiting import wait_until
+from tracker.live.bridge import Bridge
+from tracker.live.reader import run_readers
+from tracker.tracking import selectors, versions
+
+
+@pytest.fixture(autouse=True)
+def _empty_register():
+    caches["versions"].clear()
+    versions.forget()
+    yield
+    caches["versions"].clear()
+    versions.forget()
+
+
+def test_a_version_counts_only_while_the_run_that_registered_it_beats(monkeypatch):
+    old = versions.Registrar()
+    old.register({7: 3})
+    assert versions.latest_version(7) == 3
+    assert versions.latest_version(8) is None  # nothing registered for it
+    new = versions.Registrar()
+    new.register({})  # a second run beside it: the first one's entries still count
+    assert versions.latest_version(7) == 3
+    later = now_ms() + versions.ALIVE_MS + 1_000
+    monkeypatch.setattr(versions, "now_ms", lambda: later)
+    new.register({})  # only the new run beats on: the old run may have missed records
+    assert versions.latest_version(7) is None
+    new.register({7: 5})
+    assert versions.latest_version(7) == 5
+
+
+def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
+    versions.Registrar().register({7: 3})
+
+    def down(*args, **kwargs):
+        raise ConnectionError("register down")
+
+    monkeypatch.setattr(caches["versions"], "get_many", down)
+    assert versions.latest_version(7) is None
+
+
+def test_a_rendition_is_reused_while_the_answer_is_equal_and_remade_when_it_changes():
+    made = []
+
+    def render(source):
+        made.append(source)
+        return {"shown": source["n"]}
+
+    renditions = Renditions(10, render)
+    body, etag = renditions.rendition(1, {"n": 1})
+    again, same = renditions.rendition(1, {"n": 1})  # equal, not the same object
+    assert again is body and same == etag and len(made) == 1
+    assert body.json == b'{"shown":1}'
+    changed, other = renditions.rendition(1, {"n": 2})
+    assert changed == {"shown": 2} and other != etag and len(made) == 2
+
+
+@pytest.fixture
+def bridge(pinot):
+    """A push bridge following the run's topics, as the web workers run it."""
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=run_readers, args=(Bridge(lambda sends: None), stop, ready), daemon=True
+    )
+    thread.start()
+    assert ready.wait(30), "the bridge did not start following its topics"
+    yield stop
+    stop.set()
+    thread.join(15)
+
+
+def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
+    pinot, bridge, monkeypatch
+):
+    order = pinot.base + 1
+    asked = []
+    real_order_state = selectors.order_state
+
+    def counted(order_id):
+        asked.append(order_id)
+        return real_order_state(order_id)
+
+    monkeypatch.setattr(selectors, "order_state", counted)
+    pinot.publish(order_event(order, 1, "PLACED_ORDER"))
+    pinot.sync()
+    wait_until(lambda: versions.latest_version(order) == 1, 20, "the bridge to register v1")
+    for _ in range(5):
+        assert versions.order_state(order).version == 1
+    assert len(asked) == 1
+
+    pinot.publish(order_event(order, 2, "ORDER_CONFIRMED"))
+    wait_until(lambda: versions.latest_version(order) == 2, 20, "the bridge to register v2")
+    state = wait_until(
+        lambda: (s := versions.order_state(order)) is not None and s.version == 2 and s,
+        30,
+        "the read to show v2 once Pinot has it",
+        interval=0.05,
+    )
+    assert state.status == "ORDER_CONFIRMED"
+    asked.clear()
+    for _ in range(5):
+        assert versions.order_state(order).version == 2
+    assert asked == []
+
+    bridge.set()  # the bridge stops: after its last heartbeat, every read asks Pinot
+    wait_until(lambda: versions.latest_version(order) is None, 20, "the register to go stale")
+    for _ in range(3):
+        assert versions.order_state(order).version == 2
+    assert len(asked) == 3
+
+
+def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_first_read(
+    pinot, monkeypatch
+):
+    """A delivered order gets no records after the bridge starts: its first read registers
+    the version Pinot returned (only where none is registered), so it is read once."""
+    order = pinot.base + 2
+    pinot.publish(order_event(order, 4, "DELIVERED"))
+    pinot.sync()
+    run = versions.Registrar()
+    run.register({})  # a live run that has seen nothing of this order
+    asked = []
+    real_order_state = selectors.order_state
+    monkeypatch.setattr(selectors, "order_state", lambda o: asked.append(o) or real_order_state(o))
+    for _ in range(4):
+        assert versions.order_state(order).version == 4
+    assert len(asked) == 1
+    assert versions.latest_version(order) == 4
