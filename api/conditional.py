@@ -22,7 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.renderers import Rendered
-from tracker.tracking.lru import BoundedCache
+from tracker.tracking.copies import BoundedCache
 
 IF_NONE_MATCH = OpenApiParameter(
     "If-None-Match",

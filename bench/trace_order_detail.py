@@ -49,7 +49,7 @@ from bench.common import (  # noqa: E402
 
 #: Runs inside the checkout being traced (its own modules and test builders).
 CHILD = r"""
-import json, os, shutil, sys, tempfile
+import json, os, shutil, sys, tempfile, time
 sys.path.insert(0, os.getcwd())
 root = os.path.realpath(os.getcwd()) + os.sep
 os.environ.update({
@@ -62,7 +62,10 @@ django.setup()
 from django.core.management import call_command
 from localrun.kafka import free_port
 from localrun.pinot import LocalPinot
-from localrun.pinot_conf import Ports
+try:
+    from localrun.pinot_conf import Ports
+except ImportError:  # a checkout from before localrun/pinot.py was split
+    from localrun.pinot import Ports
 
 call_command("migrate", verbosity=0)
 pinot = LocalPinot(data_dir=os.path.join(os.environ["ORDERTRACK_VAR_DIR"], "pinot"),
@@ -74,7 +77,6 @@ try:
     from contract.events import LIFECYCLE, OrderStatus, now_ms
     from tests.factories import make_courier, make_customer, make_restaurant, place
     from tests.fixtures_pinot import delivery_event, order_event
-    from tests.waiting import wait_until
     from tracker.tracking.selectors.store import query
     from tracker.orders import services
     from tracker.orders.policy import SYSTEM
@@ -102,8 +104,11 @@ try:
         rows = query(f"SELECT COUNT(*) AS n FROM {table} WHERE order_id = {order.pk}")
         return bool(rows and rows[0]["n"])  # 0.11: no row, or a row of 0, when none
 
-    wait_until(lambda: held("orders_enriched") and held("delivery_statuses"), 60,
-               "Pinot to ingest the order", interval=0.1)
+    # Waited for here, not with tests.waiting: the child runs in older checkouts too.
+    deadline = time.monotonic() + 60
+    while not (held("orders_enriched") and held("delivery_statuses")):
+        assert time.monotonic() < deadline, "Pinot did not ingest the order in 60 s"
+        time.sleep(0.1)
     client = APIClient()
     client.force_authenticate(alice.user)
     url = f"/api/v1/orders/{order.pk}/"

@@ -11,14 +11,58 @@ order's state shows its last position.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from contract.events import now_ms
 from tracker.notices import listener
-from tracker.tracking import selectors, versions
-from tracker.tracking.lru import BoundedCache
+from tracker.tracking import selectors
 from tracker.tracking.selectors import records
 from tracker.tracking.shapes import Millis, PlacedOrder, Point
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class BoundedCache(Generic[K, V]):
+    """At most ``size`` entries; the least recently read goes first. Web servers serve
+    requests on several threads, hence the lock (held only for the dict operations)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def drop_where(self, doomed: Callable[[K, V], bool]) -> None:
+        """Drop every entry for which ``doomed(key, value)`` is true (a scan: for rare
+        events such as an admin edit)."""
+        with self._lock:
+            for key in [k for k, v in self._items.items() if doomed(k, v)]:
+                del self._items[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
 
 #: Orders whose placed part a process keeps (a few KB each), couriers whose name it keeps,
 #: and trails it keeps (a position is about 100 bytes; a trail at most 1,000 of them).
@@ -126,4 +170,3 @@ def forget_copies() -> None:
     _placed.clear()
     _courier_names.clear()
     _trails.clear()
-    versions.forget()

@@ -27,7 +27,7 @@ from django.core.cache import caches
 
 from contract.events import now_ms
 from tracker.tracking import selectors
-from tracker.tracking.lru import BoundedCache
+from tracker.tracking.copies import BoundedCache
 from tracker.tracking.selectors import OrderState
 
 log = logging.getLogger(__name__)
@@ -83,26 +83,23 @@ def _alive_key(run: str) -> str:
     return f"{_ALIVE_KEY}:{run}"
 
 
-def _fresh(beat: tuple[str, int] | None) -> bool:
-    return beat is not None and now_ms() - beat[1] <= ALIVE_MS
-
-
 def _lookup(order_id: int) -> tuple[str | None, int | None]:
     """(a live bridge run, the newest version a live run registered for ``order_id``): no
     run when none is alive or the register cannot be read, no version when no live run
     has registered one. Several runs may write at once (bridges restarting, a second
     ``pushbridge``): each entry names its run, and counts while that run beats."""
+    register, now = caches["versions"], now_ms()
     try:
-        got = _register().get_many([_key(order_id), _ALIVE_KEY])
-        latest, entry = got.get(_ALIVE_KEY), got.get(_key(order_id))
+        got = register.get_many([f"order:{order_id}", _ALIVE_KEY])
+        latest, entry = got.get(_ALIVE_KEY), got.get(f"order:{order_id}")
         if entry is not None and (latest is None or entry[1] != latest[0]):
-            beat = _register().get(_alive_key(entry[1]))  # another run's entry
+            beat = register.get(f"{_ALIVE_KEY}:{entry[1]}")  # another run's entry
         else:
             beat = latest
     except Exception:  # noqa: BLE001 - unknown: ask Pinot
         return None, None
-    run = latest[0] if _fresh(latest) else None
-    if entry is None or not _fresh(beat):
+    run = latest[0] if latest is not None and now - latest[1] <= ALIVE_MS else None
+    if entry is None or beat is None or now - beat[1] > ALIVE_MS:
         return run, None
     return run, entry[0]
 
