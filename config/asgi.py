@@ -36,6 +36,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from config.asgi_limits import BodySizeLimit  # noqa: E402
+from config.lifespan import lifespan  # noqa: E402
 from config.metrics_listener import serve_web_metrics  # noqa: E402
 from tracker.live.auth import websocket_stack  # noqa: E402
 from tracker.live.routing import websocket_urlpatterns  # noqa: E402
@@ -45,6 +46,7 @@ application = ProtocolTypeRouter(
     {
         "http": BodySizeLimit(django_asgi_app),
         "websocket": websocket_stack(URLRouter(websocket_urlpatterns)),
+        "lifespan": lifespan,
     }
 )
 
