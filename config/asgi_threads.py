@@ -20,7 +20,10 @@ executor=...)``, asgiref's own way to choose the thread), so:
 * the middleware chain and the view run as one sync call on that thread, as under WSGI.
   Django's async chain instead hopped between the event loop and the thread four more
   times per request (our sync-only middleware sit between async-capable ones, and the
-  sync view is called from the async core), each hop a wake-up of both sides.
+  sync view is called from the async core), each hop a wake-up of both sides;
+* a body streamed from a sync iterator (WhiteNoise's static files, a ``FileResponse``) is
+  read on that thread part by part. Django would read all of it into memory first, and
+  warn each time, since it can only stream an async iterator.
 
 WebSockets do not pass through here (Channels' consumers have their own threads).
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import ChainMap
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,7 +40,10 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.db import connections
-from django.http import HttpRequest, HttpResponseBase
+from django.http import FileResponse, HttpRequest, HttpResponseBase
+
+#: A file's body goes out in parts of about this size, each read in one hop to its thread.
+FILE_PART_BYTES = 64 * 1024
 
 
 def _keep_connections() -> None:
@@ -49,6 +56,27 @@ def _keep_connections() -> None:
         wrapper = connections[alias]  # this thread's own wrapper
         kept = {"CONN_MAX_AGE": settings.REQUEST_THREAD_CONN_MAX_AGE, "CONN_HEALTH_CHECKS": True}
         wrapper.settings_dict = ChainMap(kept, wrapper.settings_dict)
+
+
+async def _read_on_request_thread(chunks: Iterator[bytes], at_least: int) -> AsyncIterator[bytes]:
+    """A sync iterator's chunks, joined to ``at_least`` bytes (or its end) per hop to the
+    request's thread, so no file read blocks the event loop and no more than one part is
+    held. Chunks that are not a file's go one per hop: such an iterator may be waiting
+    for what it yields next, and its client should get each chunk as it comes."""
+
+    def read() -> bytes:
+        part: list[bytes] = []
+        size = 0
+        for chunk in chunks:
+            part.append(chunk)
+            size += len(chunk)
+            if size >= at_least:
+                break
+        return b"".join(part)
+
+    read_on_thread = sync_to_async(read, thread_sensitive=True)
+    while part := await read_on_thread():
+        yield part
 
 
 class PooledThreadASGIHandler(ASGIHandler):
@@ -68,6 +96,16 @@ class PooledThreadASGIHandler(ASGIHandler):
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         """The whole sync chain in one hop to the request's thread."""
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    async def send_response(self, response: HttpResponseBase, send: Any) -> None:
+        """Django's, with a sync streaming body read part by part on the request's thread
+        (an async iterator over it, as Django's streaming responses allow)."""
+        if response.streaming and not response.is_async:
+            at_least = FILE_PART_BYTES if isinstance(response, FileResponse) else 1
+            response.streaming_content = _read_on_request_thread(
+                response.streaming_content, at_least
+            )
+        await super().send_response(response, send)
 
     def _borrow(self) -> ThreadPoolExecutor | None:
         if self._free:

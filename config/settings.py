@@ -135,7 +135,6 @@ STATIC_URL = "static/"
 STATIC_ROOT = var_dir() / "static"  # collectstatic target; WhiteNoise serves it
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = DEBUG  # in development, serve app static files without collectstatic
-FORMS_URLFIELD_ASSUME_HTTPS = True
 
 #: Our dictConfig, which also keeps share-link tokens (and API tokens in a socket's query
 #: string) out of every log line, whichever logger writes it (runtime/logs.py).

@@ -5,8 +5,10 @@ checked against the database's latest state on every request."""
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -15,7 +17,7 @@ from django.conf import settings
 from django.core.signals import request_finished
 from django.db import connection, connections
 
-from config.asgi_threads import PooledThreadASGIHandler
+from config.asgi_threads import FILE_PART_BYTES, PooledThreadASGIHandler
 from tests.factories import make_customer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -48,6 +50,20 @@ async def get(
     app: PooledThreadASGIHandler, path: str, token: str, gate: asyncio.Event | None = None
 ) -> int:
     """One GET through the ASGI app; ``gate`` holds the request body back until it is set."""
+    authorization = (b"authorization", f"Token {token}".encode())
+    status, _ = await exchange(app, path, headers=(authorization,), gate=gate)
+    return status
+
+
+async def exchange(
+    app: PooledThreadASGIHandler,
+    path: str,
+    *,
+    method: str = "GET",
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    gate: asyncio.Event | None = None,
+) -> tuple[int, list[bytes]]:
+    """One request through the ASGI app: its status and the body of each message sent."""
     sent: list[dict] = []
     delivered = False
 
@@ -64,13 +80,13 @@ async def get(
         sent.append(message)
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
         "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
         "root_path": "", "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
-        "headers": [(b"host", b"testserver"), (b"authorization", f"Token {token}".encode())],
+        "headers": [(b"host", b"testserver"), *headers],
     }  # fmt: skip
     await asyncio.wait_for(app(scope, receive, send), timeout=30)
-    return sent[0]["status"]
+    return sent[0]["status"], [message.get("body", b"") for message in sent[1:]]
 
 
 @pytest_asyncio.fixture
@@ -180,3 +196,64 @@ async def test_a_request_started_inside_a_finished_requests_context_is_served(
     gate.set()
     if held is not None:
         assert await held == 200
+
+
+#: Django's own, so always there (WhiteNoise finds it as the pages' assets are found);
+#: over 300 KiB, several parts.
+STATIC_FILE = "admin/js/vendor/xregexp/xregexp.js"
+
+
+def _streaming_warnings(recwarn) -> list[str]:
+    return [str(w.message) for w in recwarn if "StreamingHttpResponse" in str(w.message)]
+
+
+async def test_a_static_file_is_served_whole_with_no_streaming_warning(handler, recwarn):
+    """WhiteNoise answers with a sync file iterator, which Django's handler would read
+    whole into memory, warning each time; here it goes out part by part."""
+    from django.contrib.staticfiles import finders
+
+    app = handler(1)
+    on_disk = Path(finders.find(STATIC_FILE)).read_bytes()
+    assert len(on_disk) > 4 * FILE_PART_BYTES
+    status, bodies = await exchange(app, f"/static/{STATIC_FILE}")
+    assert status == 200 and b"".join(bodies) == on_disk
+    status, bodies = await exchange(app, f"/static/{STATIC_FILE}", method="HEAD")
+    assert status == 200 and b"".join(bodies) == b""
+    ranged = ((b"range", b"bytes=100-199"),)
+    status, bodies = await exchange(app, f"/static/{STATIC_FILE}", headers=ranged)
+    assert status == 206 and b"".join(bodies) == on_disk[100:200]
+    assert _streaming_warnings(recwarn) == []
+
+
+async def test_a_file_is_read_off_the_event_loop_and_a_generator_sent_chunk_by_chunk(
+    handler, recwarn
+):
+    from django.http import FileResponse, StreamingHttpResponse
+
+    class Recorded(io.BytesIO):
+        """Notes the thread of each read."""
+
+        def __init__(self, data: bytes) -> None:
+            super().__init__(data)
+            self.threads: set[str] = set()
+
+        def read(self, size: int | None = -1) -> bytes:
+            self.threads.add(threading.current_thread().name)
+            return super().read(size)
+
+    app = handler(1)
+    data = bytes(range(256)) * 1000
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    recorded = Recorded(data)
+    await app.send_response(FileResponse(recorded), send)
+    assert b"".join(message.get("body", b"") for message in sent[1:]) == data
+    assert recorded.threads and threading.current_thread().name not in recorded.threads
+    # A generator may be waiting for its next chunk: what it has yielded goes out first.
+    sent.clear()
+    await app.send_response(StreamingHttpResponse(iter([b"first", b"", b"second"])), send)
+    assert [message.get("body") for message in sent[1:]] == [b"first", b"second", None]
+    assert _streaming_warnings(recwarn) == []

@@ -18,11 +18,13 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
 
 from runtime.conf import BASE_DIR
 from tests.conftest import free_port
@@ -117,11 +119,14 @@ def two_workers(real_pinot):
         shutil.rmtree(var, ignore_errors=True)
 
 
-def _socket(url: str, path: str, token: str):
-    socket = connect(f"ws://{url}{path}", additional_headers={"Authorization": f"Token {token}"})
-    first = json.loads(socket.recv(timeout=20))
-    assert first["type"] == "snapshot", first
-    return socket
+@contextmanager
+def _socket(url: str, path: str, token: str) -> Iterator[ClientConnection]:
+    """A socket past its snapshot, closed on the way out if the server has not closed it."""
+    headers = {"Authorization": f"Token {token}"}
+    with connect(f"ws://{url}{path}", additional_headers=headers) as socket:
+        first = json.loads(socket.recv(timeout=20))
+        assert first["type"] == "snapshot", first
+        yield socket
 
 
 def _closed_within(socket, code: int, since: float) -> None:
@@ -146,30 +151,33 @@ def test_sign_out_deactivation_and_reassignment_close_sockets_on_the_other_worke
     one, other = two_workers["urls"]
     tokens, order = two_workers["tokens"], two_workers["order"]
     # Sign-out through the API of the worker that does not hold the socket.
-    alices = _socket(one, f"/ws/orders/{order}/", tokens["alice"])
-    started = time.time()
-    signed_out = httpx.post(
-        f"http://{other}/api/v1/auth/logout/", headers={"Authorization": f"Token {tokens['alice']}"}
-    )
-    assert signed_out.status_code == 204
-    _closed_within(alices, 4401, started)
+    with _socket(one, f"/ws/orders/{order}/", tokens["alice"]) as alices:
+        started = time.time()
+        signed_out = httpx.post(
+            f"http://{other}/api/v1/auth/logout/",
+            headers={"Authorization": f"Token {tokens['alice']}"},
+        )
+        assert signed_out.status_code == 204
+        _closed_within(alices, 4401, started)
     # Deactivation and reassignment, made by a third process (a shell, the admin's saves).
-    ops = _socket(one, "/ws/operations/", tokens["ops"])
-    riders = _socket(other, f"/ws/orders/{order}/", tokens["rider1"])
-    deactivated = _django(
-        two_workers["env"],
-        """
+    with (
+        _socket(one, "/ws/operations/", tokens["ops"]) as ops,
+        _socket(other, f"/ws/orders/{order}/", tokens["rider1"]) as riders,
+    ):
+        deactivated = _django(
+            two_workers["env"],
+            """
 from django.contrib.auth import get_user_model
 user = get_user_model().objects.get(username="ops")
 user.is_active = False
 user.save()
 out["at"] = time.time()
 """,
-    )
-    _closed_within(ops, 4401, deactivated["at"])
-    reassigned = _django(
-        two_workers["env"],
-        f"""
+        )
+        _closed_within(ops, 4401, deactivated["at"])
+        reassigned = _django(
+            two_workers["env"],
+            f"""
 from tracker.couriers.models import Courier
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM
@@ -177,8 +185,8 @@ services.advance_order({order}, by=SYSTEM, to="ARRIVING_AT_DOOR",
                        courier=Courier.objects.get(user__username="rider2"))
 out["at"] = time.time()
 """,
-    )
-    _closed_within(riders, 4404, reassigned["at"])
+        )
+        _closed_within(riders, 4404, reassigned["at"])
 
 
 def test_admin_changes_to_kept_orders_reach_every_worker(two_workers):

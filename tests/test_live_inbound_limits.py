@@ -23,7 +23,7 @@ from rest_framework.authtoken.models import Token
 
 from config.asgi import application
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 FEED = "/ws/operations/"
@@ -86,6 +86,7 @@ async def _pong(socket: WebsocketCommunicator) -> dict:
             return message
 
 
+@pytest.mark.asyncio
 async def test_a_frame_larger_than_any_client_message_is_refused_before_parsing():
     key = await _operator_token()
     flooded, bystander = await _open(key), await _open(key)
@@ -124,6 +125,7 @@ def test_every_server_command_refuses_frames_over_the_message_limit():
         assert int(found.group(1)) == limit, where
 
 
+@pytest.mark.asyncio
 async def test_each_user_may_hold_a_limited_number_of_sockets(settings):
     settings.WS_MAX_SOCKETS_PER_USER = 3
     mine, theirs = await _operator_token("ops1"), await _operator_token("ops2")
@@ -139,6 +141,7 @@ async def test_each_user_may_hold_a_limited_number_of_sockets(settings):
         await socket.disconnect()
 
 
+@pytest.mark.asyncio
 async def test_connects_are_rate_limited_per_user(settings):
     settings.WS_CONNECT_RATE = "4/min"
     key = await _operator_token()
@@ -150,6 +153,7 @@ async def test_connects_are_rate_limited_per_user(settings):
     assert refusal["retry_after"] > 0
 
 
+@pytest.mark.asyncio
 async def test_pings_are_rate_limited_per_socket(settings):
     settings.WS_PING_RATE = "3/min"
     socket = await _open(await _operator_token())

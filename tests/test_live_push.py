@@ -34,7 +34,7 @@ from tracker.orders import services
 from tracker.orders.policy import SYSTEM
 from tracker.outbox.relay import Relay
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @database_sync_to_async
@@ -64,6 +64,7 @@ async def _connect(path: str, token: str | None) -> tuple[WebsocketCommunicator,
     return socket, await socket.receive_json_from(timeout=20)
 
 
+@pytest.mark.asyncio
 async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(pinot):
     world = await _world()
     socket, message = await _connect(f"/ws/orders/{world['order'].pk}/", None)
@@ -75,6 +76,7 @@ async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(p
     assert message["code"] == messages.CLOSE_NOT_FOUND
 
 
+@pytest.mark.asyncio
 async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot):
     world = await _world()
     order = world["order"]
@@ -122,6 +124,7 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot)
         await socket.disconnect()
 
 
+@pytest.mark.asyncio
 async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
     world = await _world()
     order = world["order"]
@@ -142,6 +145,7 @@ async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
     assert message["code"] == messages.CLOSE_BAD_REQUEST
 
 
+@pytest.mark.asyncio
 async def test_ping_gets_pong(pinot):
     world = await _world()
     await pinot.apublish(order_event_of(world["order"], 1))
@@ -320,6 +324,7 @@ def _advance_and_relay(order, steps: int = 1) -> None:
         pass
 
 
+@pytest.mark.asyncio
 async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot):
     world = await _world()
     order = world["order"]
@@ -346,6 +351,7 @@ async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot)
         await socket.disconnect()
 
 
+@pytest.mark.asyncio
 async def test_a_replayed_status_event_is_not_pushed_twice(pinot):
     world = await _world()
     order = world["order"]
@@ -405,6 +411,7 @@ WS_MATRIX = {
 }
 
 
+@pytest.mark.asyncio
 async def test_websocket_routes_against_every_role(pinot):
     world = await _world()
     order = world["order"]
@@ -418,6 +425,7 @@ async def test_websocket_routes_against_every_role(pinot):
             await socket.disconnect()
 
 
+@pytest.mark.asyncio
 async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot):
     world = await _world()
     await pinot.apublish(order_event_of(world["order"], 1))
@@ -436,6 +444,7 @@ async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot):
     await ours.disconnect()
 
 
+@pytest.mark.asyncio
 async def test_channel_layer_expires_undelivered_messages_with_at_most_one_sweep_a_second():
     layer = SweepingInMemoryChannelLayer(expiry=-1)  # every message is expired at once
     gone, kept = await layer.new_channel(), await layer.new_channel()

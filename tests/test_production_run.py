@@ -18,6 +18,7 @@ import signal
 import subprocess
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -161,7 +162,8 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
 
     p = prod.plan(var=run_dir, ports=prod.Ports(web=prod.free_port()), overrides=COMPOSE_VARS)
     out = (tmp_path / "run.log").open("w")
-    with prod.ProductionRun(p, out=out) as run:
+    # every socket the test opens is closed before the run stops (reconnects replace them)
+    with prod.ProductionRun(p, out=out) as run, ExitStack() as sockets:
         # Spark: a real standalone cluster from compose's command lines, running the job
         ui = f"http://127.0.0.1:{p.ports.spark_ui}/json/"
         cluster = httpx.get(ui, timeout=5).json()
@@ -209,7 +211,9 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         ws_headers = {"Authorization": f"Token {tokens['customer']}", **proxy}
 
         def open_socket():
-            sock = connect(ws_url, additional_headers=ws_headers, origin="https://localhost")
+            sock = sockets.enter_context(
+                connect(ws_url, additional_headers=ws_headers, origin="https://localhost")
+            )
             snapshot = json.loads(sock.recv(timeout=30))
             assert snapshot["type"] == "snapshot"
             return sock, snapshot
@@ -263,8 +267,7 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
         )
         assert snapshot["order"]["status"] == "ORDER_CONFIRMED"
         call("staff", "POST", f"{detail}advance/")
-        sock = next_status(sock, _following("ORDER_CONFIRMED"))
-        sock.close()
+        next_status(sock, _following("ORDER_CONFIRMED"))
         print(f"unplanned socket drops: {drops}", file=out, flush=True)
         # nothing died on its own along the way (the web workers were respawned by uvicorn)
         assert not run.app.failed.is_set() and not run.infra.failed.is_set()

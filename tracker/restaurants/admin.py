@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from tracker.restaurants.models import Product, Restaurant
 
@@ -25,3 +26,6 @@ class ProductAdmin(admin.ModelAdmin):
     list_filter = ["category", "is_available", "restaurant"]
     list_select_related = ["restaurant"]
     list_editable = ["price", "is_available"]
+    #: A picture address typed without a scheme is read as https (Django 6's default),
+    #: said here because Django 5.2 warns when a form's URLField is left to its default.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
