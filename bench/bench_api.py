@@ -495,9 +495,14 @@ def print_conditional(args: argparse.Namespace, result: dict) -> None:
     )  # fmt: skip
 
 
-def warm_up(url: str, details: list[tuple[int, str]], n: int = 300) -> None:
-    """Every worker imported, connected and cached before anything is measured."""
-    result = run_open_loop(url, detail_requests(details, n, 0), 100.0)
+def warm_up(url: str, details: list[tuple[int, str]], passes: int = 3) -> None:
+    """Every worker imported, connected and cached before anything is measured: each
+    order read ``passes`` times (by its customer, in random order), so each web worker
+    has most likely read it once, as a system that has been serving for a while has."""
+    requests = [(f"/api/v1/orders/{order_id}/", token) for order_id, token in details] * passes
+    random.Random(0).shuffle(requests)
+    n = len(requests)
+    result = run_open_loop(url, requests, 100.0)
     failed = sum(result["errors"].values())
     if failed > n // 10:
         raise SystemExit(f"warm-up failed against {url}: {result['errors']}")
