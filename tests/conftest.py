@@ -60,10 +60,9 @@ def _fresh_read_copies():
     The notice listener a test started is stopped: it holds a database connection of its
     own, which would keep PostgreSQL from dropping the test database at the end."""
     from tracker.notices import listener
-    from tracker.tracking import copies, versions
+    from tracker.tracking import copies
 
     copies.forget_copies()
-    versions.forget()
     yield
     listener.stop()
 

@@ -2,49 +2,53 @@
 
 The push bridge registers each order's newest orders_enriched version
 (:mod:`tracker.tracking.versions`); a read keeps the state Pinot last returned while no
-newer version is registered. The register counts only while the bridge run that wrote it
+newer version is registered (:func:`tracker.tracking.copies.order_state`). The register counts only while the bridge run that wrote it
 beats, so a stopped bridge, a new run or an unreadable register send reads to Pinot.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.core.cache import caches
 
 from api.conditional import Renditions
-from contract.events import now_ms
 from tests.fixtures_pinot import order_event
 from tests.waiting import wait_until
 from tracker.live.bridge import Bridge
 from tracker.live.reader import run_readers
-from tracker.tracking import selectors, versions
+from tracker.tracking import copies, selectors, versions
+
+
+def _version(order_id: int) -> int | None:
+    return copies.registered(order_id)[1]
 
 
 @pytest.fixture(autouse=True)
 def _empty_register():
     caches["versions"].clear()
-    versions.forget()
+    copies.forget_copies()
     yield
     caches["versions"].clear()
-    versions.forget()
+    copies.forget_copies()
 
 
 def test_a_version_counts_only_while_the_run_that_registered_it_beats(monkeypatch):
     old = versions.Registrar()
     old.register({7: 3})
-    assert versions.latest_version(7) == 3
-    assert versions.latest_version(8) is None  # nothing registered for it
+    assert _version(7) == 3
+    assert _version(8) is None  # nothing registered for it
     new = versions.Registrar()
     new.register({})  # a second run beside it: the first one's entries still count
-    assert versions.latest_version(7) == 3
-    later = now_ms() + versions.ALIVE_MS + 1_000
-    monkeypatch.setattr(versions, "now_ms", lambda: later)
+    assert _version(7) == 3
+    later = time.time() + (versions.ALIVE_MS + 1_000) / 1000
+    monkeypatch.setattr(time, "time", lambda: later)
     new.register({})  # only the new run beats on: the old run may have missed records
-    assert versions.latest_version(7) is None
+    assert _version(7) is None
     new.register({7: 5})
-    assert versions.latest_version(7) == 5
+    assert _version(7) == 5
 
 
 def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
@@ -54,7 +58,7 @@ def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
         raise ConnectionError("register down")
 
     monkeypatch.setattr(caches["versions"], "get_many", down)
-    assert versions.latest_version(7) is None
+    assert _version(7) is None
 
 
 def test_a_rendition_is_reused_while_the_answer_is_equal_and_remade_when_it_changes():
@@ -101,15 +105,15 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     monkeypatch.setattr(selectors, "order_state", counted)
     pinot.publish(order_event(order, 1, "PLACED_ORDER"))
     pinot.sync()
-    wait_until(lambda: versions.latest_version(order) == 1, 20, "the bridge to register v1")
+    wait_until(lambda: _version(order) == 1, 20, "the bridge to register v1")
     for _ in range(5):
-        assert versions.order_state(order).version == 1
+        assert copies.order_state(order).version == 1
     assert len(asked) == 1
 
     pinot.publish(order_event(order, 2, "ORDER_CONFIRMED"))
-    wait_until(lambda: versions.latest_version(order) == 2, 20, "the bridge to register v2")
+    wait_until(lambda: _version(order) == 2, 20, "the bridge to register v2")
     state = wait_until(
-        lambda: (s := versions.order_state(order)) is not None and s.version == 2 and s,
+        lambda: (s := copies.order_state(order)) is not None and s.version == 2 and s,
         30,
         "the read to show v2 once Pinot has it",
         interval=0.05,
@@ -117,13 +121,13 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     assert state.status == "ORDER_CONFIRMED"
     asked.clear()
     for _ in range(5):
-        assert versions.order_state(order).version == 2
+        assert copies.order_state(order).version == 2
     assert asked == []
 
     bridge.set()  # the bridge stops: after its last heartbeat, every read asks Pinot
-    wait_until(lambda: versions.latest_version(order) is None, 20, "the register to go stale")
+    wait_until(lambda: _version(order) is None, 20, "the register to go stale")
     for _ in range(3):
-        assert versions.order_state(order).version == 2
+        assert copies.order_state(order).version == 2
     assert len(asked) == 3
 
 
@@ -141,6 +145,6 @@ def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_f
     real_order_state = selectors.order_state
     monkeypatch.setattr(selectors, "order_state", lambda o: asked.append(o) or real_order_state(o))
     for _ in range(4):
-        assert versions.order_state(order).version == 4
+        assert copies.order_state(order).version == 4
     assert len(asked) == 1
-    assert versions.latest_version(order) == 4
+    assert _version(order) == 4

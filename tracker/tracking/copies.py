@@ -1,24 +1,30 @@
-"""What a process keeps of read data: orders' placed parts, couriers' names, trails.
+"""What a process keeps of read data: orders' placed parts, couriers' names, trails, and
+orders' states while the version register says they are current.
 
 Each is read from its store the first time a process is asked for it and kept in a
 small least-recently-used map. Names and owners change only through the admin (or a
 shell), whose saves are announced to every process (:mod:`tracker.tracking.invalidation`);
 a process drops the copies a notice touches, and trusts copies only while its notice
 listener is reading. Trails only grow, so a kept trail is right for as long as the
-order's state shows its last position.
+order's state shows its last position. A kept state is right while no newer version
+is registered by a live push bridge run (:mod:`tracker.tracking.versions`, whose reader
+this module is).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from django.core.cache import caches
+
 from contract.events import now_ms
 from tracker.notices import listener
-from tracker.tracking import selectors
-from tracker.tracking.selectors import records
+from tracker.tracking import selectors, versions
+from tracker.tracking.selectors import OrderState, records
 from tracker.tracking.shapes import Millis, PlacedOrder, Point
 
 K = TypeVar("K")
@@ -80,12 +86,6 @@ _generation = 0
 _generation_lock = threading.Lock()  # a check-then-keep never straddles a drop
 
 
-def _copies_trusted() -> tuple[bool, int]:
-    """Whether copies may be used and kept now (this process's notice listener is reading
-    the notices), and the generation a new copy belongs to."""
-    return listener.healthy(), _generation
-
-
 def _keep_unless_invalidated(cache: BoundedCache, key: Any, value: Any, generation: int) -> None:
     """Keep a copy read during ``generation``, unless a notice invalidated copies since."""
     with _generation_lock:
@@ -125,7 +125,7 @@ def placed_order(order_id: int) -> PlacedOrder | None:
     """The order's placed part (None when there is no such order), from the database the
     first time this process is asked for it. Order ids are never reused (orders are not
     deleted); who may see the order is still decided on every read."""
-    trusted, generation = _copies_trusted()
+    trusted, generation = listener.healthy(), _generation
     placed = _placed.get(order_id) if trusted else None
     if placed is None:
         placed = records.placed_order(order_id)
@@ -136,7 +136,7 @@ def placed_order(order_id: int) -> PlacedOrder | None:
 
 def courier_name(courier_id: int) -> str | None:
     """A courier's display name (None for an id the database does not know)."""
-    trusted, generation = _copies_trusted()
+    trusted, generation = listener.healthy(), _generation
     name = _courier_names.get(courier_id) if trusted else None
     if name is None:
         name = records.courier_name(courier_id)
@@ -165,8 +165,73 @@ def trail(order_id: int, last_at: Millis, *, ended_at: Millis | None = None) -> 
     return points
 
 
+#: Orders whose last state a process keeps (a state is about 2 KB).
+STATES_KEPT = 20_000
+_states: BoundedCache[int, OrderState] = BoundedCache(STATES_KEPT)
+
+
+def registered(order_id: int) -> tuple[str | None, int | None]:
+    """(a live bridge run, the newest version a live run registered for ``order_id``) in
+    the version register (:mod:`tracker.tracking.versions`): no run when none is alive or
+    the register cannot be read, no version when no live run has registered one.
+    Several runs may write at once (bridges restarting, a second ``pushbridge``): each
+    entry names its run, and counts while that run beats."""
+    register, key, alive = (
+        caches["versions"],
+        versions.ORDER_KEY.format(order_id),
+        versions.ALIVE_KEY,
+    )
+    at = int(time.time() * 1000)  # wall clock: beats are compared across processes
+    try:
+        got = register.get_many([key, alive])
+        latest, entry = got.get(alive), got.get(key)
+        if entry is not None and (latest is None or entry[1] != latest[0]):
+            beat = register.get(f"{alive}:{entry[1]}")  # another run's entry
+        else:
+            beat = latest
+    except Exception:  # noqa: BLE001 - unknown: ask Pinot
+        return None, None
+    run = latest[0] if latest is not None and at - latest[1] <= versions.ALIVE_MS else None
+    if entry is None or beat is None or at - beat[1] > versions.ALIVE_MS:
+        return run, None
+    return run, entry[0]
+
+
+def order_state(order_id: int) -> OrderState | None:
+    """The order's current state: the one kept from the last read while no newer version
+    is registered, else Pinot's (:func:`selectors.order_state`), kept when it is at least
+    the registered version.
+
+    An order with no record since the bridge run started (delivered before it, say) has
+    no version registered: the first read registers the one Pinot returned, if the
+    bridge has not registered one meanwhile (``add``), so later reads skip Pinot too.
+    A record the bridge read before that would have registered first; only an entry
+    evicted between the bridge's write and Pinot's ingestion of that record (about a
+    second) could let an older version in, until the order's next record."""
+    run, latest = registered(order_id)
+    if latest is not None:
+        kept = _states.get(order_id)
+        if kept is not None and kept.version >= latest:
+            return kept
+    state = selectors.order_state(order_id)
+    if state is None or run is None:
+        return state
+    if latest is None:
+        try:
+            entry = (state.version, run)
+            key = versions.ORDER_KEY.format(order_id)
+            if caches["versions"].add(key, entry, timeout=versions.KEPT_SECONDS):
+                latest = state.version
+        except Exception:  # noqa: BLE001 - unknown: the next read asks Pinot again
+            return state
+    if latest is not None and state.version >= latest:
+        _states.put(order_id, state)
+    return state
+
+
 def forget_copies() -> None:
     """Drop every per-process copy (tests, whose databases reuse order ids)."""
     _placed.clear()
     _courier_names.clear()
     _trails.clear()
+    _states.clear()

@@ -20,7 +20,7 @@ from contract.events import (
 )
 from tracker.orders import policy
 from tracker.orders.models import Order
-from tracker.tracking import copies, eta, selectors, versions
+from tracker.tracking import copies, eta, selectors
 from tracker.tracking.selectors import OrderState, StatusPeriod, records
 from tracker.tracking.selectors.records import millis
 from tracker.tracking.shapes import (
@@ -102,7 +102,7 @@ def order_detail(order_id: int, *, viewer: policy.Actor) -> OrderDetail:
     placed = copies.placed_order(order_id)
     if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
         raise policy.NotVisible(order_id)
-    state = versions.order_state(order_id)
+    state = copies.order_state(order_id)
     if state is None:
         return _as_recorded(placed, records.recorded_order(order_id))
     position = state.courier
