@@ -63,15 +63,16 @@ def components() -> list[Component]:
                   f"Django ASGI server on http://{host}:{port}"),
         # A laptop stopped longer than Kafka's local retention (3 days) resumes: the job
         # skips what retention deleted and says so (streaming.checkpoint.retention_losses).
-        # One machine's two cores run everything here: a micro-batch a second, not ten
-        # (statuses and points reach sockets through the push bridge's fast path; the
-        # trigger sets how soon Pinot and the enriched updates follow; docs/performance.md).
+        # One machine's two cores run everything here: a micro-batch every two seconds,
+        # not ten a second (statuses and points reach sockets through the push bridge's
+        # fast path; the trigger sets how soon Pinot and the enriched updates follow;
+        # docs/performance.md, "The cost at rest on the real engines").
         Component("streaming", [PYTHON, "-m", "streaming"], "streaming: ready", 2,
                   "Spark Structured Streaming job (JVM warm-up takes ~20 s)", ready_timeout=240.0,
                   env={**os.environ,
                        "STREAMING_FAIL_ON_DATA_LOSS":
                        os.environ.get("STREAMING_FAIL_ON_DATA_LOSS") or "false",
-                       "STREAMING_TRIGGER_MS": os.environ.get("STREAMING_TRIGGER_MS") or "1000"}),
+                       "STREAMING_TRIGGER_MS": os.environ.get("STREAMING_TRIGGER_MS") or "2000"}),
         Component("simulator", [PYTHON, MANAGE, "simulate", *rate, *pace], "simulator: running", 2,
                   "simulator placing orders", enabled=lambda: env_bool("SIMULATOR_ENABLED", True)),
     ]  # fmt: skip
