@@ -18,6 +18,7 @@ from api.conditional import Renditions
 from tests.fixtures_pinot import order_event
 from tests.waiting import wait_until
 from tracker.live.bridge import Bridge
+from tracker.live.embedded import stop_embedded_bridge
 from tracker.live.reader import run_readers
 from tracker.tracking import copies, selectors, versions
 
@@ -28,6 +29,8 @@ def _version(order_id: int) -> int | None:
 
 @pytest.fixture(autouse=True)
 def _empty_register():
+    """No bridge of an earlier test beating, an empty register, no kept states."""
+    stop_embedded_bridge()
     caches["versions"].clear()
     copies.forget_copies()
     yield
@@ -40,15 +43,26 @@ def test_a_version_counts_only_while_the_run_that_registered_it_beats(monkeypatc
     old.register({7: 3})
     assert _version(7) == 3
     assert _version(8) is None  # nothing registered for it
-    new = versions.Registrar()
-    new.register({})  # a second run beside it: the first one's entries still count
-    assert _version(7) == 3
-    later = time.time() + (versions.ALIVE_MS + 1_000) / 1000
-    monkeypatch.setattr(time, "time", lambda: later)
-    new.register({})  # only the new run beats on: the old run may have missed records
+    new = versions.Registrar()  # a restarted bridge: it may have missed records meanwhile
+    new.register({})
     assert _version(7) is None
     new.register({7: 5})
     assert _version(7) == 5
+    later = time.time() + (versions.ALIVE_MS + 1_000) / 1000
+    monkeypatch.setattr(time, "time", lambda: later)
+    assert _version(7) is None  # no heartbeat for longer than ALIVE_MS
+
+
+def test_a_stopped_runs_entry_does_not_keep_a_read_from_registering(pinot, monkeypatch):
+    """A restarted bridge starts a new run: what the stopped run registered is ignored,
+    and the first read registers the version Pinot returns under the live run."""
+    order = pinot.base + 3
+    pinot.publish(order_event(order, 2, "DELIVERED"))
+    pinot.sync()
+    versions.Registrar().register({order: 1})  # a run that then stopped
+    versions.Registrar().register({})  # the live run, which has seen nothing of it
+    assert copies.order_state(order).version == 2
+    assert _version(order) == 2
 
 
 def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
@@ -57,7 +71,7 @@ def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
     def down(*args, **kwargs):
         raise ConnectionError("register down")
 
-    monkeypatch.setattr(caches["versions"], "get_many", down)
+    monkeypatch.setattr(caches["versions"], "get", down)
     assert _version(7) is None
 
 

@@ -171,30 +171,21 @@ _states: BoundedCache[int, OrderState] = BoundedCache(STATES_KEPT)
 
 
 def registered(order_id: int) -> tuple[str | None, int | None]:
-    """(a live bridge run, the newest version a live run registered for ``order_id``) in
-    the version register (:mod:`tracker.tracking.versions`): no run when none is alive or
-    the register cannot be read, no version when no live run has registered one.
-    Several runs may write at once (bridges restarting, a second ``pushbridge``): each
-    entry names its run, and counts while that run beats."""
-    register, key, alive = (
-        caches["versions"],
-        versions.ORDER_KEY.format(order_id),
-        versions.ALIVE_KEY,
-    )
-    at = int(time.time() * 1000)  # wall clock: beats are compared across processes
+    """(the live bridge run, the newest version it registered for ``order_id``) in the
+    version register (:mod:`tracker.tracking.versions`): no run when none has beaten
+    lately or the register cannot be read, no version when that run registered none.
+    Only the run that beat last is consulted: each run keeps its own entries, so what a
+    stopped run registered (it may have missed records while it was down) never counts,
+    and never stands in the way of what the live run or a read registers."""
+    register = caches["versions"]
     try:
-        got = register.get_many([key, alive])
-        latest, entry = got.get(alive), got.get(key)
-        if entry is not None and (latest is None or entry[1] != latest[0]):
-            beat = register.get(f"{alive}:{entry[1]}")  # another run's entry
-        else:
-            beat = latest
+        alive = register.get(versions.ALIVE_KEY)
+        at = int(time.time() * 1000)  # wall clock: beats are compared across processes
+        if alive is None or at - alive[1] > versions.ALIVE_MS:
+            return None, None
+        return alive[0], register.get(versions.ORDER_KEY.format(order_id, alive[0]))
     except Exception:  # noqa: BLE001 - unknown: ask Pinot
         return None, None
-    run = latest[0] if latest is not None and at - latest[1] <= versions.ALIVE_MS else None
-    if entry is None or beat is None or at - beat[1] > versions.ALIVE_MS:
-        return run, None
-    return run, entry[0]
 
 
 def order_state(order_id: int) -> OrderState | None:
@@ -218,9 +209,8 @@ def order_state(order_id: int) -> OrderState | None:
         return state
     if latest is None:
         try:
-            entry = (state.version, run)
-            key = versions.ORDER_KEY.format(order_id)
-            if caches["versions"].add(key, entry, timeout=versions.KEPT_SECONDS):
+            key = versions.ORDER_KEY.format(order_id, run)
+            if caches["versions"].add(key, state.version, timeout=versions.KEPT_SECONDS):
                 latest = state.version
         except Exception:  # noqa: BLE001 - unknown: the next read asks Pinot again
             return state

@@ -10,10 +10,11 @@ Pinot last returned and answers from it while no newer version is registered
 
 The register is the ``versions`` cache: this process's memory in ``make run`` (each web
 worker runs its own bridge), Redis in production (the ``pushbridge`` process writes,
-the web workers read). It fails towards asking Pinot: an entry counts only while the
-bridge run that registered it is alive (its heartbeat at most :data:`ALIVE_MS` old), so
-a stopped bridge, a restarted one (which may have missed records while down), an
-evicted key or an unreachable Redis all mean "unknown", never "unchanged".
+the web workers read). Each bridge run writes its own entries and a heartbeat, and reads
+consult only the run that beat last, within :data:`ALIVE_MS`: a stopped bridge, a
+restarted one (which may have missed records while it was down: its new run starts with
+no entries), an evicted key or an unreachable Redis all mean "unknown", never
+"unchanged", and a read then asks Pinot.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ ALIVE_MS = 5_000
 BEAT_EVERY_MS = 1_000
 #: A registered version outlives any state a process keeps (a day; orders end sooner).
 KEPT_SECONDS = 24 * 3600
-#: The register's keys: ``order:<id>`` -> (version, run); ``alive`` -> (run, ms) of the
-#: last run to beat, and ``alive:<run>`` -> (run, ms) of each run.
-ORDER_KEY = "order:{}"
+#: The register's keys: ``order:<id>:<run>`` -> the newest version that run saw;
+#: ``alive`` -> (run, ms) of the last run to beat.
+ORDER_KEY = "order:{}:{}"
 ALIVE_KEY = "alive"
 
 
@@ -58,12 +59,12 @@ class Registrar:
         after every poll of orders_enriched, empty or not, so the beat stops when the
         reader does."""
         at = now()
-        entries = {
-            ORDER_KEY.format(order): (version, self.run) for order, version in versions.items()
+        entries: dict[str, object] = {
+            ORDER_KEY.format(order, self.run): version for order, version in versions.items()
         }
         with self._lock:
             if at - self._beaten >= BEAT_EVERY_MS:
-                entries[ALIVE_KEY] = entries[f"{ALIVE_KEY}:{self.run}"] = (self.run, at)
+                entries[ALIVE_KEY] = (self.run, at)
                 self._beaten = at
         if not entries:
             return
