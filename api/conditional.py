@@ -40,9 +40,13 @@ ETAG = OpenApiParameter(
 NOT_MODIFIED = OpenApiResponse(description="Not modified: what you have (its `ETag`) is current.")
 
 
+def tag_of(body: bytes) -> str:
+    """The ETag of a body's bytes."""
+    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+
+
 def etag_of(data: Any) -> str:
-    body = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return '"' + hashlib.blake2b(body.encode(), digest_size=16).hexdigest() + '"'
+    return tag_of(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode())
 
 
 class Renditions:
@@ -61,7 +65,7 @@ class Renditions:
         if kept is not None and (kept[0] is source or kept[0] == source):
             return kept[1], kept[2]
         data = Rendered(self._render(source))
-        etag = '"' + hashlib.blake2b(data.json, digest_size=16).hexdigest() + '"'
+        etag = tag_of(data.json)
         self._kept.put(key, (source, data, etag))
         return data, etag
 

@@ -74,20 +74,22 @@ def end_offsets(
     cons: Consumer, topic: str, partitions: Iterable[int] | None = None, timeout: float = 10.0
 ) -> dict[int, int]:
     """Each partition's next offset (its high watermark)."""
-    parts = list(partitions) if partitions is not None else partitions_of(cons, topic, timeout)
-    return {
-        p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in parts
-    }
+    return {p: high for p, (_, high) in _watermarks(cons, topic, partitions, timeout).items()}
 
 
 def start_offsets(
     cons: Consumer, topic: str, partitions: Iterable[int] | None = None, timeout: float = 10.0
 ) -> dict[int, int]:
     """Each partition's first offset still in the log (retention deletes the ones below)."""
+    return {p: low for p, (low, _) in _watermarks(cons, topic, partitions, timeout).items()}
+
+
+def _watermarks(
+    cons: Consumer, topic: str, partitions: Iterable[int] | None, timeout: float
+) -> dict[int, tuple[int, int]]:
+    """Each partition's (low, high) watermark offsets."""
     parts = list(partitions) if partitions is not None else partitions_of(cons, topic, timeout)
-    return {
-        p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0] for p in parts
-    }
+    return {p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout) for p in parts}
 
 
 def retention_report(config: KafkaConfig | None = None, skip: Iterable[str] = ()) -> list[str]:

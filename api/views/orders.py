@@ -57,8 +57,9 @@ PLACE_EXAMPLE_DELIVERY = OpenApiExample(
 )  # fmt: skip
 
 
-#: Orders whose last rendered detail a process keeps (a few KB each, the trail included).
-DETAILS_KEPT = 5_000
+#: Orders whose last rendered detail a process keeps: each is the read model's answer, its
+#: body and the body's JSON, a few KB, up to about 50 KB with a long trail.
+DETAILS_KEPT = 2_000
 DETAILS = Renditions(DETAILS_KEPT, to_json)
 
 
