@@ -32,6 +32,13 @@ world gets twice that many; at 1x, their orders take a few minutes to come):
 
     .venv/bin/python bench/bench_api.py --rate 200 --seconds 60 --multiple 10
 
+``--production`` runs the same open loop against ``make run-prod``'s processes
+(PostgreSQL, Redis, compose's web workers, the ``pushbridge`` process writing the version
+register to Redis), its simulator at ``--multiple`` x the book's peak (default 1x), with
+the CPU per read of the web, Pinot, the push bridge, Redis and PostgreSQL:
+
+    .venv/bin/python bench/bench_api.py --rate 200 --seconds 60 --production
+
 ``--baseline REV`` (seeded mode) also starts REV's web server from a temporary git worktree,
 on the same broker, database and Pinot, and runs the open loop against old and new in
 alternating rounds, so both see the same data and the same machine (a commit whose engines
@@ -54,6 +61,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import os
 import random
 import shutil
 import subprocess
@@ -201,13 +209,14 @@ class Connection:
         return cls(*await asyncio.open_connection(host, port))
 
     async def get(
-        self, host: str, path: str, token: str, etag: str | None = None
+        self, host: str, path: str, token: str, etag: str | None = None, extra: str = ""
     ) -> tuple[int, bool, int]:
-        """Status, whether the server keeps the connection open, and the body's size."""
+        """Status, whether the server keeps the connection open, and the body's size.
+        ``extra``: more header lines, each ending in CRLF."""
         condition = f"If-None-Match: {etag}\r\n" if etag else ""
         self.writer.write(
             f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n"
-            f"{condition}\r\n".encode()
+            f"{condition}{extra}\r\n".encode()
         )
         status_line = await self.reader.readline()
         if not status_line:  # closed by the server before answering (its keep-alive timeout)
@@ -239,15 +248,19 @@ class Connection:
 
 async def open_loop(
     url: str, requests: list[tuple], rate: float, max_connections: int = 256,
-    timeout: float = 30.0,
+    timeout: float = 30.0, headers: dict[str, str] | None = None,
 ) -> dict:  # fmt: skip
     """Send ``requests`` (path, token[, etag]) at ``rate`` per second from now; each latency
     is from the request's scheduled time to its last response byte. Each user (token)
     keeps its own connections, as each customer's app does: one shared pool would send
     most requests down the one connection it reuses most, to whichever web worker
-    accepted it."""
+    accepted it. ``headers`` go with every request (``Host`` among them replaces the
+    URL's: the production run is reached on loopback as the proxy reaches it)."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    headers = dict(headers or {})
+    http_host = headers.pop("Host", host)
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     loop = asyncio.get_running_loop()
     idle_by_user: dict[str, list[Connection]] = {}
     opened = 0
@@ -297,7 +310,7 @@ async def open_loop(
             conn = await asyncio.wait_for(connection(token), timeout)
             try:
                 status, keep, size = await asyncio.wait_for(
-                    conn.get(host, path, token, etag), timeout
+                    conn.get(http_host, path, token, etag, extra), timeout
                 )
             except ConnectionClosedIdle:
                 # As HTTP clients do: send again on a new connection (in the closed one's
@@ -307,7 +320,7 @@ async def open_loop(
                 async with free:
                     opened -= 1  # the closed connection's slot went to the new one
                 status, keep, size = await asyncio.wait_for(
-                    conn.get(host, path, token, etag), timeout
+                    conn.get(http_host, path, token, etag, extra), timeout
                 )
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
             errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
@@ -355,7 +368,9 @@ async def open_loop(
     }
 
 
-def run_open_loop(url: str, requests: list[tuple[str, str]], rate: float) -> dict:
+def run_open_loop(
+    url: str, requests: list[tuple[str, str]], rate: float, headers: dict[str, str] | None = None
+) -> dict:
     """:func:`open_loop` on uvloop when it is there (a cheaper generator)."""
     try:
         import uvloop
@@ -364,15 +379,18 @@ def run_open_loop(url: str, requests: list[tuple[str, str]], rate: float) -> dic
     except ImportError:
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(open_loop(url, requests, rate))
+        return runner.run(open_loop(url, requests, rate, headers=headers))
 
 
-def measured(pids: dict[str, int], url: str, requests: list, rate: float, idle_cpu: dict) -> dict:
+def measured(
+    pids: dict[str, int], url: str, requests: list, rate: float, idle_cpu: dict,
+    headers: dict[str, str] | None = None,
+) -> dict:  # fmt: skip
     """One open-loop run with each process's CPU per answered request (less idle CPU), and
     the requests each web worker answered."""
     before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
     counted = common.requests_by_worker(pids["web"])
-    result = run_open_loop(url, requests, rate)
+    result = run_open_loop(url, requests, rate, headers)
     used = {name: common.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
     after = common.requests_by_worker(pids["web"])
     result["requests_by_worker"] = {
@@ -495,14 +513,17 @@ def print_conditional(args: argparse.Namespace, result: dict) -> None:
     )  # fmt: skip
 
 
-def warm_up(url: str, details: list[tuple[int, str]], passes: int = 3, rate: float = 100.0) -> None:
+def warm_up(
+    url: str, details: list[tuple[int, str]], passes: int = 3, rate: float = 100.0,
+    headers: dict[str, str] | None = None,
+) -> None:  # fmt: skip
     """Every worker imported, connected and cached before anything is measured: each
     order read ``passes`` times (by its customer, in random order), so each web worker
     has most likely read it once, as a system that has been serving for a while has."""
     requests = [(f"/api/v1/orders/{order_id}/", token) for order_id, token in details] * passes
     random.Random(0).shuffle(requests)
     n = len(requests)
-    result = run_open_loop(url, requests, rate)
+    result = run_open_loop(url, requests, rate, headers)
     failed = sum(result["errors"].values())
     if failed > n // 10:
         raise SystemExit(f"warm-up failed against {url}: {result['errors']}")
@@ -588,6 +609,44 @@ def open_loop_system(args: argparse.Namespace) -> dict:
     }
 
 
+#: The production run's processes whose CPU a read is charged with, by the name the
+#: table uses (``pinot-broker`` is ``python -m localrun.pinot``: every Pinot JVM).
+PRODUCTION_PARTS = {
+    "web": "web", "pinot": "pinot-broker", "pushbridge": "pushbridge", "redis": "redis",
+    "postgres": "postgres",
+}  # fmt: skip
+
+
+def open_loop_production(args: argparse.Namespace) -> dict:
+    """The open loop against ``make run-prod`` (compose's web workers behind no proxy, the
+    version register in Redis written by the ``pushbridge`` process, PostgreSQL), with its
+    simulator at ``--multiple`` x the book's peak (default 1x): the newest orders of as
+    many of the demo world's customers as the rate takes."""
+    system = common.start_production_run(args.multiple or 1)
+    try:
+        # The web workers' request counts are in the run's folder (config/asgi.py).
+        os.environ["ORDERTRACK_VAR_DIR"] = str(system.plan.var / "app")
+        pids = {label: system.child(name).process.pid for label, name in PRODUCTION_PARTS.items()}
+        url = system.endpoint.url.replace("//localhost:", "//127.0.0.1:")
+        headers = {"Host": "localhost", **system.endpoint.headers}
+        common.wait_for_operator()
+        time.sleep(args.warmup)
+        details = common.customer_orders(common.readers_for(args.rate))
+        warm_up(url, details, rate=20.0, headers=headers)
+        idle = idle_cpu_rates(pids, args.idle_seconds)
+        requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
+        result = measured(pids, url, requests, args.rate, idle, headers)
+        result["idle_cpu_s_per_s"] = idle
+        rss = {name: common.process_tree_rss(pid) for name, pid in pids.items()}
+    finally:
+        system.stop()
+    return {
+        "load": f"make run-prod, simulator at {args.multiple or 1:g}x the book's peak",
+        "results": {"new": result},
+        "rss_mb": rss,
+    }
+
+
 def combine(runs: list[dict]) -> dict:
     """Rounds of one server summed: latencies are per round, so percentiles are the worst
     round's (conservative); CPU and counts add up."""
@@ -634,7 +693,7 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
         )
     common.print_table(
         f"Open loop: order detail as its customer at {args.rate:g}/s, {result['load']}, "
-        f"{args.workers if not args.multiple else 'WEB_WORKERS'} web worker(s)",
+        f"{'WEB_WORKERS' if args.multiple or args.production else args.workers} web worker(s)",
         rows,
         header=("server", "answered", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms",
                 "web CPU ms/req", "Pinot CPU ms/req", "total", "generator CPU"),
@@ -728,6 +787,12 @@ def main() -> None:
         help="with --conditional: customers polling an order each (default: as many as "
         "--rate takes within API_THROTTLE_READS)",
     )
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="open loop against make run-prod (PostgreSQL, Redis, pushbridge; --multiple: "
+        "its simulator's load, default 1x)",
+    )
     parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
     parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="full system: idle CPU window"
@@ -749,9 +814,20 @@ def main() -> None:
                             "params": vars(args), **result})  # fmt: skip
         print("  written to", path)
         return
-    result = open_loop_system(args) if args.multiple else open_loop_seeded(args)
+    if args.production:
+        if args.baseline or args.conditional:
+            parser.error("--production measures the current code alone")
+        result = open_loop_production(args)
+    elif args.multiple:
+        result = open_loop_system(args)
+    else:
+        result = open_loop_seeded(args)
     print_open_loop(args, result)
-    name = f"api-open-{args.rate:g}rps" + (f"-{args.multiple:g}x" if args.multiple else "")
+    name = (
+        f"api-open-{args.rate:g}rps"
+        + ("-prod" if args.production else "")
+        + (f"-{args.multiple:g}x" if args.multiple else "")
+    )
     path = common.write_result(name, {"machine": common.machine(), "params": vars(args), **result})
     print("  written to", path)
 
