@@ -582,6 +582,23 @@ def open_loop_seeded(args: argparse.Namespace) -> dict:
     }
 
 
+def beside_the_pipeline(
+    args: argparse.Namespace, pids: dict[str, int], url: str, headers: dict[str, str] | None = None
+) -> tuple[dict, dict]:
+    """The open loop on a running system, once it has warmed up: the newest orders of as
+    many of its customers as the rate takes. Returns the result and each part's RSS."""
+    time.sleep(args.warmup)
+    details = common.customer_orders(common.readers_for(args.rate))
+    # Beside the pipeline at 10x, first reads (each a Pinot query) at 100/s time out:
+    # the warm-up goes gently, as clients arriving over a few minutes would.
+    warm_up(url, details, rate=20.0, headers=headers)
+    idle = idle_cpu_rates(pids, args.idle_seconds)
+    requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
+    result = measured(pids, url, requests, args.rate, idle, headers)
+    result["idle_cpu_s_per_s"] = idle
+    return result, {name: common.process_tree_rss(pid) for name, pid in pids.items()}
+
+
 def open_loop_system(args: argparse.Namespace) -> dict:
     supervisor, web_url, workdir = common.start_full_system(args.multiple, args.rate)
     try:
@@ -590,16 +607,7 @@ def open_loop_system(args: argparse.Namespace) -> dict:
             for c in supervisor.children
             if c.component.name in ("web", "pinot", "streaming", "kafka")
         }
-        time.sleep(args.warmup)
-        details = common.customer_orders(common.readers_for(args.rate))
-        # Beside the pipeline at 10x, first reads (each a Pinot query) at 100/s time out:
-        # the warm-up goes gently, as clients arriving over a few minutes would.
-        warm_up(web_url, details, rate=20.0)
-        idle = idle_cpu_rates(pids, args.idle_seconds)
-        requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
-        result = measured(pids, web_url, requests, args.rate, idle)
-        result["idle_cpu_s_per_s"] = idle
-        rss = {name: common.process_tree_rss(pid) for name, pid in pids.items()}
+        result, rss = beside_the_pipeline(args, pids, web_url)
     finally:
         supervisor.stop()
     return {
@@ -620,24 +628,19 @@ PRODUCTION_PARTS = {
 def open_loop_production(args: argparse.Namespace) -> dict:
     """The open loop against ``make run-prod`` (compose's web workers behind no proxy, the
     version register in Redis written by the ``pushbridge`` process, PostgreSQL), with its
-    simulator at ``--multiple`` x the book's peak (default 1x): the newest orders of as
-    many of the demo world's customers as the rate takes."""
+    simulator at ``--multiple`` x the book's peak (default 1x)."""
     system = common.start_production_run(args.multiple or 1)
     try:
         # The web workers' request counts are in the run's folder (config/asgi.py).
         os.environ["ORDERTRACK_VAR_DIR"] = str(system.plan.var / "app")
         pids = {label: system.child(name).process.pid for label, name in PRODUCTION_PARTS.items()}
-        url = system.endpoint.url.replace("//localhost:", "//127.0.0.1:")
-        headers = {"Host": "localhost", **system.endpoint.headers}
         common.wait_for_operator()
-        time.sleep(args.warmup)
-        details = common.customer_orders(common.readers_for(args.rate))
-        warm_up(url, details, rate=20.0, headers=headers)
-        idle = idle_cpu_rates(pids, args.idle_seconds)
-        requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
-        result = measured(pids, url, requests, args.rate, idle, headers)
-        result["idle_cpu_s_per_s"] = idle
-        rss = {name: common.process_tree_rss(pid) for name, pid in pids.items()}
+        result, rss = beside_the_pipeline(
+            args,
+            pids,
+            system.endpoint.url.replace("//localhost:", "//127.0.0.1:"),
+            {"Host": "localhost", **system.endpoint.headers},
+        )
     finally:
         system.stop()
     return {
