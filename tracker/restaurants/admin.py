@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.db import models
 
 from tracker.restaurants.models import Product, Restaurant
 
@@ -26,6 +25,3 @@ class ProductAdmin(admin.ModelAdmin):
     list_filter = ["category", "is_available", "restaurant"]
     list_select_related = ["restaurant"]
     list_editable = ["price", "is_available"]
-    #: A picture address typed without a scheme is read as https (Django 6's default),
-    #: said here because Django 5.2 warns when a form's URLField is left to its default.
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

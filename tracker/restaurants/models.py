@@ -9,6 +9,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from tracker.customers.models import LATITUDE, LONGITUDE
+from tracker.restaurants.validators import validate_image_url
 
 
 class Restaurant(models.Model):
@@ -42,7 +43,15 @@ class Product(models.Model):
     price = models.DecimalField(
         max_digits=10, decimal_places=2, validators=[MinValueValidator(Decimal("0.00"))]
     )
-    image_url = models.URLField(blank=True)
+    #: Not a URLField: the demo's pictures are paths on this site, which it would refuse.
+    image_url = models.CharField(
+        max_length=200,
+        blank=True,
+        validators=[validate_image_url],
+        help_text="The product's picture: an https:// address, or a path on this server "
+        "under its static files such as /static/menu/pizza.svg (resolve a path against "
+        "the server's address). Empty when there is no picture.",
+    )
     is_available = models.BooleanField(default=True)
 
     class Meta:

@@ -250,8 +250,9 @@ def _menu_items(rng: random.Random) -> list[tuple[str, str, str]]:
 
 
 def _image_url(category: str) -> str:
-    """A category illustration shipped with the frontend (no internet at run time)."""
-    return f"/static/menu/{category.lower()}.svg"
+    """A category illustration shipped with the frontend (no internet at run time), as a
+    path under ``STATIC_URL``: one of the two forms a product picture may take."""
+    return f"{settings.STATIC_URL}menu/{category.lower()}.svg"
 
 
 @transaction.atomic
