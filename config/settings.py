@@ -12,6 +12,7 @@ from datetime import timedelta
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.stores import cache_settings, channel_layer_settings
 from runtime.conf import env_bool, env_float, env_int, env_list, env_str, var_dir
 from tracker.accounts.rates import outlasts
 
@@ -274,36 +275,13 @@ SPECTACULAR_SETTINGS = {
     ],  # fmt: skip
 }
 
-# Throttle counters: per process in embedded mode, shared through Redis in production.
+# Throttle counters and the version register (tracker/tracking/versions.py): per process
+# in embedded mode, shared through Redis in production (config/stores.py).
 REDIS_URL = env_str("REDIS_URL", "")
-CACHES = {
-    "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
-        if REDIS_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    ),
-    # Each order's latest orders_enriched version, written by the push bridge
-    # (tracker/tracking/versions.py): one entry per recent order, so not in "default",
-    # whose local form keeps 300 entries and would cull the throttles' counters.
-    "versions": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-         "KEY_PREFIX": "versions"}
-        if REDIS_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-              "LOCATION": "versions", "OPTIONS": {"MAX_ENTRIES": 200_000}}
-    ),
-}  # fmt: skip
+CACHES = cache_settings(REDIS_URL)
 
 # --- live push (Channels) -----------------------------------------------------------
-CHANNEL_LAYERS = {
-    "default": (
-        {"BACKEND": "channels_redis.core.RedisChannelLayer",
-         "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30}}
-        if REDIS_URL
-        else {"BACKEND": "tracker.live.layers.SweepingInMemoryChannelLayer",
-              "CONFIG": {"capacity": 1000}}
-    )
-}  # fmt: skip
+CHANNEL_LAYERS = channel_layer_settings(REDIS_URL)
 #: Run the Kafka -> WebSocket bridge inside the ASGI process (embedded mode). With
 #: several ASGI servers, set false and run `manage.py pushbridge` with REDIS_URL.
 PUSH_BRIDGE_EMBEDDED = env_bool("PUSH_BRIDGE_EMBEDDED", not REDIS_URL)

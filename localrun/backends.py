@@ -38,11 +38,30 @@ def _wait(check, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+def redis_server_argv(port: int) -> list[str]:
+    """Debian's ``redis-server`` on ``127.0.0.1:port``, keeping nothing on disk (it is
+    thrown away), as the compose file runs it."""
+    return [
+        *prod.prefix_for("redis"), "redis-server", "--save", "", "--appendonly", "no",
+        "--port", str(port), "--bind", "127.0.0.1",
+    ]  # fmt: skip
+
+
+def wait_for_redis(port: int) -> None:
+    """Until the Redis on ``127.0.0.1:port`` answers PING."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        _wait(client.ping, "Redis")
+    finally:
+        client.close()
+
+
 @contextlib.contextmanager
 def backends() -> Iterator[dict[str, str]]:
     """PostgreSQL and Redis for the duration; yields the variables that point at them."""
     import psycopg
-    import redis
 
     var = BASE_DIR / "var" / f"backends-{os.getpid()}"
     ports = prod.Ports()
@@ -60,15 +79,14 @@ def backends() -> Iterator[dict[str, str]]:
              "-c", "max_connections=200"],
             env=env, stdout=log, stderr=subprocess.STDOUT,
         ))  # fmt: skip
-        procs.append(subprocess.Popen(
-            [*prod.prefix_for("redis"), "redis-server", "--save", "", "--appendonly", "no",
-             "--port", str(ports.redis), "--bind", "127.0.0.1"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        ))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                redis_server_argv(ports.redis), env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        )
         conninfo = f"host=127.0.0.1 port={ports.postgres} user={USER} password={PASSWORD}"
         _wait(lambda: psycopg.connect(conninfo + " dbname=postgres").close() is None, "PostgreSQL")
-        client = redis.Redis(host="127.0.0.1", port=ports.redis)
-        _wait(client.ping, "Redis")
+        wait_for_redis(ports.redis)
         prod.create_database(ports.postgres, USER, PASSWORD, DATABASE)
         yield {
             "DATABASE_URL": f"postgres://{USER}:{PASSWORD}@127.0.0.1:{ports.postgres}/{DATABASE}",
