@@ -39,7 +39,10 @@ the probes that failed and the longest run of failures; p99 of accepted -> socke
 accepted -> REST during the fault and after it; when every stage was back under its
 threshold; when the fault showed on the operations strip, on ``/metrics`` and as a
 Prometheus alert, and when each cleared; new dead letters; process restarts; the load
-average. After the last fault the simulator stops, the pipeline drains, and PostgreSQL's
+average. Each of these counts in the window its own time falls in, whichever probe
+recorded it: a REST read, a push, a socket's drop, a latency when it was seen, a probe's
+outcome when it ended (a probe begun in one fault's window can read through the next).
+After the last fault the simulator stops, the pipeline drains, and PostgreSQL's
 orders, status changes and items are compared with Pinot's, in all and for the orders
 placed during each fault. Then the issue's targets, met or missed. Prints the tables,
 writes bench/results/fault-drill-*.json, and keeps every log beside it when anything
@@ -47,6 +50,9 @@ failed (otherwise they stay in the run's folder under var/).
 
     nice .venv/bin/python bench/bench_fault_drill.py --multiple 5
     nice .venv/bin/python bench/bench_fault_drill.py --multiple 3 --faults kafka,pinot
+
+``--recompute RESULT`` starts nothing: it derives a stored result's figures again from
+what the run recorded, and prints them with what changed.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import random
 import shutil
@@ -441,34 +448,83 @@ def shown_and_cleared(
 
 
 def probes_between(probes: list[dict], start: float, end: float) -> list[dict]:
+    """The probes begun between ``start`` and ``end``, in that order: what a probe does
+    first (its read of an earlier order) happened then."""
     return sorted((p for p in probes if start <= p["t"] < end), key=lambda p: p["t"])
 
 
-def failure_spans(probes: list[dict]) -> dict:
+def probes_ended(probes: list[dict], start: float, end: float) -> list[dict]:
+    """The probes whose outcome came between ``start`` and ``end``, in the order they
+    began. An outcome is known when the probe ends: a failed step (an HTTP error among
+    them) ends it, and its socket's verdict and its REST history are judged then. A probe
+    begun in one fault's window can end in the next one's, and counts there."""
+    return sorted((p for p in probes if start <= p["end"] < end), key=lambda p: p["t"])
+
+
+def failure_spans(probes: list[dict], since: float | None = None) -> dict:
     """Probes failed, and the longest run of failed probes: from the first failure's start
-    to the next passing probe's start (or the last failure's end)."""
-    longest, since, failed = 0.0, None, 0
+    to the next passing probe's start (or the last failure's end). A probe begun before
+    ``since`` (the window's start, for a probe that ended in it) counts from ``since``."""
+    longest, run, failed = 0.0, None, 0
     for row in probes:
+        t = row["t"] if since is None else max(row["t"], since)
         if not row["ok"]:
             failed += 1
-            since = row["t"] if since is None else since
-        elif since is not None:
-            longest, since = max(longest, row["t"] - since), None
-    if since is not None:
+            run = t if run is None else run
+        elif run is not None:
+            longest, run = max(longest, t - run), None
+    if run is not None:
         last = max(p.get("end", p["t"]) for p in probes if not p["ok"])
-        longest = max(longest, last - since)
+        longest = max(longest, last - run)
     return {"total": len(probes), "failed": failed, "longest_failure_s": round(longest, 1)}
 
 
-def p99_of(probes: list[dict], key: str) -> dict:
-    """p99 of every latency the probes measured under ``key`` (``accept_to_socket``,
-    ``accept_to_rest``), how many, and how many probes measured none (failed first)."""
-    values = [v for p in probes for v in (p.get(key) or {}).values()]
+def latencies(probes: list[dict], key: str) -> list[tuple[float, float]]:
+    """Every latency the probes measured under ``key`` (``accept_to_socket``,
+    ``accept_to_rest``: from a command's answer to the socket or the REST detail showing
+    it) as (when it was seen, seconds): the answer's time plus the latency."""
+    return [
+        (p["accepted"][what] + seconds, seconds)
+        for p in probes
+        for what, seconds in (p.get(key) or {}).items()
+    ]
+
+
+def p99_of(probes: list[dict], key: str, start: float, end: float) -> dict:
+    """p99 of the latencies under ``key`` seen between ``start`` and ``end``, whichever
+    probe measured them, how many, and how many probes that ended then measured none
+    (failed first)."""
+    values = [seconds for t, seconds in latencies(probes, key) if start <= t < end]
     return {
         "p99_s": round(common.percentile(values, 99), 3) if values else None,
         "n": len(values),
-        "probes_without": sum(1 for p in probes if not p.get(key)),
+        "probes_without": sum(1 for p in probes_ended(probes, start, end) if not p.get(key)),
     }
+
+
+def polls_between(probes: list[dict], start: float, end: float) -> list[tuple[float, int]]:
+    """(time, HTTP status) of every REST detail read the probes made between ``start``
+    and ``end``."""
+    return [
+        (t, status) for p in probes for t, status in p.get("rest_polls") or [] if start <= t < end
+    ]
+
+
+def reconnects(probe: dict) -> list[float]:
+    """For each reconnect of a probe's socket, when the drop it followed came (it opened
+    within the back-off after it). common.OrderFollower writes a drop as ``closed ...``
+    when a connection that had opened ended, else (refused, timed out) an attempt that
+    never opened: so each connection opened after the drop before the one that closed it,
+    and one still open at the end after the last drop. The first to open is no reconnect."""
+    drops = probe.get("drops") or []
+    opened_after = [
+        drops[i - 1][0] if i else None
+        for i, (_, why) in enumerate(drops)
+        if why.startswith("closed")
+    ]
+    if probe.get("reconnects", 0) + 1 > len(opened_after):
+        opened_after.append(drops[-1][0] if drops else None)
+    return opened_after[1:]
 
 
 def longest_refusal(polls: list[tuple[float, int]], status: int = 503) -> float:
@@ -691,7 +747,7 @@ class Drill:
             "start": start,
             "end": end,
             **hold_verdict(
-                probes_between(self.probes, start, end),
+                probes_ended(self.probes, start, end),
                 [s for s in self.samples() if start <= s["t"] < end],
                 (first, last),
                 minutes,
@@ -1080,26 +1136,28 @@ def summarise(
     rec: FaultRecord, drill_probes: list[dict], samples: list[dict], strip: list[dict], end: float
 ) -> dict:
     """One fault's figures from what the probes, the samplers and the strip recorded
-    between the fault and ``end`` (the end of its window)."""
+    between the fault and ``end`` (the end of its window). Each observation counts where
+    its own time falls, not where its probe began: a REST read, a push, a drop, a latency
+    when it was seen, a probe's outcome when it ended (:func:`probes_ended`), its read of
+    an earlier order when it began."""
     calm = rec.t_recovered if rec.t_recovered is not None else end
-    window = probes_between(drill_probes, rec.t_inject, end)
-    during = probes_between(drill_probes, rec.t_inject, calm)
-    after = probes_between(drill_probes, calm, end)
+    window = probes_ended(drill_probes, rec.t_inject, end)
     inside = [s for s in samples if rec.t_inject <= s["t"] <= end]
 
     def since(t: float | None) -> float | None:
         return None if t is None or rec.t_inject is None else round(t - rec.t_inject, 1)
 
     verdicts = [p.get("socket") or {} for p in window]
-    pushes = [t for p in window for t in p.get("pushed") or []]
+    pushes = [t for p in drill_probes for t in p.get("pushed") or [] if rec.t_inject <= t < end]
     reference = rec.t_ready if rec.t_ready is not None else rec.t_repair
     if "leader_changed_s" in rec.extra:
         reference = rec.t_inject + rec.extra["leader_changed_s"]
     fast = first_at_or_after(pushes, reference) if reference is not None else None
-    fresh = [
-        p["accepted"]["gps"] + p["update_s"]
-        for p in window
+    fresh = [  # when an enriched update showed a point posted since the fault
+        t
+        for p in drill_probes
         if p.get("update_s") is not None and p.get("accepted", {}).get("gps", -1) >= rec.t_inject
+        if (t := p["accepted"]["gps"] + p["update_s"]) < end
     ]
     down_until = rec.t_repair if rec.t_repair is not None else end
     reads = Counter(
@@ -1107,6 +1165,9 @@ def summarise(
         for p in probes_between(drill_probes, rec.t_inject, down_until)
         if p.get("read")
     )
+    rejoined = [  # each probe's reconnects after a drop in the window, when it had any
+        n for p in drill_probes if (n := sum(1 for t in reconnects(p) if rec.t_inject <= t < end))
+    ]
     dead = [(s["t"], s["dead_letters"]) for s in samples if s.get("dead_letters") is not None]
     dead_before = next((n for t, n in reversed(dead) if t <= rec.t_inject), None)
     dead_after = next((n for t, n in reversed(dead) if t <= end), None)
@@ -1123,7 +1184,7 @@ def summarise(
         else round(rec.t_recovered - rec.t_repair, 1),
         "window_s": since(end),
         "probes": {
-            **failure_spans(window),
+            **failure_spans(window, since=rec.t_inject),
             "errors": Counter(
                 f"{p['step']}: {p.get('error', '')[:80]}" for p in window if not p["ok"]
             ).most_common(5),
@@ -1141,21 +1202,19 @@ def summarise(
             "twice": sum(len(v.get("twice") or []) for v in verdicts),
             "out_of_order": sum(len(v.get("out_of_order") or []) for v in verdicts),
             "folded": sum(len(v.get("folded") or []) for v in verdicts),
-            "reconnects": sum(p.get("reconnects", 0) for p in window),
-            "probes_reconnected": sum(1 for p in window if p.get("reconnects")),
+            "reconnects": sum(rejoined),
+            "probes_reconnected": len(rejoined),
         },
         "rest_repeats": sum(1 for p in window if p.get("rest_repeats")),
         "accept_to_socket": {
-            "during": p99_of(during, "accept_to_socket"),
-            "after": p99_of(after, "accept_to_socket"),
+            "during": p99_of(drill_probes, "accept_to_socket", rec.t_inject, calm),
+            "after": p99_of(drill_probes, "accept_to_socket", calm, end),
         },
         "accept_to_rest": {
-            "during": p99_of(during, "accept_to_rest"),
-            "after": p99_of(after, "accept_to_rest"),
+            "during": p99_of(drill_probes, "accept_to_rest", rec.t_inject, calm),
+            "after": p99_of(drill_probes, "accept_to_rest", calm, end),
         },
-        "rest_503_longest_s": longest_refusal(
-            [tuple(x) for p in window for x in p.get("rest_polls") or []]
-        ),
+        "rest_503_longest_s": longest_refusal(polls_between(drill_probes, rec.t_inject, end)),
         "fast_resumed_s": None if fast is None or reference is None else round(fast - reference, 1),
         "enriched_resumed_s": since(min(fresh)) if fresh else None,
         "strip": shown_and_cleared(
@@ -1358,6 +1417,13 @@ def arguments():  # noqa: ANN201 - argparse.Namespace
         help="go on with the faults when the load did not hold",
     )
     parser.add_argument("--note", default="", help="how it was run (a quiet machine?)")
+    parser.add_argument(
+        "--recompute",
+        type=Path,
+        metavar="RESULT",
+        help="start nothing: print a stored fault-drill-*.json's tables derived again from "
+        "what it recorded, and the figures that changed",
+    )
     args = parser.parse_args()
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     unknown = set(args.faults) - set(FAULTS)
@@ -1368,6 +1434,9 @@ def arguments():  # noqa: ANN201 - argparse.Namespace
 
 def main() -> None:
     args = arguments()
+    if args.recompute:
+        print_recomputed(args.recompute)
+        return
     logging.getLogger("httpx").setLevel(logging.WARNING)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: STOP.set())
@@ -1420,20 +1489,7 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> None:
     probes = drill.probes if drill else []
     samples = drill.samples() if drill else []
     faults = drill.faults if drill else []
-    summaries = []
-    for i, rec in enumerate(faults):
-        if rec.t_inject is None:
-            continue
-        end = (
-            rec.t_end
-            or next((f.t_inject for f in faults[i + 1 :] if f.t_inject is not None), None)
-            or max([rec.t_inject, *(s["t"] for s in samples[-1:])])
-        )
-        summary = summarise(rec, probes, samples, drill.strip, end)
-        counts = windows.get(rec.name)
-        summary["counts"] = counts
-        summary["counts_equal"] = None if counts is None else counts["postgres"] == counts["pinot"]
-        summaries.append(summary)
+    summaries = fault_summaries(faults, probes, samples, drill.strip if drill else [], windows)
     targets = evaluate(summaries)
     loads = [s["load1"] for s in samples if "load1" in s]
     equal = None if drained is None else drained[0] == drained[1]
@@ -1487,6 +1543,97 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> None:
     path.write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
     print_tables(result)
     print("  written to", path, *(("and", logs) if failed else ()))
+
+
+def fault_summaries(
+    faults: list[FaultRecord],
+    probes: list[dict],
+    samples: list[dict],
+    strip: list[dict],
+    windows: dict[str, dict | None],
+) -> list[dict]:
+    """Every injected fault's figures (:func:`summarise`) over its window: from the fault
+    to its end or, in a run that stopped early, to the next fault or the last thing
+    recorded; with the counts in both stores of the orders placed then (``windows``: fault
+    -> PostgreSQL's and Pinot's, when read)."""
+    last = max(
+        [*(s["t"] for s in samples), *(p["end"] for p in probes), *(e["t"] for e in strip)],
+        default=0.0,
+    )
+    last = math.nextafter(last, math.inf)  # a window holds what came before its end
+    summaries = []
+    for i, rec in enumerate(faults):
+        if rec.t_inject is None:
+            continue
+        end = (
+            rec.t_end
+            or next((f.t_inject for f in faults[i + 1 :] if f.t_inject is not None), None)
+            or max(rec.t_inject, last)
+        )
+        summary = summarise(rec, probes, samples, strip, end)
+        counts = windows.get(rec.name)
+        summary["counts"] = counts
+        summary["counts_equal"] = None if counts is None else counts["postgres"] == counts["pinot"]
+        summaries.append(summary)
+    return summaries
+
+
+def recompute(stored: dict) -> dict:
+    """A stored result with its faults' figures and the targets derived again, by this
+    script's rules, from what the run recorded (its fault records, probes, samples and
+    strip). What came from the stores (the counts) and the fault-free phase stay as
+    stored."""
+    faults = [FaultRecord(**record) for record in stored["fault_records"]]
+    windows = {s["fault"]: s.get("counts") for s in stored["faults"]}
+    summaries = fault_summaries(
+        faults, stored["probes"], stored["samples"], stored["strip"], windows
+    )
+    return {**stored, "faults": summaries, "targets": evaluate(summaries)}
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        return {k: v for key in value for k, v in _flat(value[key], f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def _brief(value: object, width: int = 70) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def changed_figures(old: dict, new: dict) -> list[tuple[str, str, str, str]]:
+    """(fault, figure, old, new) for every figure and target verdict of a recomputed result
+    (:func:`recompute`) that differs from the stored one."""
+    rows = []
+    for before, after in zip(old["faults"], new["faults"], strict=True):
+        # As the JSON holds them (a tuple is a list there).
+        was, now = _flat(before), _flat(json.loads(json.dumps(after, default=str)))
+        rows += [
+            (after["fault"], key, _brief(was.get(key)), _brief(now.get(key)))
+            for key in sorted(was.keys() | now.keys())
+            if was.get(key) != now.get(key)
+        ]
+    verdicts = {(t["fault"], t["target"]): t["verdict"] for t in old["targets"]}
+    rows += [
+        (t["fault"], t["target"], verdicts.get((t["fault"], t["target"]), "–"), t["verdict"])
+        for t in new["targets"]
+        if verdicts.get((t["fault"], t["target"])) != t["verdict"]
+    ]
+    return rows
+
+
+def print_recomputed(path: Path) -> None:
+    """``--recompute``: a stored result's tables by this script's rules, and what changed."""
+    stored = json.loads(path.read_text())
+    result = recompute(stored)
+    print(f"recomputed from {path} (the run as it recorded; nothing started)")
+    print_tables(result)
+    common.print_table(
+        "Changed from the stored result",
+        changed_figures(stored, result) or [("–", "nothing", "", "")],
+        header=("fault", "figure or target", "stored", "recomputed"),
+    )
 
 
 def keep_logs(var: Path, workdir: Path, into: Path) -> None:

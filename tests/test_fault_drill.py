@@ -248,17 +248,26 @@ def test_a_fault_shows_when_something_beyond_the_baseline_shows_and_clears_back_
 
 def test_failed_probes_their_longest_run_latencies_and_refusals():
     probes = [
-        {"t": 0, "end": 5, "ok": True, "accept_to_socket": {"gps": 0.1, "BEING_COOKED": 0.2}},
+        {"t": 0, "end": 5, "ok": True, "accepted": {"gps": 1.0, "BEING_COOKED": 0.5},
+         "accept_to_socket": {"gps": 0.1, "BEING_COOKED": 0.2}},
         {"t": 5, "end": 65, "ok": False},
-        {"t": 10, "end": 70, "ok": False, "accept_to_socket": {"ORDER_CONFIRMED": 4.0}},
-        {"t": 15, "end": 20, "ok": True, "accept_to_socket": {"gps": 0.3}},
+        {"t": 10, "end": 70, "ok": False, "accepted": {"ORDER_CONFIRMED": 11.0},
+         "accept_to_socket": {"ORDER_CONFIRMED": 4.0}},
+        {"t": 15, "end": 20, "ok": True, "accepted": {"gps": 16.0},
+         "accept_to_socket": {"gps": 0.3}},
         {"t": 20, "end": 80, "ok": False},
-    ]
+    ]  # fmt: skip
     assert drill.failure_spans(probes) == {"total": 5, "failed": 3, "longest_failure_s": 60}
     assert drill.failure_spans(probes[:4]) == {"total": 4, "failed": 2, "longest_failure_s": 10}
+    # Probes that ended in a window but began before it count from its start.
+    assert drill.failure_spans(probes[1:3], since=8)["longest_failure_s"] == 62
     assert drill.probes_between(probes, 5, 20) == probes[1:4]
-    latency = drill.p99_of(probes, "accept_to_socket")
+    assert drill.probes_ended(probes, 60, 75) == probes[1:3]
+    latency = drill.p99_of(probes, "accept_to_socket", 0, 100)
     assert latency == {"p99_s": 4.0, "n": 4, "probes_without": 2}
+    # A latency counts when it was seen: 4.0 s from 11 is at 15, the first two before.
+    early = drill.p99_of(probes, "accept_to_socket", 0, 15)
+    assert early == {"p99_s": 0.2, "n": 2, "probes_without": 0}
     polls = [(0, 200), (1, 503), (2, 503), (9, 503), (10, 200), (11, 503), (12, 200)]
     assert drill.longest_refusal(polls) == 9
     assert drill.longest_refusal([(0, 503), (4, 503)]) == 4
@@ -458,13 +467,15 @@ def test_a_faults_figures_and_its_targets_from_what_was_recorded(capsys):
         extra={"leader_changed_s": 8.0},
     )  # fmt: skip
     probes = [
-        {"t": 90.0, "end": 95.0, "ok": True, "accept_to_socket": {"gps": 0.2}},
+        {"t": 90.0, "end": 95.0, "ok": True, "accepted": {"gps": 92.0},
+         "accept_to_socket": {"gps": 0.2}},
         {"t": 100.0, "end": 140.0, "ok": False, "step": "socket", "error": "no status",
          "http_errors": [], "pushed": [130.0], "socket": {"missed": [], "twice": [], "out_of_order": []}},
-        {"t": 105.0, "end": 115.0, "ok": True, "pushed": [107.0], "accepted": {"gps": 108.0},
+        {"t": 105.0, "end": 115.0, "ok": True, "pushed": [107.0],
+         "accepted": {"ORDER_CONFIRMED": 106.0, "gps": 108.0},
          "update_s": 3.0, "accept_to_socket": {"gps": 1.5, "ORDER_CONFIRMED": 0.4},
          "accept_to_rest": {"gps": 2.5}, "rest_polls": [[110.0, 200]]},
-        {"t": 200.0, "end": 205.0, "ok": True, "pushed": [202.0],
+        {"t": 200.0, "end": 205.0, "ok": True, "pushed": [202.0], "accepted": {"gps": 201.0},
          "accept_to_socket": {"gps": 0.1}, "accept_to_rest": {"gps": 0.9}},
     ]  # fmt: skip
     samples = [
@@ -523,3 +534,71 @@ def test_a_faults_figures_and_its_targets_from_what_was_recorded(capsys):
     assert re.search(
         r"fast socket updates resume within 10 s of the leader change +MISSED", printed
     )
+
+
+def test_a_probe_spanning_two_faults_counts_each_observation_in_the_window_of_its_time():
+    """As in the first drill: a probe begun 4.5 s before the Redis fault's window ended
+    read the REST detail through the PostgreSQL fault that followed, and the run stopped
+    during it. Its 503s, its late REST latency, its socket's drop and its outcome are the
+    PostgreSQL fault's; the window of a fault the run stopped in ends with the last thing
+    recorded."""
+    from dataclasses import asdict
+
+    redis = drill.FaultRecord(
+        "redis", t_inject=100.0, t_repair=100.4, t_ready=101.0, t_recovered=103.0, t_end=200.0
+    )
+    postgres = drill.FaultRecord("postgres", t_inject=200.1, t_repair=220.1, t_ready=220.7)
+    spanning = {
+        "t": 195.5, "end": 222.0, "ok": True, "step": "done",
+        "accepted": {"gps": 197.0, "DELIVERED": 199.0},
+        "accept_to_socket": {"gps": 0.1, "DELIVERED": 0.1},
+        "accept_to_rest": {"gps": 1.0, "DELIVERED": 22.5},  # DELIVERED shown at 221.5
+        "rest_polls": [[198.0, 200], [199.5, 200],
+                       *([200.5 + i, 503] for i in range(20)), [221.5, 200]],
+        "pushed": [197.05, 199.1],
+        "drops": [[205.0, "closed without a close frame"],
+                  [205.5, "InvalidStatus: server rejected WebSocket connection: HTTP 500"]],
+        "reconnects": 1,  # after the refused attempt at 205.5
+        "socket": {"missed": [], "twice": [], "out_of_order": []},
+    }  # fmt: skip
+    refused = {
+        "t": 205.0, "end": 205.1, "ok": False, "step": "place", "error": "place: HTTP 503",
+        "http_errors": [{"step": "place", "status": 503, "retry_after": "5"}],
+    }  # fmt: skip
+    calm = {
+        "t": 150.0, "end": 155.0, "ok": True, "step": "done", "accepted": {"gps": 151.0},
+        "accept_to_socket": {"gps": 0.2}, "accept_to_rest": {"gps": 1.0},
+        "rest_polls": [[152.0, 200]], "pushed": [151.2],
+    }  # fmt: skip
+    probes = [calm, spanning, refused]
+    samples = [{"t": float(t), "load1": 2.0} for t in range(98, 216, 2)]  # stops before 222
+    assert drill.reconnects(spanning) == [205.5]
+
+    by_fault = {
+        s["fault"]: s
+        for s in drill.fault_summaries([redis, postgres], probes, samples, [], {"redis": None})
+    }
+    on_redis, on_postgres = by_fault["redis"], by_fault["postgres"]
+    assert on_redis["rest_503_longest_s"] == 0
+    assert on_redis["accept_to_rest"]["after"] == {"p99_s": 1.0, "n": 2, "probes_without": 0}
+    assert (on_redis["probes"]["total"], on_redis["socket"]["reconnects"]) == (1, 0)
+    assert on_postgres["window_s"] == 21.9  # to the spanning probe's end, the last recorded
+    assert on_postgres["rest_503_longest_s"] == 21.0  # 200.5 to the 200 at 221.5
+    assert on_postgres["accept_to_rest"]["during"] == {"p99_s": 22.5, "n": 1, "probes_without": 1}
+    assert on_postgres["probes"]["total"] == 2 and on_postgres["probes"]["failed"] == 1
+    assert on_postgres["probes"]["http"] == {"place 503 Retry-After": 1}
+    assert on_postgres["socket"]["reconnects"] == on_postgres["socket"]["probes_reconnected"] == 1
+
+    # A stored result is derived again from what it recorded, and says what changed.
+    stored = {
+        "fault_records": [asdict(redis), asdict(postgres)],
+        "probes": probes, "samples": samples, "strip": [],
+        "faults": [{"fault": "redis", "rest_503_longest_s": 21.0, "counts": None},
+                   {"fault": "postgres", "rest_503_longest_s": 0.0, "counts": None}],
+        "targets": [],
+    }  # fmt: skip
+    again = drill.recompute(json.loads(json.dumps(stored)))
+    assert [s["rest_503_longest_s"] for s in again["faults"]] == [0, 21.0]
+    changed = drill.changed_figures(stored, again)
+    assert ("redis", "rest_503_longest_s", "21.0", "0.0") in changed
+    assert ("postgres", "rest_503_longest_s", "0.0", "21.0") in changed
