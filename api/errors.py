@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from contract.events import EventValidationError
+from runtime.stores import REDIS_UNREACHABLE
 from tracker.customers.services import TooManyAddresses
 from tracker.orders.policy import NotVisible, ScopeRequired
 from tracker.orders.services import IllegalTransition, OrderError, TelemetryError
@@ -25,9 +26,9 @@ from tracker.tracking.exceptions import TrackingUnavailable
 
 log = logging.getLogger(__name__)
 
-#: ``Retry-After`` of every 503: a database failover, a Pinot server's restart or a Kafka
-#: leader election is over in seconds, and a client that waits this long between tries
-#: does not add to the load of what is coming back.
+#: ``Retry-After`` of every 503: a database failover, a Pinot server's or Redis's restart
+#: or a Kafka leader election is over in seconds, and a client that waits this long
+#: between tries does not add to the load of what is coming back.
 UNAVAILABLE_RETRY_AFTER_S = 5
 
 
@@ -98,6 +99,11 @@ def _translate(exc: Exception) -> Exception:
         # as a 500, though operators see each one.
         log.warning("503: database unavailable: %s", exc)
         return ServiceUnavailable("The system of record is unreachable; retry shortly.")
+    if isinstance(exc, REDIS_UNREACHABLE):
+        # Redis, where the request budgets are counted, is gone (a throttle raised it): a
+        # budget that cannot be counted refuses the request rather than let it through.
+        log.warning("503: redis unreachable: %s", exc)
+        return ServiceUnavailable("Request budgets cannot be counted right now; retry shortly.")
     return exc
 
 

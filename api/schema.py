@@ -4,7 +4,7 @@ Every operation names itself (``extend_schema(operation_id=...)`` in the views, 
 this schema class adds what every operation shares: its tag (from the path) and the error
 answers it can give, each with the one error body of :mod:`api.errors` (a 429 with its
 ``Retry-After`` header wherever a throttle of the view applies to the method, and a 503 with
-one everywhere: the database can be unreachable). An operation lists
+one everywhere: the database or Redis can be unreachable). An operation lists
 the errors only it can give (409) itself, through :func:`errors`.
 """
 
@@ -44,8 +44,9 @@ _ERRORS = {
           'Unsupported media type "multipart/form-data" in request.'),
     429: ("throttled", "Too many requests; retry after the `Retry-After` header's seconds.",
           "Request was throttled. Expected available in 42 seconds."),
-    503: ("unavailable", "The database, or Pinot for a tracking read, cannot be reached; nothing "
-          "was changed: retry after the `Retry-After` header's seconds.",
+    503: ("unavailable", "The database, Redis (where budgets are counted), or Pinot for a tracking "
+          "read cannot be reached; nothing was changed: retry after the `Retry-After` header's "
+          "seconds.",
           "Tracking data is temporarily unavailable; retry shortly."),
 }  # fmt: skip
 #: The header every 429 and 503 carries: on a 429 DRF's exception handler sets it from the
@@ -111,7 +112,7 @@ class AutoSchema(openapi.AutoSchema):
             statuses += [413, 415]
         if spends_budget(self.view, self.method):
             statuses.append(429)
-        statuses.append(503)  # every operation: the database can be unreachable
+        statuses.append(503)  # every operation: the database or Redis can be unreachable
         return statuses
 
     def _get_response_headers_for_code(

@@ -5,6 +5,7 @@ Both answer in the API's error format under ``/api/`` and in plain text elsewher
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -12,7 +13,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import Histogram
 
+from api.errors import UNAVAILABLE_RETRY_AFTER_S
+from runtime.stores import REDIS_UNREACHABLE
 from tracker.accounts.security import LoginRateLimiter, client_ip
+
+log = logging.getLogger(__name__)
 
 REQUEST_DURATION = Histogram(
     "ordertrack_http_request_duration_seconds",
@@ -60,16 +65,28 @@ class RequestSizeLimitMiddleware:
 
 
 class LoginThrottleMiddleware:
-    """Throttle every login path, per client address and per user name (429 + Retry-After)."""
+    """Throttle every login path, per client address and per user name (429 + Retry-After).
+
+    While the attempts cannot be counted (Redis unreachable) every sign-in is refused with
+    503 + Retry-After, as the API refuses what it cannot count (:mod:`api.errors`): a
+    guesser must not get unlimited tries out of an outage."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.method == "POST" and request.path in settings.LOGIN_PATHS:
-            refusal = LoginRateLimiter().attempt(
-                client=client_ip(request.META), username=_username(request)
-            )
+            try:
+                refusal = LoginRateLimiter().attempt(
+                    client=client_ip(request.META), username=_username(request)
+                )
+            except REDIS_UNREACHABLE as exc:
+                log.warning("503: sign-in attempts cannot be counted: %s", exc)
+                response = error_response(
+                    request, 503, "unavailable", "Sign-in is unavailable right now; retry shortly."
+                )
+                response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_S)
+                return response
             if refusal is not None:
                 response = error_response(request, 429, "throttled", refusal.reason)
                 response["Retry-After"] = str(refusal.retry_after)

@@ -34,6 +34,13 @@ REDIS_POOL_OPTIONS: dict[str, Any] = {
 CHANNEL_LAYER_SOCKET_TIMEOUT_S = 10
 
 
+#: The caches' commands are single-key reads and writes answered in well under a
+#: millisecond: a Redis that takes longer than this to accept or answer is treated as
+#: unreachable (503 with Retry-After, api/errors.py) rather than left to hold the
+#: request's thread for as long as the network lets it.
+CACHE_SOCKET_TIMEOUT_S = 2
+
+
 def cache_settings(redis_url: str) -> dict[str, dict[str, Any]]:
     """``CACHES``: the throttles' counters (``default``) and the version register
     (``versions``), both in Redis when ``redis_url`` is set."""
@@ -53,7 +60,11 @@ def cache_settings(redis_url: str) -> dict[str, dict[str, Any]]:
         return {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": redis_url,
-            "OPTIONS": dict(REDIS_POOL_OPTIONS),
+            "OPTIONS": {
+                **REDIS_POOL_OPTIONS,
+                "socket_connect_timeout": CACHE_SOCKET_TIMEOUT_S,
+                "socket_timeout": CACHE_SOCKET_TIMEOUT_S,
+            },
             **more,
         }
 

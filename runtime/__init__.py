@@ -2,7 +2,8 @@
 
 Settings from the environment (``conf``), the Kafka clients with their reliability
 settings (``kafka``), the readers' reported positions (``positions``), logging with
-secrets kept out (``logs``) and the Prometheus exposition (``metrics``). Django, the
+secrets kept out (``logs``), the Prometheus exposition (``metrics``) and what an
+unreachable Redis raises (``stores``). Django, the
 outbox relay, the simulator, the push bridge, the Spark driver and the Pinot table
 loader share it; it stands on the contract and imports no web or Spark framework.
 """

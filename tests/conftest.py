@@ -6,17 +6,20 @@ When ``KAFKA_BOOTSTRAP_SERVERS`` names a running broker before the session start
 (``make test`` starts one for both of its pytest passes), the session uses it;
 otherwise it starts its own on free ports.
 
-``database_outage`` takes the database server away for real (PostgreSQL only), for the
-tests of what each part does while it cannot be reached.
+``database_outage`` takes the database server away for real (PostgreSQL only), and
+``redis_server`` runs a real Redis to stop and start again, for the tests of what each part
+does while it cannot be reached.
 """
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from localrun.backends import redis_server_argv, wait_for_redis
 from localrun.kafka import free_port  # noqa: F401 - the tests' one helper for ports
 from runtime.conf import KafkaConfig
 from runtime.kafka import ensure_topics
@@ -102,6 +105,70 @@ def database_outage() -> Iterator[DatabaseOutage]:
     outage = DatabaseOutage()
     yield outage
     outage.end()
+
+
+class RedisServer:
+    """Debian's redis-server on a free loopback port, stopped (SIGTERM, as the fault drill
+    does) and started again on the same port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            redis_server_argv(self.port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for_redis(self.port)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(20)
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def clients(self) -> int:
+        """Connections open to the server, other than the one asking."""
+        return len(self._ask(lambda admin: admin.client_list())) - 1
+
+    def keys(self, pattern: str) -> list[bytes]:
+        return self._ask(lambda admin: admin.keys(pattern))
+
+    def _ask(self, question):
+        import redis
+
+        admin = redis.Redis(host="127.0.0.1", port=self.port)
+        try:
+            return question(admin)
+        finally:
+            admin.close()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A :class:`RedisServer`, started; stopped after the test in any case."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def on_redis(redis_server, settings) -> RedisServer:
+    """The cache and the channel layer on ``redis_server``, as production configures them
+    from ``REDIS_URL``."""
+    from config.stores import cache_settings, channel_layer_settings
+
+    settings.CACHES = cache_settings(redis_server.url)
+    settings.CHANNEL_LAYERS = channel_layer_settings(redis_server.url)
+    return redis_server
 
 
 @pytest.fixture(scope="session")

@@ -6,89 +6,24 @@ the version register) and channels_redis (WebSocket joins and pushes). A restart
 every one of them. A pool must replace a closed connection before handing it out rather
 than fail the request that draws it (config/stores.py). A real ``redis-server`` is
 stopped and started again on the same port while the pools hold several connections,
-with the settings production builds from ``REDIS_URL``.
+with the settings production builds from ``REDIS_URL`` (``on_redis``, tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import threading
-from collections.abc import Iterator
 
 import pytest
-import redis
 from channels.layers import get_channel_layer
 from django.core.cache import caches
 from django.db import connections
 from rest_framework.test import APIClient
 
-from config.stores import cache_settings, channel_layer_settings
-from localrun.backends import redis_server_argv, wait_for_redis
-from localrun.kafka import free_port
 from tests.factories import make_customer
 
 #: Connections each pool holds when Redis restarts, and requests in flight after it.
 CONCURRENT = 8
-
-
-class RedisServer:
-    """Debian's redis-server on a free loopback port, stopped (SIGTERM, as the drill
-    does) and started again on the same port by :meth:`restart`."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            redis_server_argv(self.port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        wait_for_redis(self.port)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(20)
-            self.process = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def clients(self) -> int:
-        """Connections open to the server, other than the one asking."""
-        return len(self._ask(lambda admin: admin.client_list())) - 1
-
-    def keys(self, pattern: str) -> list[bytes]:
-        return self._ask(lambda admin: admin.keys(pattern))
-
-    def _ask(self, question):
-        admin = redis.Redis(host="127.0.0.1", port=self.port)
-        try:
-            return question(admin)
-        finally:
-            admin.close()
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def on_redis(redis_server, settings) -> RedisServer:
-    """The cache and the channel layer on ``redis_server``, as production configures them
-    from ``REDIS_URL``."""
-    settings.CACHES = cache_settings(redis_server.url)
-    settings.CHANNEL_LAYERS = channel_layer_settings(redis_server.url)
-    return redis_server
 
 
 def fill_cache_pools(size: int) -> None:

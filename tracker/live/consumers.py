@@ -26,14 +26,18 @@ socket that ``refollows``, follows the new answer with a fresh snapshot) and
 so it is re-checked when told to (:mod:`tracker.live.signals`: logout, token
 revoked or expired, deactivation, order reassigned); it closes with 4401 or 4404
 when the check fails. A reconnect with ``?since=`` goes through the same checks
-as a first connect before it may be ``resumed``.
+as a first connect before it may be ``resumed``. While Redis (the channel layer, the
+socket budgets) cannot be reached, connects are refused and open sockets close, with
+4503 (:meth:`TrackingSocket.__call__`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import weakref
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -41,6 +45,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from runtime.stores import REDIS_UNREACHABLE
 from tracker.live import limits
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
@@ -57,6 +62,12 @@ log = logging.getLogger(__name__)
 
 #: Why a connect is refused: the close code, the reason and details for the error message.
 Refused = tuple[int, str, dict[str, Any]]
+
+#: This process's open sockets. With channels_redis they read through one wait, in turn:
+#: after a quick Redis restart, those whose turn comes once it is back read from a server
+#: that lost their group memberships, and would stay open with nothing to receive. So
+#: when one finds Redis gone, every socket on its layer closes.
+_open_sockets: weakref.WeakSet[TrackingSocket] = weakref.WeakSet()
 
 
 class TrackingSocket(AsyncJsonWebsocketConsumer):
@@ -77,6 +88,50 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
     refollows = False
     _moved: list[str] | None = None  # the answer a re-check found, while not yet followed
     _moving: asyncio.Lock | None = None  # a told re-check and the periodic one may meet
+    _client_gone = False  # the client closed, or went away
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        """Channels' consumer, closing with 4503 (once told why) when Redis cannot be
+        reached: at connect, counting the connect or joining a group; on an open socket,
+        reading its next message from the channel layer, and then every other open
+        socket of the process with it (:meth:`_redis_gone`). A socket the layer no
+        longer feeds must not pass for live: its client reconnects with ``?since=``,
+        misses nothing, and is refused with 4503 until Redis answers again."""
+        try:
+            await super().__call__(scope, receive, send)
+        except REDIS_UNREACHABLE as exc:
+            if getattr(self, "delivery", None) is None:
+                raise  # not accepted yet: nothing of ours ran (no such path today)
+            if not self._client_gone:
+                await self._redis_gone(exc)
+            # Channels' websocket_disconnect did not run (or stopped at the layer): the
+            # groups are left as they are (a membership lapses with the layer's
+            # group_expiry), the rest is let go as on any close.
+            await self.disconnect(m.CLOSE_UNAVAILABLE)
+
+    async def _redis_gone(self, exc: Exception) -> None:
+        """Close with 4503, and every other open socket on this channel layer: budgets
+        cannot be counted, updates cannot reach them, and their group memberships may be
+        gone with the server (:data:`_open_sockets`). One warning line, no traceback: an
+        outage closes every socket at once."""
+        if self.delivery.closing:
+            return
+        others = [
+            s
+            for s in _open_sockets
+            if s is not self and s.channel_layer is self.channel_layer and not s.delivery.closing
+        ]
+        log.warning(
+            "websocket closed with 4503, and %d other open sockets: redis unreachable: %s",
+            len(others),
+            exc,
+        )
+        reason = "Live updates are unavailable right now; reconnect shortly."
+        await asyncio.gather(
+            self.delivery.refuse(m.CLOSE_UNAVAILABLE, reason),
+            *(other.delivery.refuse(m.CLOSE_UNAVAILABLE, reason) for other in others),
+            return_exceptions=True,  # a client already gone does not keep the others open
+        )
 
     async def connect(self) -> None:
         await self.accept(headers=self.handshake_headers)
@@ -120,6 +175,7 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             await self.delivery.refuse(m.CLOSE_NOT_FOUND, "No such order.")
             return
         self.delivery.start(*self.background(), self._hold_slot())
+        _open_sockets.add(self)
 
     async def admit(self) -> Refused | None:
         """Who is asking (``self.viewer``) and whether their budget allows one more socket:
@@ -146,15 +202,27 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
         return current_user(self._credential)
 
     async def _hold_slot(self) -> None:
-        """Renew this socket's place among its user's sockets while it is open."""
+        """Renew this socket's place among its user's sockets while it is open; one that
+        cannot be renewed would lapse and stop counting, so the socket closes (4503)."""
         while not self.delivery.closing:
             await asyncio.sleep(self._slots.RENEW_SECONDS)
-            await limits.renew(self._slots)
+            try:
+                await limits.renew(self._slots)
+            except REDIS_UNREACHABLE as exc:
+                await self._redis_gone(exc)
+                return
 
     async def _close(self, code: int) -> None:
         await self.close(code=code)
-        if getattr(self, "_slots", None) is not None:
-            await limits.release(self._slots)  # a closing socket no longer counts
+        await self._release_slot()  # a closing socket no longer counts
+
+    async def _release_slot(self) -> None:
+        """Give this socket's slot back; one that cannot be (Redis unreachable) lapses
+        after ``SocketSlots.LEASE_SECONDS``."""
+        if getattr(self, "_slots", None) is None:
+            return
+        with contextlib.suppress(*REDIS_UNREACHABLE):
+            await limits.release(self._slots)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch, without its hop to the database thread before each message.
@@ -170,14 +238,18 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        self._client_gone = True  # whatever fails now, nobody is left to tell
+        await super().websocket_disconnect(message)
+
     async def disconnect(self, code: int) -> None:
+        _open_sockets.discard(self)
         if getattr(self, "_open_gauge", None) is not None:
             self._open_gauge.dec()
             self._open_gauge = None
         if getattr(self, "delivery", None) is not None:
             self.delivery.stop()
-        if getattr(self, "_slots", None) is not None:
-            await limits.release(self._slots)
+        await self._release_slot()
 
     async def websocket_receive(self, message: dict[str, Any]) -> None:
         """A client message: refused unread when over ``WS_MAX_MESSAGE_BYTES`` (1009) or
@@ -243,12 +315,16 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             moved, self._moved = self._moved, None
             if moved is None or moved == self.followed or self.delivery.closing:
                 return
-            for group in [g for g in self.followed if g not in moved]:
-                await self.channel_layer.group_discard(group, self.channel_name)
-                self.groups.remove(group)
-            for group in [g for g in moved if g not in self.followed]:
-                await self.channel_layer.group_add(group, self.channel_name)
-                self.groups.append(group)
+            try:
+                for group in [g for g in self.followed if g not in moved]:
+                    await self.channel_layer.group_discard(group, self.channel_name)
+                    self.groups.remove(group)
+                for group in [g for g in moved if g not in self.followed]:
+                    await self.channel_layer.group_add(group, self.channel_name)
+                    self.groups.append(group)
+            except REDIS_UNREACHABLE as exc:  # half moved: what it follows is not known
+                await self._redis_gone(exc)
+                return
             self.followed = moved
             try:
                 await self.send_snapshot()

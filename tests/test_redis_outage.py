@@ -1,0 +1,234 @@
+"""While Redis cannot be reached, what it counts or carries is refused, never let through
+and never a 500: the API answers 503 with ``Retry-After`` (a sign-in too), a WebSocket
+closes with 4503, and everything answers again once Redis is back.
+
+In production Redis holds the request budgets (REST throttles, sign-in attempts, a user's
+sockets and connects) and the channel layer. In the fault drill (docs/reliability.md) a
+read answered 500 during a 1 s Redis outage, and a socket whose group join failed ended
+in an unhandled ASGI exception. A real ``redis-server`` is stopped mid-test, with the
+settings production builds from ``REDIS_URL`` (``on_redis``, tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from api.errors import UNAVAILABLE_RETRY_AFTER_S
+from config.asgi import application
+from config.stores import cache_settings, channel_layer_settings
+from tests.conftest import RedisServer
+from tests.factories import make_customer
+from tracker.tracking import copies
+
+UNAVAILABLE = 4503
+FEED = "/ws/operations/"  # its snapshot needs no tracking store
+
+
+def assert_unavailable(response, what: str = "") -> None:
+    assert response.status_code == 503, (what, response.content)
+    assert response["Retry-After"] == str(UNAVAILABLE_RETRY_AFTER_S)
+    error = response.json()["error"]
+    assert error["status"] == 503 and error["code"] == "unavailable", error
+    assert "retry" in error["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_while_redis_is_down_reads_writes_and_sign_ins_are_503_with_retry_after(on_redis):
+    customer = make_customer("redis-down")
+    operator = get_user_model().objects.create_user("ops-redis-down", is_staff=True)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=customer.user).key}")
+    ops = APIClient()
+    ops.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=operator).key}")
+    address = {"label": "Work", "line1": "80 MG Road", "lat": 12.97, "lon": 77.61}
+    sign_in = {"username": "redis-down", "password": "pw-redis-down"}
+
+    def requests() -> dict[str, object]:
+        return {
+            "read": api.get("/api/v1/me/"),
+            "write": api.post("/api/v1/me/addresses/", address, format="json"),
+            "sign-in": APIClient().post("/api/v1/auth/token/", sign_in, format="json"),
+        }
+
+    on_redis.stop()
+    for name, response in requests().items():
+        assert_unavailable(response, name)
+    # The fault drill's 500: an operator's read of the pipeline's health.
+    assert_unavailable(ops.get("/api/v1/operations/pipeline/"))
+    # The browser's sign-in is refused as well (plain text outside /api/).
+    page = Client().post("/accounts/login/", {"username": "redis-down", "password": "x"})
+    assert page.status_code == 503 and page["Retry-After"] == str(UNAVAILABLE_RETRY_AFTER_S)
+    health = Client().get("/healthz")
+    assert health.status_code == 503 and health.json()["checks"]["cache"].startswith("error")
+    assert copies.registered(1) == (None, None)  # the version register: unknown, ask Pinot
+
+    on_redis.start()
+    answers = requests()
+    assert answers["read"].status_code == 200, answers["read"].content
+    assert answers["write"].status_code == 201, answers["write"].content
+    assert answers["sign-in"].status_code == 200, answers["sign-in"].content
+    assert Client().get("/healthz").status_code == 200
+
+
+@database_sync_to_async
+def _operator_token(name: str) -> str:
+    user = get_user_model().objects.create_user(name, is_staff=True)
+    return Token.objects.create(user=user).key
+
+
+def _feed(key: str) -> WebsocketCommunicator:
+    return WebsocketCommunicator(
+        application, FEED, headers=[(b"authorization", f"Token {key}".encode())]
+    )
+
+
+async def _closed_with(socket: WebsocketCommunicator, code: int, within: float = 10) -> dict:
+    """The socket's ``error`` message (skipping what was sent before it), then its close."""
+    deadline = time.monotonic() + within
+    while True:
+        assert time.monotonic() < deadline, f"no error {code} within {within} s"
+        message = await socket.receive_output(timeout=within)
+        if message["type"] == "websocket.close":
+            raise AssertionError(f"closed with {message.get('code')} before an error message")
+        body = json.loads(message["text"])
+        if body["type"] == "error":
+            break
+    assert body["code"] == code, body
+    assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": code}
+    return body
+
+
+async def _opens(key: str) -> WebsocketCommunicator:
+    socket = _feed(key)
+    connected, _ = await socket.connect(timeout=10)
+    assert connected
+    assert await socket.receive_json_from(timeout=10) == {"type": "snapshot"}
+    return socket
+
+
+class Warnings(logging.Handler):
+    """The warnings and errors one logger writes."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+        self.logger = logging.getLogger(name)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> Warnings:
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.logger.removeHandler(self)
+
+
+@pytest.fixture
+def no_bridge(settings):
+    settings.PUSH_BRIDGE_EMBEDDED = False  # nothing is pushed here
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_while_redis_is_down_a_socket_is_refused_with_4503_then_opens_again(
+    on_redis, no_bridge
+):
+    key = await _operator_token("ops-ws-redis-down")
+    layer = get_channel_layer()
+    try:
+        opened = await _opens(key)  # the pools now hold connections to the server that goes
+        await opened.disconnect()
+        await database_sync_to_async(on_redis.stop)()
+
+        with Warnings("tracker.live.consumers") as logged:
+            refused = _feed(key)
+            connected, _ = await refused.connect(timeout=10)
+            assert connected  # opened, told why, closed: never a bare HTTP error
+            await _closed_with(refused, UNAVAILABLE)
+        assert [(r.levelname, r.exc_info) for r in logged.records] == [("WARNING", None)]
+        assert "4503" in logged.records[0].getMessage()
+
+        await database_sync_to_async(on_redis.start)()
+        again = await _opens(key)
+        await again.disconnect()
+    finally:
+        await layer.close_pools()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_whose_group_join_fails_is_refused_with_4503(settings, no_bridge):
+    """The cache answers (the connect is counted) but the channel layer's Redis does not:
+    the join itself fails."""
+    counters, layer_redis = RedisServer(), RedisServer()
+    counters.start()
+    layer_redis.start()
+    try:
+        settings.CACHES = cache_settings(counters.url)
+        settings.CHANNEL_LAYERS = channel_layer_settings(layer_redis.url)
+        key = await _operator_token("ops-ws-join-fails")
+        await database_sync_to_async(layer_redis.stop)()
+
+        refused = _feed(key)
+        connected, _ = await refused.connect(timeout=10)
+        assert connected
+        await _closed_with(refused, UNAVAILABLE)
+
+        await database_sync_to_async(layer_redis.start)()
+        again = await _opens(key)
+        await again.disconnect()
+    finally:
+        await get_channel_layer().close_pools()
+        counters.stop()
+        layer_redis.stop()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_open_sockets_close_with_4503_when_redis_goes_away(on_redis, no_bridge):
+    """A socket the channel layer no longer feeds must not pass for live: it closes, and
+    its client reconnects (with ``?since=`` on an order's socket) once Redis is back."""
+    key = await _operator_token("ops-ws-open")
+    layer = get_channel_layer()
+    try:
+        sockets = [await _opens(key) for _ in range(3)]
+        await database_sync_to_async(on_redis.stop)()
+        for socket in sockets:
+            await _closed_with(socket, UNAVAILABLE)
+
+        await database_sync_to_async(on_redis.start)()
+        again = await _opens(key)
+        await again.disconnect()
+    finally:
+        await layer.close_pools()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_quick_redis_restart_closes_every_open_socket(on_redis, no_bridge):
+    """The sockets of a process wait on the layer in turn (channels_redis reads for all of
+    them through one wait). Those whose turn comes after a quick restart read from the new
+    server, where their group memberships are gone: they must close too, not stay open
+    with nothing to receive."""
+    key = await _operator_token("ops-ws-restart")
+    layer = get_channel_layer()
+    try:
+        sockets = [await _opens(key) for _ in range(3)]
+        on_redis.restart()  # on the event loop's thread: no socket reads until it is back
+        for socket in sockets:
+            await _closed_with(socket, UNAVAILABLE)
+    finally:
+        await layer.close_pools()
