@@ -46,6 +46,8 @@ NAMES = {
     ),
     "web": (
         "ordertrack_http_request_duration_seconds",
+        "ordertrack_http_requests_queued",
+        "ordertrack_http_requests_shed_total",
         "ordertrack_websockets_open",
         "ordertrack_push_bridge_delay_seconds",
         "ordertrack_push_bridge_records_total",
