@@ -49,6 +49,7 @@ NAMES = {
         "ordertrack_http_requests_queued",
         "ordertrack_http_requests_shed_total",
         "ordertrack_websockets_open",
+        "ordertrack_order_state_reads_total",
         "ordertrack_push_bridge_delay_seconds",
         "ordertrack_push_bridge_records_total",
         "ordertrack_push_bridge_record_age_seconds",
