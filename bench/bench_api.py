@@ -389,12 +389,16 @@ def measured(
     """One open-loop run with each process's CPU per answered request (less idle CPU), and
     the requests each web worker answered."""
     before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
-    counted = common.requests_by_worker(pids["web"])
+    counted, sources = common.requests_by_worker(pids["web"]), common.state_reads(pids["web"])
     result = run_open_loop(url, requests, rate, headers)
     used = {name: common.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
     after = common.requests_by_worker(pids["web"])
     result["requests_by_worker"] = {
         str(pid): n - counted.get(pid, 0) for pid, n in sorted(after.items())
+    }
+    result["state_reads"] = {
+        source: n - sources.get(source, 0)
+        for source, n in sorted(common.state_reads(pids["web"]).items())
     }
     answered = max(1, result["answered"])
     result["cpu_s"] = used
@@ -692,6 +696,7 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
                 f"{cpu['pinot']:.2f}",
                 f"{cpu['web'] + cpu['pinot']:.2f}",
                 f"{r['generator_cpu_share'] * 100:.0f}%",
+                _kept_share(r.get("state_reads") or {}),
             )
         )
     common.print_table(
@@ -699,8 +704,16 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
         f"{'WEB_WORKERS' if args.multiple or args.production else args.workers} web worker(s)",
         rows,
         header=("server", "answered", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms",
-                "web CPU ms/req", "Pinot CPU ms/req", "total", "generator CPU"),
+                "web CPU ms/req", "Pinot CPU ms/req", "total", "generator CPU",
+                "state kept"),
     )  # fmt: skip
+
+
+def _kept_share(reads: dict[str, int]) -> str:
+    """The share of state reads answered from a kept copy (the rest asked Pinot), or
+    ``-`` when the server counts none (a baseline from before the counter)."""
+    total = sum(reads.values())
+    return f"{reads.get('kept', 0) / total * 100:.0f}%" if total else "-"
 
 
 #: The most requests a second the closed loop is taken to get answered (more than one

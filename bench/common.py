@@ -1450,29 +1450,44 @@ def history_repeats(detail: dict) -> list:
     ]
 
 
-def requests_by_worker(server_pid: int) -> dict[int, int]:
-    """HTTP requests each worker of the uvicorn server ``server_pid`` has answered so far,
-    from prometheus-client's per-process files (the web's request histogram; its workers
-    share ``<var>/metrics/web-<server pid>``). Empty when the files are not there."""
+def _worker_values(server_pid: int, kind: str) -> dict[int, list[tuple[list, float]]]:
+    """Each worker's samples of ``kind`` (``histogram``, ``counter``) from
+    prometheus-client's per-process files, as (the key's parts: metric, sample, labels;
+    value). The workers of the uvicorn server ``server_pid`` share
+    ``<var>/metrics/web-<server pid>``; empty when the files are not there."""
     from prometheus_client.mmap_dict import MmapedDict
 
     from runtime.conf import var_dir
 
-    counts: dict[int, int] = {}
-    for path in (var_dir() / "metrics" / f"web-{server_pid}").glob("histogram_*.db"):
-        pid = int(path.stem.rsplit("_", 1)[1])
+    found: dict[int, list[tuple[list, float]]] = {}
+    for path in (var_dir() / "metrics" / f"web-{server_pid}").glob(f"{kind}_*.db"):
         store = MmapedDict(str(path), read_mode=True)
         try:
-            counts[pid] = int(
-                sum(
-                    value
-                    for key, value, *_ in store.read_all_values()
-                    if key.startswith(
-                        '["ordertrack_http_request_duration_seconds", '
-                        '"ordertrack_http_request_duration_seconds_bucket"'
-                    )
-                )
-            )
+            found[int(path.stem.rsplit("_", 1)[1])] = [
+                (json.loads(key), value) for key, value, *_ in store.read_all_values()
+            ]
         finally:
             store.close()
-    return counts
+    return found
+
+
+def requests_by_worker(server_pid: int) -> dict[int, int]:
+    """HTTP requests each worker of the uvicorn server ``server_pid`` has answered so far
+    (the web's request histogram)."""
+    bucket = "ordertrack_http_request_duration_seconds_bucket"
+    return {
+        pid: int(sum(value for key, value in samples if key[1] == bucket))
+        for pid, samples in _worker_values(server_pid, "histogram").items()
+    }
+
+
+def state_reads(server_pid: int) -> dict[str, int]:
+    """Reads of an order's state so far by source, over the workers of ``server_pid``
+    (``ordertrack_order_state_reads_total``: kept, or which reason sent it to Pinot)."""
+    total: dict[str, int] = {}
+    for samples in _worker_values(server_pid, "counter").values():
+        for key, value in samples:
+            if key[1] == "ordertrack_order_state_reads_total":
+                source = key[2]["source"]
+                total[source] = total.get(source, 0) + int(value)
+    return total

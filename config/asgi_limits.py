@@ -5,6 +5,10 @@ before any middleware runs. This wrapper answers 413 at once when the declared
 ``Content-Length`` is over ``REQUEST_MAX_BODY_BYTES``, and cuts off a body sent
 without one (chunked) as soon as it passes the limit: Django sees the client
 disconnect and stops reading, and the client gets the 413.
+
+Its refusals, and those of :mod:`config.asgi_threads` (a request no thread could serve
+in time), are answered by :func:`send_refusal` in the shape Django's would have
+(:func:`error_body`).
 """
 
 from __future__ import annotations
@@ -15,12 +19,36 @@ from typing import Any
 from django.conf import settings
 
 
-def _too_large_body(path: str, limit: int) -> tuple[bytes, bytes]:
-    message = f"Request body is over the {limit}-byte limit."
+def error_body(path: str, status: int, code: str, message: str) -> tuple[bytes, bytes]:
+    """A refusal's body and content type, for an answer given before Django runs, as
+    :func:`config.middleware.error_response` gives it once Django runs: the API's error
+    shape (api/errors.py) under ``/api/``, plain text elsewhere."""
     if path.startswith("/api/"):
-        body = {"error": {"status": 413, "code": "too_large", "message": message}}
+        body = {"error": {"status": status, "code": code, "message": message}}
         return json.dumps(body).encode(), b"application/json"
     return message.encode(), b"text/plain; charset=utf-8"
+
+
+async def send_refusal(
+    send: Any,
+    status: int,
+    body: bytes,
+    content_type: bytes,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """Answer a request at the ASGI layer: ``status``, ``body`` and any further headers."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodySizeLimit:
@@ -71,18 +99,8 @@ class BodySizeLimit:
 
     async def _refuse(self, scope: dict, send: Any, status: int, limit: int) -> None:
         if status == 413:
-            body, content_type = _too_large_body(scope.get("path", ""), limit)
+            message = f"Request body is over the {limit}-byte limit."
+            body, content_type = error_body(scope.get("path", ""), 413, "too_large", message)
         else:
             body, content_type = b"Content-Length must be a number >= 0.", b"text/plain"
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", content_type),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_refusal(send, status, body, content_type, ((b"connection", b"close"),))

@@ -116,9 +116,28 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 #: Long-lived threads per web process for Django's sync request handling, each keeping its
-#: database connection this long (config/asgi_threads.py).
+#: database connection this long (config/asgi_threads.py): the most database connections a
+#: web process opens for requests (docs/operations.md, 3.4).
 REQUEST_THREADS = env_int("WEB_REQUEST_THREADS", 8)
 REQUEST_THREAD_CONN_MAX_AGE = DATABASE_CONN_MAX_AGE
+#: A request that finds them all busy waits for one, in arrival order. At most this many
+#: wait per process; the next is answered 503 + Retry-After at once. At the 7.4 ms of web
+#: CPU a detail read took on the production path (docs/performance.md), a worker with a
+#: whole core answers at most about 135 a second, fewer beside the rest of a 2-core
+#: machine: 100 waiting is one to a few seconds of its work. A burst waits that out; a
+#: lasting surplus is refused at once, instead of every request waiting to time out. Each
+#: waiting request holds its body in memory (read first; at most REQUEST_MAX_BODY_BYTES).
+REQUEST_QUEUE_MAX = env_int("WEB_REQUEST_QUEUE_MAX", 100)
+#: ... and one waits at most this long (then 503 + Retry-After): longer than a dependency's
+#: own timeout (Pinot's 5 s, Redis's 2 s) holds a thread, so a request queued behind
+#: threads held by one is still served; shorter than a client waits before giving up
+#: (the benchmarks, 30 s), so it gets an answer it can act on.
+REQUEST_QUEUE_TIMEOUT_S = env_float("WEB_REQUEST_QUEUE_TIMEOUT_S", 10.0)
+if REQUEST_THREADS < 1 or REQUEST_QUEUE_MAX < 0 or not REQUEST_QUEUE_TIMEOUT_S > 0:
+    raise ImproperlyConfigured(
+        "WEB_REQUEST_THREADS must be at least 1, WEB_REQUEST_QUEUE_MAX 0 or more (0: refuse "
+        "at once when every thread is busy) and WEB_REQUEST_QUEUE_TIMEOUT_S more than 0."
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

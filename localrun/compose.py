@@ -173,6 +173,7 @@ class ProductionRun:
     """Start and stop the whole plan; ``with ProductionRun(plan) as run: ...``."""
 
     def __init__(self, p: Plan, out=sys.stdout) -> None:
+        from localrun.console import Console
         from localrun.supervisor import Supervisor
 
         self.plan = p
@@ -183,7 +184,9 @@ class ProductionRun:
         os.environ["ORDERTRACK_VAR_DIR"] = str(p.var / "app")
         try:
             self.infra = Supervisor(infra, out=out, max_restarts=3)
-            self.app = Supervisor(app, out=out, max_restarts=3)
+            # One web answers on the run's port; behind the proxy the webs have no "web".
+            console = Console(web_url=f"http://127.0.0.1:{p.ports.web}")
+            self.app = Supervisor(app, out=out, max_restarts=3, console=console)
         finally:
             if saved is None:
                 del os.environ["ORDERTRACK_VAR_DIR"]

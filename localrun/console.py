@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from localrun.components import web_address
 from runtime.conf import env_float, env_str
 
 #: A line someone must see: a warning or an error, in any of the children's formats.
@@ -65,6 +66,9 @@ class Console:
     pinot_url: str = field(
         default_factory=lambda: env_str("PINOT_BROKER_URL", "http://127.0.0.1:8099")
     )
+    #: Where the ``web`` component answers ``/healthz``: make run's address by default;
+    #: ``make run-prod`` passes its own port (a benchmark's run listens on a free one).
+    web_url: str = field(default_factory=lambda: "http://{}:{}".format(*web_address()))
     _continuing: dict[str, bool] = field(default_factory=dict)
     _batches: _Batches = field(default_factory=_Batches)
     _last: dict[str, Any] = field(default_factory=dict)
@@ -178,10 +182,7 @@ class Console:
         )
 
     def _web(self, elapsed: float) -> str:
-        from localrun.components import web_address
-
-        host, port = web_address()
-        answer = httpx.get(f"http://{host}:{port}/healthz", timeout=2.0)
+        answer = httpx.get(f"{self.web_url}/healthz", timeout=2.0)
         checks = ", ".join(f"{k} {v}" for k, v in answer.json()["checks"].items())
         return f"{answer.json()['status']} ({checks})"
 

@@ -46,7 +46,10 @@ NAMES = {
     ),
     "web": (
         "ordertrack_http_request_duration_seconds",
+        "ordertrack_http_requests_queued",
+        "ordertrack_http_requests_shed_total",
         "ordertrack_websockets_open",
+        "ordertrack_order_state_reads_total",
         "ordertrack_push_bridge_delay_seconds",
         "ordertrack_push_bridge_records_total",
         "ordertrack_push_bridge_record_age_seconds",

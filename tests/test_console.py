@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -76,6 +77,35 @@ def test_status_lines_count_orders_events_batches_and_pinot_lag(real_pinot, pino
     # Pinot's own figures: rows from its broker, consumed offsets from its controller.
     assert re.fullmatch(r"[\d,]+ orders; [\d,]+ records consumed, \d+ records/s", lines["pinot"])
     assert console.status(running)["streaming"].startswith("no micro-batch for ")
+
+
+def test_the_web_status_asks_the_web_it_was_given():
+    """``make run-prod`` (and a benchmark's run on a free port) passes its own address: the
+    status line must not ask make run's port."""
+    asked: list[str] = []
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server name
+            asked.append(self.path)
+            body = json.dumps({"status": "ok", "checks": {"database": "ok"}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        console = Console(debug=False, web_url=f"http://127.0.0.1:{server.server_port}")
+        assert console.status({"web"}.__contains__) == {"web": "ok (database ok)"}
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == ["/healthz"]
 
 
 CHILD = """

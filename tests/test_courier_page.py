@@ -21,6 +21,7 @@ from django.test import Client
 
 from config.asgi import application
 from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.sockets import closed_with
 from tracker.live import messages
 from tracker.orders import policy, services
 from tracker.orders.models import Order
@@ -155,13 +156,6 @@ async def _open(client: Client) -> tuple[WebsocketCommunicator, dict]:
     return socket, await socket.receive_json_from(timeout=20)
 
 
-async def _closed_with(socket: WebsocketCommunicator, code: int, within: float = WITHIN) -> dict:
-    error = await socket.receive_json_from(timeout=within)
-    assert error["type"] == "error" and error["code"] == code, error
-    assert await socket.receive_output(timeout=within) == {"type": "websocket.close", "code": code}
-    return error
-
-
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_the_courier_socket_refuses_strangers_and_non_couriers(no_engines):
@@ -185,14 +179,14 @@ async def test_a_courier_with_nothing_to_carry_is_told_so_and_loses_the_socket_w
     socket, first = await _open(browser)
     assert first == {"type": "snapshot", "orders": []}
     await database_sync_to_async(browser.post)("/accounts/logout/")
-    await _closed_with(socket, messages.CLOSE_UNAUTHENTICATED)
+    await closed_with(socket, messages.CLOSE_UNAUTHENTICATED, within=WITHIN)
 
     # No longer a courier (the profile removed in the admin): 4404, as at connect.
     browser = await database_sync_to_async(_signed_in)("rider")
     socket, first = await _open(browser)
     assert first["type"] == "snapshot"
     await database_sync_to_async(rider.delete)()
-    error = await _closed_with(socket, messages.CLOSE_NOT_FOUND)
+    error = await closed_with(socket, messages.CLOSE_NOT_FOUND, within=WITHIN)
     assert error["message"] == "This socket is for couriers."
 
 
@@ -217,7 +211,7 @@ async def test_an_assignment_reaches_the_couriers_socket_at_once(no_engines):
     await database_sync_to_async(services.advance_order)(
         order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=rider
     )
-    error = await _closed_with(socket, messages.CLOSE_UNAVAILABLE)
+    error = await closed_with(socket, messages.CLOSE_UNAVAILABLE, within=WITHIN)
     assert error["message"] == "Tracking data is temporarily unavailable."
 
 

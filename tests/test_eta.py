@@ -15,6 +15,8 @@ from contract import geo
 from contract.events import LIFECYCLE, now_ms
 from tests.fixtures_pinot import ID_BLOCK, delivery_event, order_event
 from tracker.tracking import eta
+from tracker.tracking.eta import stats as eta_stats
+from tracker.tracking.selectors import orders as order_selectors
 
 pytestmark = pytest.mark.eta_history
 
@@ -238,3 +240,48 @@ def test_the_route_factor_follows_the_direction_of_travel(pinot):
     assert along["route_factor"] == 1.0
     assert along["route_km_left"] == round(geo.haversine_km(DOOR[0], RESTAURANT[1], *DOOR), 2)
     assert across["route_factor"] > stats.route_factor > along["route_factor"]
+
+
+def test_the_route_factor_reads_every_sampled_ride_in_thinned_slices(pinot, monkeypatch):
+    """Pinot returns one point per slot of a trail, a few orders per query: every sampled
+    ride counts, however many points it sent (a worker once parsed a million points at
+    each load, and the query's row limit cut the sample to the lowest order ids)."""
+    r = pinot.base + 1
+    now = clock(pinot)
+    corner = (RESTAURANT[0], DOOR[1])
+    legs = [(RESTAURANT, corner), (corner, DOOR)]
+    trail = [geo.interpolate(*a, *b, f / 200) for a, b in legs for f in range(201)]
+    orders, points = [], []
+    for i in range(5):  # five rides by the same L, a point every second
+        order = delivered(pinot.base + 100 + i, r, now - HOUR + i * MIN, [1, 1, 1, 1])
+        orders.append(order)
+        points += [
+            delivery_event(order.order_id, v, lat, lon, restaurant_id=r,
+                           at=order.out_for_delivery_at + v * SEC)
+            for v, (lat, lon) in enumerate(trail, start=1)
+        ]  # fmt: skip
+    pinot.publish(*orders, *points)
+    pinot.sync()
+    asked = []
+    real_query = order_selectors.query
+
+    def counted(sql, params=None):
+        rows = real_query(sql, params)
+        asked.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(order_selectors, "query", counted)
+    trails = order_selectors.thinned_trails(
+        [o.order_id for o in orders], eta_stats.TRAIL_SLOT_MS, per_query=2
+    )
+    assert len(asked) == 3  # 2 + 2 + 1 orders
+    assert sorted(trails) == sorted(o.order_id for o in orders)
+    slots = {(o.out_for_delivery_at + v * SEC) // eta_stats.TRAIL_SLOT_MS
+             for o in orders[:1] for v in range(1, len(trail) + 1)}  # fmt: skip
+    assert all(len(t) == len(slots) for t in trails.values())  # one point per slot
+    assert trails[orders[0].order_id][-1] == pytest.approx(DOOR)  # each slot's last point
+
+    stats = eta.load_statistics(now)
+    travelled = geo.haversine_km(*RESTAURANT, *corner) + geo.haversine_km(*corner, *DOOR)
+    assert stats.route_samples == 5
+    assert abs(stats.route_factor - travelled / STRAIGHT_KM) < 0.01

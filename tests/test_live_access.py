@@ -22,6 +22,7 @@ from rest_framework.test import APIClient
 from config.asgi import application
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event
+from tests.sockets import closed_with
 from tracker.live import messages
 from tracker.orders.policy import SYSTEM
 
@@ -55,14 +56,6 @@ def _token(key: str) -> list:
     return [(b"authorization", f"Token {key}".encode())]
 
 
-async def _closed_with(socket: WebsocketCommunicator, code: int) -> None:
-    """The socket says why, then closes with ``code``, within a second."""
-    error = await socket.receive_json_from(timeout=WITHIN)
-    assert error["type"] == "error" and error["code"] == code, error
-    closing = await socket.receive_output(timeout=WITHIN)
-    assert closing == {"type": "websocket.close", "code": code}
-
-
 async def _publish_order(pinot, order) -> None:
     event = order_event(
         order.pk, 1, customer_id=order.customer_id, restaurant_id=order.restaurant_id
@@ -83,8 +76,8 @@ async def test_token_logout_closes_every_socket_of_that_token(pinot):
         assert client.post("/api/v1/auth/logout/").status_code == 204
 
     await database_sync_to_async(logout)()
-    await _closed_with(one, messages.CLOSE_UNAUTHENTICATED)
-    await _closed_with(mine, messages.CLOSE_UNAUTHENTICATED)
+    await closed_with(one, messages.CLOSE_UNAUTHENTICATED, within=WITHIN)
+    await closed_with(mine, messages.CLOSE_UNAUTHENTICATED, within=WITHIN)
 
 
 async def test_browser_sign_out_closes_the_session_socket(pinot):
@@ -96,7 +89,7 @@ async def test_browser_sign_out_closes_the_session_socket(pinot):
     headers = [(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
     socket = await _open(pinot, f"/ws/orders/{world['order'].pk}/", headers)
     await database_sync_to_async(browser.post)("/accounts/logout/")
-    await _closed_with(socket, messages.CLOSE_UNAUTHENTICATED)
+    await closed_with(socket, messages.CLOSE_UNAUTHENTICATED, within=WITHIN)
 
 
 async def test_deactivating_the_user_closes_their_sockets_but_not_others(pinot):
@@ -112,7 +105,7 @@ async def test_deactivating_the_user_closes_their_sockets_but_not_others(pinot):
         user.save()
 
     await database_sync_to_async(deactivate)()
-    await _closed_with(alices, messages.CLOSE_UNAUTHENTICATED)
+    await closed_with(alices, messages.CLOSE_UNAUTHENTICATED, within=WITHIN)
     assert await bobs.receive_nothing(timeout=0.5)
     await bobs.disconnect()
 
@@ -141,7 +134,7 @@ async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
         services.advance_order(order.pk, by=SYSTEM, to="ARRIVING_AT_DOOR", courier=second)
 
     await database_sync_to_async(reassign)()
-    await _closed_with(riders, messages.CLOSE_NOT_FOUND)
+    await closed_with(riders, messages.CLOSE_NOT_FOUND, within=WITHIN)
     assert await owners.receive_nothing(timeout=0.5)  # the customer still follows it
     await owners.disconnect()
     # And a resume with ?since= is authorised again, not waved through.
@@ -190,7 +183,7 @@ async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings):
     assert expired.status_code == 401
     assert expired.json()["error"]["message"] == "Token expired; sign in again."
     # The expired token was deleted, which closes its open socket ...
-    await _closed_with(live, messages.CLOSE_UNAUTHENTICATED)
+    await closed_with(live, messages.CLOSE_UNAUTHENTICATED, within=WITHIN)
     # ... and a resume with it is refused like any other connect.
     resume = WebsocketCommunicator(
         application, f"{path}?since=1", headers=_token(world["alice_token"])

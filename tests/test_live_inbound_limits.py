@@ -22,6 +22,7 @@ from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 
 from config.asgi import application
+from tests.sockets import closed_with
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,23 +60,6 @@ async def _open(key: str) -> WebsocketCommunicator:
     return socket
 
 
-async def _refused_with(socket: WebsocketCommunicator, code: int) -> dict:
-    """The socket's ``error`` message (skipping anything sent before it), then its close."""
-    deadline = time.monotonic() + 5
-    while True:
-        assert time.monotonic() < deadline, f"no error {code} within 5 s"
-        message = await socket.receive_output(timeout=5)
-        if message["type"] == "websocket.close":
-            raise AssertionError(f"closed with {message.get('code')} before an error message")
-        body = json.loads(message["text"])
-        if body["type"] == "error":
-            break
-    assert body["code"] == code, body
-    closing = await socket.receive_output(timeout=5)
-    assert closing == {"type": "websocket.close", "code": code}
-    return body
-
-
 async def _pong(socket: WebsocketCommunicator) -> dict:
     await socket.send_json_to({"type": "ping"})
     deadline = time.monotonic() + 5
@@ -92,13 +76,13 @@ async def test_a_frame_larger_than_any_client_message_is_refused_before_parsing(
     flooded, bystander = await _open(key), await _open(key)
     flood = json.dumps([{"a": 1}] * 1_600_000)  # 15.3 MiB, under uvicorn's default limit
     await flooded.send_to(text_data=flood)
-    await _refused_with(flooded, MESSAGE_TOO_BIG)
+    await closed_with(flooded, MESSAGE_TOO_BIG, after_others=True)
     assert (await _pong(bystander))["type"] == "pong"  # the other socket is served
     # Just over the limit is refused too; a ping at the limit is answered.
     limit = django_settings.WS_MAX_MESSAGE_BYTES
     over = await _open(key)
     await over.send_to(text_data=json.dumps({"type": "ping", "pad": "x" * limit}))
-    await _refused_with(over, MESSAGE_TOO_BIG)
+    await closed_with(over, MESSAGE_TOO_BIG, after_others=True)
     await bystander.disconnect()
 
 
@@ -132,7 +116,7 @@ async def test_each_user_may_hold_a_limited_number_of_sockets(settings):
     held = [await _open(mine) for _ in range(3)]
     extra = WebsocketCommunicator(application, FEED, headers=_auth(mine))
     assert (await extra.connect(timeout=10))[0]
-    refusal = await _refused_with(extra, TOO_MANY)
+    refusal = await closed_with(extra, TOO_MANY, after_others=True)
     assert "3 sockets" in refusal["message"]
     other = await _open(theirs)  # another user's budget is their own
     await held.pop().disconnect()  # a closed socket frees its place
@@ -149,7 +133,7 @@ async def test_connects_are_rate_limited_per_user(settings):
         await (await _open(key)).disconnect()
     refused = WebsocketCommunicator(application, FEED, headers=_auth(key))
     assert (await refused.connect(timeout=10))[0]
-    refusal = await _refused_with(refused, TOO_MANY)
+    refusal = await closed_with(refused, TOO_MANY, after_others=True)
     assert refusal["retry_after"] > 0
 
 
@@ -160,5 +144,5 @@ async def test_pings_are_rate_limited_per_socket(settings):
     for _ in range(3):
         assert (await _pong(socket))["type"] == "pong"
     await socket.send_json_to({"type": "ping"})
-    refusal = await _refused_with(socket, TOO_MANY)
+    refusal = await closed_with(socket, TOO_MANY, after_others=True)
     assert refusal["retry_after"] > 0

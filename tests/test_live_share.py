@@ -30,6 +30,7 @@ from config.asgi import application
 from contract.events import DeliveryLocation, OrderStatusChanged, new_event_id, now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event_of
+from tests.sockets import closed_with
 from tracker.live import messages
 from tracker.orders import services
 from tracker.orders.models import Order
@@ -74,13 +75,6 @@ async def _open(path: str, headers: list | None = None) -> tuple[WebsocketCommun
     connected, _ = await socket.connect(timeout=20)
     assert connected
     return socket, await socket.receive_json_from(timeout=20)
-
-
-async def _closed_with(socket: WebsocketCommunicator, code: int, within: float = WITHIN) -> dict:
-    error = await socket.receive_json_from(timeout=within)
-    assert error["type"] == "error" and error["code"] == code, error
-    assert await socket.receive_output(timeout=within) == {"type": "websocket.close", "code": code}
-    return error
 
 
 # ---------------------------------------------------------------------- the document
@@ -413,7 +407,7 @@ async def test_revoking_a_link_closes_its_open_socket_within_a_second(pinot):
 
     started = time.monotonic()
     await database_sync_to_async(stop_sharing)()
-    error = await _closed_with(shared, messages.CLOSE_NOT_FOUND)
+    error = await closed_with(shared, messages.CLOSE_NOT_FOUND, within=WITHIN)
     assert time.monotonic() - started < WITHIN + 0.5  # the revoke's own request included
     assert "revoked" in error["message"]
     assert await owners.receive_nothing(timeout=0.5)  # the customer still follows it
@@ -438,7 +432,7 @@ async def test_a_link_reaching_its_end_closes_its_socket_within_a_second(pinot, 
     socket, first = await _open(f"/ws/share/{token}/")
     assert first["type"] == "snapshot"
     left = (ends - timezone.now()).total_seconds()
-    await _closed_with(socket, messages.CLOSE_NOT_FOUND, within=left + WITHIN)
+    await closed_with(socket, messages.CLOSE_NOT_FOUND, within=left + WITHIN)
     assert (timezone.now() - ends).total_seconds() < WITHIN
 
 
@@ -477,7 +471,7 @@ async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings
 
     await database_sync_to_async(rename)("sharing_sharelink", "sharing_sharelink_away")
     try:
-        await _closed_with(socket, messages.CLOSE_UNAVAILABLE, within=0.3 + WITHIN)
+        await closed_with(socket, messages.CLOSE_UNAVAILABLE, within=0.3 + WITHIN)
     finally:
         await database_sync_to_async(rename)("sharing_sharelink_away", "sharing_sharelink")
 

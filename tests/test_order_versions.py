@@ -91,6 +91,20 @@ def test_a_rendition_is_reused_while_the_answer_is_equal_and_remade_when_it_chan
     assert changed == {"shown": 2} and other != etag and len(made) == 2
 
 
+def _reads() -> dict[str, float]:
+    """``ordertrack_order_state_reads_total`` by source, as /metrics shows it."""
+    return {
+        sample.labels["source"]: sample.value
+        for metric in copies.STATE_READS.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    }
+
+
+def _reads_since(before: dict[str, float]) -> dict[str, int]:
+    return {k: int(v - before[k]) for k, v in _reads().items() if v != before[k]}
+
+
 @pytest.fixture
 def bridge(pinot):
     """A push bridge following the run's topics, as the web workers run it."""
@@ -120,9 +134,11 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     pinot.publish(order_event(order, 1, "PLACED_ORDER"))
     pinot.sync()
     wait_until(lambda: _version(order) == 1, 20, "the bridge to register v1")
+    before = _reads()
     for _ in range(5):
         assert copies.order_state(order).version == 1
     assert len(asked) == 1
+    assert _reads_since(before) == {"not_kept": 1, "kept": 4}  # what operators see
 
     pinot.publish(order_event(order, 2, "ORDER_CONFIRMED"))
     wait_until(lambda: _version(order) == 2, 20, "the bridge to register v2")
@@ -133,16 +149,21 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
         interval=0.05,
     )
     assert state.status == "ORDER_CONFIRMED"
+    assert set(_reads_since(before)) == {"not_kept", "kept", "changed"}
     asked.clear()
+    before = _reads()
     for _ in range(5):
         assert copies.order_state(order).version == 2
     assert asked == []
+    assert _reads_since(before) == {"kept": 5}
 
     bridge.set()  # the bridge stops: after its last heartbeat, every read asks Pinot
     wait_until(lambda: _version(order) is None, 20, "the register to go stale")
+    before = _reads()
     for _ in range(3):
         assert copies.order_state(order).version == 2
     assert len(asked) == 3
+    assert _reads_since(before) == {"unknown": 3}
 
 
 def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_first_read(
@@ -158,7 +179,9 @@ def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_f
     asked = []
     real_order_state = selectors.order_state
     monkeypatch.setattr(selectors, "order_state", lambda o: asked.append(o) or real_order_state(o))
+    before = _reads()
     for _ in range(4):
         assert copies.order_state(order).version == 4
     assert len(asked) == 1
+    assert _reads_since(before) == {"unregistered": 1, "kept": 3}
     assert _version(order) == 4

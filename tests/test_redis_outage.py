@@ -11,9 +11,7 @@ settings production builds from ``REDIS_URL`` (``on_redis``, tests/conftest.py).
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -29,6 +27,7 @@ from config.asgi import application
 from config.stores import cache_settings, channel_layer_settings
 from tests.conftest import RedisServer
 from tests.factories import make_customer
+from tests.sockets import closed_with
 from tracker.tracking import copies
 
 UNAVAILABLE = 4503
@@ -93,28 +92,19 @@ def _feed(key: str) -> WebsocketCommunicator:
     )
 
 
-async def _closed_with(socket: WebsocketCommunicator, code: int, within: float = 10) -> dict:
-    """The socket's ``error`` message (skipping what was sent before it), then its close."""
-    deadline = time.monotonic() + within
-    while True:
-        assert time.monotonic() < deadline, f"no error {code} within {within} s"
-        message = await socket.receive_output(timeout=within)
-        if message["type"] == "websocket.close":
-            raise AssertionError(f"closed with {message.get('code')} before an error message")
-        body = json.loads(message["text"])
-        if body["type"] == "error":
-            break
-    assert body["code"] == code, body
-    assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": code}
-    return body
-
-
 async def _opens(key: str) -> WebsocketCommunicator:
     socket = _feed(key)
     connected, _ = await socket.connect(timeout=10)
     assert connected
     assert await socket.receive_json_from(timeout=10) == {"type": "snapshot"}
     return socket
+
+
+async def _opens_after_restart(server: RedisServer, key: str) -> None:
+    """Once ``server`` is started again, a new socket opens as if nothing happened."""
+    await database_sync_to_async(server.start)()
+    again = await _opens(key)
+    await again.disconnect()
 
 
 class Warnings(logging.Handler):
@@ -157,13 +147,11 @@ async def test_while_redis_is_down_a_socket_is_refused_with_4503_then_opens_agai
             refused = _feed(key)
             connected, _ = await refused.connect(timeout=10)
             assert connected  # opened, told why, closed: never a bare HTTP error
-            await _closed_with(refused, UNAVAILABLE)
+            await closed_with(refused, UNAVAILABLE, within=10, after_others=True)
         assert [(r.levelname, r.exc_info) for r in logged.records] == [("WARNING", None)]
         assert "4503" in logged.records[0].getMessage()
 
-        await database_sync_to_async(on_redis.start)()
-        again = await _opens(key)
-        await again.disconnect()
+        await _opens_after_restart(on_redis, key)
     finally:
         await layer.close_pools()
 
@@ -185,11 +173,9 @@ async def test_a_socket_whose_group_join_fails_is_refused_with_4503(settings, no
         refused = _feed(key)
         connected, _ = await refused.connect(timeout=10)
         assert connected
-        await _closed_with(refused, UNAVAILABLE)
+        await closed_with(refused, UNAVAILABLE, within=10, after_others=True)
 
-        await database_sync_to_async(layer_redis.start)()
-        again = await _opens(key)
-        await again.disconnect()
+        await _opens_after_restart(layer_redis, key)
     finally:
         await get_channel_layer().close_pools()
         counters.stop()
@@ -207,11 +193,9 @@ async def test_open_sockets_close_with_4503_when_redis_goes_away(on_redis, no_br
         sockets = [await _opens(key) for _ in range(3)]
         await database_sync_to_async(on_redis.stop)()
         for socket in sockets:
-            await _closed_with(socket, UNAVAILABLE)
+            await closed_with(socket, UNAVAILABLE, within=10, after_others=True)
 
-        await database_sync_to_async(on_redis.start)()
-        again = await _opens(key)
-        await again.disconnect()
+        await _opens_after_restart(on_redis, key)
     finally:
         await layer.close_pools()
 
@@ -229,6 +213,6 @@ async def test_a_quick_redis_restart_closes_every_open_socket(on_redis, no_bridg
         sockets = [await _opens(key) for _ in range(3)]
         on_redis.restart()  # on the event loop's thread: no socket reads until it is back
         for socket in sockets:
-            await _closed_with(socket, UNAVAILABLE)
+            await closed_with(socket, UNAVAILABLE, within=10, after_others=True)
     finally:
         await layer.close_pools()

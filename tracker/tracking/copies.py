@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from django.core.cache import caches
+from prometheus_client import Counter
 
 from contract.events import now_ms
 from tracker.notices import listener
@@ -169,6 +170,20 @@ def trail(order_id: int, last_at: Millis, *, ended_at: Millis | None = None) -> 
 STATES_KEPT = 20_000
 _states: BoundedCache[int, OrderState] = BoundedCache(STATES_KEPT)
 
+#: Where each read of an order's state came from: what Pinot's share of reads costs
+#: depends on it (docs/operations.md §4.7), and a drop in ``kept`` is the first sign of
+#: a stalled push bridge or an unreachable register.
+STATE_READS = Counter(
+    "ordertrack_order_state_reads_total",
+    "Reads of an order's state, by source: kept (unchanged since this process's last "
+    "read), else Pinot, because a newer version is registered (changed), this process "
+    "kept no copy (not_kept), no version is registered (unregistered), or no live bridge "
+    "run answered (unknown)",
+    ["source"],
+)
+for _source in ("kept", "changed", "not_kept", "unregistered", "unknown"):
+    STATE_READS.labels(_source)  # every series from the start, at 0, for rate()
+
 
 def registered(order_id: int) -> tuple[str | None, int | None]:
     """(the live bridge run, the newest version it registered for ``order_id``) in the
@@ -200,10 +215,11 @@ def order_state(order_id: int) -> OrderState | None:
     evicted between the bridge's write and Pinot's ingestion of that record (about a
     second) could let an older version in, until the order's next record."""
     run, latest = registered(order_id)
-    if latest is not None:
-        kept = _states.get(order_id)
-        if kept is not None and kept.version >= latest:
-            return kept
+    kept = _states.get(order_id) if latest is not None else None
+    if kept is not None and kept.version >= latest:
+        STATE_READS.labels("kept").inc()
+        return kept
+    STATE_READS.labels(_why_pinot(run, latest, kept)).inc()
     state = selectors.order_state(order_id)
     if state is None or run is None:
         return state
@@ -217,6 +233,14 @@ def order_state(order_id: int) -> OrderState | None:
     if latest is not None and state.version >= latest:
         _states.put(order_id, state)
     return state
+
+
+def _why_pinot(run: str | None, latest: int | None, kept: OrderState | None) -> str:
+    if run is None:
+        return "unknown"
+    if latest is None:
+        return "unregistered"
+    return "not_kept" if kept is None else "changed"
 
 
 def forget_copies() -> None:

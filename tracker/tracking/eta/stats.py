@@ -46,6 +46,9 @@ LOW, MID, HIGH = PERCENTILES = (10, 50, 90)
 MINUTE_MS, HOUR_MS, DAY_MS = 60_000, 3_600_000, 86_400_000
 #: Trail points are kept only this far apart (m) when measuring travelled distance.
 TRAIL_STEP_KM = 0.1
+#: Pinot keeps one point per this many ms of a trail: at 72 km/h a courier covers 100 m in
+#: 5 s, so nothing the 100 m thinning would keep is lost.
+TRAIL_SLOT_MS = 5_000
 ROUTE_SAMPLE_ORDERS = 1000
 #: The route factor is learned per direction of travel, in buckets this wide (degrees,
 #: folded to [0, 180): a street runs both ways), from at least this many rides each.
@@ -100,24 +103,20 @@ def _utc_offset_ms(at_ms: int) -> int:
     return int(offset.total_seconds() * 1000) if offset else 0
 
 
-def _travelled_km(trail: list[selectors.CourierPosition]) -> tuple[float, float, float]:
-    """(travelled km along the thinned trail, straight km from its first to last point,
-    the bearing of that straight line)."""
+def _travelled_km(trail: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """(travelled km along the trail of (lat, lon), thinned to points ``TRAIL_STEP_KM``
+    apart, straight km from its first to last point, the bearing of that straight line)."""
     if len(trail) < 2:
         return 0.0, 0.0, 0.0
     kept = [trail[0]]
     for point in trail[1:]:
-        if geo.haversine_km(kept[-1].lat, kept[-1].lon, point.lat, point.lon) >= TRAIL_STEP_KM:
+        if geo.haversine_km(*kept[-1], *point) >= TRAIL_STEP_KM:
             kept.append(point)
     if kept[-1] is not trail[-1]:
         kept.append(trail[-1])
-    path = sum(geo.haversine_km(a.lat, a.lon, b.lat, b.lon) for a, b in pairwise(kept))
+    path = sum(geo.haversine_km(*a, *b) for a, b in pairwise(kept))
     first, last = trail[0], trail[-1]
-    return (
-        path,
-        geo.haversine_km(first.lat, first.lon, last.lat, last.lon),
-        geo.bearing_deg(first.lat, first.lon, last.lat, last.lon),
-    )
+    return path, geo.haversine_km(*first, *last), geo.bearing_deg(*first, *last)
 
 
 def _by_bearing(travelled: list[tuple[float, float, float]]) -> dict[int, float]:
@@ -150,8 +149,8 @@ def load_statistics(as_of_ms: int | None = None) -> Statistics:
     )
     speeds = selectors.ride_speeds(travel_since, as_of, PERCENTILES, hour_offset_ms=offset)
     speed_all = selectors.ride_speeds(travel_since, as_of, PERCENTILES).get(None)
-    trails = selectors.courier_paths(
-        selectors.recently_delivered(travel_since, as_of, ROUTE_SAMPLE_ORDERS), limit=100_000
+    trails = selectors.thinned_trails(
+        selectors.recently_delivered(travel_since, as_of, ROUTE_SAMPLE_ORDERS), TRAIL_SLOT_MS
     )
     travelled = [_travelled_km(t) for t in trails.values()]
     travelled = [ride for ride in travelled if ride[1] >= 0.5]

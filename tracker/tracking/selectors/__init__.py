@@ -64,6 +64,7 @@ from tracker.tracking.selectors.orders import (
     order_status_history,
     polygon_wkt,
     status_periods,
+    thinned_trails,
 )
 from tracker.tracking.selectors.store import (
     DEFAULT_BROKER_URL,
@@ -89,6 +90,7 @@ __all__ = [
     "status_periods",
     "courier_path",
     "courier_paths",
+    "thinned_trails",
     "polygon_wkt",
     "deliveries_in_area",
     "StatusPercentiles",

@@ -225,6 +225,32 @@ def courier_paths(order_ids: Iterable[int], limit: int = 1000) -> dict[int, list
     return dict(out)
 
 
+def thinned_trails(
+    order_ids: Iterable[int], every_ms: int, per_query: int = 100
+) -> dict[int, list[tuple[float, float]]]:
+    """Several orders' courier trails as (lat, lon), oldest first, thinned to the last point
+    of every ``every_ms`` slot: what a ride's distance along the streets needs.
+
+    A ride sends a point every second or two, so a thousand past rides are over a million
+    points: Pinot groups them into slots, and the orders are asked ``per_query`` at a time,
+    so no answer holds more than a few thousand rows (a web worker that parsed them all at
+    once grew by some 100 MiB at each statistics load)."""
+    ids = sorted({int(i) for i in order_ids})
+    slot = f"FLOOR(event_time / {int(every_ms)})"
+    out: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for start in range(0, len(ids), per_query):
+        rows = query(
+            "SET skipUpsert = true; "
+            f"SELECT order_id, {slot}, LASTWITHTIME(lat, event_time, 'DOUBLE') AS lat, "
+            f"LASTWITHTIME(lon, event_time, 'DOUBLE') AS lon FROM delivery_statuses "
+            f"WHERE order_id IN ({', '.join(map(str, ids[start : start + per_query]))}) "
+            f"GROUP BY order_id, {slot} ORDER BY order_id, {slot} LIMIT 100000"
+        )
+        for row in rows:
+            out[int(row["order_id"])].append((float(row["lat"]), float(row["lon"])))
+    return dict(out)
+
+
 def polygon_wkt(points: list[tuple[float, float]]) -> str:
     """WKT of a polygon from (lon, lat) points; closes the ring if needed."""
     if len(points) < 3:
