@@ -9,12 +9,15 @@ orders alone (later moments are outside them, earlier ones hold no orders yet)."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from contract import geo
 from contract.events import LIFECYCLE, now_ms
 from tests.fixtures_pinot import ID_BLOCK, delivery_event, order_event
 from tracker.tracking import eta
+from tracker.tracking.eta import cache as eta_cache
 from tracker.tracking.eta import stats as eta_stats
 from tracker.tracking.selectors import orders as order_selectors
 
@@ -285,3 +288,46 @@ def test_the_route_factor_reads_every_sampled_ride_in_thinned_slices(pinot, monk
     travelled = geo.haversine_km(*RESTAURANT, *corner) + geo.haversine_km(*corner, *DOOR)
     assert stats.route_samples == 5
     assert abs(stats.route_factor - travelled / STRAIGHT_KM) < 0.01
+
+
+def test_the_processes_share_a_windows_statistics_through_redis(pinot, on_redis, monkeypatch):
+    """One process of all the replicas runs the statistics' queries each window; the others
+    read its copy from Redis, keep what they had while it is being loaded (and look again
+    soon), and load their own when Redis is away. A "process" here is the module's own
+    cache, emptied."""
+    monkeypatch.setenv("ETA_REFRESH_SECONDS", str(30 * 24 * 3600))  # one window all test long
+    step = 30 * DAY
+    window = now_ms() - now_ms() % step
+    r = pinot.base + 1
+    pinot.publish(*[
+        delivered(pinot.base + 100 + i, r, window - HOUR + i * MIN, [60] * 4) for i in range(10)
+    ])  # fmt: skip
+    pinot.sync()
+    loads = []
+    real_load = eta_cache.load_statistics
+    monkeypatch.setattr(
+        eta_cache, "load_statistics", lambda **kw: loads.append(kw) or real_load(**kw)
+    )
+    key = eta_cache.selectors.broker_url()
+
+    def new_process() -> None:
+        monkeypatch.setattr(eta_cache, "_cache", {})
+
+    new_process()
+    first = eta_cache._load(key)
+    assert first.kitchen[r].door.samples == 10 and loads == [{"as_of_ms": window}]
+    new_process()
+    second = eta_cache._load(key)
+    assert second == first and second is not first and len(loads) == 1  # Redis's copy
+
+    assert len(on_redis.keys("*eta-statistics*")) == 2  # the copy and the claim
+    eta_cache.caches["default"].delete(eta_cache.SHARED_KEY.format(key, window))
+    new_process()
+    waiting = eta_cache._load(key)
+    assert waiting == eta.Statistics() and len(loads) == 1  # defaults, no query
+    looks_again_in = eta_cache._cache[key][1] + eta_cache.refresh_seconds() - time.monotonic()
+    assert 0 < looks_again_in <= eta_cache.RETRY_SECONDS
+
+    on_redis.stop()
+    new_process()
+    assert eta_cache._load(key) == first and len(loads) == 2  # Redis away: its own load

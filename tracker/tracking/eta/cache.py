@@ -2,13 +2,23 @@
 two for the trails), later reads never wait; a read after ``ETA_REFRESH_SECONDS`` starts
 a refresh in the background. When Pinot cannot answer, the defaults stand in (the basis
 says so) and the load is retried later.
+
+Every process loads the statistics of the same window (as of its start), so the processes
+share them through the ``default`` cache: Redis in production, where one web worker of
+all the replicas runs the queries each window (the one that claims it) and the others read
+its result; the others keep what they had and look again :data:`RETRY_SECONDS` later. In
+``make run`` that cache is each process's own, and each worker loads its own. A cache that
+cannot be reached only means each process loads for itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+
+from django.core.cache import caches
 
 from contract.events import now_ms
 from runtime.conf import env_float
@@ -27,28 +37,74 @@ _lock = threading.Lock()
 #: Broker URL -> (statistics, monotonic time loaded); the URLs whose refresh is running.
 _cache: dict[str, tuple[Statistics, float]] = {}
 _refreshing: set[str] = set()
-#: A failed load is retried after this many seconds (the defaults stand in meanwhile).
+#: A failed load is retried after this many seconds (the defaults stand in meanwhile), and
+#: a process whose window another process claimed looks for that one's result as often.
 RETRY_SECONDS = 15.0
+#: The shared copies' keys: a window's statistics, and who loads them. The version changes
+#: with :class:`Statistics`, so processes of two releases never read each other's.
+SHARED_KEY = "eta-statistics:v1:{}:{}"
+CLAIM_KEY = "eta-statistics-claim:v1:{}:{}"
+#: A claim lapses after this long, so a process that died loading does not block the rest.
+CLAIM_SECONDS = 120
 
 
-def _load(key: str) -> Statistics:
-    """Statistics as of the start of the current refresh window: every process (each web
-    worker keeps its own) then predicts from the same numbers, so one order reads the same
-    whichever worker answers (and its ETag holds), and all move on at the window's end."""
+def _load(key: str, *, shared: bool = True) -> Statistics:
+    """Statistics as of the start of the current refresh window: every process then
+    predicts from the same numbers, so one order reads the same whichever worker answers
+    (and its ETag holds), and all move on at the window's end. With ``shared``, another
+    process's copy of this window is taken, or this process claims the window and loads
+    it, or (claimed by another) keeps what it had and looks again soon."""
     step_ms = int(refresh_seconds() * 1000)
     now = now_ms()
     window = now - now % step_ms
-    try:
-        stats = load_statistics(as_of_ms=window)
-        loaded = time.monotonic() - (now - window) / 1000
-    except TrackingUnavailable as exc:
-        log.warning("ETA statistics not loaded (defaults meanwhile): %s", exc)
+    due = time.monotonic() - (now - window) / 1000  # when this window began, monotonic
+    stats = _shared_copy(key, window) if shared else None
+    loaded = due
+    if stats is None and shared and not _claim(key, window):
         stats = _cache.get(key, (Statistics(), 0.0))[0]
         loaded = time.monotonic() - refresh_seconds() + RETRY_SECONDS
+    elif stats is None:
+        try:
+            stats = load_statistics(as_of_ms=window)
+        except TrackingUnavailable as exc:
+            log.warning("ETA statistics not loaded (defaults meanwhile): %s", exc)
+            stats = _cache.get(key, (Statistics(), 0.0))[0]
+            loaded = time.monotonic() - refresh_seconds() + RETRY_SECONDS
+            _unclaim(key, window)  # whichever process looks next loads it
+        else:
+            _share(key, window, stats)
     with _lock:
         _cache[key] = (stats, loaded)
         _refreshing.discard(key)
     return stats
+
+
+def _shared_copy(key: str, window: int) -> Statistics | None:
+    try:
+        found = caches["default"].get(SHARED_KEY.format(key, window))
+    except Exception:  # noqa: BLE001 - no shared copy: this process loads its own
+        return None
+    return found if isinstance(found, Statistics) else None
+
+
+def _claim(key: str, window: int) -> bool:
+    """Whether this process loads ``window`` (none claimed it, or the cache is away)."""
+    try:
+        return caches["default"].add(CLAIM_KEY.format(key, window), 1, CLAIM_SECONDS)
+    except Exception:  # noqa: BLE001 - unshared: load
+        return True
+
+
+def _unclaim(key: str, window: int) -> None:
+    with contextlib.suppress(Exception):  # else the claim lapses by itself
+        caches["default"].delete(CLAIM_KEY.format(key, window))
+
+
+def _share(key: str, window: int, stats: Statistics) -> None:
+    try:
+        caches["default"].set(SHARED_KEY.format(key, window), stats, 2 * refresh_seconds())
+    except Exception:  # noqa: BLE001 - the others load their own
+        log.warning("ETA statistics not shared (each process loads its own)", exc_info=True)
 
 
 def current_statistics() -> Statistics:
@@ -69,8 +125,9 @@ def current_statistics() -> Statistics:
 
 
 def refresh() -> Statistics:
-    """Load the statistics now (tests, and a process that wants them warm at start)."""
+    """Load the statistics now, from Pinot, and share them (tests, and a process that
+    wants them warm at start)."""
     key = selectors.broker_url()
     with _lock:
         _refreshing.add(key)
-    return _load(key)
+    return _load(key, shared=False)
