@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from localrun.pinot import STOP_TIMEOUT as PINOT_STOP_TIMEOUT
 from runtime.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
 
 PYTHON = sys.executable
@@ -31,6 +32,9 @@ class Component:
     waiting_note: str = ""
     enabled: Callable[[], bool] = field(default=lambda: True)
     ready_timeout: float = 120.0
+    #: How long it may take to stop after SIGTERM before its process group is killed
+    #: (Pinot commits its consuming segments first, while Kafka, a stage below, is up).
+    stop_timeout: float = 10.0
     #: The child's whole environment (default: the supervisor's own, inherited).
     env: dict[str, str] | None = None
 
@@ -58,7 +62,8 @@ def components() -> list[Component]:
                   "outbox relay connecting to Kafka"),
         Component("pinot", [PYTHON, "-m", "localrun.pinot"], "pinot: ready", 1,
                   "starting Apache Pinot (ZooKeeper, controller and broker, server: jvm/pinot)",
-                  enabled=lambda: env_bool("PINOT_EMBEDDED", True), ready_timeout=240.0),
+                  enabled=lambda: env_bool("PINOT_EMBEDDED", True), ready_timeout=240.0,
+                  stop_timeout=PINOT_STOP_TIMEOUT),
         Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,
                   f"Django ASGI server on http://{host}:{port}"),
         # A laptop stopped longer than Kafka's local retention (3 days) resumes: the job

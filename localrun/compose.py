@@ -74,6 +74,7 @@ from localrun.compose_plan import (
 )
 from localrun.compose_ports import Ports, free_port
 from localrun.compose_user import prefix_for, prepare_dirs, privileges, run_ids
+from localrun.pinot import STOP_TIMEOUT as PINOT_STOP_TIMEOUT
 from runtime.conf import BASE_DIR, env_str
 
 __all__ = [  # with the plan's names, used from here by the tests, benchmarks and backends
@@ -149,6 +150,9 @@ def components(p: Plan) -> tuple[list[Component], list[Component]]:
             ready_timeout={"streaming": 300.0, "kafka": 240.0, "pinot-broker": 240.0}.get(
                 role, 120.0
             ),
+            # Pinot commits its consuming segments before it stops (Kafka, in the
+            # infrastructure, stops after the application).
+            stop_timeout=PINOT_STOP_TIMEOUT if role == "pinot-broker" else Component.stop_timeout,
         )
         (infra if comp.stage == 0 else app).append(comp)
     return infra, app

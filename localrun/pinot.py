@@ -15,7 +15,9 @@ are in jvm/pinot/*.properties. Every JVM gets the parent-death signal, so none o
 the Python process that started it.
 
 ``python -m localrun.pinot`` runs it in the foreground, loads the tables and prints
-``pinot: ready``; SIGTERM or Ctrl-C stops it.
+``pinot: ready``; SIGTERM or Ctrl-C stops it gracefully: it first commits the tables'
+consuming segments (localrun/pinot_commit.py: Kafka's byte cap may have deleted where
+they start), then stops the JVMs, within :data:`STOP_TIMEOUT`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import httpx
 
 from jvm import maven
 from localrun.lifetime import die_with_parent
+from localrun.pinot_commit import CommitReport, commit_consuming
 from localrun.pinot_conf import (
     Ports,
     broker_conf,
@@ -49,6 +52,12 @@ from pinot.deployment import check_flush_time
 from runtime.conf import env_int, kafka_config, var_dir
 
 log = logging.getLogger(__name__)
+
+#: How long a graceful stop waits for the consuming segments' commit; then it stops anyway.
+COMMIT_TIMEOUT = 60.0
+#: A graceful stop's whole budget (the supervisor's wait before it kills the component):
+#: the commit, then each JVM's stop (about 5 s each: docs/pinot.md).
+STOP_TIMEOUT = COMMIT_TIMEOUT + 40.0
 
 
 class PinotError(RuntimeError):
@@ -117,6 +126,17 @@ class LocalPinot:
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         command = jvm_command(name, self.log_dir, args)
         out = open(self.log_dir / f"{name}.out", "ab")  # noqa: SIM115 (the child holds it)
+        # In the launcher's process group (a signal to the component reaches them);
+        # SIGTERM when the launcher ends, however it ends.
+        dies_with_launcher = die_with_parent(new_session=False)
+
+        def preexec() -> None:
+            # Ctrl-C in a terminal reaches the whole group; it is the launcher's to act on
+            # (it commits the consuming segments, then stops the JVMs), so the JVMs ignore
+            # SIGINT (a JVM leaves an ignored SIGINT ignored) and stop on SIGTERM.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            dies_with_launcher()
+
         try:
             process = subprocess.Popen(
                 command,
@@ -124,9 +144,7 @@ class LocalPinot:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.data_dir,
-                # In the launcher's process group (a signal to the component reaches them);
-                # SIGTERM when the launcher ends, however it ends.
-                preexec_fn=die_with_parent(new_session=False),
+                preexec_fn=preexec,
             )
         finally:
             out.close()
@@ -202,6 +220,13 @@ class LocalPinot:
         except loader.LoaderError as exc:
             raise PinotError(str(exc)) from exc
         return self.outcomes
+
+    def commit_consuming(self, timeout: float = COMMIT_TIMEOUT) -> CommitReport:
+        """Commit the consuming segments of the tables this process loaded, so a restart
+        over this data folder re-reads Kafka only from where they end (a graceful stop,
+        before :meth:`stop`; the tests' fixtures stop or kill without it)."""
+        tables = [outcome.table for outcome in self.outcomes]
+        return commit_consuming(self.controller_url, self.broker_url, tables, timeout)
 
     def _end(self, name: str, timeout: float) -> None:
         process = self.processes.pop(name, None)
@@ -298,9 +323,29 @@ def main() -> int:
             print(f"pinot: {', '.join(gone)} exited: see {pinot.log_dir}", file=sys.stderr)
             pinot.stop()
             return 1
+    print(f"pinot: committing the consuming segments (up to {COMMIT_TIMEOUT:.0f} s)", flush=True)
+    say_commit(pinot.commit_consuming(COMMIT_TIMEOUT))
     pinot.stop()
     print("pinot: stopped", flush=True)
     return 0
+
+
+def say_commit(report: CommitReport) -> None:
+    """One line per table; a warning for each table or segment left uncommitted, which a
+    restart re-reads from Kafka (where the byte cap may have deleted its start)."""
+    for table, segments in report.committed.items():
+        print(f"pinot: {table}: committed {', '.join(segments)}", flush=True)
+    for table, why in report.skipped.items():
+        print(f"pinot: {table}: nothing to commit: {why}", flush=True)
+    for table, why in report.failed.items():
+        log.warning("%s: consuming segments not committed: %s", table, why)
+    if report.pending:
+        log.warning(
+            "not committed within %.0f s: %s",
+            report.seconds,
+            ", ".join(f"{segment} ({status})" for segment, status in report.pending.items()),
+        )
+    print(f"pinot: commit done in {report.seconds:.1f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -256,10 +256,11 @@ class Supervisor:
                     child.process.wait()
                 self.say(f"stopped {name}")
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop every component, the last stage first and each stage within ``timeout``,
+    def stop(self) -> None:
+        """Stop every component, the last stage first, each within its ``stop_timeout``,
         so readers close while their broker still answers (a consumer closing against a
-        broker already gone can outlive the budget)."""
+        broker already gone can outlive the budget), and Pinot commits its consuming
+        segments while Kafka is up."""
         self.stopping.set()
         for stage in sorted({child.component.stage for child in self.children}, reverse=True):
             children = [c for c in reversed(self.children) if c.component.stage == stage]
@@ -268,11 +269,12 @@ class Supervisor:
                 if proc is not None and proc.poll() is None:
                     self.say(f"stopping {child.component.name}")
                     proc.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + timeout
+            signalled = time.monotonic()
             for child in children:
                 proc = child.process
                 if proc is None:
                     continue
+                deadline = signalled + child.component.stop_timeout
                 try:
                     proc.wait(max(deadline - time.monotonic(), 0.1))
                 except subprocess.TimeoutExpired:

@@ -175,3 +175,55 @@ def test_a_held_component_stays_down_until_its_hold_file_goes(tmp_path, monkeypa
         assert held.restarts == 0 and not supervisor.failed.is_set()
     finally:
         supervisor.stop()
+
+
+def test_each_component_gets_its_own_stop_budget_and_the_stage_below_stops_after(
+    tmp_path, monkeypatch
+):
+    """Pinot's stop commits its consuming segments while Kafka is up: the stage below
+    gets SIGTERM only once the stage above has stopped, and a component is killed only
+    after its own ``stop_timeout`` (a short one for a child that ignores SIGTERM, a
+    longer one for a child that takes its time to stop cleanly)."""
+    import io
+
+    from localrun.components import Component
+    from localrun.supervisor import Supervisor
+
+    monkeypatch.setenv("ORDERTRACK_VAR_DIR", str(tmp_path))
+    marks = tmp_path / "marks"
+    on_term = textwrap.dedent(
+        """
+        import signal, sys, time
+        name, seconds, marks = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+        def term(*_):
+            if seconds < 0:
+                return  # ignores it
+            time.sleep(seconds)
+            with open(marks, "a") as out:
+                out.write(f"{name} {time.monotonic()}\\n")
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, term)
+        print("up", flush=True)
+        while True:
+            time.sleep(0.1)
+        """
+    )
+
+    def child(name: str, stage: int, seconds: float, budget: float) -> Component:
+        argv = [sys.executable, "-c", on_term, name, str(seconds), str(marks)]
+        return Component(name, argv, "up", stage, stop_timeout=budget)
+
+    supervisor = Supervisor(
+        [child("broker", 0, 0, 5), child("committer", 1, 1.5, 5), child("stubborn", 1, -1, 0.5)],
+        out=io.StringIO(),
+    )
+    assert supervisor.start()
+    began = time.monotonic()
+    supervisor.stop()
+    took = time.monotonic() - began
+    broker, committer, stubborn = supervisor.children
+    stopped = dict(line.split() for line in marks.read_text().splitlines())
+    assert list(stopped) == ["committer", "broker"]  # the stage below after the one above
+    assert committer.process.returncode == 0  # not killed at the stubborn one's budget
+    assert stubborn.process.returncode == -signal.SIGKILL
+    assert took < 5  # the stubborn child was killed after its 0.5 s, not a default 10 s
