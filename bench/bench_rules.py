@@ -67,7 +67,7 @@ def _messages(invalid_share: float) -> list[tuple[str, bytes, bytes]]:
     """(topic, key, value): valid messages of every source topic, and every kind of
     invalid one, about ``invalid_share`` of them."""
     from contract.events import OrderStatus, now_ms
-    from tests.test_streaming_enrich import _mutations, placed, point, status
+    from tests.integration.streaming.test_streaming_enrich import _mutations, placed, point, status
 
     t = now_ms() - 60_000
     invalid = [(topic.value, b"1", value or b"") for topic, _, value in _mutations()]

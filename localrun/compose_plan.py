@@ -37,7 +37,7 @@ STAND_INS: dict[str, str | None] = {
     "pinot-init": None,  # python -m localrun.pinot runs the same loader
     "zookeeper": None,
     "proxy": None,  # TLS termination: run only in front of several web processes
-    "prometheus": None,  # scrapes the others; tests/test_pipeline_health.py runs it on its own
+    "prometheus": None,  # scrapes the others; tests/system/pipeline/test_pipeline_health.py runs it on its own
 }
 #: Services that run once and must succeed before the application starts.
 ONE_SHOTS = ("kafka-topics", "migrate")
