@@ -20,7 +20,14 @@ from runtime.conf import BASE_DIR
 from runtime.kafka import producer, publish, read_topic
 from streaming.checkpoint import CheckpointError
 from streaming.session import CHECKPOINT_FILE_MANAGER, TRIGGER_EXECUTOR
-from tests.integration.streaming.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
+from tests.integration.streaming.test_streaming_enrich import (
+    T0,
+    full_lifecycle,
+    placed,
+    point,
+    run_batch,
+    status,
+)
 
 
 def send(events, *, raw: list[tuple[Topic, bytes]] = ()) -> None:

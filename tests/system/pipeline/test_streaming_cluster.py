@@ -22,7 +22,14 @@ import yaml
 from contract.events import OrderStatus, Topic
 from runtime.conf import BASE_DIR
 from tests.conftest import free_port
-from tests.integration.streaming.test_streaming_enrich import T0, full_lifecycle, placed, point, run_batch, status
+from tests.integration.streaming.test_streaming_enrich import (
+    T0,
+    full_lifecycle,
+    placed,
+    point,
+    run_batch,
+    status,
+)
 from tests.integration.streaming.test_streaming_job import latest, outputs, send
 from tests.waiting import wait_until
 
