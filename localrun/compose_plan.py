@@ -309,7 +309,8 @@ def plan(
     addresses["pinot-broker"] = (
         f"broker 127.0.0.1:{ports.pinot}, controller 127.0.0.1:{ports.pinot_controller}, "
         f"zookeeper 127.0.0.1:{ports.zookeeper}, "
-        + ", ".join(f"{n} 127.0.0.1:{p} (admin {a})" for n, (p, a) in servers.items())
+        # A server's query port is on every interface (localrun/pinot_conf.every_interface).
+        + ", ".join(f"{n} 0.0.0.0:{p} (admin 127.0.0.1:{a})" for n, (p, a) in servers.items())
     )
 
     one_shots = {name: (list(services[name]["command"]), env_of(name)) for name in ONE_SHOTS}

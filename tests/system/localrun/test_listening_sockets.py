@@ -220,11 +220,6 @@ def make_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         _stop(process, tree)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 69 (N2): Pinot's StartZookeeper binds 0.0.0.0, and the stream job's Spark "
-    "driver (no SPARK_LOCAL_IP) listens on the machine's address",
-)
 def test_make_run_listens_on_loopback_only(make_run: dict) -> None:
     found = listeners(make_run["pid"])
     table = "\n".join(map(str, found))
