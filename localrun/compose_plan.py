@@ -101,7 +101,16 @@ class Plan:
         }
 
 
+#: Where a container listens to be reached over compose's network (``METRICS_HOST`` for
+#: Prometheus); on one machine that is the machine's network, so it becomes loopback.
+WILDCARD = "0.0.0.0"
+
+
 def localise(value: str, mapping: dict[str, str]) -> str:
+    """``value`` with its compose addresses local; a wildcard listen address (the whole
+    value) becomes 127.0.0.1."""
+    if value == WILDCARD:
+        return "127.0.0.1"
     for old in sorted(mapping, key=len, reverse=True):
         value = value.replace(old, mapping[old])
     return value

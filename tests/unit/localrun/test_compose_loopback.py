@@ -24,10 +24,6 @@ VARIABLES = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 69 (N2): compose's METRICS_HOST=0.0.0.0 reaches make run-prod's processes",
-)
 @pytest.mark.parametrize(
     "files", [[COMPOSE_FILE], [COMPOSE_FILE, CLUSTER_FILE]], ids=["single", "cluster"]
 )
