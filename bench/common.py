@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from localrun.kafka import free_port  # noqa: E402 - the one free-port helper, re-exported
+from localrun.ports import free_port  # noqa: E402 - the one free-port helper, re-exported
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -60,7 +60,7 @@ os.environ.update({
 import django
 django.setup()
 from django.core.management import call_command
-from localrun.kafka import free_port
+from localrun.ports import free_port
 from localrun.pinot import LocalPinot
 try:
     from localrun.pinot_conf import Ports

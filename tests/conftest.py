@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from localrun.backends import redis_server_argv, wait_for_redis
-from localrun.kafka import free_port  # noqa: F401 - the tests' one helper for ports
+from localrun.ports import free_port  # noqa: F401 - the tests' one helper for ports
 from runtime.conf import KafkaConfig
 from runtime.kafka import ensure_topics
 

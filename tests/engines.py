@@ -106,9 +106,9 @@ class TestPinot:
 def start_pinot(data_dir: Path, bootstrap: str):  # noqa: ANN201 - an localrun.pinot.LocalPinot
     """Pinot on free ports consuming fresh topics of a new prefix on ``bootstrap``; its
     server restarted whenever it dies (the kill test kills it from another process)."""
-    from localrun.kafka import free_port
     from localrun.pinot import LocalPinot
     from localrun.pinot_conf import Ports
+    from localrun.ports import free_port
     from runtime.conf import KafkaConfig
     from runtime.kafka import ensure_topics
 

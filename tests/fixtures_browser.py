@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from localrun.kafka import free_port
+from localrun.ports import free_port
 from tests.waiting import wait_until, wait_until_async
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")

@@ -12,7 +12,7 @@ from collections import defaultdict
 import pytest
 
 from contract.events import SOURCE_TOPICS, Topic, topic_name
-from localrun.kafka import free_port
+from localrun.ports import free_port
 from runtime import kafka
 from tests.engines import start_kafka
 from tests.factories import make_courier, make_customer, make_restaurant, place

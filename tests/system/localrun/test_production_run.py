@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from localrun import compose as prod
+from localrun.ports import free_port
 from runtime.conf import BASE_DIR
 from tests.waiting import wait_until
 
@@ -160,7 +161,7 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    p = prod.plan(var=run_dir, ports=prod.Ports(web=prod.free_port()), overrides=COMPOSE_VARS)
+    p = prod.plan(var=run_dir, ports=prod.Ports(web=free_port()), overrides=COMPOSE_VARS)
     out = (tmp_path / "run.log").open("w")
     # every socket the test opens is closed before the run stops (reconnects replace them)
     with prod.ProductionRun(p, out=out) as run, ExitStack() as sockets:

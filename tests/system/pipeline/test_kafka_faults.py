@@ -16,7 +16,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from contract.events import Topic
-from localrun.kafka import free_port
+from localrun.ports import free_port
 from runtime.conf import KafkaConfig
 from runtime.kafka import ensure_topics, read_topic
 from tests.engines import start_kafka
