@@ -141,12 +141,19 @@ print(json.dumps({"tokens": tokens, "restaurant": restaurant.pk,
 
 
 def _worker_pids(master_pid: int) -> list[int]:
-    """uvicorn's worker processes (not multiprocessing's resource tracker)."""
-    out = subprocess.run(
-        ["ps", "-o", "pid=,args=", "--ppid", str(master_pid)], capture_output=True, text=True
-    )
-    rows = [line.split(None, 1) for line in out.stdout.strip().splitlines()]
-    return [int(pid) for pid, args in rows if "resource_tracker" not in args]
+    """uvicorn's worker processes: the master's children but multiprocessing's resource
+    tracker, told apart by the whole command line (``/proc/PID/cmdline``; ``ps`` cuts it
+    at 80 columns without a terminal, and the tracker then passed for a third worker)."""
+    workers = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == master_pid and b"multiprocessing.resource_tracker" not in cmdline:
+            workers.append(int(stat.parent.name))
+    return workers
 
 
 @pytest.fixture
