@@ -94,6 +94,14 @@ class DatabaseOutage:
 
 
 @pytest.fixture
+def no_periodic_recheck(settings):
+    """Sockets re-check their access only when a change's signal or a link's end asks
+    (the periodic re-check is a day away): a socket closed before a test's deadline was
+    closed by what the test did. A test of the periodic re-check sets its own period."""
+    settings.PUSH_RECHECK_SECONDS = 86_400.0
+
+
+@pytest.fixture
 def database_outage() -> Iterator[DatabaseOutage]:
     """A :class:`DatabaseOutage` to start and end; ended after the test in any case. Skips
     the test on SQLite, which has no server to lose (``make test``'s second run is on

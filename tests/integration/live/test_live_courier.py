@@ -21,18 +21,20 @@ from config.asgi import application
 from contract.events import now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import order_event_of
+from tests.sockets import DEADLINE
 from tracker.live import messages
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
 from tracker.outbox.relay import Relay
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.asyncio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_periodic_recheck"),
+]
 
 ROOT = Path(__file__).resolve().parents[3]
-WITHIN = 1.0  # seconds: an assignment or a reassignment reaches the socket within it
-#: The new snapshot follows the notice by the tracking reads of its deliveries.
-SNAPSHOT_WITHIN = WITHIN + 2.0
 
 
 @database_sync_to_async
@@ -72,7 +74,7 @@ async def _next(socket: WebsocketCommunicator, timeout: float = 10) -> dict[str,
             return message
 
 
-async def _next_snapshot(socket: WebsocketCommunicator, timeout: float = SNAPSHOT_WITHIN) -> dict:
+async def _next_snapshot(socket: WebsocketCommunicator, timeout: float = DEADLINE) -> dict:
     """The next snapshot, within ``timeout``: what comes before it of the deliveries it
     replaces (their own updates) is skipped."""
     import asyncio
@@ -143,7 +145,8 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     await pinot.apublish(order_event_of(other, 2, "OUT_FOR_DELIVERY", created_at=t0))
     assert await socket.receive_nothing(timeout=1)
 
-    # A second delivery is handed to the courier: a fresh snapshot within a second.
+    # A second delivery is handed to the courier: a fresh snapshot (its signal's, not a
+    # periodic re-check's).
     await database_sync_to_async(services.advance_order)(
         second_order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=world["first"]
     )
@@ -191,9 +194,7 @@ async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(pinot, se
 
     await database_sync_to_async(deliver)()
     await _relay()
-    empty = await _next_snapshot(
-        socket, timeout=settings.PUSH_RECHECK_SECONDS * 2 + SNAPSHOT_WITHIN
-    )
+    empty = await _next_snapshot(socket)
     assert empty == {"type": "snapshot", "orders": []}
     await socket.disconnect()
 
@@ -212,7 +213,7 @@ async def test_signing_out_closes_the_couriers_socket(pinot):
     assert (await socket.connect(timeout=20))[0]
     assert (await socket.receive_json_from(timeout=20))["type"] == "snapshot"
     await database_sync_to_async(browser.post)("/accounts/logout/")
-    error = await socket.receive_json_from(timeout=WITHIN)
+    error = await socket.receive_json_from(timeout=DEADLINE)
     assert error["code"] == messages.CLOSE_UNAUTHENTICATED
 
 
