@@ -21,7 +21,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from config.asgi import application
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.factories import amake_world, make_courier
 from tests.fixtures_pinot import order_event
 from tests.sockets import DEADLINE, closed_with
 from tracker.live import messages
@@ -33,17 +33,8 @@ pytestmark = [
     pytest.mark.usefixtures("no_periodic_recheck"),
 ]
 
-
-@database_sync_to_async
-def _world():
-    alice, bob = make_customer("alice"), make_customer("bob")
-    order = place(alice, make_restaurant())
-    return {
-        "order": order,
-        "alice": alice,
-        "bob": bob,
-        "alice_token": Token.objects.create(user=alice.user).key,
-    }
+#: Alice's order; bob; their tokens.
+WORLD = {"bob": True, "tokens": True}
 
 
 async def _open(pinot, path: str, headers: list) -> WebsocketCommunicator:
@@ -68,14 +59,14 @@ async def _publish_order(pinot, order) -> None:
 
 
 async def test_token_logout_closes_every_socket_of_that_token(pinot):
-    world = await _world()
-    await _publish_order(pinot, world["order"])
-    one = await _open(pinot, f"/ws/orders/{world['order'].pk}/", _token(world["alice_token"]))
-    mine = await _open(pinot, "/ws/orders/", _token(world["alice_token"]))
+    world = await amake_world(**WORLD)
+    await _publish_order(pinot, world.order)
+    one = await _open(pinot, f"/ws/orders/{world.order.pk}/", _token(world.tokens["alice"]))
+    mine = await _open(pinot, "/ws/orders/", _token(world.tokens["alice"]))
 
     def logout():
         client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {world['alice_token']}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {world.tokens['alice']}")
         assert client.post("/api/v1/auth/logout/").status_code == 204
 
     await database_sync_to_async(logout)()
@@ -84,26 +75,25 @@ async def test_token_logout_closes_every_socket_of_that_token(pinot):
 
 
 async def test_browser_sign_out_closes_the_session_socket(pinot):
-    world = await _world()
-    await _publish_order(pinot, world["order"])
+    world = await amake_world(**WORLD)
+    await _publish_order(pinot, world.order)
     browser = Client()
-    await database_sync_to_async(browser.force_login)(world["alice"].user)
+    await database_sync_to_async(browser.force_login)(world.alice.user)
     cookie = f"sessionid={browser.cookies['sessionid'].value}".encode()
     headers = [(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")]
-    socket = await _open(pinot, f"/ws/orders/{world['order'].pk}/", headers)
+    socket = await _open(pinot, f"/ws/orders/{world.order.pk}/", headers)
     await database_sync_to_async(browser.post)("/accounts/logout/")
     await closed_with(socket, messages.CLOSE_UNAUTHENTICATED)
 
 
 async def test_deactivating_the_user_closes_their_sockets_but_not_others(pinot):
-    world = await _world()
-    await _publish_order(pinot, world["order"])
-    alices = await _open(pinot, "/ws/orders/", _token(world["alice_token"]))
-    bob_token = await database_sync_to_async(lambda: Token.objects.create(user=world["bob"].user))()
-    bobs = await _open(pinot, "/ws/orders/", _token(bob_token.key))
+    world = await amake_world(**WORLD)
+    await _publish_order(pinot, world.order)
+    alices = await _open(pinot, "/ws/orders/", _token(world.tokens["alice"]))
+    bobs = await _open(pinot, "/ws/orders/", _token(world.tokens["bob"]))
 
     def deactivate():
-        user = world["alice"].user
+        user = world.alice.user
         user.is_active = False
         user.save()
 
@@ -114,8 +104,8 @@ async def test_deactivating_the_user_closes_their_sockets_but_not_others(pinot):
 
 
 async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
 
     def on_the_road():
         from tracker.orders import services
@@ -129,7 +119,7 @@ async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
     first, second, rider_token = await database_sync_to_async(on_the_road)()
     await _publish_order(pinot, order)
     riders = await _open(pinot, f"/ws/orders/{order.pk}/", _token(rider_token))
-    owners = await _open(pinot, f"/ws/orders/{order.pk}/", _token(world["alice_token"]))
+    owners = await _open(pinot, f"/ws/orders/{order.pk}/", _token(world.tokens["alice"]))
 
     def reassign():
         from tracker.orders import services
@@ -153,13 +143,13 @@ async def test_the_periodic_recheck_closes_what_no_message_announced(pinot, sett
     """A change made where this process's channel layer does not reach (another
     process in embedded mode; here: a bulk update, which sends no signal)."""
     settings.PUSH_RECHECK_SECONDS = 0.3
-    world = await _world()
-    await _publish_order(pinot, world["order"])
-    socket = await _open(pinot, "/ws/orders/", _token(world["alice_token"]))
+    world = await amake_world(**WORLD)
+    await _publish_order(pinot, world.order)
+    socket = await _open(pinot, "/ws/orders/", _token(world.tokens["alice"]))
     from django.contrib.auth import get_user_model
 
     await database_sync_to_async(
-        lambda: get_user_model().objects.filter(pk=world["alice"].user_id).update(is_active=False)
+        lambda: get_user_model().objects.filter(pk=world.alice.user_id).update(is_active=False)
     )()
     error = await socket.receive_json_from(timeout=DEADLINE)
     assert error["code"] == messages.CLOSE_UNAUTHENTICATED
@@ -167,19 +157,19 @@ async def test_the_periodic_recheck_closes_what_no_message_announced(pinot, sett
 
 async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings):
     settings.API_TOKEN_TTL_DAYS = 30
-    world = await _world()
-    await _publish_order(pinot, world["order"])
-    path = f"/ws/orders/{world['order'].pk}/"
-    live = await _open(pinot, path, _token(world["alice_token"]))
+    world = await amake_world(**WORLD)
+    await _publish_order(pinot, world.order)
+    path = f"/ws/orders/{world.order.pk}/"
+    live = await _open(pinot, path, _token(world.tokens["alice"]))
 
     def age(days: int) -> None:
-        Token.objects.filter(key=world["alice_token"]).update(
+        Token.objects.filter(key=world.tokens["alice"]).update(
             created=timezone.now() - timedelta(days=days)
         )
 
     await database_sync_to_async(age)(29)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {world['alice_token']}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {world.tokens['alice']}")
     assert (await database_sync_to_async(client.get)("/api/v1/me/")).status_code == 200
     await database_sync_to_async(age)(31)
     expired = await database_sync_to_async(client.get)("/api/v1/me/")
@@ -189,7 +179,7 @@ async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings):
     await closed_with(live, messages.CLOSE_UNAUTHENTICATED)
     # ... and a resume with it is refused like any other connect.
     resume = WebsocketCommunicator(
-        application, f"{path}?since=1", headers=_token(world["alice_token"])
+        application, f"{path}?since=1", headers=_token(world.tokens["alice"])
     )
     assert (await resume.connect(timeout=20))[0]
     assert (await resume.receive_json_from(timeout=20))["code"] == messages.CLOSE_UNAUTHENTICATED
@@ -197,7 +187,7 @@ async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings):
     fresh = await database_sync_to_async(APIClient().post)(
         "/api/v1/auth/token/", {"username": "alice", "password": "pw-alice"}, format="json"
     )
-    assert fresh.status_code == 200 and fresh.json()["token"] != world["alice_token"]
+    assert fresh.status_code == 200 and fresh.json()["token"] != world.tokens["alice"]
 
 
 async def test_a_recheck_that_cannot_run_closes_the_socket_and_the_loop_survives(pinot, settings):
@@ -207,9 +197,9 @@ async def test_a_recheck_that_cannot_run_closes_the_socket_and_the_loop_survives
     from django.db import connection
 
     settings.PUSH_RECHECK_SECONDS = 0.3
-    world = await _world()
-    await _publish_order(pinot, world["order"])
-    socket = await _open(pinot, "/ws/orders/", _token(world["alice_token"]))
+    world = await amake_world(**WORLD)
+    await _publish_order(pinot, world.order)
+    socket = await _open(pinot, "/ws/orders/", _token(world.tokens["alice"]))
 
     def rename(old: str, new: str) -> None:
         with connection.cursor() as cursor:
