@@ -3,7 +3,7 @@
 The old way (bind port 0, close it, let a child bind it) drew the port from the kernel's
 ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``), from which every outgoing
 connection also takes its local port, and left the port free between the choice and the
-child's bind: a test's Kafka once failed with "Address already in use". Here a port:
+child's bind: a test's Kafka failed in CI with "Address already in use". Here a port:
 
 - comes from a reserved range outside the ephemeral one (20000-29999, or
   ``ORDERTRACK_PORT_RANGE=LOW-HIGH``; the part of it the kernel could hand out is never
@@ -14,7 +14,8 @@ child's bind: a test's Kafka once failed with "Address already in use". Here a p
   here gets it, whichever checkout it runs from;
 - could be bound at the moment it was chosen (nothing listens on it, on any address).
 
-``make run``, ``make run-prod``, the tests and the benchmarks all choose ports here.
+``make run-prod``, the tests and the benchmarks choose their engines' ports here; ``make
+run`` listens on its fixed ones.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def free_port() -> int:
 
 def claim(port: int) -> bool:
     """Lock ``port`` for this process if it is in the reserved range, no other process
-    holds it and it can be bound now (a port a run kept from its last time,
-    :meth:`localrun.compose_ports.Ports.kept`). True if this process holds it."""
+    holds it and it can be bound now (a port ``make run-prod`` kept from its last run).
+    True if this process holds it."""
     return port in _held or (port in reserved_range() and port not in FIXED and _take(port))
 
 
