@@ -27,6 +27,7 @@ import pytest
 from localrun import compose as prod
 from localrun.ports import free_port
 from runtime.conf import BASE_DIR
+from tests.processes import cmdline
 from tests.waiting import wait_until
 
 COMPOSE_VARS = {
@@ -148,11 +149,11 @@ def _worker_pids(master_pid: int) -> list[int]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue  # gone meanwhile
-        if ppid == master_pid and b"multiprocessing.resource_tracker" not in cmdline:
-            workers.append(int(stat.parent.name))
+        pid = int(stat.parent.name)
+        if ppid == master_pid and not any("resource_tracker" in arg for arg in cmdline(pid)):
+            workers.append(pid)
     return workers
 
 
