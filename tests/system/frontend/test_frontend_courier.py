@@ -272,7 +272,7 @@ async def _tab_to(page, selector: str, limit: int = 40) -> None:
 async def test_by_keyboard_alone_a_courier_signs_in_and_marks_the_delivery_delivered(
     browser, asgi_server, pinot
 ):
-    order = (await amake_world(**WORLD, orders=("ARRIVING_AT_DOOR",))).order
+    order = (await amake_world(**{**WORLD, "orders": ("ARRIVING_AT_DOOR",)})).order
     await pinot.apublish(_record(order, 1, "ARRIVING_AT_DOOR"))
     context, phone = await _phone(browser, asgi_server.url)
     try:
