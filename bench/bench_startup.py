@@ -41,8 +41,8 @@ from bench.common import arguments, free_port, machine, write_result  # noqa: E4
 from localrun.pinot_conf import free_ports_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The supervisor's line for each component: "   3.7s system    | kafka ready (3.7s)".
-READY = re.compile(r"\bsystem\s*\|\s*([\w-]+) ready \(")
+#: The supervisor's line for each component: "   3.7s kafka     | ready in 3.7 s".
+READY = re.compile(r"^\s*[\d.]+s ([\w-]+)\s*\| ready in ")
 
 
 def ports_env() -> dict[str, str]:
