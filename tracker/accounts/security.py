@@ -1,8 +1,9 @@
 """Request-level protections shared by the API, the browser pages and the admin.
 
-* :func:`client_ip`: the caller's address, trusting ``X-Forwarded-For`` only as far as
-  ``TRUSTED_PROXY_COUNT`` proxies we run ourselves (0 in embedded mode: the header is
-  then ignored, so a client cannot pick its own throttle key).
+* :func:`client_ip`: the caller's address as every per-address budget keys it, trusting
+  ``X-Forwarded-For`` only as far as ``TRUSTED_PROXY_COUNT`` proxies we run ourselves (0 in
+  embedded mode: the header is then ignored, so a client cannot pick its own throttle key);
+  an IPv6 client is its /64.
 * :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
   every login path (API token, browser sign-in, admin sign-in).
 * :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import time
 import unicodedata
@@ -23,9 +25,28 @@ from django.core.cache import cache
 
 from tracker.accounts.rates import parse_rate
 
+#: The IPv6 prefix one client is counted as: a host is routinely given a whole /64 and may
+#: use any address in it, so a budget per full address would be one per request.
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_key(address: str) -> str:
+    """What one client's budgets are keyed on: an IPv4 address as it is (an IPv4-mapped
+    IPv6 address as its IPv4 one), an IPv6 address as its /64; anything else unchanged."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])  # a zone id is no new client
+    except ValueError:
+        return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        return str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False))
+    return str(ip)
+
 
 def client_ip(meta: dict) -> str:
-    """The client's address: ``REMOTE_ADDR``, or the entry our last trusted proxy added.
+    """The client as every per-address budget keys it (:func:`client_key`): ``REMOTE_ADDR``,
+    or the entry our last trusted proxy added.
 
     Each trusted proxy appends the address it received the request from, so with
     ``n`` proxies the client is the n-th entry from the right; anything further left
@@ -35,11 +56,11 @@ def client_ip(meta: dict) -> str:
     proxies = settings.TRUSTED_PROXY_COUNT
     forwarded = meta.get("HTTP_X_FORWARDED_FOR")
     if proxies <= 0 or not forwarded:
-        return remote
+        return client_key(remote)
     addresses = [a.strip() for a in forwarded.split(",") if a.strip()]
     if not addresses:
-        return remote
-    return addresses[-min(proxies, len(addresses))]
+        return client_key(remote)
+    return client_key(addresses[-min(proxies, len(addresses))])
 
 
 def login_name(username: str) -> str:

@@ -24,7 +24,6 @@ def _in_one_64(i: int) -> str:
     return f"2001:db8:1:2:{i:x}:{i * 7:x}::{i + 1:x}"
 
 
-@pytest.mark.xfail(strict=True, reason="N6: budgets key on the full IPv6 address")
 def test_rotating_inside_one_64_spends_one_sign_in_budget():
     get_user_model().objects.create_user("alice", password="the-right-one-69")
     body = {"username": "nobody", "password": "bad"}
@@ -40,7 +39,6 @@ def test_rotating_inside_one_64_spends_one_sign_in_budget():
     assert elsewhere.post(TOKEN, other, content_type="application/json").status_code == 200
 
 
-@pytest.mark.xfail(strict=True, reason="N6: budgets key on the full IPv6 address")
 def test_rotating_inside_one_64_spends_one_share_page_budget():
     codes = [
         Client(REMOTE_ADDR=_in_one_64(i)).get("/t/no-such-link/").status_code for i in range(61)
@@ -48,7 +46,6 @@ def test_rotating_inside_one_64_spends_one_share_page_budget():
     assert codes == [404] * 60 + [429]  # SHARE_VIEW_RATE: 60/min for the /64
 
 
-@pytest.mark.xfail(strict=True, reason="N6: budgets key on the full IPv6 address")
 def test_share_sockets_and_every_http_budget_key_on_the_64():
     keys = {socket_client({"client": (_in_one_64(i), 5000), "headers": []}) for i in range(5)}
     assert len(keys) == 1  # share-connect: one budget for the /64
