@@ -318,6 +318,13 @@ WS_MAX_SOCKETS_PER_USER = env_int("WS_MAX_SOCKETS_PER_USER", 20)
 WS_CONNECT_RATE = env_str("WS_CONNECT_RATE", "60/min")
 WS_PING_RATE = env_str("WS_PING_RATE", "30/min")
 
+# --- who sees what (tracker/orders/policy.py) -------------------------------------------
+#: A courier sees an order it carried (its customer's name, address and items) this long
+#: after delivering it, then no longer: the orders it carries now, plus this grace.
+COURIER_ORDER_GRACE = timedelta(hours=env_float("COURIER_ORDER_GRACE_HOURS", 2))
+if timedelta(0) > COURIER_ORDER_GRACE:
+    raise ImproperlyConfigured("COURIER_ORDER_GRACE_HOURS must be 0 or more.")
+
 # --- shared tracking links (tracker/sharing) -----------------------------------------
 #: A link stops working this long after its order was delivered or cancelled ...
 SHARE_LINK_GRACE = timedelta(minutes=env_float("SHARE_LINK_GRACE_MINUTES", 30))

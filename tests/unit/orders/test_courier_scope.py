@@ -35,7 +35,6 @@ def _carried(courier, customer, restaurant, *, ended: str | None = None, ago=tim
     return order
 
 
-@pytest.mark.xfail(strict=True, reason="N10: a courier sees every order ever assigned to them")
 def test_a_courier_sees_what_they_carry_now_and_a_short_grace_after(settings, monkeypatch):
     monkeypatch.setenv("PINOT_BROKER_URL", "http://127.0.0.1:9")  # no tracking store
     courier, restaurant = make_courier(), make_restaurant()
