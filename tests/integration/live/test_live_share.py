@@ -163,7 +163,7 @@ def _the_orders_own_messages(order: Order) -> list[dict[str, Any]]:
 
     point = DeliveryLocation(
         event_id=new_event_id(), event_time=t0 + 410_000, order_id=order.pk, placed_at=t0,
-        courier_id=courier, lat=12.9755, lon=77.605,
+        courier_id=courier, lat=12.9855, lon=77.605,  # 1.2 km from the door
     )  # fmt: skip
     return [
         {"type": "snapshot", "version": 4, "order": detail},
@@ -192,10 +192,11 @@ async def test_every_field_of_every_share_message_is_on_the_allow_list(no_tracki
     own = await database_sync_to_async(_the_orders_own_messages)(order)
     allowed = {kind: _allowed_paths(spec) for kind, spec in messages.SHARE_ALLOW_LIST.items()}
     shown = None
+    door = (order.delivery_lat, order.delivery_lon)
     sent = []
     for message in own:
         shown = messages.furthest(shown, messages.status_carried(message))
-        shared = messages.share_view(message, shown)
+        shared = messages.share_view(message, shown, door)
         if shared is None:
             continue
         sent.append(shared)
@@ -245,7 +246,6 @@ def _near(destination: tuple[float, float], metres: float) -> dict[str, Any]:
             "at": "2026-11-24T12:00:00.000Z"}  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="N3: the share socket shows the courier at the door")
 async def test_no_courier_point_near_the_destination_reaches_a_share_socket(
     no_tracking_store, monkeypatch
 ):
