@@ -70,14 +70,12 @@ def _seeded_before_the_fix(settings) -> None:
     settings.DEBUG = False
 
 
-@pytest.mark.xfail(strict=True, reason="residual: an old database keeps the public password")
 def test_with_debug_off_demo_accounts_with_the_public_password_fail_the_checks(settings):
     _seeded_before_the_fix(settings)
     with pytest.raises(SystemCheckError, match="public demo password"):
         call_command("check", databases=["default"])  # as `migrate` runs them, before the web
 
 
-@pytest.mark.xfail(strict=True, reason="residual: an old database keeps the public password")
 def test_with_debug_off_the_seeder_retires_the_public_password_of_an_old_database(settings):
     _seeded_before_the_fix(settings)
     settings.SIMULATOR_DEMO_PASSWORD = OPERATOR_SECRET
