@@ -1,8 +1,10 @@
 """Django settings, every value read from the environment with an embedded default.
 
 The defaults run the whole system on one machine (SQLite under ``var/``, the
-in-memory channel layer, a local Apache Kafka and Apache Pinot on loopback).
-Production sets the variables listed in README.md's configuration table.
+in-memory channel layer, a local Apache Kafka and Apache Pinot on loopback), with debug
+off unless ``DJANGO_DEBUG=true`` asks for it (``make run``, the tests, the benchmarks):
+a process started any other way gets the production settings, and so refuses the public
+development key. Production sets the variables listed in README.md's configuration table.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from tracker.accounts.rates import outlasts
 #: The built-in key: fine on a laptop, never with debug off (see the check below).
 DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
     # Sessions, password-reset links and signed values would be forgeable by anyone who
     # has read this repository: refuse to start rather than run production with it.
     raise ImproperlyConfigured(
-        "DJANGO_DEBUG=false but DJANGO_SECRET_KEY is not set (the built-in development key "
+        "DJANGO_DEBUG is off (the default) but DJANGO_SECRET_KEY is not set (the built-in "
+        "development key "
         "is public). Set DJANGO_SECRET_KEY to 50+ random characters, e.g. the output of "
         '`python -c "import secrets; print(secrets.token_urlsafe(50))"`, or set '
         "DJANGO_DEBUG=true for local development. See docs/operations.md, production checklist."

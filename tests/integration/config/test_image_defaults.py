@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -76,7 +74,6 @@ def _debug_of(env: dict[str, str]) -> str:
     return started.stdout.strip()
 
 
-@pytest.mark.xfail(strict=True, reason="residual: debug is on unless DJANGO_DEBUG says otherwise")
 def test_every_entry_point_runs_with_debug_off_unless_asked_for():
     """Not only the image: ``manage.py``, uvicorn or a script run without DJANGO_DEBUG get
     the production settings (and so refuse the public development key); ``make run``, the

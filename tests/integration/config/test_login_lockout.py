@@ -46,7 +46,8 @@ def test_a_guess_spread_over_many_clients_is_still_capped_per_name():
 
 def test_a_name_budget_one_client_could_spend_is_refused_at_start():
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "API_"))}
-    env = {**base, "API_THROTTLE_LOGIN": "10/min", "API_THROTTLE_LOGIN_USERNAME": "10/min"}
+    env = {**base, "DJANGO_DEBUG": "true", "API_THROTTLE_LOGIN": "10/min",
+           "API_THROTTLE_LOGIN_USERNAME": "10/min"}  # fmt: skip
     code = (
         "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; django.setup()"
     )
