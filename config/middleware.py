@@ -1,4 +1,5 @@
-"""Django middleware: request-body cap, login throttles and request latency (see :mod:`tracker.accounts.security`).
+"""Django middleware: request-body cap, login throttles, request latency (see
+:mod:`tracker.accounts.security`) and the Content-Security-Policy of every answer.
 
 Both answer in the API's error format under ``/api/`` and in plain text elsewhere.
 """
@@ -14,8 +15,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import Histogram
 
 from api.errors import UNAVAILABLE_RETRY_AFTER_S
+from frontend.views import MAP_TILE_ENV
+from runtime.conf import env_str
 from runtime.stores import REDIS_UNREACHABLE
-from tracker.accounts.security import LoginRateLimiter, client_ip
+from tracker.accounts.security import (
+    PERMISSIONS_POLICY,
+    LoginRateLimiter,
+    client_ip,
+    content_security_policy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,4 +143,21 @@ class RequestLatencyMiddleware:
         REQUEST_DURATION.labels(route, request.method, f"{response.status_code // 100}xx").observe(
             time.perf_counter() - started
         )
+        return response
+
+
+class SecurityHeadersMiddleware:
+    """``Content-Security-Policy`` (:func:`~tracker.accounts.security.content_security_policy`,
+    with the configured map tiles' origin) and
+    ``Permissions-Policy`` on every answer that has none of its own (a view with other
+    needs, such as the API's Swagger UI page, sets its own)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        self.policy = content_security_policy(env_str(MAP_TILE_ENV, ""))
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        response.headers.setdefault("Content-Security-Policy", self.policy)
+        response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
         return response

@@ -4,6 +4,8 @@
   ``X-Forwarded-For`` only as far as ``TRUSTED_PROXY_COUNT`` proxies we run ourselves (0 in
   embedded mode: the header is then ignored, so a client cannot pick its own throttle key);
   an IPv6 client is its /64.
+* :func:`content_security_policy` and :data:`PERMISSIONS_POLICY`: what every answer allows
+  the browser (config/middleware.py adds them).
 * :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
   every login path (API token, browser sign-in, admin sign-in).
 * :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
@@ -19,6 +21,7 @@ import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.cache import cache
@@ -61,6 +64,46 @@ def client_ip(meta: dict) -> str:
     if not addresses:
         return client_key(remote)
     return client_key(addresses[-min(proxies, len(addresses))])
+
+
+#: Where a page may use the phone's position: the courier's page, in our own origin only
+#: (no frame may ask, and the pages use no other browser feature that needs one).
+PERMISSIONS_POLICY = "geolocation=(self)"
+
+
+def _tile_origin(tile_url: str) -> str | None:
+    """The origin of a Leaflet tile URL template (``{s}`` subdomains: a wildcard)."""
+    parts = urlsplit(tile_url.replace("{s}", "*"))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def content_security_policy(tile_url: str = "", relaxed: dict[str, str] | None = None) -> str:
+    """The Content-Security-Policy of every answer: the pages load only their own module
+    scripts, style sheets, images and fonts, and talk only to their own origin (HTTP and
+    WebSocket: CSP's ``'self'`` covers ``ws(s)://`` of the page's host). No inline script
+    or style, no ``eval``, no plugin, no ``<base>``, no framing, forms to ourselves only;
+    a service worker (``worker-src``) from our origin. Configured map tiles (``tile_url``,
+    Leaflet's template) are the one foreign origin an image may come from. ``relaxed``
+    adds sources to a directive, for the one page that needs them (the API's Swagger UI)."""
+    directives = {
+        "default-src": "'self'",
+        "script-src": "'self'",
+        "style-src": "'self'",
+        "img-src": " ".join(filter(None, ("'self'", _tile_origin(tile_url)))),
+        "font-src": "'self'",
+        "connect-src": "'self'",
+        "worker-src": "'self'",
+        "manifest-src": "'self'",
+        "object-src": "'none'",
+        "base-uri": "'none'",
+        "frame-ancestors": "'none'",
+        "form-action": "'self'",
+    }
+    for name, sources in (relaxed or {}).items():
+        directives[name] = f"{directives[name]} {sources}"
+    return "; ".join(f"{name} {sources}" for name, sources in directives.items())
 
 
 def login_name(username: str) -> str:

@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tests.factories import make_courier, make_customer, make_restaurant, place
+from tracker.accounts.security import content_security_policy
 
 pytestmark = pytest.mark.django_db
 
@@ -94,7 +95,6 @@ def _pages() -> dict[str, Client]:
     }
 
 
-@pytest.mark.xfail(strict=True, reason="N9: no Content-Security-Policy on any answer")
 def test_every_answer_has_a_strict_policy_and_geolocation_for_itself_only(monkeypatch):
     monkeypatch.setenv("PINOT_BROKER_URL", "http://127.0.0.1:9")  # pages need no store
     for path, client in _pages().items():
@@ -111,9 +111,6 @@ def test_every_answer_has_a_strict_policy_and_geolocation_for_itself_only(monkey
         assert answer["Permissions-Policy"] == "geolocation=(self)", path
 
 
-@pytest.mark.xfail(
-    strict=True, reason="N9: the docs page's Swagger UI starts from an inline script"
-)
 def test_no_page_has_inline_script_or_style(monkeypatch):
     monkeypatch.setenv("PINOT_BROKER_URL", "http://127.0.0.1:9")
     for path, client in _pages().items():
@@ -124,3 +121,20 @@ def test_no_page_has_inline_script_or_style(monkeypatch):
         parser.feed(answer.content.decode())
         found = [f for f in parser.found if not (path == "/api/docs/" and f == "inline <style>")]
         assert found == [], path
+
+
+def test_configured_map_tiles_are_the_one_foreign_image_origin():
+    tiles = "https://{s}.tiles.example:8443/{z}/{x}/{y}.png"
+    assert directives(content_security_policy(tiles))["img-src"] == {
+        "'self'",
+        "https://*.tiles.example:8443",
+    }
+    assert directives(content_security_policy(""))["img-src"] == {"'self'"}
+
+
+def test_the_docs_page_script_is_a_file_of_its_own():
+    page = Client().get("/api/docs/")
+    script = Client().get("/api/docs/", {"script": ""})
+    assert b"/api/docs/?script=" in page.content
+    assert script.status_code == 200 and "javascript" in script["Content-Type"]
+    assert b"SwaggerUIBundle" in script.content
