@@ -195,6 +195,10 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
 #: still capped.
 LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/login/"})
 LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
+#: A browser or app that signs in keeps a signed device cookie this many days: its later
+#: attempts at that name spend their own budget (the per-client rate), not the name's, so
+#: addresses spending the name's budget cannot lock its owner out of their own devices.
+LOGIN_DEVICE_DAYS = env_int("LOGIN_DEVICE_DAYS", 90)
 LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "30/min")
 if not outlasts(LOGIN_THROTTLE_PER_USERNAME, LOGIN_THROTTLE_PER_CLIENT):
     raise ImproperlyConfigured(

@@ -7,7 +7,8 @@
 * :func:`content_security_policy` and :data:`PERMISSIONS_POLICY`: what every answer allows
   the browser (config/middleware.py adds them).
 * :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
-  every login path (API token, browser sign-in, admin sign-in).
+  every login path (API token, browser sign-in, admin sign-in); a device that signed in to
+  the name before (:func:`device_cookie`) has a budget of its own instead of the name's.
 * :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
   budgets in the cache, shared by every process in production (Redis).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import math
+import secrets
 import time
 import unicodedata
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core import signing
 from django.core.cache import cache
 
 from tracker.accounts.rates import parse_rate
@@ -185,12 +188,44 @@ class TokenBucket:
         return None
 
 
+#: The cookie a browser (or an app keeping cookies) gets when it signs in: its later
+#: attempts at that user name spend a budget of their own, not the name's shared one.
+DEVICE_COOKIE = "ordertrack_device"
+_DEVICE_SALT = "tracker.accounts.security.device"
+
+
+def device_cookie(username: str) -> str:
+    """A signed device cookie for ``username``: the name and a random id (each device its
+    own budget), unforgeable without ``SECRET_KEY``."""
+    device = {"name": login_name(username), "id": secrets.token_urlsafe(12)}
+    return signing.dumps(device, salt=_DEVICE_SALT)
+
+
+def device_of(cookie: str | None, username: str) -> str | None:
+    """The id of the device ``cookie`` says signed in to ``username`` before, or None
+    (absent, forged, older than ``LOGIN_DEVICE_DAYS``, or another name's)."""
+    if not cookie or not username:
+        return None
+    try:
+        device = signing.loads(
+            cookie, salt=_DEVICE_SALT, max_age=settings.LOGIN_DEVICE_DAYS * 86400
+        )
+    except signing.BadSignature:  # expired too (SignatureExpired is one)
+        return None
+    if not isinstance(device, dict) or device.get("name") != login_name(username):
+        return None
+    return str(device.get("id"))
+
+
 class LoginRateLimiter:
     """Fixed-window counters in the cache (:func:`spend`).
 
     Every attempt counts, successful or not: a correct guess must not reset the budget.
     Limiting per user name stops a distributed guess at one account; limiting per
-    client stops one machine from trying many accounts.
+    client stops one machine from trying many accounts. The name's budget is shared by
+    every client, so a few addresses can spend it; an attempt from a device that signed
+    in to the name before (its :data:`DEVICE_COOKIE`) spends that device's own budget
+    (the per-client rate) instead, so the owner is never locked out of their own devices.
     """
 
     def __init__(self, per_client: str | None = None, per_username: str | None = None) -> None:
@@ -200,13 +235,21 @@ class LoginRateLimiter:
     def _hit(self, kind: str, ident: str, rate: tuple[int, int]) -> int | None:
         return spend(f"login-{kind}", ident, rate)
 
-    def attempt(self, *, client: str, username: str | None) -> Refusal | None:
-        """Count one attempt; a Refusal when either budget is spent."""
+    def attempt(
+        self, *, client: str, username: str | None, device: str | None = None
+    ) -> Refusal | None:
+        """Count one attempt (``device``: the request's :data:`DEVICE_COOKIE`); a Refusal
+        when a budget it spends is spent."""
         wait = self._hit("client", client, self.per_client)
         if wait is not None:
             return Refusal(wait, "Too many sign-in attempts from this address.")
         name = login_name(username) if username else ""
-        if name:
+        known = device_of(device, name)
+        if known is not None:
+            wait = self._hit("device", f"{name}:{known}", self.per_client)
+            if wait is not None:
+                return Refusal(wait, "Too many sign-in attempts from this device.")
+        elif name:
             wait = self._hit("user", name, self.per_username)
             if wait is not None:
                 return Refusal(wait, "Too many sign-in attempts for this user name.")

@@ -57,7 +57,6 @@ def test_a_name_budget_one_client_could_spend_is_refused_at_start():
     assert started.returncode != 0 and "API_THROTTLE_LOGIN_USERNAME" in started.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="L5 residual: three addresses lock the owner out")
 def test_three_addresses_spending_a_names_budget_do_not_lock_out_its_owners_device():
     """The name's budget caps a guess spread over many addresses, but three of them (or,
     before the /64 keying, one /64) spend it all. A browser or app that signed in to the
@@ -80,3 +79,18 @@ def test_three_addresses_spending_a_names_budget_do_not_lock_out_its_owners_devi
     forged = Client(REMOTE_ADDR="192.0.2.3")
     forged.cookies[next(iter(phone.cookies))] = "operator:forged"
     assert forged.post(TOKEN, body, content_type="application/json").status_code == 429
+
+
+def test_the_browser_sign_in_leaves_the_device_cookie_too():
+    from tracker.accounts.security import DEVICE_COOKIE
+
+    get_user_model().objects.create_user("operator", password="the-right-one-53")
+    browser = Client(REMOTE_ADDR="203.0.113.5")
+    wrong = browser.post("/accounts/login/", {"username": "operator", "password": "bad"})
+    assert wrong.status_code == 200 and DEVICE_COOKIE not in wrong.cookies  # no sign-in
+    signed_in = browser.post(
+        "/accounts/login/", {"username": "operator", "password": "the-right-one-53"}
+    )
+    assert signed_in.status_code == 302
+    cookie = signed_in.cookies[DEVICE_COOKIE]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax"
