@@ -14,8 +14,8 @@ SYSTEM_STAMP := var/.system-deps
 # the files merged in order), the replicated cluster (docs/operations.md, section 6).
 .PHONY: run run-prod test test-fast test-integration test-system test-passes test-backends install jvm system-deps schema lint format tail bench clean
 
-# Debug on explicitly: the embedded mode's demo accounts and development key (the image
-# defaults to debug off).
+# Debug on explicitly: the embedded mode's demo accounts and development key (debug is
+# off unless asked for: config/settings.py).
 run: install
 	DJANGO_DEBUG=true $(PY) -m localrun
 
@@ -79,7 +79,7 @@ $(SYSTEM_STAMP): .ci/system-deps.sh
 
 # The committed OpenAPI schema (tests/system/api/test_api_clients.py fails when it differs from the server's).
 schema: install
-	$(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
+	DJANGO_DEBUG=true $(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -92,7 +92,7 @@ format: install
 # make tail TOPIC=orders_enriched   (follow a topic of the running system)
 TOPIC ?= orders
 tail: install
-	$(PY) manage.py tail_topic $(TOPIC)
+	DJANGO_DEBUG=true $(PY) manage.py tail_topic $(TOPIC)
 
 bench: install
 	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

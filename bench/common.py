@@ -28,6 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from localrun.kafka import free_port  # noqa: E402 - the one free-port helper, re-exported
 
+#: The benchmarks run the development settings, as ``make run`` does (debug is off unless
+#: asked for); the processes they start inherit it, and a production topology sets its own.
+os.environ.setdefault("DJANGO_DEBUG", "true")
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

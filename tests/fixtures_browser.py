@@ -12,6 +12,11 @@
   Playwright keeps an event loop in the main thread that breaks the ORM and
   pytest-asyncio). Launched once per session; every test gets a fresh context.
 
+Every context a test opens (``context``, ``page``, or its own ``browser.new_context``)
+reports the page's Content-Security-Policy violations, and a test that used the browser
+fails on any (:func:`_no_csp_violations`): the pages must run under the policy every answer
+carries (``tracker.accounts.security.content_security_policy``), not merely load.
+
 Tests drive the page with ``await`` and reach the ORM through
 ``database_sync_to_async`` like the other async tests.
 """
@@ -50,6 +55,35 @@ AXE_JS = (
     / "axe.min.js"
 )
 SCREENSHOT_DIR = Path(__file__).resolve().parents[1] / "var" / "screenshots"
+#: axe-core as the server serves it (from our origin, so the policy lets it run).
+AXE_URL = "/static/vendor/axe-core/axe.min.js"
+
+#: Run in every document before its own scripts: each violation becomes a console error.
+CSP_REPORTER = """document.addEventListener('securitypolicyviolation', (e) => console.error(
+  `CSP violation: ${e.effectiveDirective} refused ${e.blockedURI || 'inline'} `
+  + `(${e.sourceFile || e.documentURI}:${e.lineNumber})`));"""
+#: The violations reported since the current test started.
+CSP_VIOLATIONS: list[str] = []
+
+
+def _record_csp(message) -> None:
+    """A console message that reports a Content-Security-Policy violation, kept."""
+    text = message.text
+    if message.type == "error" and ("CSP violation" in text or "Content Security Policy" in text):
+        CSP_VIOLATIONS.append(text)
+
+
+@pytest.fixture(autouse=True)
+def _no_csp_violations(request) -> Iterator[None]:
+    """Fail a test that drove the browser when any page broke the Content-Security-Policy."""
+    if "browser" not in request.fixturenames:
+        yield
+        return
+    CSP_VIOLATIONS.clear()
+    yield
+    found, CSP_VIOLATIONS[:] = list(CSP_VIOLATIONS), []
+    if found:
+        pytest.fail("Content-Security-Policy violations:\n" + "\n".join(found), pytrace=False)
 
 
 class ServerThread:
@@ -144,6 +178,15 @@ async def browser() -> AsyncIterator:
         chromium = await playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
+        new_context = chromium.new_context
+
+        async def reporting_context(*args, **kwargs):
+            ctx = await new_context(*args, **kwargs)
+            await ctx.add_init_script(CSP_REPORTER)
+            ctx.on("console", _record_csp)
+            return ctx
+
+        chromium.new_context = reporting_context  # every context, the tests' own too
         yield chromium
         await chromium.close()
 
@@ -199,7 +242,7 @@ async def screenshot(page, name: str) -> Path:
 
 async def axe_violations(page, *, rules: dict | None = None) -> list[dict]:
     """Run axe-core (vendored from npm) on the page; returns the violations."""
-    await page.add_script_tag(path=str(AXE_JS))
+    await page.add_script_tag(url=AXE_URL)
     return await page.evaluate(
         """async (rules) => {
             const result = await axe.run(document, {
