@@ -2,7 +2,7 @@
 
 The cluster is docker-compose.yml with docker-compose.cluster.yml, started as ``make
 run-prod COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml`` starts it
-(localrun/compose.py: three Kafka nodes, two Pinot servers, a Spark master with two
+(localrun/compose/__init__.py: three Kafka nodes, two Pinot servers, a Spark master with two
 workers, two web processes behind Caddy, PostgreSQL, Redis), with the simulator at
 ``--multiple`` x the book's peak, and Debian's Prometheus scraping every ``/metrics``
 with the production configuration and rules (deploy/prometheus). Throughout the run:
@@ -98,7 +98,7 @@ STOP = threading.Event()
 
 
 def cluster_files() -> list[Path]:
-    from localrun.compose_file import CLUSTER_FILE, COMPOSE_FILE
+    from localrun.compose.file import CLUSTER_FILE, COMPOSE_FILE
 
     return [COMPOSE_FILE, CLUSTER_FILE]
 
@@ -119,7 +119,7 @@ def environment(values: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def kafka_nodes(plan) -> dict[int, str]:  # noqa: ANN001 - an localrun.compose_plan.Plan
+def kafka_nodes(plan) -> dict[int, str]:  # noqa: ANN001 - an localrun.compose.plan.Plan
     """Kafka node id -> the process running it, as each launcher reads its command line."""
     from localrun.kafka import launcher_node
 
@@ -143,7 +143,7 @@ def spark_workers(plan) -> dict[int, str]:  # noqa: ANN001
 def pinot_servers(plan) -> dict[str, int]:  # noqa: ANN001
     """Each Pinot server of the run (localrun.pinot's names: ``server``, ``server-2``...)
     -> its admin port, as the Pinot launcher reads its environment."""
-    from localrun.pinot_conf import Ports
+    from localrun.pinot.conf import Ports
 
     with environment(plan.processes["pinot-broker"][1]):
         ports = Ports.from_env()

@@ -38,7 +38,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import arguments, free_port, machine, write_result  # noqa: E402
-from localrun.pinot_conf import free_ports_env  # noqa: E402
+from localrun.pinot.conf import free_ports_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The supervisor's line for each component: "   3.7s system    | kafka ready (3.7s)".

@@ -397,12 +397,12 @@ def children_of(pid: int) -> list[int]:
 
 
 def start_pinot(workdir: Path, timeout: float = 240) -> PinotProcess:
-    """Apache Pinot on free ports (:func:`localrun.pinot_conf.free_ports_env`, as ``make run``
+    """Apache Pinot on free ports (:func:`localrun.pinot.conf.free_ports_env`, as ``make run``
     starts the ``pinot`` component), its data under ``workdir/pinot``, consuming this
     process's ``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_TOPIC_PREFIX``. Returns once it prints
     ``pinot: ready``; sets ``PINOT_BROKER_URL``/``PINOT_CONTROLLER_URL`` here, so this
     process's selectors read it."""
-    from localrun.pinot_conf import free_ports_env
+    from localrun.pinot.conf import free_ports_env
 
     ports = free_ports_env()
     os.environ.update(ports)
@@ -627,7 +627,7 @@ def start_full_system(multiple: float, read_rate: float = 0):
     import io
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-system-"))
-    from localrun.pinot_conf import free_ports_env
+    from localrun.pinot.conf import free_ports_env
 
     web_port = free_port()
     os.environ.update(
@@ -773,10 +773,10 @@ class Endpoint:
 
 @dataclass
 class ProductionSystem:
-    """A started ``make run-prod`` (localrun/compose.py) and how a benchmark reaches it."""
+    """A started ``make run-prod`` (localrun/compose/__init__.py) and how a benchmark reaches it."""
 
     run: object  # localrun.compose.ProductionRun: its supervisors, run.infra and run.app
-    plan: object  # localrun.compose_plan.Plan: every process's command line and addresses
+    plan: object  # localrun.compose.plan.Plan: every process's command line and addresses
     endpoint: Endpoint
     #: The run's folder (its ``var``, ``run.log`` and, under ``<var>/app``, the logs).
     workdir: Path
@@ -796,8 +796,8 @@ def production_folder(files: list[Path] | None = None) -> Path:
     """A new folder for a benchmark's ``make run-prod`` under ``var/`` (the unprivileged
     user the image's processes run as must reach it): ``var/bench-prod-<time>/prod``, or
     ``.../prod-cluster`` with the cluster override, as ``make run-prod`` names them."""
-    from localrun.compose_file import COMPOSE_FILE
-    from localrun.compose_plan import default_var
+    from localrun.compose.file import COMPOSE_FILE
+    from localrun.compose.plan import default_var
     from runtime.conf import BASE_DIR
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -813,7 +813,7 @@ def start_production_run(
     :func:`production_folder`). Django in this process points at its PostgreSQL, Kafka
     and Pinot."""
     from localrun import compose as prod
-    from localrun.compose_file import COMPOSE_FILE
+    from localrun.compose.file import COMPOSE_FILE
 
     files = files or [COMPOSE_FILE]
     var = var or production_folder(files)

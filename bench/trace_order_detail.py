@@ -63,8 +63,8 @@ from django.core.management import call_command
 from localrun.kafka import free_port
 from localrun.pinot import LocalPinot
 try:
-    from localrun.pinot_conf import Ports
-except ImportError:  # a checkout from before localrun/pinot.py was split
+    from localrun.pinot.conf import Ports
+except ImportError:  # a checkout from before localrun/pinot/__init__.py was split
     from localrun.pinot import Ports
 
 call_command("migrate", verbosity=0)

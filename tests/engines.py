@@ -108,7 +108,7 @@ def start_pinot(data_dir: Path, bootstrap: str):  # noqa: ANN201 - an localrun.p
     server restarted whenever it dies (the kill test kills it from another process)."""
     from localrun.kafka import free_port
     from localrun.pinot import LocalPinot
-    from localrun.pinot_conf import Ports
+    from localrun.pinot.conf import Ports
     from runtime.conf import KafkaConfig
     from runtime.kafka import ensure_topics
 

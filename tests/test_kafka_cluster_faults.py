@@ -34,7 +34,7 @@ from channels.testing import WebsocketCommunicator
 from bench.common import socket_verdict
 from config.asgi import application
 from contract.events import LIFECYCLE, Topic, epoch_ms, status_time_field, topic_name
-from localrun.compose_file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
+from localrun.compose.file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
 from localrun.kafka import KafkaBroker, image_properties, start_all
 from runtime import kafka
 from runtime.conf import KafkaConfig

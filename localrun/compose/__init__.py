@@ -1,8 +1,8 @@
 """The production topology of ``docker-compose.yml``, run as local processes (``make run-prod``).
 
-Nothing here restates the compose files: :func:`plan` (localrun/compose_plan.py) reads
+Nothing here restates the compose files: :func:`plan` (localrun/compose/plan.py) reads
 ``docker-compose.yml``, and the files ``COMPOSE_FILE`` or ``-f`` name after it as compose
-merges them (localrun/compose_file.py), and turns each service into a local process with
+merges them (localrun/compose/file.py), and turns each service into a local process with
 *its* command line and *its* environment (YAML anchors, ``${VAR:-default}``
 interpolation), changing only addresses: a compose host name becomes ``127.0.0.1`` and a
 port a free local one, a named volume a folder under ``var/prod/`` (``var/prod-cluster/``
@@ -45,7 +45,7 @@ simulator          its compose command, with ``--demo`` (compose's demo profile)
 =================  ==========================================================
 
 Who each process runs as (the image's unprivileged user when this runs as root):
-localrun/compose_user.py.
+localrun/compose/user.py.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ import time
 from pathlib import Path
 
 from localrun.components import Component
-from localrun.compose_file import interpolate, service_env
-from localrun.compose_plan import (
+from localrun.compose.file import interpolate, service_env
+from localrun.compose.plan import (
     APP_COMMANDS,
     ONE_SHOTS,
     STAND_INS,
@@ -72,8 +72,8 @@ from localrun.compose_plan import (
     plan,
     spark_home,
 )
-from localrun.compose_ports import Ports, free_port
-from localrun.compose_user import prefix_for, prepare_dirs, privileges, run_ids
+from localrun.compose.ports import Ports, free_port
+from localrun.compose.user import prefix_for, prepare_dirs, privileges, run_ids
 from localrun.pinot import STOP_TIMEOUT as PINOT_STOP_TIMEOUT
 from runtime.conf import BASE_DIR, env_str
 
@@ -279,7 +279,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         run.stop()
     return 1 if run.app.failed.is_set() or run.infra.failed.is_set() else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,7 +16,7 @@ the Python process that started it.
 
 ``python -m localrun.pinot`` runs it in the foreground, loads the tables and prints
 ``pinot: ready``; SIGTERM or Ctrl-C stops it gracefully: it first commits the tables'
-consuming segments (localrun/pinot_commit.py: Kafka's byte cap may have deleted where
+consuming segments (localrun/pinot/commit.py: Kafka's byte cap may have deleted where
 they start), then stops the JVMs, within :data:`STOP_TIMEOUT`.
 """
 
@@ -36,8 +36,8 @@ import httpx
 
 from jvm import maven
 from localrun.lifetime import die_with_parent
-from localrun.pinot_commit import CommitReport, commit_consuming
-from localrun.pinot_conf import (
+from localrun.pinot.commit import CommitReport, commit_consuming
+from localrun.pinot.conf import (
     Ports,
     broker_conf,
     controller_conf,
@@ -346,7 +346,3 @@ def say_commit(report: CommitReport) -> None:
             ", ".join(f"{segment} ({status})" for segment, status in report.pending.items()),
         )
     print(f"pinot: commit done in {report.seconds:.1f} s", flush=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@
 The checked-in files (jvm/pinot/*.properties: settings for a 2-core machine) are the base;
 a run adds what only it knows (its ports, ZooKeeper's address, its data folders) and
 writes the result under ``<data_dir>/conf``. Kept apart from the launcher
-(localrun/pinot.py), which only starts, watches and stops the processes.
+(localrun/pinot/__init__.py), which only starts, watches and stops the processes.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def service_manager_args(ports: Ports, *configs: Path) -> list[str]:
 
 def _write_conf(path: Path, base: str, extra: dict[str, object]) -> Path:
     lines = (CONF_DIR / base).read_text().rstrip("\n")
-    lines += "\n\n# Set by localrun/pinot_conf.py for this run\n"
+    lines += "\n\n# Set by localrun/pinot/conf.py for this run\n"
     lines += "".join(f"{key}={value}\n" for key, value in extra.items())
     path.write_text(lines)
     return path

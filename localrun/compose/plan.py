@@ -1,6 +1,6 @@
 """What ``make run-prod`` runs: each compose service as a local process (the plan).
 
-Nothing here restates the compose files: :func:`plan` reads them (localrun/compose_file.py)
+Nothing here restates the compose files: :func:`plan` reads them (localrun/compose/file.py)
 and turns each service into a local process with *its* command line and *its*
 environment, changing only addresses: a compose host name becomes ``127.0.0.1`` and a
 port a free local one, a named volume a folder under the run's ``var`` folder. Where a
@@ -8,7 +8,7 @@ service runs more than once (docker-compose.cluster.yml's ``kafka-2``, ``web-2``
 each extending the main file's service), every instance gets ports and a data folder of
 its own; the first keeps the single-node run's.
 
-Its ports (localrun/compose_ports.py) are kept in the run's folder and taken again next
+Its ports (localrun/compose/ports.py) are kept in the run's folder and taken again next
 time while free.
 """
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localrun.compose_file import COMPOSE_FILE, load_project, service_env
-from localrun.compose_ports import Ports
+from localrun.compose.file import COMPOSE_FILE, load_project, service_env
+from localrun.compose.ports import Ports
 from localrun.kafka import image_properties, listener_ports
 from runtime.conf import BASE_DIR
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from localrun.compose_plan import base_env, spark_home
+from localrun.compose.plan import base_env, spark_home
 from runtime.conf import BASE_DIR
 
 RUN_USER = "ordertrack"
