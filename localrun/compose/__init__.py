@@ -75,6 +75,7 @@ from localrun.compose.plan import (
 from localrun.compose.ports import Ports, free_port
 from localrun.compose.user import prefix_for, prepare_dirs, privileges, run_ids
 from localrun.pinot import STOP_TIMEOUT as PINOT_STOP_TIMEOUT
+from localrun.supervisor import Supervisor
 from runtime.conf import BASE_DIR, env_str
 
 __all__ = [  # with the plan's names, used from here by the tests, benchmarks and backends
@@ -174,32 +175,34 @@ class ProductionRun:
 
     def __init__(self, p: Plan, out=sys.stdout) -> None:
         from localrun.console import Console
-        from localrun.supervisor import Supervisor
+        from localrun.launch import System
 
         self.plan = p
         self.out = out
         infra, app = components(p)
-        # The supervisors keep their logs under var_dir(): the run's own, not the caller's.
-        saved = os.environ.get("ORDERTRACK_VAR_DIR")
-        os.environ["ORDERTRACK_VAR_DIR"] = str(p.var / "app")
-        try:
-            self.infra = Supervisor(infra, out=out, max_restarts=3)
-            # One web answers on the run's port; behind the proxy the webs have no "web".
-            console = Console(web_url=f"http://127.0.0.1:{p.ports.web}")
-            self.app = Supervisor(app, out=out, max_restarts=3, console=console)
-        finally:
-            if saved is None:
-                del os.environ["ORDERTRACK_VAR_DIR"]
-            else:
-                os.environ["ORDERTRACK_VAR_DIR"] = saved
+        # The supervisors keep their logs under the run's var, not the caller's.
+        var = {"ORDERTRACK_VAR_DIR": str(p.var / "app")}
+        self.infra_system = System(comps=infra, env=var, out=out, max_restarts=3)
+        # One web answers on the run's port; behind the proxy the webs have no "web".
+        console = Console(web_url=f"http://127.0.0.1:{p.ports.web}")
+        self.app_system = System(comps=app, env=var, out=out, max_restarts=3, console=console)
+
+    @property
+    def infra(self) -> Supervisor:
+        """PostgreSQL, Redis and Kafka's supervisor."""
+        return self.infra_system.supervisor
+
+    @property
+    def app(self) -> Supervisor:
+        """The application's supervisor (Spark, Pinot, relay, web...)."""
+        return self.app_system.supervisor
 
     def start(self) -> None:
         p = self.plan
         prepare_dirs(p.var)
         pg = service_env(p.services["postgres"])
         init_postgres(p.var, pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], base_env(p.var))
-        if not self.infra.start():
-            raise RuntimeError(f"PostgreSQL, Redis or Kafka did not start ({p.var}/app/logs)")
+        self.infra_system.start()  # LaunchError: PostgreSQL, Redis or Kafka did not start
         create_database(
             p.ports.postgres, pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"]
         )
@@ -218,12 +221,11 @@ class ProductionRun:
                 "the proxy does)"
             )
         ready += f"; Spark master UI http://127.0.0.1:{p.ports.spark_ui}/"
-        if not self.app.start(ready_message=ready):
-            raise RuntimeError(f"an application process did not start ({p.var}/app/logs)")
+        self.app_system.start(ready_message=ready)
 
     def stop(self) -> None:
-        self.app.stop()
-        self.infra.stop()
+        self.app_system.stop()
+        self.infra_system.stop()
 
     def __enter__(self) -> ProductionRun:
         try:
