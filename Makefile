@@ -78,8 +78,9 @@ TOPIC ?= orders
 tail: install
 	$(PY) manage.py tail_topic $(TOPIC)
 
+# make bench NAME=push ARGS="--sockets 100 --seconds 10"   (make bench alone lists the scenarios)
 bench: install
-	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@$(PY) -m bench $(NAME) $(ARGS)
 
 clean:
 	rm -rf var .pytest_cache

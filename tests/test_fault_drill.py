@@ -19,8 +19,8 @@ import pytest
 import yaml
 from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
 
-from bench import bench_fault_drill as drill
-from bench import common
+from bench import harness as common
+from bench.scenarios import fault_drill as drill
 from localrun import compose as prod
 from tests.test_cluster_topology import COMPOSE_VARS
 

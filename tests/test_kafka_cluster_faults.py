@@ -31,7 +31,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from bench.common import socket_verdict
+from bench.harness import socket_verdict
 from config.asgi import application
 from contract.events import LIFECYCLE, Topic, epoch_ms, status_time_field, topic_name
 from localrun.compose.file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env

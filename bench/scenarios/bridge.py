@@ -1,4 +1,4 @@
-"""What the push bridge costs per second of records at 10x the book's peak, old vs new.
+"""What the push bridge costs per second of records at 10x the book's peak.
 
 Each web worker of the embedded system runs its own bridge, and each bridge reads every
 record of ``order_statuses``, ``delivery_locations`` and ``orders_enriched``. At 10x
@@ -13,7 +13,7 @@ process CPU per second of records.
 Cases, each in a fresh process:
 
 * ``every group``: every group counts as listening (the bridge through Redis, and the
-  old code, which always built and sent every message);
+  old code did: it always built and sent every message);
 * ``in process``: the bridge asks the layer who listens, and a point that neither its
   order's sockets nor the fleet want is skipped before it is parsed (``Bridge.worth_parsing``);
 * ``in process + operator``: as above with the operators' page open (the fleet wants
@@ -24,7 +24,7 @@ two-core machine beside the rest of the system, much less.
 
 Not a test. Usage::
 
-    .venv/bin/python bench/bench_bridge.py [--baseline c89fff4] [--seconds 10]
+    .venv/bin/python -m bench bridge [--seconds 10]
 
 Prints a table and writes JSON to bench/results/bridge-<timestamp>.json.
 """
@@ -40,15 +40,15 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import harness
+
 POINTS, ENRICHED, STATUSES = 1100, 1050, 35
 CASES = ("every group", "in process", "in process + operator")
 
 
-def one(code: Path, case: str, seconds: int) -> dict:
-    """Run in a child process whose sys.path starts with ``code``."""
+def one(case: str, seconds: int) -> dict:
+    """One case, in a process of its own (a fresh bridge, layer and JIT-free interpreter)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
@@ -165,48 +165,29 @@ def one(code: Path, case: str, seconds: int) -> dict:
     }
 
 
-def main() -> None:
-    sys.path.insert(0, str(ROOT))
-    from bench import common
-
-    parser = common.arguments(__doc__)
-    parser.add_argument("--baseline", help="also measure this commit's bridge (every group)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--one", nargs=2, metavar=("CODE", "CASE"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--one", metavar="CASE", help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> dict | None:
     if args.one:
-        print(json.dumps(one(Path(args.one[0]), args.one[1], args.seconds)))
-        return
-    runs = []
-    if args.baseline:
-        runs.append((f"old {args.baseline}", common.baseline_tree(args.baseline), CASES[0]))
-    runs += [("new", ROOT, case) for case in CASES]
+        print(json.dumps(one(args.one, args.seconds)))
+        return None
     rows = []
-    for label, code, case in runs:
+    for case in CASES:
         out = subprocess.run(
-            [sys.executable, __file__, "--seconds", str(args.seconds), "--one", str(code), case],
-            cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
-            capture_output=True, text=True, check=True,
+            [sys.executable, "-m", "bench", "bridge", "--seconds", str(args.seconds), "--one", case],
+            cwd=harness.ROOT, capture_output=True, text=True, check=True,
         )  # fmt: skip
-        rows.append({"code": label, "case": case, **json.loads(out.stdout.splitlines()[-1])})
-    common.print_table(
+        rows.append({"case": case, **json.loads(out.stdout.splitlines()[-1])})
+    harness.print_table(
         f"Push bridge, {args.seconds} s of 10x records ({POINTS} points, {ENRICHED} enriched "
         f"versions, {STATUSES} statuses a second), polls of 500",
         [
-            (
-                r["code"],
-                r["case"],
-                f"{r['cpu_cores']:.2f}",
-                f"{r['wall_s_per_s']:.2f}",
-                str(r["messages"]),
-            )
+            (r["case"], f"{r['cpu_cores']:.2f}", f"{r['wall_s_per_s']:.2f}", str(r["messages"]))
             for r in rows
-        ],  # fmt: skip
-        header=("code", "case", "CPU cores", "wall s per s", "messages"),
+        ],
+        header=("case", "CPU cores", "wall s per s", "messages"),
     )
-    result = {"machine": common.machine(), "params": vars(args), "runs": rows}
-    print("  written to", common.write_result("bridge", result))
-
-
-if __name__ == "__main__":
-    main()
+    return {"runs": rows}

@@ -7,7 +7,7 @@ workers, two web processes behind Caddy, PostgreSQL, Redis), with the simulator 
 ``--multiple`` x the book's peak, and Debian's Prometheus scraping every ``/metrics``
 with the production configuration and rules (deploy/prometheus). Throughout the run:
 
-* every ``--probe-every`` seconds a black-box probe (bench/common.py ``probe``) places
+* every ``--probe-every`` seconds a black-box probe (bench/harness.py ``probe``) places
   an order as a customer, follows it on a WebSocket that reconnects with ``?since=`` as
   the web client does, moves it through the kitchen, posts a GPS point as its courier,
   delivers it, and waits for each step on the socket and in the REST detail from Pinot;
@@ -48,8 +48,8 @@ placed during each fault. Then the issue's targets, met or missed. Prints the ta
 writes bench/results/fault-drill-*.json, and keeps every log beside it when anything
 failed (otherwise they stay in the run's folder under var/).
 
-    nice .venv/bin/python bench/bench_fault_drill.py --multiple 5
-    nice .venv/bin/python bench/bench_fault_drill.py --multiple 3 --faults kafka,pinot
+    nice .venv/bin/python -m bench fault_drill --multiple 5
+    nice .venv/bin/python -m bench fault_drill --multiple 3 --faults kafka,pinot
 
 ``--recompute RESULT`` starts nothing: it derives a stored result's figures again from
 what the run recorded, and prints them with what changed.
@@ -57,6 +57,7 @@ what the run recorded, and prints them with what changed.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -67,7 +68,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -77,10 +77,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
+from bench import harness
 
 FAULTS = ("kafka", "pinot", "spark", "web", "redis", "postgres")
 #: A state counts as reached (recovered, cleared) once it has held this long.
@@ -91,8 +88,8 @@ LAG_GROWTH_LIMIT_S = 60.0
 REACHED_SHARE = 0.9
 #: ``/metrics`` shows an outbox backlog above the OutboxBacklogGrowing alert's threshold.
 OUTBOX_ALERT_ROWS = 100
-PROMETHEUS_YML = ROOT / "deploy" / "prometheus" / "prometheus.yml"
-ALERT_RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
+PROMETHEUS_YML = harness.ROOT / "deploy" / "prometheus" / "prometheus.yml"
+ALERT_RULES = harness.ROOT / "deploy" / "prometheus" / "alerts.yml"
 #: Set by SIGTERM/SIGINT: no further fault starts; the run drains and is written as it stands.
 STOP = threading.Event()
 
@@ -346,7 +343,7 @@ class Prometheus:
                 "prometheus not found: the drill evaluates the production alert rules with "
                 "Debian's Prometheus (apt-get install prometheus)"
             )
-        address = f"127.0.0.1:{common.free_port()}"
+        address = f"127.0.0.1:{harness.free_port()}"
         folder = workdir / "prometheus"
         folder.mkdir(parents=True, exist_ok=True)
         config = folder / "prometheus.yml"
@@ -496,7 +493,7 @@ def p99_of(probes: list[dict], key: str, start: float, end: float) -> dict:
     (failed first)."""
     values = [seconds for t, seconds in latencies(probes, key) if start <= t < end]
     return {
-        "p99_s": round(common.percentile(values, 99), 3) if values else None,
+        "p99_s": round(harness.percentile(values, 99), 3) if values else None,
         "n": len(values),
         "probes_without": sum(1 for p in probes_ended(probes, start, end) if not p.get(key)),
     }
@@ -512,7 +509,7 @@ def polls_between(probes: list[dict], start: float, end: float) -> list[tuple[fl
 
 def reconnects(probe: dict) -> list[float]:
     """For each reconnect of a probe's socket, when the drop it followed came (it opened
-    within the back-off after it). common.OrderFollower writes a drop as ``closed ...``
+    within the back-off after it). harness.OrderFollower writes a drop as ``closed ...``
     when a connection that had opened ended, else (refused, timed out) an attempt that
     never opened: so each connection opened after the drop before the one that closed it,
     and one still open at the end after the last drop. The first to open is no reconnect."""
@@ -563,7 +560,7 @@ def hold_verdict(
             ((s.get("pipeline") or {}).get("stages") or {}).get(stage, {}).get("lag")
             for s in samples
         ]
-        growth[stage] = common.longest_growth_s(series, every)
+        growth[stage] = harness.longest_growth_s(series, every)
     reached = (orders[1] - orders[0]) / minutes if minutes else 0.0
     reasons = []
     if not probes or passed < len(probes):
@@ -610,7 +607,7 @@ class FaultRecord:
 class Drill:
     """The running drill: the system, the clock, and what every part recorded."""
 
-    def __init__(self, system: common.ProductionSystem, args, people: dict) -> None:  # noqa: ANN001
+    def __init__(self, system: harness.ProductionSystem, args, people: dict) -> None:  # noqa: ANN001
         plan = system.plan
         self.system, self.args, self.people = system, args, people
         self.t0 = time.monotonic()
@@ -751,7 +748,7 @@ class Drill:
                 [s for s in self.samples() if start <= s["t"] < end],
                 (first, last),
                 minutes,
-                common.BOOK_PEAK_PER_MIN * self.args.multiple,
+                harness.BOOK_PEAK_PER_MIN * self.args.multiple,
                 self.args.sample_every,
             ),
         }
@@ -820,7 +817,9 @@ class Drill:
 
     async def one_probe(self, n: int) -> None:
         t = self.now()
-        row = await common.probe(self.system.endpoint, self.people, n, deliver=True, clock=self.now)
+        row = await harness.probe(
+            self.system.endpoint, self.people, n, deliver=True, clock=self.now
+        )
         row["t"], row["end"] = t, self.now()
         self.probes.append(row)
         if not row["ok"]:
@@ -857,7 +856,7 @@ class Drill:
             except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
                 why = f"{type(exc).__name__}: {exc}"[:200]
             self.strip.append({"t": self.now(), "drop": why})
-            await asyncio.sleep(common.reconnect_delay(attempt, rng))
+            await asyncio.sleep(harness.reconnect_delay(attempt, rng))
             attempt += 1
 
 
@@ -1379,9 +1378,8 @@ def evaluate(summaries: list[dict]) -> list[dict]:
 # ------------------------------------------------------------------ the run
 
 
-def arguments():  # noqa: ANN201 - argparse.Namespace
-    parser = common.arguments(__doc__)
-    common.add_multiple(parser, default=5)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    harness.add_multiple(parser, default=5)
     parser.add_argument("--hold-minutes", type=float, default=10, help="fault-free phase first")
     parser.add_argument("--probe-every", type=float, default=5.0, help="seconds")
     parser.add_argument("--sample-every", type=float, default=2.0, help="seconds")
@@ -1424,52 +1422,49 @@ def arguments():  # noqa: ANN201 - argparse.Namespace
         help="start nothing: print a stored fault-drill-*.json's tables derived again from "
         "what it recorded, and the figures that changed",
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict | None:
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     unknown = set(args.faults) - set(FAULTS)
     if unknown:
-        parser.error(f"unknown faults: {', '.join(sorted(unknown))}")
-    return args
-
-
-def main() -> None:
-    args = arguments()
+        raise SystemExit(f"unknown faults: {', '.join(sorted(unknown))}")
     if args.recompute:
         print_recomputed(args.recompute)
-        return
+        return None
     logging.getLogger("httpx").setLevel(logging.WARNING)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: STOP.set())
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    var = common.production_folder(cluster_files())
+    var = harness.production_folder(cluster_files())
     print(f"fault drill: the cluster at {args.multiple:g}x the book's peak, in {var}", flush=True)
     try:
-        system = common.start_production_run(args.multiple, files=cluster_files(), var=var)
+        system = harness.start_production_run(args.multiple, files=cluster_files(), var=var)
     except BaseException:
-        keep_logs(var, var.parent, common.RESULTS / f"fault-drill-{args.multiple:g}x-{stamp}-logs")
+        keep_logs(var, var.parent, harness.RESULTS / f"fault-drill-{args.multiple:g}x-{stamp}-logs")
         raise
     prometheus = drill = memory = None
     error = None
     drained: tuple[dict, dict] | None = None
     windows: dict[str, dict] = {}
     try:
-        people = common.probe_people(common.wait_for_operator())
+        people = harness.probe_people(harness.wait_for_operator())
         drill = Drill(system, args, people)
         prometheus = Prometheus.start(system.workdir, drill.prometheus_targets())
         drill.prometheus_url = prometheus.url
-        memory = common.MemorySampler(system.children)
+        memory = harness.MemorySampler(system.children)
         memory.start()
         drill.sampler = HealthSampler(drill)
         drill.sampler.start()
         asyncio.run(drill.run())
         system.run.app.stop_component("simulator")  # the load stops; the pipeline drains
         drill.say("draining")
-        drained = common.drain_and_count(args.drain_minutes * 60)
+        drained = harness.drain_and_count(args.drain_minutes * 60)
         for rec in drill.faults:
             if rec.orders and rec.orders[1] >= rec.orders[0]:
                 windows[rec.name] = {
-                    "postgres": common.record_counts(rec.orders),
-                    "pinot": common.pinot_counts(rec.orders),
+                    "postgres": harness.record_counts(rec.orders),
+                    "pinot": harness.pinot_counts(rec.orders),
                 }
     except BaseException as exc:  # noqa: BLE001 - the run is written as it stands
         error = "".join(traceback.format_exception(exc))[-4000:]
@@ -1481,11 +1476,11 @@ def main() -> None:
         if prometheus is not None:
             prometheus.stop()
         system.stop()
-    report(args, stamp, system, drill, memory, drained, windows, error)
+    return report(args, stamp, system, drill, memory, drained, windows, error)
 
 
-def report(args, stamp, system, drill, memory, drained, windows, error) -> None:  # noqa: ANN001, PLR0913
-    """The tables, the JSON, and the logs beside it when anything failed."""
+def report(args, stamp, system, drill, memory, drained, windows, error) -> dict:  # noqa: ANN001, PLR0913
+    """The tables and the result, with the logs beside it when anything failed."""
     probes = drill.probes if drill else []
     samples = drill.samples() if drill else []
     faults = drill.faults if drill else []
@@ -1502,13 +1497,12 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> None:
         or any(t["verdict"] == "MISSED" for t in targets)
     )
     name = f"fault-drill-{args.multiple:g}x-{stamp}"
-    logs = common.RESULTS / f"{name}-logs"
+    logs = harness.RESULTS / f"{name}-logs"
     if failed:
         keep_logs(system.plan.var, system.workdir, logs)
-    asked = common.BOOK_PEAK_PER_MIN * args.multiple
+    asked = harness.BOOK_PEAK_PER_MIN * args.multiple
     result = {
-        "machine": common.machine(),
-        "params": vars(args),
+        "failed": failed,
         "note": args.note,
         "system": {"files": [f.name for f in cluster_files()], "addresses": system.plan.addresses},
         "load": {
@@ -1536,13 +1530,10 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> None:
         "restarts": {c.component.name: c.restarts for c in system.children},
         "error": error,
         "workdir": str(system.workdir),
-        "logs": str(logs.relative_to(ROOT)) if failed else None,
+        "logs": str(logs.relative_to(harness.ROOT)) if failed else None,
     }
-    common.RESULTS.mkdir(exist_ok=True)
-    path = common.RESULTS / f"{name}.json"
-    path.write_text(json.dumps(result, indent=1, sort_keys=True, default=str))
     print_tables(result)
-    print("  written to", path, *(("and", logs) if failed else ()))
+    return result
 
 
 def fault_summaries(
@@ -1629,7 +1620,7 @@ def print_recomputed(path: Path) -> None:
     result = recompute(stored)
     print(f"recomputed from {path} (the run as it recorded; nothing started)")
     print_tables(result)
-    common.print_table(
+    harness.print_table(
         "Changed from the stored result",
         changed_figures(stored, result) or [("–", "nothing", "", "")],
         header=("fault", "figure or target", "stored", "recomputed"),
@@ -1666,7 +1657,7 @@ def print_tables(result: dict) -> None:
     held = (
         "held" if hold.get("held") else f"NOT held: {'; '.join(hold.get('why_not') or ['not run'])}"
     )
-    common.print_table(
+    harness.print_table(
         f"Fault drill on the replicated cluster: {load['multiple']:g}x the book's peak "
         f"({load['orders_per_min_asked']:g} orders/min asked, "
         f"{_s(load['orders_per_min_reached_in_hold'])} reached without faults), load average "
@@ -1704,7 +1695,7 @@ def print_tables(result: dict) -> None:
             "load avg",
         ),
     )
-    common.print_table(
+    harness.print_table(
         "Recovery and detection, seconds from the fault",
         [
             (
@@ -1736,14 +1727,14 @@ def print_tables(result: dict) -> None:
             "restarts",
         ),
     )
-    common.print_table(
+    harness.print_table(
         "Targets (issue 54)",
         [(t["fault"], t["target"], t["verdict"]) for t in result["targets"]],
         header=("fault", "target", "verdict"),
     )
     counts = result["counts_after_drain"]
     if counts:
-        common.print_table(
+        harness.print_table(
             "PostgreSQL against Pinot after draining",
             [
                 (
@@ -1758,7 +1749,3 @@ def print_tables(result: dict) -> None:
         )
     if result["error"]:
         print("\n  the run failed:\n" + result["error"])
-
-
-if __name__ == "__main__":
-    main()

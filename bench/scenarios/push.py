@@ -8,51 +8,44 @@ orders at a fixed rate (open loop) and measures latency from each update's
 scheduled send time to the client's receipt, so a backlog counts. The load
 generator is one asyncio process (uvloop, the ``websockets`` client without its own
 pings); its CPU share and the server's are measured over the window, as is the
-server's RSS per socket. ``--profile`` runs one server process under cProfile.
+server's RSS per socket.
 
 Benchmarks are not tests: this prints a table and writes bench/results/push-*.json.
 
-    .venv/bin/python bench/bench_push.py --sockets 5000 --rate 200 --seconds 30
+    .venv/bin/python -m bench push --sockets 5000 --rate 200 --seconds 30
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import random
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
+from bench import harness
 
 
-def main() -> None:
-    parser = common.arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sockets", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0, help="updates per second")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
-    parser.add_argument("--profile", type=Path, help="cProfile one server process to this file")
     parser.add_argument(
         "--no-deflate",
         action="store_true",
         help="clients do not offer permessage-deflate (browsers do): its memory and CPU cost",
     )
-    args = parser.parse_args()
 
-    with common.embedded_stack(args.workers, profile=args.profile) as stack:
+
+def run(args: argparse.Namespace) -> dict:
+    import uvloop
+
+    env = {"WEB_WORKERS": str(args.workers)}
+    with harness.system(["kafka", "pinot", "web"], env=env) as stack:
         order_ids, tokens = _seed(args.sockets)
         port = int(stack.web_url.rsplit(":", 1)[1])
-        import uvloop
-
-        result = uvloop.run(_drive(args, port, order_ids, tokens, stack.web_pid))
-    if args.profile:
-        print(f"  profile of the server written to {args.profile}")
-    result.update({"machine": common.machine(), "params": {**vars(args), "profile": None}})
+        result = uvloop.run(_drive(args, port, order_ids, tokens, stack.pid("web")))
     rows = [
         ("sockets connected", f"{result['connected']}/{args.sockets}"),
         ("connect all (s)", f"{result['connect_seconds']:.1f}"),
@@ -68,12 +61,12 @@ def main() -> None:
         ),
         ("memory per socket (KB)", f"{result['kb_per_socket']:.1f}"),
     ]
-    common.print_table(
+    harness.print_table(
         f"Push fan-out, {args.sockets} sockets, {args.rate:g} updates/s for {args.seconds:g}s, "
-        f"{1 if args.profile else args.workers} server process(es)",
+        f"{args.workers} server process(es)",
         rows,
     )
-    print("  written to", common.write_result("push", result))
+    return result
 
 
 def _seed(n: int) -> tuple[list[int], list[str]]:
@@ -81,7 +74,7 @@ def _seed(n: int) -> tuple[list[int], list[str]]:
 
     customer, restaurant = make_customer("bench"), make_restaurant()
     ids = [place(customer, restaurant).pk for _ in range(n)]
-    return ids, common.operator_tokens(n)  # the sockets spread over operators
+    return ids, harness.operator_tokens(n)  # the sockets spread over operators
 
 
 async def _drive(args, port: int, order_ids: list[int], tokens: list[str], server_pid: int) -> dict:
@@ -95,13 +88,13 @@ async def _drive(args, port: int, order_ids: list[int], tokens: list[str], serve
     worst: dict[int, float] = {}  # second of the window -> worst latency of its sends
     latencies: list[float] = []
     sockets = []
-    rss_before = common.process_tree_rss(server_pid)  # all uvicorn workers
+    rss_before = harness.process_tree_rss(server_pid)  # all uvicorn workers
     start = time.monotonic()
 
     async def connect(index: int, order_id: int):
         ws = await ws_connect(
             f"ws://127.0.0.1:{port}/ws/orders/{order_id}/",
-            additional_headers={"Authorization": f"Token {common.token_of_socket(tokens, index)}"},
+            additional_headers={"Authorization": f"Token {harness.token_of_socket(tokens, index)}"},
             max_queue=None,
             open_timeout=120,
             ping_interval=None,  # the server pings; answering is enough
@@ -140,7 +133,7 @@ async def _drive(args, port: int, order_ids: list[int], tokens: list[str], serve
     statuses = ["ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED", "OUT_FOR_DELIVERY"]
     rng = random.Random(1)
     interval = 1.0 / args.rate
-    cpu_client, cpu_server = time.process_time(), common.process_tree_cpu(server_pid)
+    cpu_client, cpu_server = time.process_time(), harness.process_tree_cpu(server_pid)
     window_start = time.perf_counter()  # read by reader() from here on
     deadline = window_start + args.seconds
     next_at = window_start
@@ -164,8 +157,8 @@ async def _drive(args, port: int, order_ids: list[int], tokens: list[str], serve
         await asyncio.sleep(0.1)
     window = time.perf_counter() - window_start
     cpu_client = time.process_time() - cpu_client
-    cpu_server = common.process_tree_cpu(server_pid) - cpu_server
-    rss_after = common.process_tree_rss(server_pid)
+    cpu_server = harness.process_tree_cpu(server_pid) - cpu_server
+    rss_after = harness.process_tree_rss(server_pid)
     for task in readers:
         task.cancel()
     await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
@@ -174,8 +167,8 @@ async def _drive(args, port: int, order_ids: list[int], tokens: list[str], serve
         "connect_seconds": connect_seconds,
         "sent": sent,
         "received": len(latencies),
-        "p50_ms": common.percentile(latencies, 50) * 1000,
-        "p99_ms": common.percentile(latencies, 99) * 1000,
+        "p50_ms": harness.percentile(latencies, 50) * 1000,
+        "p99_ms": harness.percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0) * 1000,
         "max_ms_by_second": [round(worst.get(s, 0.0) * 1000) for s in range(int(args.seconds))],
         "window_seconds": window,
@@ -185,7 +178,3 @@ async def _drive(args, port: int, order_ids: list[int], tokens: list[str], serve
         "server_rss_mb_after": rss_after,
         "kb_per_socket": (rss_after - rss_before) * 1024 / max(len(sockets), 1),
     }
-
-
-if __name__ == "__main__":
-    main()

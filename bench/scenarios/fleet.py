@@ -13,23 +13,19 @@ intervals and long tasks) and how many couriers it draws.
 
 Not a test: prints a table, writes bench/results/fleet-*.json.
 
-    nice -n 10 .venv/bin/python bench/bench_fleet.py --couriers 1000 --seconds 30
+    nice -n 10 .venv/bin/python -m bench fleet --couriers 1000 --seconds 30
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import math
 import random
-import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
+from bench import harness
 
 CENTRE = (12.9716, 77.5946)
 #: Synthetic order ids, far above the simulator's.
@@ -127,7 +123,7 @@ class Couriers:
 
 def cpu_by_component(supervisor) -> dict[str, float]:
     return {
-        c.component.name: common.process_tree_cpu(c.process.pid)
+        c.component.name: harness.process_tree_cpu(c.process.pid)
         for c in supervisor.children
         if c.process
     }
@@ -168,9 +164,9 @@ def frames(sample: dict) -> dict:
     return {
         "frames": len(intervals),
         "fps": len(intervals) / (sum(intervals) / 1000) if intervals else 0,
-        "p50_ms": common.percentile(intervals, 50),
-        "p95_ms": common.percentile(intervals, 95),
-        "p99_ms": common.percentile(intervals, 99),
+        "p50_ms": harness.percentile(intervals, 50),
+        "p95_ms": harness.percentile(intervals, 95),
+        "p99_ms": harness.percentile(intervals, 99),
         "max_ms": max(intervals, default=0),
         "over_50ms": sum(1 for i in intervals if i > 50),
         "long_tasks": len(sample["long"]),
@@ -178,8 +174,9 @@ def frames(sample: dict) -> dict:
     }
 
 
-def run(args) -> dict:
-    supervisor, base, _ = common.start_full_system(args.multiple)
+def measure(args: argparse.Namespace) -> dict:
+    supervisor = harness.start_full_system(args.multiple)
+    base = supervisor.web_url
     couriers = Couriers(args.couriers)
     result: dict = {"couriers": args.couriers, "seconds": args.seconds}
     try:
@@ -242,22 +239,23 @@ def run(args) -> dict:
     return result
 
 
-def main() -> None:
-    parser = common.arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--couriers", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=30, help="seconds per phase")
-    common.add_multiple(parser)
+    harness.add_multiple(parser)
     parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--screenshot", default="", help="save the fleet map here (PNG)")
     parser.add_argument("--order-screenshot", default="", help="save an order page here (PNG)")
-    args = parser.parse_args()
-    result = run(args)
+
+
+def run(args: argparse.Namespace) -> dict:
+    result = measure(args)
     rows = [
         (name, f"{result['idle_cores'].get(name, 0):.2f}", f"{result['moving_cores'][name]:.2f}",
          f"{result['unwatched_cores'].get(name, 0):.2f}")
         for name in result["moving_cores"]
     ]  # fmt: skip
-    common.print_table(
+    harness.print_table(
         f"CPU (cores) with {args.couriers} couriers moving ({result['points_per_second']:.0f} points/s)",
         rows, header=("process", "idle", "moving, page open", "moving, no operator"),
     )  # fmt: skip
@@ -266,15 +264,9 @@ def main() -> None:
          f"{f['p99_ms']:.1f}", f"{f['max_ms']:.0f}", str(f["long_tasks"]), f"{f['long_task_ms']:.0f}")
         for name, f in result["frames"].items()
     ]  # fmt: skip
-    common.print_table(
+    harness.print_table(
         f"Operations page frames (Chromium headless; drawn: {result['drawn']} couriers)",
         rows, header=("phase", "frames", "fps", "p50 ms", "p95 ms", "p99 ms", "max ms", "long tasks", "long ms"),
     )  # fmt: skip
     print("  ", result["summary"])
-    result["machine"] = common.machine()
-    result["params"] = vars(args)
-    print("  written to", common.write_result("fleet", result))
-
-
-if __name__ == "__main__":
-    main()
+    return result

@@ -1,30 +1,26 @@
 """End-to-end freshness: from the moment the API accepts a status change or a GPS point to
 (a) visible through the REST read and (b) delivered on a subscribed WebSocket; against
-a naive baseline (a Django view reading the database, polled every second).
+a client polling the REST detail every second.
 
-The whole embedded system runs (supervisor, every component) with the simulator at a
-multiple of the book's peak (50 orders/min, a GPS point per second per delivery) as
-background load. Probe orders are placed, advanced and tracked through the public API
-by the benchmark itself. Each change is also timed by two 1-second pollers: the naive
-database view and the book's design, the Pinot-backed REST order detail.
+The whole embedded system runs (every component) with the simulator at a multiple of the
+book's peak (50 orders/min, a GPS point per second per delivery) as background load.
+Probe orders are placed, advanced and tracked through the public API by the benchmark
+itself; each change is also timed by a 1-second poller of the Pinot-backed REST detail.
 
 Watchers (``--watchers 100,1000``): what each delivery design costs the server. For N
-watched orders, four phases of ``--watch-seconds`` each on the same system, each on N
-fresh orders that the benchmark advances at ``--changes`` status changes per second:
-no watchers but one socket, so the push bridge runs as it always does in production (the idle baseline), N WebSockets (push), N clients polling the REST
-detail every second, N clients polling the database view every second. Each watcher is
-its order's customer, a user of its own, as real watchers are: within every per-user
-limit (sockets, connects, ``API_THROTTLE_READS``); the probes' operator reads are dealt
-over enough operators for ``API_THROTTLE_READS_STAFF``. Each phase
-records freshness (change committed -> the watcher sees it, or a later status) and
-the CPU seconds of the web (Django + push bridge), Pinot and naive-view
-processes; CPU per watcher-minute is the phase's CPU minus the idle phase's, divided
-by N x minutes. Pollers are one asyncio process with a keep-alive raw-HTTP client
-(one connection per watcher), so the load generator stays cheap; its CPU is recorded.
+watched orders, three phases of ``--watch-seconds`` each on the same system, each on N
+fresh orders the benchmark advances at ``--changes`` status changes per second: one
+socket (the push bridge runs as it always does: the idle baseline), N WebSockets (push),
+N clients polling the REST detail every second. Each watcher is its order's customer,
+within every per-user limit (sockets, connects, ``API_THROTTLE_READS``). Each phase
+records freshness (change committed -> the watcher sees it) and the CPU seconds of the
+web (Django + push bridge) and Pinot; CPU per watcher-minute is the phase's CPU minus
+the idle phase's, divided by N x minutes. Pollers are one asyncio process with a
+keep-alive raw-HTTP client, so the load generator stays cheap; its CPU is recorded.
 
 Not a test: prints tables, writes bench/results/freshness-*.json.
 
-    .venv/bin/python bench/bench_freshness.py --multiples 1,10,100 --probes 20 \
+    .venv/bin/python -m bench freshness --multiples 1,10,100 --probes 20 \
         --watchers 100,1000 --watch-seconds 60
 """
 
@@ -40,28 +36,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
-from contract.events import Topic  # noqa: E402
-from runtime.conf import var_dir  # noqa: E402
-from runtime.kafka import Record  # noqa: E402
-
-
-def start_system(multiple: float):
-    supervisor, web_url, _ = common.start_full_system(multiple)
-    naive_port = common.free_port()
-    naive = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "bench.naive_baseline:application", "--port", str(naive_port),
-         "--log-level", "warning", "--no-access-log"],
-        cwd=ROOT,
-    )  # fmt: skip
-    common.wait_port(naive_port)
-    return supervisor, naive, web_url, f"http://127.0.0.1:{naive_port}"
-
+from bench import harness
+from contract.events import Topic
+from runtime.conf import var_dir
+from runtime.kafka import Record
 
 #: The probe's pause between its reads while it waits for the pipeline to know an order.
 KNOWN_EVERY = 0.05
@@ -81,20 +60,11 @@ def tokens(rest_every: float = 1.0) -> dict:
     reads = max(1 / rest_every, 1 / KNOWN_EVERY) + 1
     return {
         "customer": Token.objects.get_or_create(user=customer.user)[0].key,
-        "operators": common.operators(common.readers_for(reads, staff=True), "bench-probe"),
+        "operators": harness.operators(harness.readers_for(reads, staff=True), "bench-probe"),
         "couriers": {
             c.pk: Token.objects.get_or_create(user=c.user)[0].key for c in Courier.objects.all()
         },
     }
-
-
-async def naive_poll(client, url: str, want: str, accepted: float, phase: float) -> float:
-    """A baseline client: GET the database view every second until it shows ``want``."""
-    await asyncio.sleep(phase)
-    while True:
-        if (await client.get(url)).json()["status"] == want:
-            return time.perf_counter() - accepted
-        await asyncio.sleep(1.0)
 
 
 async def rest_poll(client, url: str, headers, want: str, accepted: float, phase: float):
@@ -110,7 +80,6 @@ async def rest_poll(client, url: str, headers, want: str, accepted: float, phase
 
 async def probe(
     base: str,
-    naive_base: str,
     keys: dict,
     probes: int,
     gps_points: int = 5,
@@ -127,7 +96,7 @@ async def probe(
     import httpx
     import websockets
 
-    rest, push, naive, rest_polled, errors = [], [], [], [], 0
+    rest, push, rest_polled, errors = [], [], [], 0
     socket = {f"{kind}_{path}": [] for kind in ("status", "gps") for path in ("old", "new")}
     # Each change on the fast path, for its stages: (kind, order, status or latitude,
     # wall clock at accept, seconds to the API's answer, seconds to the first message).
@@ -199,17 +168,8 @@ async def probe(
                 if response.status_code >= 300:
                     errors += 1
                     continue
-                naive_task = poll_task = None
+                poll_task = None
                 if step < 4 and not fast_only:  # a poller's phase relative to the change is random
-                    naive_task = asyncio.create_task(
-                        naive_poll(
-                            client,
-                            f"{naive_base}/naive/orders/{order_id}/",
-                            body["status"],
-                            accepted,
-                            random.random(),
-                        )
-                    )
                     poll_task = asyncio.create_task(
                         rest_poll(
                             client,
@@ -264,20 +224,18 @@ async def probe(
                     changes.append((kind, order_id, what, accepted_wall, answered, first))
                 except TimeoutError:
                     errors += 1
-                if naive_task is not None:
-                    # A baseline that does not see the change within 30 s is counted, not
+                if poll_task is not None:
+                    # A poller that does not see the change within 30 s is counted, not
                     # fatal: one slow poller must not throw away the whole run's figures.
-                    for task, into in ((naive_task, naive), (poll_task, rest_polled)):
-                        try:
-                            into.append(await asyncio.wait_for(task, timeout=30))
-                        except TimeoutError:
-                            errors += 1
+                    try:
+                        rest_polled.append(await asyncio.wait_for(poll_task, timeout=30))
+                    except TimeoutError:
+                        errors += 1
             await ws.close()
     return {
         "stages": fast_path_stages(changes, *follower.stop()),
         "rest": rest,
         "push": push,
-        "naive": naive,
         "rest_polling": rest_polled,
         "socket": socket,
         "errors": errors,
@@ -287,9 +245,9 @@ async def probe(
 def summary(values: list[float]) -> dict:
     return {
         "n": len(values),
-        "p50_ms": common.percentile(values, 50) * 1000,
-        "p95_ms": common.percentile(values, 95) * 1000,
-        "p99_ms": common.percentile(values, 99) * 1000,
+        "p50_ms": harness.percentile(values, 50) * 1000,
+        "p95_ms": harness.percentile(values, 95) * 1000,
+        "p99_ms": harness.percentile(values, 99) * 1000,
         "max_ms": max(values, default=0) * 1000,
     }
 
@@ -302,33 +260,30 @@ def one_level(
     rest_every: float = 0.02,
     fast_only: bool = False,
 ) -> dict:
-    supervisor, naive, base, naive_base = start_system(multiple)
+    supervisor = harness.start_full_system(multiple)
+    base = supervisor.web_url
     try:
         time.sleep(warmup)
         keys = tokens(rest_every)
         bridge_before = bridge_histograms(base)
-        measured = asyncio.run(
-            probe(base, naive_base, keys, probes, gps_points, rest_every, fast_only)
-        )
+        measured = asyncio.run(probe(base, keys, probes, gps_points, rest_every, fast_only))
         bridge = {
-            series: common.histogram_quantiles(bridge_before[series], buckets)
+            series: harness.histogram_quantiles(bridge_before[series], buckets)
             for series, buckets in bridge_histograms(base).items()
         }
-        kafka_disk_mb = common.disk_mb(var_dir() / "kafka")
+        kafka_disk_mb = harness.disk_mb(var_dir() / "kafka")
         rss = {
-            c.component.name: common.process_tree_rss(c.process.pid)
+            c.component.name: harness.process_tree_rss(c.process.pid)
             for c in supervisor.children
             if c.process
         }
     finally:
-        naive.terminate()
         supervisor.stop()
     return {
         "multiple": multiple,
-        "orders_per_min": common.BOOK_PEAK_PER_MIN * multiple,
+        "orders_per_min": harness.BOOK_PEAK_PER_MIN * multiple,
         "rest": summary(measured["rest"]),
         "websocket": summary(measured["push"]),
-        "naive_polling": summary(measured["naive"]),
         "rest_polling": summary(measured["rest_polling"]),
         "socket": {name: summary(values) for name, values in measured["socket"].items()},
         "fast_path_stages": measured["stages"],
@@ -344,7 +299,7 @@ def bridge_histograms(base: str) -> dict[str, dict[float, float]]:
     from contract.events import topic_name
 
     return {
-        f"{short} {topic.value}": common.histogram_buckets(
+        f"{short} {topic.value}": harness.histogram_buckets(
             f"{base}/metrics",
             f"ordertrack_push_bridge_{short}_seconds",
             {"topic": topic_name(topic)},
@@ -418,7 +373,7 @@ def seed_watched(count: int, mode: str) -> list[tuple[int, str]]:
             )[0].pk,
             token,
         )
-        for customer, token in common.bench_customers(count, f"watcher-{mode}-")
+        for customer, token in harness.bench_customers(count, f"watcher-{mode}-")
     ]
 
 
@@ -650,13 +605,9 @@ async def watch_phase(
         tasks = [
             asyncio.create_task(push_watcher(ws, o)) for ws, o in zip(sockets, orders, strict=True)
         ]
-    elif mode in ("rest_polling", "db_polling"):
-        port, path = (
-            (ports["web"], "/api/v1/orders/{}/")
-            if mode == "rest_polling"
-            else (ports["naive"], "/naive/orders/{}/")
-        )
-        tasks = [asyncio.create_task(poll_watcher(port, path.format(o), o)) for o in orders]
+    elif mode == "rest_polling":
+        path = "/api/v1/orders/{}/"
+        tasks = [asyncio.create_task(poll_watcher(ports["web"], path.format(o), o)) for o in orders]
     await asyncio.sleep(2)  # every watcher has its first view
 
     loop = asyncio.get_running_loop()
@@ -666,7 +617,7 @@ async def watch_phase(
     rng = random.Random(7)
     offsets = await asyncio.to_thread(topic_offsets)
     wall_minus_perf = time.time() - time.perf_counter()
-    cpu_before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
+    cpu_before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
     client_before, start = time.process_time(), time.perf_counter()
     polls_before = dict(polls)
     next_at = start
@@ -681,7 +632,7 @@ async def watch_phase(
         status, committed = await loop.run_in_executor(executor, advance, order_id)
         changed.append((order_id, status, committed))
     elapsed = time.perf_counter() - start
-    cpu = {name: common.process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu = {name: harness.process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
     client_cpu = time.process_time() - client_before
     polls_in_window = {k: v - polls_before[k] for k, v in polls.items()}
     await asyncio.sleep(args.grace)  # the last changes reach the watchers
@@ -729,7 +680,7 @@ async def watch_phase(
         "seconds": elapsed,
         "changes": len(changed),
         "freshness": summary(latencies),
-        "stages_p50_ms": {k: common.percentile(v, 50) * 1000 for k, v in stages.items()},
+        "stages_p50_ms": {k: harness.percentile(v, 50) * 1000 for k, v in stages.items()},
         "missed": missed,
         "polls_per_second": polls_in_window["done"] / elapsed,
         "failed_polls": polls_in_window["failed"],
@@ -742,10 +693,11 @@ def one_watchers(count: int, args) -> dict:
     """Every phase for ``count`` watchers, on one system."""
     import httpx
 
-    supervisor, naive, base, naive_base = start_system(args.watch_multiple)
+    supervisor = harness.start_full_system(args.watch_multiple)
+    base = supervisor.web_url
     try:
         time.sleep(args.warmup)
-        modes = ["idle", "push", "rest_polling", "db_polling"]
+        modes = ["idle", "push", "rest_polling"]
         sets = {mode: seed_watched(count, mode) for mode in modes}
         last = [watched[-1] for watched in sets.values()]
         deadline = time.monotonic() + 300
@@ -760,13 +712,12 @@ def one_watchers(count: int, args) -> dict:
                     break
                 time.sleep(1.0)  # as the watcher's app polls: inside its read budget
         by_name = {c.component.name: c.process.pid for c in supervisor.children if c.process}
-        pids = {"web": by_name["web"], "pinot": by_name["pinot"], "naive": naive.pid}
-        ports = {"web": int(base.rsplit(":", 1)[1]), "naive": int(naive_base.rsplit(":", 1)[1])}
+        pids = {"web": by_name["web"], "pinot": by_name["pinot"]}
+        ports = {"web": int(base.rsplit(":", 1)[1])}
         import uvloop
 
         phases = [uvloop.run(watch_phase(mode, sets[mode], ports, pids, args)) for mode in modes]
     finally:
-        naive.terminate()
         supervisor.stop()
     idle = phases[0]
     for phase in phases:
@@ -807,7 +758,7 @@ def print_watchers(level: dict) -> None:
                 f"{phase['load_generator_cpu_seconds'] / phase['seconds']:.2f}",
             )
         )
-    common.print_table(
+    harness.print_table(
         f"{level['watchers']} watchers, {level['multiple']:g}x background load",
         rows,
         header=(
@@ -817,24 +768,23 @@ def print_watchers(level: dict) -> None:
     )  # fmt: skip
     by = {p["mode"]: p for p in level["phases"]}
     push = by["push"]
-    for name in ("rest_polling", "db_polling"):
-        other = by[name]
-        fresher = other["freshness"]["p50_ms"] / max(push["freshness"]["p50_ms"], 1e-9)
-        cheaper = (other["cpu_seconds_per_watcher_minute"] or 0) / max(
-            push["cpu_seconds_per_watcher_minute"] or 0, 1e-9
-        )
-        print(f"  push vs {name}: {fresher:.1f}x fresher at p50, {cheaper:.1f}x less CPU/watcher")
+    other = by["rest_polling"]
+    fresher = other["freshness"]["p50_ms"] / max(push["freshness"]["p50_ms"], 1e-9)
+    cheaper = (other["cpu_seconds_per_watcher_minute"] or 0) / max(
+        push["cpu_seconds_per_watcher_minute"] or 0, 1e-9
+    )
+    print(f"  push vs REST polling: {fresher:.1f}x fresher at p50, {cheaper:.1f}x less CPU/watcher")
     for phase in level["phases"][1:]:
         stages = ", ".join(f"{k} {v:.0f}" for k, v in phase["stages_p50_ms"].items())
         print(f"  {phase['mode']}: p50 ms per stage: {stages}")
 
 
-def in_child(arguments: list[str], root: Path = ROOT) -> dict:
+def in_child(arguments: list[str]) -> dict:
     """Run one measurement in a fresh process (Django and the system start once per
-    process), with the code in ``root`` (a baseline's tree, or this checkout)."""
+    process)."""
     child = subprocess.run(
-        [sys.executable, str(root / "bench" / "bench_freshness.py"), *arguments],
-        cwd=root,
+        [sys.executable, "-m", "bench", "freshness", *arguments],
+        cwd=harness.ROOT,
         capture_output=True,
         text=True,
     )
@@ -845,8 +795,7 @@ def in_child(arguments: list[str], root: Path = ROOT) -> dict:
     return json.loads(lines[-1][len("RESULT ") :])
 
 
-def main() -> None:
-    parser = common.arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--multiples", default="1,10,100")
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")
@@ -864,17 +813,11 @@ def main() -> None:
     parser.add_argument("--changes", type=float, default=2, help="status changes per second")
     parser.add_argument("--watch-multiple", type=float, default=1, help="background load")
     parser.add_argument("--grace", type=float, default=15, help="wait for the last changes")
-    parser.add_argument(
-        "--baseline", help="also measure this commit's system, level by level (old vs new)"
-    )
-    parser.add_argument(
-        "--same-bench",
-        action="store_true",
-        help="measure the baseline's system with this checkout's bench scripts",
-    )
     parser.add_argument("--one-level", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--one-watchers", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict | None:
     if args.one_level is not None:  # a child run: one fresh system per load level
         print(
             "RESULT "
@@ -889,10 +832,10 @@ def main() -> None:
                 )
             )
         )
-        return
+        return None
     if args.one_watchers is not None:
         print("RESULT " + json.dumps(one_watchers(args.one_watchers, args)))
-        return
+        return None
     levels, watchers = [], []
     for count in [int(n) for n in args.watchers.split(",") if n]:
         watchers.append(
@@ -914,14 +857,7 @@ def main() -> None:
             )  # fmt: skip
         )
         print_watchers(watchers[-1])
-    codes = [("new", ROOT)]
-    if args.baseline:
-        codes.insert(
-            0, (f"old {args.baseline}", common.baseline_tree(args.baseline, args.same_bench))
-        )
-    for multiple, (code, root) in (
-        (float(m), code) for m in args.multiples.split(",") if m for code in codes
-    ):
+    for multiple in (float(m) for m in args.multiples.split(",") if m):
         level = in_child(
             [
                 "--one-level",
@@ -936,9 +872,7 @@ def main() -> None:
                 str(args.rest_poll),
                 *(["--fast-only"] if args.fast_only else []),
             ],
-            root,
         )
-        level["code"] = code
         levels.append(level)
         rows = [
             (
@@ -956,23 +890,21 @@ def main() -> None:
                 ("status accepted -> socket, new (first message)", level["socket"]["status_new"]),
                 ("GPS accepted -> socket, old (update)", level["socket"]["gps_old"]),
                 ("GPS accepted -> socket, new (first message)", level["socket"]["gps_new"]),
-                ("baseline: poll DB view every 1 s", level["naive_polling"]),
-                ("baseline: poll REST (Pinot) every 1 s", level["rest_polling"]),
+                ("poll REST (Pinot) every 1 s", level["rest_polling"]),
             )
         ]
-        common.print_table(
-            f"Freshness at {multiple:g}x the book's peak ({common.BOOK_PEAK_PER_MIN * multiple:g} orders/min), {code}",
+        harness.print_table(
+            f"Freshness at {multiple:g}x the book's peak ({harness.BOOK_PEAK_PER_MIN * multiple:g} orders/min)",
             rows, header=("path", "n", "p50 ms", "p95 ms", "p99 ms", "max ms"),
         )  # fmt: skip
         push = level["websocket"]
-        for name in ("naive_polling", "rest_polling"):
-            base = level[name]
-            if push["p50_ms"]:
-                print(
-                    f"  {name} / push: p50 {base['p50_ms'] / push['p50_ms']:.1f}x, "
-                    f"p99 {base['p99_ms'] / max(push['p99_ms'], 1):.1f}x"
-                )
-        stages = level.get("fast_path_stages", {})  # a baseline's older bench has none
+        polled = level["rest_polling"]
+        if push["p50_ms"]:
+            print(
+                f"  REST polling / push: p50 {polled['p50_ms'] / push['p50_ms']:.1f}x, "
+                f"p99 {polled['p99_ms'] / max(push['p99_ms'], 1):.1f}x"
+            )
+        stages = level["fast_path_stages"]
         for kind in ("status", "gps"):
             if kind in stages:
                 print(
@@ -996,19 +928,4 @@ def main() -> None:
             + ", ".join(f"{k}={v:.0f}" for k, v in level["rss_mb"].items())
             + f"; errors={level['errors']}"
         )
-    print(
-        "  written to",
-        common.write_result(
-            "freshness",
-            {
-                "machine": common.machine(),
-                "params": vars(args),
-                "levels": levels,
-                "watchers": watchers,
-            },
-        ),
-    )
-
-
-if __name__ == "__main__":
-    main()
+    return {"levels": levels, "watchers": watchers}

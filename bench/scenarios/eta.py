@@ -26,7 +26,7 @@ minutes) to the fixed-speed ride. It showed no range; the table gives its share 
 
 Not a test. Usage::
 
-    .venv/bin/python bench/bench_eta.py [--seed 7] [--hours 24] [--history-hours 24]
+    .venv/bin/python -m bench eta [--seed 7] [--hours 24] [--history-hours 24]
         [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300] [--workdir DIR]
 
 Prints a table and writes JSON to bench/results/eta-<timestamp>.json. With ``--workdir``
@@ -44,28 +44,15 @@ import math
 import os
 import pickle
 import random
-import shutil
-import sys
+import statistics
 import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.common import (  # noqa: E402
-    arguments,
-    free_port,
-    machine,
-    percentile,
-    print_table,
-    start_kafka,
-    start_pinot,
-    wait_pinot_caught_up,
-    write_result,
-)
+from bench import harness
+from bench.harness import percentile, print_table
 
 ZONE = "Asia/Kolkata"  # the demo city's
 STEPS = ("PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",
@@ -75,24 +62,6 @@ SHOWN = {"PLACED_ORDER": "at placement", "ORDER_CONFIRMED": "confirmed",
          "OUT_FOR_DELIVERY": "picked up", "HALFWAY": "halfway on the road",
          "ARRIVING_AT_DOOR": "at the door"}  # fmt: skip
 BASELINE_BAND_S = 300
-
-
-def setup(workdir: Path) -> None:
-    os.environ.update(
-        {
-            "ORDERTRACK_VAR_DIR": str(workdir),
-            "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
-            "KAFKA_TOPIC_PREFIX": "bench.",
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DJANGO_TIME_ZONE": ZONE,
-            "LOG_LEVEL": "WARNING",
-            # The simulated days lie up to three days back: kept past Pinot's default.
-            "PINOT_RETENTION_DAYS": "30",
-        }
-    )
-    import django
-
-    django.setup()
 
 
 def simulate(args: argparse.Namespace) -> tuple[int, int, dict]:
@@ -285,8 +254,7 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
     return {"orders": evaluated, "statistics_loads": len(loaded), "steps": steps, "rows": rows}
 
 
-def main() -> int:
-    parser = arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--hours", type=float, default=24, help="evaluated hours from midnight")
     parser.add_argument("--history-hours", type=float, default=24, help="simulated before them")
@@ -299,19 +267,26 @@ def main() -> int:
         help="keep the simulated day here and reuse it when run again with the same directory "
         "(the other simulation options are then ignored); also writes every prediction there",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--parts", type=Path, metavar="DIR",
+        help="only analyse the predictions a --workdir run kept: each part's error",
+    )  # fmt: skip
 
+
+def run(args: argparse.Namespace) -> dict | None:
+    if args.parts:
+        return parts(args.parts)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-eta-"))
     workdir.mkdir(parents=True, exist_ok=True)
     saved = workdir / "simulated.pickle"
-    setup(workdir)
-
     # Kafka's and Pinot's data in a folder of their own, not the kept workdir: a reused
-    # simulation is published again, into empty topics and tables.
-    kafka_dir = Path(tempfile.mkdtemp(prefix="bench-eta-kafka-"))
-    broker = start_kafka(kafka_dir)
-    server = None
-    try:
+    # simulation is published again, into empty topics and tables. The simulated days lie
+    # up to three days back: kept past Pinot's default retention.
+    env = {
+        "KAFKA_TOPIC_PREFIX": "bench.", "DJANGO_TIME_ZONE": ZONE, "PINOT_RETENTION_DAYS": "30",
+        "DATABASE_URL": f"sqlite:///{workdir / 'ordertrack.sqlite3'}",
+    }  # fmt: skip
+    with harness.system(["kafka"], env=env) as kafka:
         if saved.exists():  # the same simulated day again, for another predictor
             day_start, day_end, sim_stats, trails = pickle.loads(saved.read_bytes())
             print(f"reusing the simulation in {saved}", flush=True)
@@ -321,20 +296,15 @@ def main() -> int:
                 saved.write_bytes(pickle.dumps((day_start, day_end, sim_stats, trails)))
         t0 = time.perf_counter()
         orders = publish_enriched(trails)
-        server = start_pinot(kafka_dir)  # sets PINOT_BROKER_URL for the selectors
-        wait_pinot_caught_up(timeout=1800)
-        print(f"loaded {len(orders)} orders and {sum(map(len, trails.values()))} GPS points "
-              f"into Pinot in {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
-        result = evaluate(orders, trails, (day_start, day_end), int(args.refresh * 1000))
-        if args.workdir:
-            (workdir / "predictions.pickle").write_bytes(pickle.dumps(result.pop("rows")))
-        else:
-            result.pop("rows")
-    finally:
-        if server is not None:
-            server.stop()
-        broker.stop()
-        shutil.rmtree(kafka_dir, ignore_errors=True)
+        with harness.system(["pinot"], env=kafka.env):
+            harness.wait_pinot_caught_up(timeout=1800)
+            print(f"loaded {len(orders)} orders and {sum(map(len, trails.values()))} GPS points "
+                  f"into Pinot in {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+            result = evaluate(orders, trails, (day_start, day_end), int(args.refresh * 1000))
+    if args.workdir:
+        (workdir / "predictions.pickle").write_bytes(pickle.dumps(result.pop("rows")))
+    else:
+        result.pop("rows")
 
     rows = []
     for step, r in result["steps"].items():
@@ -352,23 +322,91 @@ def main() -> int:
         ("step", "n", "MAE min", "baseline MAE", "lower by", "inside range", "range min",
          "within 5 min", "baseline 5 min", "bias new / base"),
     )  # fmt: skip
-    path = write_result(
-        "eta",
-        {
-            "args": vars(args),
-            "simulated": sim_stats,
-            "day": [
-                datetime.fromtimestamp(day_start / 1000).isoformat(),
-                datetime.fromtimestamp(day_end / 1000).isoformat(),
-            ],  # fmt: skip
-            "zone": ZONE,
-            "machine": machine(),
-            **result,
-        },
+    return {
+        "simulated": sim_stats,
+        "day": [
+            datetime.fromtimestamp(day_start / 1000).isoformat(),
+            datetime.fromtimestamp(day_end / 1000).isoformat(),
+        ],  # fmt: skip
+        "zone": ZONE,
+        **result,
+    }
+
+
+# ------------------------------------------------------------------ the error's parts
+
+KITCHEN = ("PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED")
+ZONE_OFFSET_MS = 19_800_000  # Asia/Kolkata, the bench's zone (no daylight saving)
+
+
+def line(name: str, errors: list[float]) -> str:
+    mae = sum(abs(e) for e in errors) / len(errors) / 60
+    bias = sum(errors) / len(errors) / 60
+    return (
+        f"  {name:9s} MAE {mae:5.2f} min  bias {bias:+.2f}  sd {statistics.pstdev(errors) / 60:.2f}"
     )
-    print(f"\nwrote {path}")
-    return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def actual_parts(times: dict, step: str, at: int) -> dict[str, float]:
+    """Seconds each part still took after ``at``."""
+    parts = {"door": (times["DELIVERED"] - max(at, times["ARRIVING_AT_DOOR"])) / 1000}
+    if step != "ARRIVING_AT_DOOR":
+        leaving = max(at, times["OUT_FOR_DELIVERY"])
+        parts["ride"] = (times["ARRIVING_AT_DOOR"] - leaving) / 1000
+    if step in KITCHEN:
+        parts["kitchen"] = (times["OUT_FOR_DELIVERY"] - at) / 1000
+    return parts
+
+
+def reference_at_placement(row: dict) -> float:
+    """Seconds from placement to delivered expected by someone who knows the simulator."""
+    from contract import geo
+    from tracker.simulator import engine
+
+    def hour(ms: int) -> int:
+        return int((ms + ZONE_OFFSET_MS) % 86_400_000 // 3_600_000)
+
+    times = row["times"]
+    pace = 0.25  # the bench's default --pace
+    steps = sum((low + high) / 2 for (low, high) in list(engine.KITCHEN_WAITS.values())[:4])
+    load = engine.KITCHEN_LOAD_BY_HOUR[hour(row["at"])]
+    kitchen = steps / pace * engine.kitchen_pace(row["restaurant_id"]) * load
+    bearing = math.radians(geo.bearing_deg(*row["restaurant"], *row["destination"]))
+    streets = geo.haversine_km(*row["restaurant"], *row["destination"]) * (
+        abs(math.sin(bearing)) + abs(math.cos(bearing))
+    )
+    speed = geo.COURIER_SPEED_KMH * engine.TRAFFIC_BY_HOUR[hour(times["OUT_FOR_DELIVERY"])]
+    ride = max(streets - 0.15, 0) / speed * 3600 + 15  # arriving within 150 m, GPS every 30 s
+    low, high = engine.KITCHEN_WAITS[engine.OrderStatus.ARRIVING_AT_DOOR]
+    return kitchen + ride + (low + high) / 2 / pace
+
+
+def parts(workdir: Path) -> None:
+    """Where the prediction's error comes from: each part (kitchen, ride, door) of every
+    prediction a ``--workdir`` run kept, against what happened; at placement also a
+    reference that knows the simulator's own settings (the floor of this simulation)."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("ORDERTRACK_VAR_DIR", str(workdir))
+    django.setup()
+    rows = pickle.loads((workdir / "predictions.pickle").read_bytes())
+    by_step: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_step[row["step"]].append(row)
+    for step, step_rows in by_step.items():
+        errors: dict[str, list[float]] = defaultdict(list)
+        for row in step_rows:
+            times = row["times"]
+            errors["total"].append((row["arrives_at"] - times["DELIVERED"]) / 1000)
+            errors["baseline"].append((row["baseline"] - times["DELIVERED"]) / 1000)
+            actual = actual_parts(times, step, row["at"])
+            for part, predicted in row["basis"]["seconds_ahead"].items():
+                errors[part].append(predicted - actual[part])
+            if step == "PLACED_ORDER":
+                took = (times["DELIVERED"] - row["at"]) / 1000
+                errors["reference"].append(reference_at_placement(row) - took)
+        print(f"{step} ({len(step_rows)} predictions)")
+        for name in ("total", "kitchen", "ride", "door", "baseline", "reference"):
+            if errors[name]:
+                print(line(name, errors[name]))

@@ -1,4 +1,12 @@
-"""What every benchmark records: the machine, the commit, percentiles, memory, results."""
+"""The one harness every benchmark scenario runs on (``python -m bench NAME``).
+
+A scenario (bench/scenarios/NAME.py) is a short module: a docstring (its ``--help``),
+``add_arguments(parser)`` and ``run(args) -> dict``. The harness parses the arguments,
+starts what the scenario asks for through the one launcher (:func:`system`,
+:func:`production`: :class:`localrun.launch.System`), samples the machine's load average
+all along, prints each table with the load beside its figures, and writes the result with
+the machine, the commit and the arguments to ``bench/results/NAME-<time>.json``.
+"""
 
 from __future__ import annotations
 
@@ -6,52 +14,231 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import importlib
 import json
 import math
 import os
 import platform
 import random
+import re
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from localrun.kafka import free_port  # noqa: E402 - the one free-port helper, re-exported
+from localrun.kafka import free_port
+from localrun.launch import System
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = RESULTS.parent.parent
+SCENARIOS = sorted(p.stem for p in (ROOT / "bench" / "scenarios").glob("[a-z]*.py"))
+#: The book's peak load: orders a minute (the simulator's ``--multiple`` 1).
+BOOK_PEAK_PER_MIN = 50
+#: Writes raised (a benchmark places and moves orders faster than people do); reads are
+#: not: benchmarks spread them over users (:func:`readers_for`).
+BENCH_ENV = {
+    "LOG_LEVEL": "WARNING",
+    "DJANGO_SETTINGS_MODULE": "config.settings",
+    "KAFKA_TOPIC_PREFIX": "",
+    "API_THROTTLE_ORDERS": "100000/min",
+    "API_THROTTLE_WRITES": "100000/min",
+    "API_THROTTLE_LOCATIONS": "1000000/min",
+}
+
+
+# ------------------------------------------------------------------ the machine
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=ROOT,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def machine() -> dict:
-    """Cores, memory and commit, recorded with every figure."""
+    """Cores, memory, commit and load, recorded with every figure."""
     mem_kb = 0
     with open("/proc/meminfo") as meminfo:
         for line in meminfo:
             if line.startswith("MemTotal:"):
                 mem_kb = int(line.split()[1])
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
-            cwd=RESULTS.parent.parent,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
     return {
         "cores": os.cpu_count(),
         "memory_gib": round(mem_kb / 1024 / 1024, 1),
         "python": platform.python_version(),
-        "commit": commit,
+        "commit": commit(),
+        "date": time.strftime("%Y-%m-%d"),
         "load_avg_1m": os.getloadavg()[0],
     }
+
+
+class LoadSampler(threading.Thread):
+    """The machine's 1-minute load average every ``every`` seconds of a run: what else ran
+    beside the figures (two cores are shared with whatever else is on the machine)."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        super().__init__(daemon=True)
+        self.every, self.samples, self.done = every, [], threading.Event()
+        self.t0 = time.monotonic()
+
+    def run(self) -> None:
+        while True:
+            self.samples.append((round(time.monotonic() - self.t0), os.getloadavg()[0]))
+            if self.done.wait(self.every):
+                return
+
+    def summary(self) -> dict:
+        loads = [load for _, load in self.samples]
+        return {"min": min(loads), "max": max(loads), "every_s": self.every, "series": self.samples}
+
+
+# ------------------------------------------------------------------ starting the system
+
+
+def start(
+    names: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    seed: bool = False,
+    prepare: Callable[[], object] | None = None,
+) -> System:
+    """The named components (every one by default) as ``make run`` runs them, started on a
+    fresh folder and free ports, with this process's Django on the same database, Kafka
+    and Pinot (migrated first; with ``seed``, the demo world). ``prepare()`` runs after
+    that, before anything starts (seed rows, produce records). The caller stops it."""
+    import django
+    from django.core.management import call_command
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+    out = (workdir / "console.log").open("w")  # noqa: SIM115 - the run's, closed at exit
+    launched = System(names, workdir=workdir, env={**BENCH_ENV, **(env or {})}, out=out)
+    os.environ.update(launched.env)
+    django.setup()
+    call_command("migrate", verbosity=0)
+    if seed:
+        call_command("simulate", seed_only=True, seed=42)
+    if prepare is not None:
+        prepare()
+    return launched.start()
+
+
+@contextlib.contextmanager
+def system(
+    names: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    seed: bool = False,
+    prepare: Callable[[], object] | None = None,
+) -> Iterator[System]:
+    """:func:`start` for the duration; its folder is removed after."""
+    launched = start(names, env, seed, prepare)
+    try:
+        yield launched
+    finally:
+        launched.stop()
+        shutil.rmtree(launched.workdir or "", ignore_errors=True)
+
+
+def start_full_system(multiple: float, read_rate: float = 0) -> System:
+    """Every component with the simulator at ``multiple`` x the book's peak (started; the
+    caller stops it; its folder, with the logs, is kept). ``read_rate``: the REST reads a
+    second the scenario will spread over customers (:func:`readers_for`): the demo world
+    then gets twice as many customers as that takes, all of whom the simulator orders for."""
+
+    def more_customers() -> None:
+        from tracker.customers.models import Customer
+
+        if read_rate and (more := 2 * readers_for(read_rate) - Customer.objects.count()) > 0:
+            bench_customers(more, "bench-customer")
+
+    env = {"SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple), "SIMULATOR_PACE": "4"}
+    return start(env=env, seed=True, prepare=more_customers)
+
+
+@dataclass
+class Pinot:
+    """A launched Pinot's costs and start-up: its JVMs are the ``pinot`` launcher's children."""
+
+    system: System
+
+    @property
+    def jvm_pids(self) -> list[int]:
+        return children_of(self.system.pid("pinot"))
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the JVMs so far (the launcher's readiness loop, not)."""
+        return sum(process_tree_cpu(pid) for pid in self.jvm_pids)
+
+    def rss_mb(self) -> float:
+        return process_tree_rss(self.system.pid("pinot"))
+
+    @property
+    def ready_s(self) -> float | None:
+        """Seconds from its launch to ``pinot: ready`` (tables loaded and answering)."""
+        log = Path(self.system.env["ORDERTRACK_VAR_DIR"]) / "logs" / "pinot.log"
+        found = re.search(r"pinot: ready \(([\d.]+) s", log.read_text(errors="replace"))
+        return float(found[1]) if found else None
+
+
+def children_of(pid: int) -> list[int]:
+    """Live children of ``pid``, whichever of its threads started them (one /proc pass)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+# ------------------------------------------------------------------ results
+
+
+def write_result(name: str, result: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=2, sort_keys=True, default=str))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench NAME [options]``: run one scenario and write its result."""
+    parser = argparse.ArgumentParser(prog="python -m bench", add_help=False)
+    parser.add_argument("scenario", nargs="?", choices=SCENARIOS)
+    known, rest = parser.parse_known_args(argv)
+    if known.scenario is None:  # the list, each with its docstring's first line
+        print("usage: python -m bench NAME [options]   (python -m bench NAME --help)\n")
+        for name in SCENARIOS:
+            doc = importlib.import_module(f"bench.scenarios.{name}").__doc__ or ""
+            print(f"  {name:12} {doc.strip().splitlines()[0]}")
+        return 2
+    module = importlib.import_module(f"bench.scenarios.{known.scenario}")
+    summary, _, more = (module.__doc__ or "").strip().partition("\n\n")
+    sub = argparse.ArgumentParser(
+        prog=f"python -m bench {known.scenario}", description=summary, epilog=more or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    module.add_arguments(sub)
+    args = sub.parse_args(rest)
+    load = LoadSampler()
+    load.start()
+    started = machine()
+    try:
+        result = module.run(args)
+    finally:
+        load.done.set()
+    if result is None:  # an analysis of stored results: nothing new to write
+        return 0
+    result = {"machine": started, "load_avg_1m": load.summary(), "params": vars(args), **result}
+    print("  written to", write_result(known.scenario.replace("_", "-"), result))
+    return 1 if result.get("failed") else 0
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -150,32 +337,6 @@ def histogram_quantiles(
         bound = next((b for b, c in counts.items() if total and c >= q * total), None)
         out[f"p{q * 100:g}_at_most_s"] = bound
     return out
-
-
-def write_result(name: str, result: dict) -> Path:
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=2, sort_keys=True))
-    return path
-
-
-def baseline_tree(commit: str, same_bench: bool = False) -> Path:
-    """``commit``'s tree unpacked in a temporary directory (the repository's worktrees are
-    not touched), with the frontend's vendor files (not in git) copied: the old code of an
-    old-vs-new benchmark, run with the same virtualenv. ``same_bench`` puts this checkout's
-    ``bench/`` scripts over the old ones, so both systems are measured by the same probe
-    (and by options the old scripts lack)."""
-    root = RESULTS.parent.parent
-    target = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
-    tree = subprocess.run(["git", "archive", commit], cwd=root, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(target)], input=tree.stdout, check=True)
-    if same_bench:
-        for script in (root / "bench").glob("*.py"):
-            shutil.copy(script, target / "bench" / script.name)
-    vendor = root / "frontend" / "static" / "vendor"
-    if vendor.is_dir():
-        subprocess.run(["cp", "-r", str(vendor), str(target / "frontend" / "static")], check=True)
-    return target
 
 
 def operator_tokens(sockets: int, prefix: str = "bench-ops") -> list[str]:
@@ -324,110 +485,6 @@ def token_of_socket(tokens: list[str], index: int) -> str:
     return tokens[index // settings.WS_MAX_SOCKETS_PER_USER]
 
 
-def wait_port(port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on port {port}")
-
-
-@dataclass
-class Serving:
-    """An ASGI server started from one checkout, reading the stack's Pinot."""
-
-    label: str
-    web_url: str
-    web_pid: int
-    pinot_url: str
-    pinot_pid: int
-
-
-@dataclass
-class PinotProcess:
-    """Apache Pinot as ``make run`` runs it: ``python -m localrun.pinot`` (its three JVMs
-    are the launcher's children), on free ports, its output in ``log``."""
-
-    process: subprocess.Popen
-    broker_url: str
-    controller_url: str
-    log: Path
-    #: Seconds from the launch to ``pinot: ready`` (tables loaded and answering).
-    ready_s: float
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def jvm_pids(self) -> list[int]:
-        """The JVMs (the launcher's live children)."""
-        return children_of(self.pid)
-
-    def cpu_s(self) -> float:
-        """CPU seconds of Pinot's JVMs so far (the launcher's own, a readiness loop, not)."""
-        return sum(process_tree_cpu(pid) for pid in self.jvm_pids())
-
-    def rss_mb(self) -> float:
-        """RSS of the JVMs (and the launcher), MiB."""
-        return process_tree_rss(self.pid)
-
-    def stop(self, timeout: float = 60) -> None:
-        """SIGTERM the launcher (it stops the server, broker, ZooKeeper in turn)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def children_of(pid: int) -> list[int]:
-    """Live children of ``pid``, whichever of its threads started them (one /proc pass)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
-
-
-def start_pinot(workdir: Path, timeout: float = 240) -> PinotProcess:
-    """Apache Pinot on free ports (:func:`localrun.pinot.conf.free_ports_env`, as ``make run``
-    starts the ``pinot`` component), its data under ``workdir/pinot``, consuming this
-    process's ``KAFKA_BOOTSTRAP_SERVERS`` and ``KAFKA_TOPIC_PREFIX``. Returns once it prints
-    ``pinot: ready``; sets ``PINOT_BROKER_URL``/``PINOT_CONTROLLER_URL`` here, so this
-    process's selectors read it."""
-    from localrun.pinot.conf import free_ports_env
-
-    ports = free_ports_env()
-    os.environ.update(ports)
-    log = workdir / "logs" / "pinot.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "ORDERTRACK_VAR_DIR": str(workdir), "PYTHONUNBUFFERED": "1"}
-    started = time.monotonic()
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "localrun.pinot"],
-            cwd=RESULTS.parent.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    pinot = PinotProcess(
-        process, ports["PINOT_BROKER_URL"], ports["PINOT_CONTROLLER_URL"], log, 0.0
-    )
-    while "pinot: ready" not in log.read_text(errors="replace"):
-        if process.poll() is not None or time.monotonic() - started > timeout:
-            pinot.stop()
-            tail = log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"Pinot did not start (see {log}):\n{tail}")
-        time.sleep(0.2)
-    pinot.ready_s = time.monotonic() - started
-    return pinot
-
-
 #: The tables the stream job's topics fill, each consuming the topic of its name.
 ENRICHED_TABLES = ("orders_enriched", "delivery_statuses", "order_items_enriched")
 
@@ -474,80 +531,6 @@ def wait_pinot_caught_up(timeout: float = 300, tables: tuple[str, ...] = ENRICHE
     return time.monotonic() - started
 
 
-@dataclass
-class Stack:
-    """The embedded system's parts a benchmark started (all on loopback)."""
-
-    workdir: Path
-    web_url: str
-    web_pid: int
-    pinot: PinotProcess
-    env: dict
-    web_workers: int = 2
-    processes: list[subprocess.Popen] = field(default_factory=list)
-
-    @property
-    def pinot_url(self) -> str:
-        return self.pinot.broker_url
-
-    @property
-    def pinot_pid(self) -> int:
-        """The Pinot launcher, whose process tree is Pinot's JVMs."""
-        return self.pinot.pid
-
-    def wait_caught_up(self, timeout: float = 300) -> None:
-        """Until Pinot has consumed everything now in the enriched topics."""
-        wait_pinot_caught_up(timeout)
-
-    def serve(self, code_dir: Path, label: str) -> Serving:
-        """Another ASGI server from ``code_dir`` (another commit's checkout) on the same
-        broker, database and Pinot: old and new web code serve the same data side by side
-        (an old commit's own engines: ``bench/old_vs_new.py``)."""
-        serving, procs = _serve(code_dir, self.env, self.web_workers, label, self.pinot)
-        self.processes += procs
-        return serving
-
-
-def _serve(
-    code_dir: Path,
-    env: dict,
-    web_workers: int,
-    label: str,
-    pinot: PinotProcess,
-    profile: Path | None = None,
-) -> tuple[Serving, list[subprocess.Popen]]:
-    web_port = free_port()
-    env = {**env, "PINOT_BROKER_URL": pinot.broker_url}
-    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    server = subprocess.Popen(
-        [sys.executable, *profiler, "-m", "uvicorn", "config.asgi:application",
-         "--host", "127.0.0.1", "--port", str(web_port), "--no-access-log",
-         "--log-level", "warning", "--workers", str(1 if profile else web_workers)],
-        cwd=code_dir, env=env,
-    )  # fmt: skip
-    wait_port(web_port)
-    serving = Serving(
-        label, f"http://127.0.0.1:{web_port}", server.pid, pinot.broker_url, pinot.pid
-    )
-    return serving, [server]
-
-
-def start_kafka(workdir: Path, log_path: Path | None = None, topics: bool = True):  # noqa: ANN201 - a KafkaBroker
-    """An Apache Kafka node of the benchmark's own on ``KAFKA_BOOTSTRAP_SERVERS``'s port
-    (set it to a free one first), its data under ``workdir/kafka`` and its own log in
-    ``log_path`` (default ``workdir/logs/kafka.log``), with the product's topics unless
-    ``topics`` is false. A node per run: no run reads another's records."""
-    from localrun.kafka import KafkaBroker
-    from runtime.conf import kafka_config
-    from runtime.kafka import ensure_topics
-
-    log_path = log_path or workdir / "logs" / "kafka.log"
-    broker = KafkaBroker.fresh(workdir / "kafka", log_path=log_path, port=kafka_config().port)
-    if topics:
-        ensure_topics()
-    return broker
-
-
 def disk_mb(path: Path) -> float:
     """Disk taken under ``path`` (Kafka's log segments, a checkpoint), in MiB: blocks
     allocated, not apparent sizes, which Kafka's preallocated sparse index files inflate."""
@@ -559,128 +542,7 @@ def disk_mb(path: Path) -> float:
     return round(total / 1_048_576, 1)
 
 
-@contextlib.contextmanager
-def embedded_stack(web_workers: int = 2, profile: Path | None = None) -> Iterator[Stack]:
-    """Kafka (a child of this process), Apache Pinot (``python -m localrun.pinot`` on free
-    ports) and uvicorn as their own processes, as ``make run`` runs them, on a fresh
-    migrated SQLite database.
-
-    Django is set up in this process on the same database, so a benchmark can seed
-    rows and produce events before it starts measuring. With ``profile``, one uvicorn
-    process runs under cProfile and writes its profile there when the stack stops.
-    """
-    root = RESULTS.parent.parent
-    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
-    env = {
-        **os.environ,
-        "ORDERTRACK_VAR_DIR": str(workdir),
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
-        "KAFKA_TOPIC_PREFIX": "",
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "LOG_LEVEL": "WARNING",
-        # Writes raised (a benchmark places and moves orders faster than people do);
-        # reads are not: benchmarks spread them over users (readers_for).
-        "API_THROTTLE_ORDERS": "100000/min",
-        "API_THROTTLE_WRITES": "100000/min",
-        "API_THROTTLE_LOCATIONS": "1000000/min",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    broker = start_kafka(workdir)
-    call_command("migrate", verbosity=0)
-    processes: list[subprocess.Popen] = []
-    pinot = None
-    try:
-        pinot = start_pinot(workdir)  # sets PINOT_BROKER_URL: this process's selectors
-        env.update({k: os.environ[k] for k in ("PINOT_BROKER_URL", "PINOT_CONTROLLER_URL")})
-        serving, processes = _serve(root, env, web_workers, "new", pinot, profile)
-        yield Stack(workdir, serving.web_url, serving.web_pid, pinot, env, web_workers, processes)
-    finally:
-        for proc in processes:
-            # cProfile writes its file only when the server exits by itself: SIGINT
-            # (uvicorn re-raises a SIGTERM after shutting down, which kills it first).
-            proc.send_signal(signal.SIGINT if profile and proc is processes[0] else signal.SIGTERM)
-        for proc in processes:
-            proc.wait(60 if profile else 15)
-        if pinot is not None:
-            pinot.stop()
-        broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
 BOOK_PEAK_PER_MIN = 50
-
-
-def start_full_system(multiple: float, read_rate: float = 0):
-    """Every component as ``make run`` starts it, on a fresh workdir and free ports, with
-    the simulator at ``multiple`` x the book's peak. Returns (supervisor, web URL, workdir).
-
-    ``read_rate``: the REST reads a second the benchmark will spread over customers
-    (:func:`readers_for`, :func:`customer_orders`). The demo world then has twice as many
-    customers as that takes (its 200, then the benchmark's own), all of whom the simulator
-    orders for, so its orders soon cover enough of them; the load, orders a minute, is
-    the same."""
-    import io
-
-    workdir = Path(tempfile.mkdtemp(prefix="bench-system-"))
-    from localrun.pinot.conf import free_ports_env
-
-    web_port = free_port()
-    os.environ.update(
-        {
-            "ORDERTRACK_VAR_DIR": str(workdir),
-            "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
-            "KAFKA_TOPIC_PREFIX": "",
-            **free_ports_env(),  # Apache Pinot, as make run starts it
-            "STREAMING_CHECKPOINT_DIR": str(workdir / "checkpoint"),
-            "WEB_PORT": str(web_port),
-            "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
-            "SIMULATOR_PACE": "4",
-            "LOG_LEVEL": "WARNING",
-            # Writes raised (a benchmark places and moves orders faster than people do);
-            # reads are not: benchmarks spread them over users (readers_for).
-            "API_THROTTLE_WRITES": "100000/min",
-            "API_THROTTLE_ORDERS": "100000/min",
-            "API_THROTTLE_LOCATIONS": "1000000/min",
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-        }
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from localrun.components import components
-    from localrun.supervisor import Supervisor
-
-    call_command("migrate", verbosity=0)
-    call_command("simulate", seed_only=True, seed=42)
-    from tracker.customers.models import Customer
-
-    if read_rate and (more := 2 * readers_for(read_rate) - Customer.objects.count()) > 0:
-        bench_customers(more, "bench-customer")
-    log = io.StringIO()
-    supervisor = Supervisor(components(), out=log)
-    if not supervisor.start():
-        print(log.getvalue()[-5000:])
-        supervisor.stop()  # the components that did start would outlive the benchmark
-        raise SystemExit("the system did not start")
-    return supervisor, f"http://127.0.0.1:{web_port}", workdir
-
-
-def arguments(doc: str) -> argparse.ArgumentParser:
-    """A benchmark's command line: its docstring's first paragraph describes it, and the rest
-    (what it measures, how to run it) follows the options in ``--help``."""
-    summary, _, rest = doc.strip().partition("\n\n")
-    return argparse.ArgumentParser(
-        description=summary,
-        epilog=rest or None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
 
 
 def add_multiple(parser: argparse.ArgumentParser, default: float = 1) -> None:
@@ -704,8 +566,12 @@ def add_duration(
 def print_table(
     title: str, rows: list[tuple[str, ...]], header: tuple[str, ...] | None = None
 ) -> None:
-    """A plain aligned table on stdout."""
+    """A plain aligned table on stdout, the machine's load average in its title (every
+    figure is read beside what else the two cores ran)."""
+    if not rows:
+        return
     table = [header, *rows] if header else rows
+    title += f"  (load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())})"
     widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]))]
     print(f"\n{title}")
     for index, row in enumerate(table):

@@ -38,7 +38,7 @@ that steady state (orders placed before it are under way).
 
 Not a test. Usage::
 
-    .venv/bin/python bench/bench_pinot.py [--parts queries,eta,fresh,detail]
+    .venv/bin/python -m bench pinot [--parts queries,eta,fresh,detail]
         [--orders 100000] [--iterations 100] [--history-minutes 120] [--refreshes 20]
         [--multiple 10] [--seconds 60] [--probe-every 0.5] [--rate 50] [--warmup 60]
 
@@ -49,27 +49,21 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import os
 import random
-import re
 import shutil
 import statistics
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
-from contract import geo  # noqa: E402
-from contract.events import Event, now_ms  # noqa: E402
-from runtime import kafka  # noqa: E402
-from tests.fixtures_pinot import delivery_event, item_event, order_event  # noqa: E402
+from bench import harness
+from contract import geo
+from contract.events import Event, now_ms
+from localrun.launch import System
+from runtime import kafka
+from tests.fixtures_pinot import delivery_event, item_event, order_event
 
 STATUSES = ["PLACED_ORDER", "ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED",
             "OUT_FOR_DELIVERY", "ARRIVING_AT_DOOR", "DELIVERED"]  # fmt: skip
@@ -138,19 +132,19 @@ def timed(fn: Callable[[], object], iterations: int) -> dict[str, float]:
     }
 
 
-def part_queries(args: argparse.Namespace, workdir: Path) -> dict:
+def part_queries(args: argparse.Namespace) -> dict:
     """Produce, start Pinot on it, time the ingest and each selector."""
     from tracker.tracking import selectors as s
 
     rng = random.Random(42)
-    with Engines(workdir / "queries", "bench.") as started:
+    with Engines("bench.") as started:
         t0 = time.perf_counter()
         records = produce(args.orders, rng)
         produce_s = time.perf_counter() - t0
         print(f"produced {records} records in {produce_s:.1f} s", flush=True)
         t0 = time.perf_counter()
         pinot = started()
-        after_ready_s = common.wait_pinot_caught_up(timeout=3600)
+        after_ready_s = harness.wait_pinot_caught_up(timeout=3600)
         ingest_s = time.perf_counter() - t0  # start-up included, as the old benchmark's
         print(f"Pinot ready in {pinot.ready_s:.1f} s, holding every record after {ingest_s:.1f} s "
               f"({records / ingest_s:,.0f} records/s)", flush=True)  # fmt: skip
@@ -174,7 +168,7 @@ def part_queries(args: argparse.Namespace, workdir: Path) -> dict:
             ),
         }
         results = {name: timed(fn, args.iterations) for name, fn in queries.items()}
-        rows = {table: common.pinot_rows(table) for table in common.ENRICHED_TABLES}
+        rows = {table: harness.pinot_rows(table) for table in harness.ENRICHED_TABLES}
         rss = pinot.rss_mb()
     return {
         "orders": args.orders,
@@ -183,7 +177,7 @@ def part_queries(args: argparse.Namespace, workdir: Path) -> dict:
         "ingest_seconds": round(ingest_s, 2),
         "ingest_records_per_second": round(records / ingest_s),
         "caught_up_after_ready_s": round(after_ready_s, 2),
-        "pinot_ready_s": round(pinot.ready_s, 1),
+        "pinot_ready_s": pinot.ready_s,
         "pinot_rss_mb_after": round(rss),
         "rows": rows,
         "iterations": args.iterations,
@@ -223,7 +217,7 @@ class Load:
     @property
     def per_s(self) -> float:
         """Orders placed a second."""
-        return common.BOOK_PEAK_PER_MIN * self.multiple / 60
+        return harness.BOOK_PEAK_PER_MIN * self.multiple / 60
 
     @property
     def lifetime_s(self) -> float:
@@ -378,8 +372,8 @@ class Markers:
     def summary(self) -> dict:
         def figures(values: list[float]) -> dict:
             ms = [v * 1000 for v in values]
-            return {"n": len(ms), "p50_ms": round(common.percentile(ms, 50), 1),
-                    "p99_ms": round(common.percentile(ms, 99), 1),
+            return {"n": len(ms), "p50_ms": round(harness.percentile(ms, 50), 1),
+                    "p99_ms": round(harness.percentile(ms, 99), 1),
                     "max_ms": round(max(ms, default=0.0), 1)}  # fmt: skip
 
         return {
@@ -441,14 +435,14 @@ def open_loop(load: Load, seconds: float, first_oid: int, markers: Markers, ever
         "seconds": round(elapsed, 1),
         "records": sent,
         "records_per_s": round(sent / elapsed),
-        "generator_lag_ms_p99": round(common.percentile(lags, 99) * 1000, 1),
+        "generator_lag_ms_p99": round(harness.percentile(lags, 99) * 1000, 1),
         "generator_lag_ms_max": round(max(lags, default=0.0) * 1000, 1),
         "delivery_errors": errors.count,
         "next_order_id": oid,
     }
 
 
-def part_eta_fresh(args: argparse.Namespace, workdir: Path, parts: set[str]) -> dict:
+def part_eta_fresh(args: argparse.Namespace, parts: set[str]) -> dict:
     """The statistics refresh on ``--history-minutes`` of history, then freshness at
     ``--multiple`` on the same Pinot."""
     from tracker.tracking import eta
@@ -456,17 +450,17 @@ def part_eta_fresh(args: argparse.Namespace, workdir: Path, parts: set[str]) -> 
     out: dict = {}
     shape = (args.kitchen_step, args.ride_seconds, args.gps_interval, args.lines)
     next_oid = 1
-    with Engines(workdir / "eta-fresh", "load.") as started:
+    with Engines("load.") as started:
         pinot = started()
-        out["pinot_ready_s"] = round(pinot.ready_s, 1)
+        out["pinot_ready_s"] = pinot.ready_s
         if "eta" in parts:
             history = write_history(Load(1, *shape), args.history_minutes, next_oid)
             next_oid = history["next_order_id"]
             print(f"history: {history['records']:,} records of {history['orders']:,} orders "
                   f"written in {history['produce_s']} s", flush=True)  # fmt: skip
-            history["caught_up_after_s"] = round(common.wait_pinot_caught_up(timeout=7200), 1)
+            history["caught_up_after_s"] = round(harness.wait_pinot_caught_up(timeout=7200), 1)
             print(f"Pinot holds them {history['caught_up_after_s']} s later", flush=True)
-            history["rows"] = {t: common.pinot_rows(t) for t in common.ENRICHED_TABLES}
+            history["rows"] = {t: harness.pinot_rows(t) for t in harness.ENRICHED_TABLES}
             eta.load_statistics()  # the connection and the JIT: not measured
             walls, own, jvm = [], [], []
             for _ in range(args.refreshes):
@@ -508,30 +502,25 @@ def part_eta_fresh(args: argparse.Namespace, workdir: Path, parts: set[str]) -> 
 
 def part_detail(args: argparse.Namespace) -> dict:
     """Pinot's CPU per order detail on the whole system at the default load."""
-    from bench import bench_api
+    from bench.scenarios import api
 
-    supervisor, web_url, workdir = common.start_full_system(1, args.rate)
+    supervisor = harness.start_full_system(1, args.rate)
+    web_url, pinot = supervisor.web_url, harness.Pinot(supervisor)
+    cpu = pinot.cpu_s
     try:
-        launcher = next(c for c in supervisor.children if c.component.name == "pinot")
-        text = (workdir / "logs" / "pinot.log").read_text(errors="replace")
-        ready = re.search(r"pinot: ready \(([\d.]+) s", text)
-
-        def cpu() -> float:
-            return sum(common.process_tree_cpu(p) for p in common.children_of(launcher.process.pid))
-
         time.sleep(args.warmup)
-        details = common.customer_orders(common.readers_for(args.rate))
-        bench_api.warm_up(web_url, details)
+        details = harness.customer_orders(harness.readers_for(args.rate))
+        api.warm_up(web_url, details)
         c0, t0 = cpu(), time.monotonic()
         time.sleep(args.seconds)
         quiet_cpu, quiet_s = cpu() - c0, time.monotonic() - t0
-        requests = bench_api.detail_requests(details, int(args.rate * args.seconds), seed=1)
+        requests = api.detail_requests(details, int(args.rate * args.seconds), seed=1)
         c0, t0 = cpu(), time.monotonic()
-        result = bench_api.run_open_loop(web_url, requests, args.rate)
+        result = api.run_open_loop(web_url, requests, args.rate)
         read_cpu, read_s = cpu() - c0, time.monotonic() - t0
         rss = {
-            name: round(common.process_tree_rss(pid))
-            for pid in common.children_of(launcher.process.pid)
+            name: round(harness.process_tree_rss(pid))
+            for pid in pinot.jvm_pids
             for name in [_jvm_name(pid)]
         }
     finally:
@@ -539,7 +528,7 @@ def part_detail(args: argparse.Namespace) -> dict:
     extra = max(0.0, read_cpu - quiet_cpu * read_s / quiet_s)
     ok = result["ok"]
     return {
-        "pinot_ready_s": float(ready[1]) if ready else None,
+        "pinot_ready_s": pinot.ready_s,
         "pinot_cores_default_load": round(quiet_cpu / quiet_s, 3),
         "pinot_cores_reading": round(read_cpu / read_s, 3),
         "pinot_cpu_ms_per_read": round(extra / max(1, ok) * 1000, 2),
@@ -568,46 +557,27 @@ def _jvm_name(pid: int) -> str:
 
 
 class Engines:
-    """A Kafka node of its own (``prefix``'d topics) and, when called, Pinot on them."""
+    """A Kafka node of its own (``prefix``'d topics) and, when called, Pinot on it, both
+    through the launcher: the records are produced before Pinot starts."""
 
-    def __init__(self, workdir: Path, prefix: str) -> None:
-        self.workdir, self.prefix = workdir, prefix
-        self.pinot: common.PinotProcess | None = None
-
-    def __enter__(self) -> Callable[[], common.PinotProcess]:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{common.free_port()}"
-        os.environ["KAFKA_TOPIC_PREFIX"] = self.prefix
+    def __init__(self, prefix: str) -> None:
         # A throwaway node: no size cap (two hours of the load pass the local 256 MiB a
         # partition, and Pinot must read every record the benchmark counts).
-        os.environ["KAFKA_RETENTION_BYTES"] = "-1"
-        self.broker = common.start_kafka(self.workdir)
+        self.env = {"KAFKA_TOPIC_PREFIX": prefix, "KAFKA_RETENTION_BYTES": "-1"}
+        self.systems: list[System] = []
+
+    def __enter__(self) -> Callable[[], harness.Pinot]:
+        self.systems.append(harness.start(["kafka"], env=self.env))
         return self._start
 
-    def _start(self) -> common.PinotProcess:
-        self.pinot = common.start_pinot(self.workdir)
-        return self.pinot
+    def _start(self) -> harness.Pinot:
+        self.systems.append(harness.start(["pinot"], env=self.systems[0].env))
+        return harness.Pinot(self.systems[-1])
 
     def __exit__(self, *exc: object) -> None:
-        if self.pinot is not None:
-            self.pinot.stop()
-        self.broker.stop()
-
-
-# ----------------------------------------------------------------------- main
-
-
-def setup(workdir: Path) -> None:
-    os.environ.update(
-        {
-            "ORDERTRACK_VAR_DIR": str(workdir),
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "LOG_LEVEL": "WARNING",
-        }
-    )
-    import django
-
-    django.setup()
+        for system in reversed(self.systems):
+            system.stop()
+            shutil.rmtree(system.workdir or "", ignore_errors=True)
 
 
 def report(result: dict) -> list[tuple[str, str, str]]:
@@ -653,14 +623,13 @@ def report(result: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def main() -> int:
-    parser = common.arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", default="queries,eta,fresh,detail")
     parser.add_argument("--orders", type=int, default=100_000, help="queries: orders")
     parser.add_argument("--iterations", type=int, default=100, help="queries: runs a selector")
     parser.add_argument("--history-minutes", type=float, default=120, help="eta: default load")
     parser.add_argument("--refreshes", type=int, default=20, help="eta: statistics loads timed")
-    common.add_multiple(parser, default=10)
+    harness.add_multiple(parser, default=10)
     parser.add_argument("--seconds", type=float, default=60, help="fresh: load; detail: windows")
     parser.add_argument("--probe-every", type=float, default=0.5, help="fresh: s between markers")
     parser.add_argument(
@@ -674,39 +643,33 @@ def main() -> int:
     parser.add_argument("--gps-interval", type=float, default=1, help="load: s between points")
     parser.add_argument("--lines", type=int, default=2, help="load: item lines an order")
     parser.add_argument("--note", default="", help="stored with the result")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict:
     parts = set(args.parts.split(","))
     if unknown := parts - {"queries", "eta", "fresh", "detail"}:
-        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
-    workdir = Path(tempfile.mkdtemp(prefix="bench-pinot-"))
-    result: dict = {"machine": common.machine(), "params": vars(args)}
-    try:
-        # First: the whole system sets Django up on its own database (its components'),
-        # which the reads' tokens must be in; the other parts need no database.
-        if "detail" in parts:
-            result["detail"] = part_detail(args)
-        else:
-            setup(workdir)
-        if "queries" in parts:
-            q = part_queries(args, workdir)
-            result["queries_part"] = q
-            result.update({k: v for k, v in q.items() if not isinstance(v, dict)})
-        if parts & {"eta", "fresh"}:
-            ef = part_eta_fresh(args, workdir, parts)
-            result["eta_fresh"] = {"pinot_ready_s": ef.pop("pinot_ready_s")}
-            result.update(ef)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        raise SystemExit(f"unknown parts: {', '.join(sorted(unknown))}")
+    result: dict = {}
+    # First: the whole system sets Django up on its own database (its components'), which
+    # the reads' tokens must be in; the other parts need no database.
+    if "detail" in parts:
+        result["detail"] = part_detail(args)
+    if "queries" in parts:
+        q = part_queries(args)
+        result["queries_part"] = q
+        result.update({k: v for k, v in q.items() if not isinstance(v, dict)})
+    if parts & {"eta", "fresh"}:
+        ef = part_eta_fresh(args, parts)
+        result["eta_fresh"] = {"pinot_ready_s": ef.pop("pinot_ready_s")}
+        result.update(ef)
     for key, value in _headline(result):
         result[key] = value
-    common.print_table("Apache Pinot (issue 52)", report(result), ("figure", "value", "target"))
-    path = common.write_result("pinot", result)
-    print(f"\nwrote {path}")
-    return 0
+    harness.print_table("Apache Pinot (issue 52)", report(result), ("figure", "value", "target"))
+    return result
 
 
 def _headline(result: dict) -> Iterator[tuple[str, object]]:
-    """The figures old_vs_new.py prints, at the result's top level."""
+    """The headline figures, at the result's top level (to compare two commits' runs)."""
     if f := result.get("fresh"):
         yield "fresh_visible_p99_ms", f["visible"]["p99_ms"]
     if e := result.get("eta"):
@@ -717,7 +680,3 @@ def _headline(result: dict) -> Iterator[tuple[str, object]]:
         yield "pinot_cores_default_load", d["pinot_cores_default_load"]
         yield "pinot_rss_mb", d["pinot_rss_mb_total"]
         yield "pinot_ready_s", d["pinot_ready_s"]
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,13 +16,14 @@ second over the first run's data (Kafka's log, Pinot's segments, the checkpoint)
 
 Not a test. Usage::
 
-    .venv/bin/python bench/bench_startup.py [--runs 2] [--timeout 240]
+    .venv/bin/python -m bench startup [--runs 2] [--timeout 240]
 
 Prints a table and writes JSON to bench/results/startup-<timestamp>.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import signal
@@ -35,41 +36,25 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import harness
+from localrun.launch import free_addresses
 
-from bench.common import arguments, free_port, machine, write_result  # noqa: E402
-from localrun.pinot.conf import free_ports_env  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 #: The supervisor's line for each component: "   3.7s system    | kafka ready (3.7s)".
 READY = re.compile(r"\bsystem\s*\|\s*([\w-]+) ready \(")
 
 
-def ports_env() -> dict[str, str]:
-    """Free ports for every listener, chosen once: a later run over the same data must
-    listen where the first did (Pinot's server is registered in ZooKeeper by host and
-    port, and its segments with it), as ``make run``'s fixed ports do."""
-    return {
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
-        **free_ports_env(),
-        "WEB_PORT": str(free_port()),
-        "RELAY_METRICS_PORT": str(free_port()),
-        "STREAMING_METRICS_PORT": str(free_port()),
-    }
-
-
 def one_run(var: Path, ports: dict[str, str], timeout: float) -> dict:
-    """One ``make run`` over ``var``: the times (s from spawn) of each milestone."""
+    """One ``make run`` over ``var`` on ``ports`` (chosen once: a later run over the same
+    data must listen where the first did, as Pinot's server is registered in ZooKeeper by
+    host and port): the times (s from spawn) of each milestone."""
     web = int(ports["WEB_PORT"])
     env = {
         **os.environ,
         "DJANGO_DEBUG": "true",
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "ORDERTRACK_VAR_DIR": str(var),
         "KAFKA_TOPIC_PREFIX": "",
         "KAFKA_EMBEDDED": "true",
         **ports,
-        "STREAMING_CHECKPOINT_DIR": str(var / "checkpoint"),
     }
     for key in ("DATABASE_URL", "REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"):
         env.pop(key, None)
@@ -78,7 +63,7 @@ def one_run(var: Path, ports: dict[str, str], timeout: float) -> dict:
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "localrun"],
-        cwd=ROOT,
+        cwd=harness.ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -176,29 +161,25 @@ class FirstRecord:
         self.consumer.close()
 
 
-def main() -> int:
-    parser = arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=240)
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict:
     var = Path(tempfile.mkdtemp(prefix="bench-startup-"))
-    ports = ports_env()
+    ports = free_addresses(var)
     runs = []
     for index in range(args.runs):
         runs.append({"over": "fresh var" if index == 0 else "the previous run's data",
                      **one_run(var, ports, args.timeout)})  # fmt: skip
     names = sorted({name for run in runs for name in run["marks"]},
                    key=lambda n: max(r["marks"].get(n, 0) for r in runs))  # fmt: skip
-    print(f"{'milestone (s from spawn)':34}" + "".join(f"{r['over']:>26}" for r in runs))
-    for name in names:
-        cells = "".join(
-            f"{r['marks'][name]:>26.1f}" if name in r["marks"] else f"{'-':>26}" for r in runs
-        )
-        print(f"{name:34}{cells}")
-    path = write_result("startup", {"machine": machine(), "runs": runs, "var": str(var)})
-    print(f"result: {path}; consoles in {var}/bench-console.log (last run)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    harness.print_table(
+        "make run: seconds from the command to each milestone",
+        [(name, *(f"{r['marks'][name]:.1f}" if name in r["marks"] else "-" for r in runs))
+         for name in names],
+        header=("milestone", *(r["over"] for r in runs)),
+    )  # fmt: skip
+    print(f"  consoles in {var}/bench-console.log (last run)")
+    return {"runs": runs, "var": str(var)}

@@ -6,36 +6,32 @@ Every ``--probe-every`` seconds a black-box probe goes through the public API as
 customer and an operator would: place an order, advance it to OUT_FOR_DELIVERY, post
 a GPS point as its courier, and wait until both the status and the point are on an open
 WebSocket and in the REST detail served from Pinot. Memory (RSS with children) is
-sampled every 30 s (bench/common.py's sampler), and Kafka's log on disk (``var/kafka``) with
+sampled every 30 s (bench/harness.py's sampler), and Kafka's log on disk (``var/kafka``) with
 every probe. The component logs are kept beside the result. Not a test: prints the probe table and writes bench/results/longrun-*.json.
 
-    nice .venv/bin/python bench/bench_longrun.py --minutes 120 --retention-mb 32
+    nice .venv/bin/python -m bench longrun --minutes 120 --retention-mb 32
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import json
 import logging
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
+from bench import harness
 
 
 def disk_by_folder(workdir: Path) -> dict[str, float]:
     """Disk taken now by each folder of the run's ``var/`` (Kafka's log, Pinot's segments,
     the stream job's checkpoint, the logs, the database) and in all: what retention and
     Pinot's segment flushes must keep flat."""
-    folders = {p.name: common.disk_mb(p) for p in sorted(workdir.iterdir()) if p.is_dir()}
+    folders = {p.name: harness.disk_mb(p) for p in sorted(workdir.iterdir()) if p.is_dir()}
     files = sum(p.stat().st_blocks * 512 for p in workdir.iterdir() if p.is_file())
     folders["(files)"] = round(files / 1_048_576, 1)
     folders["total"] = round(sum(folders.values()), 1)
@@ -69,14 +65,14 @@ STOP = threading.Event()
 
 
 async def run_probes(
-    endpoint: common.Endpoint, people: dict, minutes: float, every: float, sampler, workdir
+    endpoint: harness.Endpoint, people: dict, minutes: float, every: float, sampler, workdir
 ):
     rows = []
     t0 = time.monotonic()
     n = 0
     while time.monotonic() - t0 < minutes * 60 and not STOP.is_set():
         started = time.monotonic()
-        row = await common.probe(endpoint, people, n)
+        row = await harness.probe(endpoint, people, n)
         row["t_min"] = round((started - t0) / 60, 1)
         row["kafka_rss_mb"] = (
             sampler.samples[-1]["rss_mb"].get("kafka") if sampler.samples else None
@@ -126,8 +122,7 @@ def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> li
     return rows
 
 
-def main() -> None:
-    parser = common.arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--minutes", type=float, default=120)
     parser.add_argument(
         "--retention-mb",
@@ -142,43 +137,44 @@ def main() -> None:
         default=90,
         help="minute whose RSS the rest of the run is held against (issue 55: 30)",
     )
-    common.add_multiple(parser)
+    harness.add_multiple(parser)
     parser.add_argument(
         "--note", default="run on a machine shared with other work", help="how it was run"
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.retention_mb:
         os.environ["KAFKA_RETENTION_BYTES"] = str(args.retention_mb * 1_048_576)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: STOP.set())
-    supervisor, web, workdir = common.start_full_system(args.multiple)
+    supervisor = harness.start_full_system(args.multiple)
+    web, workdir = supervisor.web_url, supervisor.workdir
     try:
-        operator = common.wait_for_operator()
-        people = common.probe_people(operator)
-        sampler = common.MemorySampler(supervisor.children)
+        operator = harness.wait_for_operator()
+        people = harness.probe_people(operator)
+        sampler = harness.MemorySampler(supervisor.children)
         sampler.start()
         probes = asyncio.run(
             run_probes(
-                common.Endpoint(web), people, args.minutes, args.probe_every, sampler, workdir
+                harness.Endpoint(web), people, args.minutes, args.probe_every, sampler, workdir
             )
         )
         sampler.stopped.set()
         sampler.join()
-        supervisor.stop_component("simulator")
-        events_in, rows = common.drain_and_count()
+        supervisor.supervisor.stop_component("simulator")
+        events_in, rows = harness.drain_and_count()
     finally:
         supervisor.stop()
     restarts = {c.component.name: c.restarts for c in supervisor.children}
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    logs = common.RESULTS / f"longrun-{stamp}-logs"
+    logs = harness.RESULTS / f"longrun-{stamp}-logs"
     shutil.copytree(workdir / "logs", logs, dirs_exist_ok=True)
     series = sampler.samples
     names = [c.component.name for c in supervisor.children]
     result = {
-        "machine": common.machine(),
-        "params": vars(args),
         "note": args.note,
         "stopped_early": STOP.is_set(),
         "probes": probes,
@@ -207,11 +203,9 @@ def main() -> None:
         "rows_in_pinot": rows,
         "equal": events_in == rows,
         "restarts": restarts,
-        "logs": str(logs.relative_to(ROOT)),
+        "logs": str(logs.relative_to(harness.ROOT)),
     }
-    path = common.RESULTS / f"longrun-{stamp}.json"
-    path.write_text(json.dumps(result, indent=2, sort_keys=True))
-    common.print_table(
+    harness.print_table(
         f"Long run: default load x{args.multiple:g}, retention "
         f"{args.retention_mb or 'default'} MiB a partition, {args.minutes:g} min; "
         f"{result['probes_passed']}/{len(probes)} probes passed, Kafka's log "
@@ -226,24 +220,24 @@ def main() -> None:
         header=("t (min)", "probe", "GPS HTTP", "GPS->socket s", "GPS->update s", "GPS->REST s", "Kafka RSS MiB",
                 "Kafka disk MiB"),
     )  # fmt: skip
-    common.print_table(
+    harness.print_table(
         "Memory (RSS MiB, with children) every 30 s",
         [(f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names)) for row in series],
         header=("t", *names),
     )
-    common.print_table(
+    harness.print_table(
         "CPU (cores, with children) per 10-minute window",
         cpu_windows(series, names),
         header=("from (min)", "orders/min", "statuses/s", "GPS/s", *names, "total"),
     )
     folders = sorted({name for p in probes for name in p["disk_mb"]})
-    common.print_table(
+    harness.print_table(
         "Disk under var/ (MiB allocated) at each probe",
         [(f"{p['t_min']}", *(str(p["disk_mb"].get(f, "")) for f in folders)) for p in probes],
         header=("t (min)", *folders),
     )
     if result["rss_plateau"]:
-        common.print_table(
+        harness.print_table(
             f"RSS plateau: the rest of the run against minute {args.plateau_from:g}",
             [
                 (n, str(v["at_mark_mb"]), f"{v['tail_min_mb']}-{v['tail_max_mb']}",
@@ -252,14 +246,10 @@ def main() -> None:
             ],
             header=("component", f"RSS at {args.plateau_from:g} min", "after", "widest departure"),
         )  # fmt: skip
-    common.print_table(
+    harness.print_table(
         "System of record vs Pinot after draining",
         [(k, str(events_in[k]), str(rows[k])) for k in events_in],
         header=("what", "system of record", "Pinot"),
     )
-    print("  restarts:", restarts)
-    print("  written to", path, "and", logs)
-
-
-if __name__ == "__main__":
-    main()
+    print("  restarts:", restarts, "; logs in", logs)
+    return result

@@ -8,12 +8,12 @@ orders (and a courier trail for those on the road), as the stream job would writ
 Every read is made as a real client makes it, within its user's read budget
 (``API_THROTTLE_READS``, ``API_THROTTLE_READS_STAFF``): customers read their own orders,
 operators the analytics, and the reads are dealt over as many users as the rate takes
-(``bench.common.readers_for``), never by raising the budget. A 429 is an error.
+(``bench.harness.readers_for``), never by raising the budget. A 429 is an error.
 
 Closed loop (the old mode): N clients, each sending its next request when the last one
 answered, for four endpoints (users enough for ``CLOSED_LOOP_CEILING`` requests a second):
 
-    .venv/bin/python bench/bench_api.py --orders 5000 --clients 50 --seconds 10
+    .venv/bin/python -m bench api --orders 5000 --clients 50 --seconds 10
 
 Open loop (``--rate``): order details, each asked by the order's own customer (the
 customers taking turns), sent at a fixed rate whatever the server does; each latency
@@ -23,28 +23,23 @@ request of the web server and Pinot (its JVMs; their CPU over the run, less what
 at idle over as long, divided by the requests answered), and the load generator's own CPU
 share:
 
-    .venv/bin/python bench/bench_api.py --rate 200 --seconds 30
+    .venv/bin/python -m bench api --rate 200 --seconds 30
 
 ``--multiple 10`` runs the open loop against the full system (``make run``'s processes)
 while the simulator places orders at 10x the book's peak and the stream job runs; the
 requests then ask for the newest orders of as many customers as the rate takes (the demo
 world gets twice that many; at 1x, their orders take a few minutes to come):
 
-    .venv/bin/python bench/bench_api.py --rate 200 --seconds 60 --multiple 10
+    .venv/bin/python -m bench api --rate 200 --seconds 60 --multiple 10
 
 ``--production`` runs the same open loop against ``make run-prod``'s processes
 (PostgreSQL, Redis, compose's web workers, the ``pushbridge`` process writing the version
 register to Redis), its simulator at ``--multiple`` x the book's peak (default 1x), with
 the CPU per read of the web, Pinot, the push bridge, Redis and PostgreSQL:
 
-    .venv/bin/python bench/bench_api.py --rate 200 --seconds 60 --production
+    .venv/bin/python -m bench api --rate 200 --seconds 60 --production
 
-``--baseline REV`` (seeded mode) also starts REV's web server from a temporary git worktree,
-on the same broker, database and Pinot, and runs the open loop against old and new in
-alternating rounds, so both see the same data and the same machine (a commit whose engines
-differ, such as one from before Apache Pinot: ``bench/old_vs_new.py`` runs its own script):
-
-    .venv/bin/python bench/bench_api.py --rate 100 --seconds 40 --baseline main
+Old against new: run the same command on both commits (docs/performance.md).
 
 ``--conditional`` (seeded mode) runs the order detail and "my orders" each as a plain GET
 and as a repeat poll with the ``If-None-Match`` of the answer the client already has (the
@@ -52,30 +47,21 @@ ETag read just before), in alternating rounds, each customer polling one order o
 a 304 counts as answered (and against the budget), its share and the bytes received are
 reported:
 
-    .venv/bin/python bench/bench_api.py --rate 100 --seconds 40 --conditional
+    .venv/bin/python -m bench api --rate 100 --seconds 40 --conditional
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import os
 import random
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
-from contract.events import LIFECYCLE, OrderStatus  # noqa: E402
+from bench import harness
+from contract.events import LIFECYCLE, OrderStatus
 
 STATUSES = [s.value for s in LIFECYCLE]
 ON_THE_ROAD = STATUSES.index(OrderStatus.OUT_FOR_DELIVERY.value) + 1
@@ -96,7 +82,7 @@ def seed(orders: int, customers: int, operators: int = 1) -> dict:
     if orders < customers:
         raise SystemExit(f"--orders {orders}: {customers} customers each need an order")
     rng = random.Random(7)
-    people = common.bench_customers(customers, "c")
+    people = harness.bench_customers(customers, "c")
     tokens = {c.pk: key for c, key in people}
     restaurants = [make_restaurant(f"R{i}") for i in range(8)]
     rider = make_courier("bench-rider")  # carries every order on the road
@@ -146,7 +132,7 @@ def seed(orders: int, customers: int, operators: int = 1) -> dict:
     Order.objects.filter(pk__in=carried).update(courier=rider)  # as the database has it
     return {
         "ids": ids,
-        "operators": common.operators(operators),
+        "operators": harness.operators(operators),
         "customers": list(tokens.values()),
         "details": [(i, tokens[owners[i][0].pk]) for i in ids],
         "status_time_field": status_time_field,
@@ -184,8 +170,8 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
         "errors": errors,
         "throttled": throttled,
         "rps": len(latencies) / elapsed,
-        "p50_ms": common.percentile(latencies, 50) * 1000,
-        "p99_ms": common.percentile(latencies, 99) * 1000,
+        "p50_ms": harness.percentile(latencies, 50) * 1000,
+        "p99_ms": harness.percentile(latencies, 99) * 1000,
     }
 
 
@@ -358,9 +344,9 @@ async def open_loop(
         "answered": len(latencies),
         "errors": errors,
         "seconds": elapsed,
-        "p50_ms": common.percentile(latencies, 50) * 1000,
-        "p90_ms": common.percentile(latencies, 90) * 1000,
-        "p99_ms": common.percentile(latencies, 99) * 1000,
+        "p50_ms": harness.percentile(latencies, 50) * 1000,
+        "p90_ms": harness.percentile(latencies, 90) * 1000,
+        "p99_ms": harness.percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
         "connections": opened,
         "generator_cpu_s": generator_cpu,
@@ -388,17 +374,17 @@ def measured(
 ) -> dict:  # fmt: skip
     """One open-loop run with each process's CPU per answered request (less idle CPU), and
     the requests each web worker answered."""
-    before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
-    counted, sources = common.requests_by_worker(pids["web"]), common.state_reads(pids["web"])
+    before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
+    counted, sources = harness.requests_by_worker(pids["web"]), harness.state_reads(pids["web"])
     result = run_open_loop(url, requests, rate, headers)
-    used = {name: common.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
-    after = common.requests_by_worker(pids["web"])
+    used = {name: harness.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
+    after = harness.requests_by_worker(pids["web"])
     result["requests_by_worker"] = {
         str(pid): n - counted.get(pid, 0) for pid, n in sorted(after.items())
     }
     result["state_reads"] = {
         source: n - sources.get(source, 0)
-        for source, n in sorted(common.state_reads(pids["web"]).items())
+        for source, n in sorted(harness.state_reads(pids["web"]).items())
     }
     answered = max(1, result["answered"])
     result["cpu_s"] = used
@@ -412,16 +398,16 @@ def measured(
 
 def idle_cpu_rates(pids: dict[str, int], seconds: float) -> dict[str, float]:
     """CPU seconds per second each process uses with no requests (ingestion, push)."""
-    before = {name: common.process_tree_cpu(pid) for name, pid in pids.items()}
+    before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
     time.sleep(seconds)
     return {
-        name: (common.process_tree_cpu(pid) - before[name]) / seconds for name, pid in pids.items()
+        name: (harness.process_tree_cpu(pid) - before[name]) / seconds for name, pid in pids.items()
     }
 
 
 def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[tuple[str, str]]:
     """``n`` order details, each asked by the order's own customer (one of theirs at random),
-    the customers taking turns (:func:`common.dealt`): at a rate, each reads rate /
+    the customers taking turns (:func:`harness.dealt`): at a rate, each reads rate /
     customers a second."""
     rng = random.Random(seed)
     orders: dict[str, list[int]] = {}
@@ -429,13 +415,13 @@ def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[t
         orders.setdefault(token, []).append(order_id)
     return [
         (f"/api/v1/orders/{rng.choice(orders[token])}/", token)
-        for token in common.dealt(list(orders), n, seed)
+        for token in harness.dealt(list(orders), n, seed)
     ]
 
 
 def list_requests(tokens: list[str], n: int, seed: int) -> list[tuple[str, str]]:
-    """``n`` reads of "my orders", the customers taking turns (:func:`common.dealt`)."""
-    return [("/api/v1/orders/?limit=20", token) for token in common.dealt(tokens, n, seed)]
+    """``n`` reads of "my orders", the customers taking turns (:func:`harness.dealt`)."""
+    return [("/api/v1/orders/?limit=20", token) for token in harness.dealt(tokens, n, seed)]
 
 
 def with_etags(url: str, requests: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
@@ -452,17 +438,17 @@ def with_etags(url: str, requests: list[tuple[str, str]]) -> list[tuple[str, str
 
 def open_loop_conditional(args: argparse.Namespace) -> dict:
     """Plain and conditional polls of the detail and the list, alternating rounds."""
-    with common.embedded_stack(web_workers=args.workers) as stack:
-        readers = common.readers_for(args.rate)
+    with harness.system(["kafka", "pinot", "web"], env={"WEB_WORKERS": str(args.workers)}) as stack:
+        readers = harness.readers_for(args.rate)
         if args.pollers and args.pollers < readers:
             raise SystemExit(
                 f"--pollers {args.pollers}: {args.rate:g} reads/s take at least {readers} "
-                f"customers within {common.budget_text()}"
+                f"customers within {harness.budget_text()}"
             )
         data = seed(args.orders, customers=args.pollers or readers)
-        stack.wait_caught_up()
+        harness.wait_pinot_caught_up()
         warm_up(stack.web_url, data["details"])
-        pids = {"web": stack.web_pid, "pinot": stack.pinot_pid}
+        pids = {"web": stack.pid("web"), "pinot": stack.pid("pinot")}
         idle = idle_cpu_rates(pids, 2.0)
         per_round = max(1, int(args.rate * args.seconds / args.rounds))
         first: dict[str, int] = {}
@@ -508,7 +494,7 @@ def print_conditional(args: argparse.Namespace, result: dict) -> None:
         )
         for label, r in result["results"].items()
     ]
-    common.print_table(
+    harness.print_table(
         f"Open loop at {args.rate:g}/s, plain vs conditional polls, {result['load']}, "
         f"{args.workers} web worker(s)",
         rows,
@@ -535,53 +521,19 @@ def warm_up(
         print(f"warm-up against {url}: {result['errors']} of {n}", flush=True)
 
 
-@contextlib.contextmanager
-def baseline_checkout(rev: str):
-    """``rev`` checked out in a temporary git worktree (with this checkout's venv)."""
-    path = Path(tempfile.mkdtemp(prefix="bench-api-baseline-")) / "code"
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
-        capture_output=True,
-    )  # fmt: skip
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
-        shutil.rmtree(path.parent, ignore_errors=True)
-
-
 def open_loop_seeded(args: argparse.Namespace) -> dict:
-    with contextlib.ExitStack() as exits:
-        stack = exits.enter_context(common.embedded_stack(web_workers=args.workers))
-        data = seed(args.orders, customers=common.readers_for(args.rate))
-        servers = {"new": stack}
-        if args.baseline:
-            code = exits.enter_context(baseline_checkout(args.baseline))
-            servers = {f"old ({args.baseline})": stack.serve(code, "old"), "new": stack}
-        stack.wait_caught_up()
-        for serving in servers.values():
-            warm_up(serving.web_url, data["details"])
-        pids = {
-            label: {"web": s.web_pid, "pinot": s.pinot_pid} for label, s in servers.items()
-        }  # fmt: skip
-        idle = {label: idle_cpu_rates(p, 2.0) for label, p in pids.items()}
-        rounds = args.rounds if args.baseline else 1
-        per_round = max(1, int(args.rate * args.seconds / rounds))
-        runs: dict[str, list[dict]] = {label: [] for label in servers}
-        for r in range(rounds):
-            order = list(servers) if r % 2 == 0 else list(reversed(servers))
-            for label in order:
-                requests = detail_requests(data["details"], per_round, seed=r)
-                runs[label].append(
-                    measured(pids[label], servers[label].web_url, requests, args.rate, idle[label])
-                )
-        rss = {
-            label: {"web": common.process_tree_rss(s.web_pid), "pinot": stack.pinot.rss_mb()}
-            for label, s in servers.items()
-        }
+    with harness.system(["kafka", "pinot", "web"], env={"WEB_WORKERS": str(args.workers)}) as stack:
+        data = seed(args.orders, customers=harness.readers_for(args.rate))
+        harness.wait_pinot_caught_up()
+        warm_up(stack.web_url, data["details"])
+        pids = {"web": stack.pid("web"), "pinot": stack.pid("pinot")}
+        idle = idle_cpu_rates(pids, 2.0)
+        requests = detail_requests(data["details"], max(1, int(args.rate * args.seconds)), seed=0)
+        run = measured(pids, stack.web_url, requests, args.rate, idle)
+        rss = {name: harness.process_tree_rss(pid) for name, pid in pids.items()}
     return {
         "load": f"seeded, {args.orders} orders, pipeline idle",
-        "results": {label: combine(r) for label, r in runs.items()},
+        "results": {"new": combine([run])},
         "rss_mb": rss,
     }
 
@@ -592,7 +544,7 @@ def beside_the_pipeline(
     """The open loop on a running system, once it has warmed up: the newest orders of as
     many of its customers as the rate takes. Returns the result and each part's RSS."""
     time.sleep(args.warmup)
-    details = common.customer_orders(common.readers_for(args.rate))
+    details = harness.customer_orders(harness.readers_for(args.rate))
     # Beside the pipeline at 10x, first reads (each a Pinot query) at 100/s time out:
     # the warm-up goes gently, as clients arriving over a few minutes would.
     warm_up(url, details, rate=20.0, headers=headers)
@@ -600,11 +552,12 @@ def beside_the_pipeline(
     requests = detail_requests(details, int(args.rate * args.seconds), seed=1)
     result = measured(pids, url, requests, args.rate, idle, headers)
     result["idle_cpu_s_per_s"] = idle
-    return result, {name: common.process_tree_rss(pid) for name, pid in pids.items()}
+    return result, {name: harness.process_tree_rss(pid) for name, pid in pids.items()}
 
 
 def open_loop_system(args: argparse.Namespace) -> dict:
-    supervisor, web_url, workdir = common.start_full_system(args.multiple, args.rate)
+    supervisor = harness.start_full_system(args.multiple, args.rate)
+    web_url = supervisor.web_url
     try:
         pids = {
             c.component.name: c.process.pid
@@ -633,12 +586,12 @@ def open_loop_production(args: argparse.Namespace) -> dict:
     """The open loop against ``make run-prod`` (compose's web workers behind no proxy, the
     version register in Redis written by the ``pushbridge`` process, PostgreSQL), with its
     simulator at ``--multiple`` x the book's peak (default 1x)."""
-    system = common.start_production_run(args.multiple or 1)
+    system = harness.start_production_run(args.multiple or 1)
     try:
         # The web workers' request counts are in the run's folder (config/asgi.py).
         os.environ["ORDERTRACK_VAR_DIR"] = str(system.plan.var / "app")
         pids = {label: system.child(name).process.pid for label, name in PRODUCTION_PARTS.items()}
-        common.wait_for_operator()
+        harness.wait_for_operator()
         result, rss = beside_the_pipeline(
             args,
             pids,
@@ -699,7 +652,7 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
                 _kept_share(r.get("state_reads") or {}),
             )
         )
-    common.print_table(
+    harness.print_table(
         f"Open loop: order detail as its customer at {args.rate:g}/s, {result['load']}, "
         f"{'WEB_WORKERS' if args.multiple or args.production else args.workers} web worker(s)",
         rows,
@@ -721,14 +674,14 @@ def _kept_share(reads: dict[str, int]) -> str:
 CLOSED_LOOP_CEILING = 1000
 
 
-def closed_loop(args: argparse.Namespace) -> None:
-    with common.embedded_stack(web_workers=args.workers) as stack:
+def closed_loop(args: argparse.Namespace) -> dict:
+    with harness.system(["kafka", "pinot", "web"], env={"WEB_WORKERS": str(args.workers)}) as stack:
         data = seed(
             args.orders,
-            customers=common.readers_for(CLOSED_LOOP_CEILING),
-            operators=common.readers_for(CLOSED_LOOP_CEILING, staff=True),
+            customers=harness.readers_for(CLOSED_LOOP_CEILING),
+            operators=harness.readers_for(CLOSED_LOOP_CEILING, staff=True),
         )
-        stack.wait_caught_up()
+        harness.wait_pinot_caught_up()
         turns = int(CLOSED_LOOP_CEILING * args.seconds)  # more than a case can send
 
         def taking_turns(requests: list[tuple[str, str]]):  # noqa: ANN202 - a request maker
@@ -736,7 +689,7 @@ def closed_loop(args: argparse.Namespace) -> None:
             return lambda: ("GET", *next(sent))
 
         def operators(path: str):  # noqa: ANN202 - a request maker
-            return taking_turns([(path, op) for op in common.dealt(data["operators"], turns, 3)])
+            return taking_turns([(path, op) for op in harness.dealt(data["operators"], turns, 3)])
 
         cases = {
             "order detail": taking_turns(detail_requests(data["details"], turns, seed=3)),
@@ -750,9 +703,9 @@ def closed_loop(args: argparse.Namespace) -> None:
             asyncio.run(hammer(stack.web_url, name, fn, args.clients, args.seconds))
             for name, fn in cases.items()
         ]
-        server_rss = common.process_tree_rss(stack.web_pid)
-        pinot_rss = stack.pinot.rss_mb()
-    common.print_table(
+        server_rss = harness.process_tree_rss(stack.pid("web"))
+        pinot_rss = harness.process_tree_rss(stack.pid("pinot"))
+    harness.print_table(
         f"API latency, {args.clients} concurrent clients, {args.orders} orders, {args.workers} worker(s)",
         [
             (
@@ -767,21 +720,10 @@ def closed_loop(args: argparse.Namespace) -> None:
         header=("endpoint", "p50 ms", "p99 ms", "req/s", "errors (429s)"),
     )
     print(f"  RSS after: ASGI server {server_rss:.0f} MiB (all workers), Pinot {pinot_rss:.0f} MiB")
-    path = common.write_result(
-        "api",
-        {
-            "machine": common.machine(),
-            "params": vars(args),
-            "results": results,
-            "server_rss_mb": server_rss,
-            "pinot_rss_mb": pinot_rss,
-        },
-    )
-    print("  written to", path)
+    return {"results": results, "server_rss_mb": server_rss, "pinot_rss_mb": pinot_rss}
 
 
-def main() -> None:
-    parser = common.arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--orders", type=int, default=5000)
     parser.add_argument("--clients", type=int, default=50, help="closed loop: concurrent clients")
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -792,8 +734,9 @@ def main() -> None:
     parser.add_argument(
         "--multiple", type=float, help="open loop against the full system, simulator at N x peak"
     )
-    parser.add_argument("--baseline", help="open loop, seeded: also serve this commit, alternating")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds with --baseline")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="with --conditional: alternating rounds"
+    )
     parser.add_argument(
         "--conditional", action="store_true", help="open loop, seeded: plain vs If-None-Match"
     )
@@ -813,40 +756,24 @@ def main() -> None:
     parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="full system: idle CPU window"
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict:
     if args.rate is None:
-        if args.multiple or args.baseline:
-            parser.error("--multiple and --baseline go with --rate")
-        closed_loop(args)
-        return
-    if args.multiple and args.baseline:
-        parser.error("--baseline runs on the seeded stack; leave out --multiple")
+        if args.multiple:
+            raise SystemExit("--multiple goes with --rate")
+        return closed_loop(args)
     if args.conditional:
-        if args.multiple or args.baseline:
-            parser.error("--conditional runs alone on the seeded stack")
+        if args.multiple:
+            raise SystemExit("--conditional runs alone on the seeded stack")
         result = open_loop_conditional(args)
         print_conditional(args, result)
-        path = common.write_result(f"api-conditional-{args.rate:g}rps", {"machine": common.machine(),
-                            "params": vars(args), **result})  # fmt: skip
-        print("  written to", path)
-        return
+        return result
     if args.production:
-        if args.baseline or args.conditional:
-            parser.error("--production measures the current code alone")
         result = open_loop_production(args)
     elif args.multiple:
         result = open_loop_system(args)
     else:
         result = open_loop_seeded(args)
     print_open_loop(args, result)
-    name = (
-        f"api-open-{args.rate:g}rps"
-        + ("-prod" if args.production else "")
-        + (f"-{args.multiple:g}x" if args.multiple else "")
-    )
-    path = common.write_result(name, {"machine": common.machine(), "params": vars(args), **result})
-    print("  written to", path)
-
-
-if __name__ == "__main__":
-    main()
+    return result

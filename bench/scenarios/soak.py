@@ -14,26 +14,21 @@ errors seen by the readers and subscribers (must be zero), and every process's m
 (RSS, with its children) and CPU sampled every ``--every`` seconds, with the orders not yet
 in Pinot at each sample. Not a test: prints a table and writes bench/results/soak-*.json.
 
-    .venv/bin/python bench/bench_soak.py --multiple 10 --minutes 30
-    .venv/bin/python bench/bench_soak.py --production --multiple 100 --minutes 10
+    .venv/bin/python -m bench soak --multiple 10 --minutes 30
+    .venv/bin/python -m bench soak --production --multiple 100 --minutes 10
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import json
 import logging
 import os
 import random
 import shutil
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import common  # noqa: E402
+from bench import harness
 
 #: A REST reader's pause after each answer: it reads at most 1 / this a second.
 READER_PAUSE = 0.2
@@ -41,7 +36,7 @@ READER_PAUSE = 0.2
 
 def customers_per_reader() -> int:
     """Customers each REST reader reads as, in turn, each within its read budget."""
-    return common.readers_for(1 / READER_PAUSE)
+    return harness.readers_for(1 / READER_PAUSE)
 
 
 def newest_orders(tokens: list[str], each: int = 20) -> dict[str, list[int]]:
@@ -118,7 +113,7 @@ async def readers_and_subscribers(
 
     async def subscriber(index: int, order_id: int):
         url = base.replace("http", "ws") + f"/ws/orders/{order_id}/"
-        key = common.token_of_socket(socket_tokens, index)  # spread over users: the cap
+        key = harness.token_of_socket(socket_tokens, index)  # spread over users: the cap
         try:
             async with websockets.connect(
                 url,
@@ -140,7 +135,7 @@ async def readers_and_subscribers(
 
     each = customers_per_reader()
     # The customers who ordered last (the simulator places orders for them meanwhile).
-    pairs = await asyncio.to_thread(common.customer_orders, readers * each)
+    pairs = await asyncio.to_thread(harness.customer_orders, readers * each)
     customers = list(dict.fromkeys(token for _, token in pairs))
     ids = [order_id for order_id, _ in pairs]
     deadline = time.monotonic() + seconds
@@ -157,10 +152,9 @@ async def readers_and_subscribers(
     return stats
 
 
-def main() -> None:
-    parser = common.arguments(__doc__)
-    common.add_multiple(parser, default=100)
-    common.add_duration(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    harness.add_multiple(parser, default=100)
+    harness.add_duration(
         parser, minutes=10, every=10, sampled="samples of memory, CPU and orders not in Pinot"
     )
     parser.add_argument("--readers", type=int, default=20)
@@ -169,27 +163,27 @@ def main() -> None:
         "--production", action="store_true",
         help="the production-like run (PostgreSQL, Redis, Spark cluster) instead of make run's",
     )  # fmt: skip
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
 
     if args.production:
-        system = common.start_production_run(args.multiple)
+        system = harness.start_production_run(args.multiple)
         children, workdir = system.children, system.workdir
         web_url, headers = system.endpoint.url, system.endpoint.headers
         origin = system.endpoint.origin
         stop_simulator = lambda: system.run.app.stop_component("simulator")  # noqa: E731
         stop_all = system.stop
     else:
-        supervisor, web_url, workdir = common.start_full_system(
-            args.multiple, args.readers / READER_PAUSE
-        )
-        children = supervisor.children
+        launched = harness.start_full_system(args.multiple, args.readers / READER_PAUSE)
+        children, web_url, workdir = launched.children, launched.web_url, launched.workdir
         headers, origin = {}, None
-        stop_simulator = lambda: supervisor.stop_component("simulator")  # noqa: E731
-        stop_all = supervisor.stop
+        stop_simulator = lambda: launched.supervisor.stop_component("simulator")  # noqa: E731
+        stop_all = launched.stop
     try:
-        common.wait_for_operator()  # the demo world is seeded
-        sampler = common.MemorySampler(children, every=args.every)
+        harness.wait_for_operator()  # the demo world is seeded
+        sampler = harness.MemorySampler(children, every=args.every)
         sampler.start()
         soak = asyncio.run(
             readers_and_subscribers(
@@ -197,7 +191,7 @@ def main() -> None:
                 args.minutes * 60,
                 args.readers,
                 args.sockets,
-                common.operator_tokens(args.sockets),
+                harness.operator_tokens(args.sockets),
                 headers,
                 origin,
             )
@@ -205,22 +199,20 @@ def main() -> None:
         sampler.stopped.set()
         sampler.join()
         stop_simulator()  # stop the load; let the pipeline drain
-        events_in, rows = common.drain_and_count()
+        events_in, rows = harness.drain_and_count()
     finally:
         stop_all()
     restarts = {c.component.name: c.restarts for c in children}
     series = sampler.samples
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = f"soak-{'prod-' if args.production else ''}{args.multiple:g}x-{stamp}"
-    logs = common.RESULTS / f"{name}-logs"
+    logs = harness.RESULTS / f"{name}-logs"
     if (workdir / "logs").is_dir():
         shutil.copytree(workdir / "logs", logs, dirs_exist_ok=True)
     behind = [row["orders_not_in_pinot"] for row in series]
     behind = [b if isinstance(b, int) else None for b in behind]
     span = max(1, series[-1]["t_s"] - series[0]["t_s"])
     result = {
-        "machine": common.machine(),
-        "params": vars(args),
         "env": {
             k: os.environ[k]
             for k in ("KAFKA_RETENTION_BYTES", "KAFKA_RETENTION_MS", "PINOT_RETENTION_DAYS")
@@ -233,8 +225,8 @@ def main() -> None:
         "rest": {
             "requests": soak["rest_requests"],
             "errors": soak["rest_errors"],
-            "p50_ms": common.percentile(soak["rest_latency"], 50) * 1000,
-            "p99_ms": common.percentile(soak["rest_latency"], 99) * 1000,
+            "p50_ms": harness.percentile(soak["rest_latency"], 50) * 1000,
+            "p99_ms": harness.percentile(soak["rest_latency"], 99) * 1000,
         },  # fmt: skip
         "websocket": {"messages": soak["ws_messages"], "errors": soak["ws_errors"]},
         "error_examples": soak["error_examples"],
@@ -244,9 +236,9 @@ def main() -> None:
             for name in series[-1]["cpu_s"]
         },
         # Issue 29's "no stall": at constant input the lag never grows for over 60 s in a row.
-        "lag_growth_longest_s": common.longest_growth_s(behind, args.every),
+        "lag_growth_longest_s": harness.longest_growth_s(behind, args.every),
         "orders_not_in_pinot_max": max((b for b in behind if b is not None), default=None),
-        "logs": str(logs.relative_to(common.RESULTS.parent.parent)) if logs.exists() else None,
+        "logs": str(logs.relative_to(harness.RESULTS.parent.parent)) if logs.exists() else None,
         "orders_per_min_reached": round(
             (series[-1].get("orders", 0) - series[0].get("orders", 0)) * 60 / span, 1
         ),
@@ -257,7 +249,7 @@ def main() -> None:
         "workdir": str(workdir),
     }
     system = "production-like run" if args.production else "embedded system"
-    common.print_table(
+    harness.print_table(
         f"Soak ({system}): {args.multiple:g}x the book's peak for {args.minutes:g} min, "
         f"{args.readers} REST readers, {args.sockets} sockets",
         [
@@ -266,7 +258,7 @@ def main() -> None:
         ],
         header=("what", "in the system of record", "in Pinot", "equal"),
     )
-    common.print_table(
+    harness.print_table(
         "Readers and subscribers",
         [("REST requests / errors", f"{soak['rest_requests']} / {soak['rest_errors']}"),
          ("REST order detail p50 / p99 (ms)", f"{result['rest']['p50_ms']:.1f} / {result['rest']['p99_ms']:.1f}"),
@@ -279,7 +271,7 @@ def main() -> None:
          *(("error", e) for e in soak["error_examples"][:5])],
     )  # fmt: skip
     names = [c.component.name for c in children]
-    common.print_table(
+    harness.print_table(
         f"Memory (RSS MiB, with children) every {args.every:g} s; orders not yet in Pinot",
         [
             (f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names),
@@ -288,10 +280,5 @@ def main() -> None:
         ],
         header=("t", *names, "behind"),
     )  # fmt: skip
-    path = common.RESULTS / f"{name}.json"
-    path.write_text(json.dumps(result, indent=2, sort_keys=True))
-    print("  written to", path, "and", logs)
-
-
-if __name__ == "__main__":
-    main()
+    print("  logs in", logs)
+    return result

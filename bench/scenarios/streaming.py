@@ -1,11 +1,11 @@
 """Benchmark the stream job: micro-batch duration and event -> enriched latency.
 
-Not a test. Starts an Apache Kafka node of its own per run, runs ``python -m streaming``
-as a child process (exactly as ``make run`` does, on Spark's Kafka connector), and
-drives a synthetic load shaped like the book's simulator, compressed in time: each
-order is placed, moves through the kitchen statuses 2 s apart, then its courier sends
-one GPS point per second for ``--transit`` seconds before arriving and delivering. Rates are multiples of the
-book's peak (50 orders/min): 1x, 10x, 100x.
+Not a test. Starts an Apache Kafka node of its own per run and the job (``python -m
+streaming``, on Spark's Kafka connector) through the launcher, as ``make run`` does, and
+drives a synthetic load shaped like the book's simulator, compressed in time: each order
+is placed, moves through the kitchen statuses 2 s apart, then its courier sends one GPS
+point per second for ``--transit`` seconds before arriving and delivering. Rates are
+multiples of the book's peak (50 orders/min): 1x, 10x, 100x.
 
 Latency is measured per output record as (wall clock when the bench consumer
 receives it) - (the wall clock at which the change that made its version was
@@ -14,43 +14,35 @@ carries; a delivery status re-sent for a status change keeps its position's olde
 one), and its p99 is also reported per 10-second window so a growing lag shows.
 Micro-batch durations come from the job's own progress lines.
 
-``--baseline COMMIT`` runs that commit's job too (its tree unpacked into a temporary
-directory), level by level under the same load, so old and new are compared
-side by side in one run on one machine. ``--variant "LABEL:K=V K=V"`` (repeatable)
-also runs the new code with those environment variables set (``{run}`` in a value
+``--variant "LABEL:K=V K=V"`` (repeatable)
+also runs the job with those environment variables set (``{run}`` in a value
 becomes the run's own name, e.g. for a checkpoint directory), so each of the job's
 switchable levers (``STREAMING_*`` settings, ``SPARK_MASTER``) is measured alone in
 the same run. Latency counts events not yet processed when the run ends: an order
 whose last record never arrived adds a sample of (end of the drain - its last event's
 time), a lower bound. Prints a table and writes JSON to bench/results/.
 
-    .venv/bin/python bench/bench_streaming.py [--levels 10,100] [--baseline 860029a]
+    .venv/bin/python -m bench streaming [--levels 10,100]
         [--variant "rawfs:STREAMING_NIO_LOCAL_FS=false SPARK_MASTER=local[2,4]"]
 """
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(BASE_DIR))
-
-from bench import common  # noqa: E402
-from contract import geo  # noqa: E402
-from contract.events import (  # noqa: E402
+from bench import harness
+from contract import geo
+from contract.events import (
     LIFECYCLE,
     DeliveryLocation,
     OrderPlaced,
@@ -58,10 +50,10 @@ from contract.events import (  # noqa: E402
     OrderStatusChanged,
     Topic,
     now_ms,
-    topic_name,
 )
-from runtime import kafka  # noqa: E402
-from runtime.conf import KafkaConfig  # noqa: E402
+from localrun.launch import LaunchError, System
+from runtime import kafka
+from runtime.conf import KafkaConfig
 
 SHOP = (12.9716, 77.5946)
 HOME = (12.9352, 77.6245)
@@ -112,11 +104,8 @@ class Load:
         transit_s: int,
         seconds: float,
         changed_at: dict[tuple[int, int], int],
-        legacy: bool = False,
         linger_ms: int = 5,
     ) -> None:
-        #: legacy: events as the contract was before ``placed_at`` (for a baseline commit).
-        self.legacy = legacy
         self.rate = rate_per_min / 60.0
         self.transit = transit_s
         self.seconds = seconds
@@ -148,13 +137,7 @@ class Load:
                 for event, follow in self._event(kind, oid, step, due):
                     self._changes[oid] = n = self._changes.get(oid, 0) + 1
                     self.changed_at[(oid, n)] = event.event_time
-                    if self.legacy:
-                        body = json.loads(event.to_json())
-                        body.pop("placed_at", None)
-                        value = json.dumps(body, separators=(",", ":")).encode()
-                        sent.produce(topic_name(event.TOPIC), event.key(), value)
-                    else:
-                        sent.publish(event)
+                    sent.publish(event)
                     self.sent += 1
                     if follow is not None:
                         heapq.heappush(heap, (*follow[:1], seq, *follow[1:]))
@@ -280,50 +263,40 @@ def _split(records: list[tuple], t0: int, t1: int) -> dict[str, Any]:
     }
 
 
-def _copy_lines(source: Any, path: Path) -> None:
-    """Append every line of ``source`` to ``path`` until it closes."""
-    with open(path, "a") as out:
-        for line in source:
-            out.write(line)
-
-
 def run_level(
-    args,
+    args: argparse.Namespace,
     multiple: int,
-    bench_dir: Path,
     order_base: int,
-    code: Path,
     label: str,
-    overrides: dict[str, str] | None = None,
-    broker_pid: int | None = None,
+    overrides: dict[str, str],
+    broker: System,
 ) -> dict:
-    """One load level against a fresh job of the code in ``code`` (fresh topics, checkpoint),
-    with ``overrides`` set in its environment. ``broker_pid``'s CPU is sampled beside the
+    """One load level against a fresh job (fresh topics, checkpoint) on ``broker``'s Kafka,
+    with ``overrides`` set in its environment. The broker's CPU is sampled beside the
     job's: the two share the machine's cores."""
     prefix = f"bench{uuid.uuid4().hex[:6]}."
     os.environ["KAFKA_TOPIC_PREFIX"] = prefix
     kafka.ensure_topics(config=KafkaConfig())
     env = {
-        **os.environ,
-        "PYTHONPATH": str(code),
-        "STREAMING_CHECKPOINT_DIR": str(bench_dir / prefix / "checkpoint"),
+        **broker.env,
+        "KAFKA_TOPIC_PREFIX": prefix,
+        "STREAMING_CHECKPOINT_DIR": str(broker.workdir / prefix / "checkpoint"),
         "STREAMING_TRIGGER_MS": str(args.trigger_ms),
         "STREAMING_SHUFFLE_PARTITIONS": str(args.shuffle_partitions),
         "STREAMING_SPARK_CONF": args.spark_conf,
-        **{k: v.replace("{run}", prefix.rstrip(".")) for k, v in (overrides or {}).items()},
+        **{k: v.replace("{run}", prefix.rstrip(".")) for k, v in overrides.items()},
     }
     load_avg = [os.getloadavg()[0]]
-    log_path = bench_dir / f"{prefix}log"
-    # Appending: the job's stdout is copied into the same file once it is ready.
-    with open(log_path, "a") as log_file:
-        job = subprocess.Popen(
-            [sys.executable, "-m", job_module(code)],
-            cwd=code,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            text=True,
-        )
+    # Warm up: one order so the first (slow) micro-batch completes and the job says ready.
+    warm = kafka.Deliveries(kafka.producer())
+    warm.publish(order_placed(order_base))
+    warm.flush(10)
+    started = time.monotonic()
+    system = harness.start(["streaming"], env=env)
+    ready_after = time.monotonic() - started
+    job = system.child("streaming").process
+    broker_pid = broker.pid("kafka")
+    log_path = Path(system.env["ORDERTRACK_VAR_DIR"]) / "logs" / "streaming.log"
     changed_at: dict[tuple[int, int], int] = {}
     latencies = Latencies(changed_at)
     for t in latencies.threads:
@@ -337,11 +310,11 @@ def run_level(
         before: tuple[float, float, float] | None = None  # the last (time, job CPU, broker CPU)
         while not latencies.stop.is_set() and job.poll() is None:
             now = time.monotonic()
-            rss_samples.append((round(now - began), round(common.process_tree_rss(job.pid), 1)))
+            rss_samples.append((round(now - began), round(harness.process_tree_rss(job.pid), 1)))
             cpu = (
                 now,
-                common.process_tree_cpu(job.pid),
-                common.process_tree_cpu(broker_pid) if broker_pid else 0.0,
+                harness.process_tree_cpu(job.pid),
+                harness.process_tree_cpu(broker_pid) if broker_pid else 0.0,
             )
             if before is not None:
                 seconds = now - before[0]
@@ -357,31 +330,11 @@ def run_level(
 
     threading.Thread(target=sample_rss, daemon=True).start()
     try:
-        # Warm up: one order so the first (slow) micro-batch completes, then wait for ready.
-        warm = kafka.Deliveries(kafka.producer())
-        warm.publish(order_placed(order_base))
-        warm.flush(10)
-        # A baseline from before the contract's ``placed_at`` gets events without it.
-        contracts = [code / "contract" / "events.py", code / "tracker" / "core" / "events.py"]
-        legacy = not any(c.exists() and "placed_at" in c.read_text() for c in contracts)
-        started = time.monotonic()
-        for line in job.stdout:
-            if "streaming: ready" in line:
-                break
-            if time.monotonic() - started > 180:
-                raise TimeoutError("the job did not become ready")
-        ready_after = time.monotonic() - started
-        # Keep reading the job's stdout: Spark wrote a WARN line there for every batch
-        # slower than the trigger (the job now quiets it; a baseline may not), and a pipe
-        # nobody reads fills at 64 KiB (about 240 such lines), after which the stream execution thread blocks in write() for good: the
-        # silent "stall" of earlier runs (docs/operations.md; bench/repro_pipe_stall.py).
-        threading.Thread(target=_copy_lines, args=(job.stdout, log_path), daemon=True).start()
         load = Load(
-            common.BOOK_PEAK_PER_MIN * multiple,
+            harness.BOOK_PEAK_PER_MIN * multiple,
             args.transit,
             args.seconds,
             changed_at,
-            legacy,
             args.linger_ms,
         )
         t0 = now_ms() + int(args.warmup * 1000)
@@ -411,15 +364,11 @@ def run_level(
         orders = {k: v for k, v in latencies.versions.items() if k > order_base}
         complete = sum(1 for v in orders.values() if max(v) == per_order)
         missing = {k: max(v) for k, v in orders.items() if max(v) != per_order}
-        rss = round(common.process_tree_rss(job.pid), 1)
-        exit_code = job.poll()  # not None: the job died during the run
+        rss = round(harness.process_tree_rss(job.pid), 1)
+        restarts = system.child("streaming").restarts  # the job died during the run
     finally:
         latencies.stop.set()  # its consumers close before this level's broker stops
-        job.terminate()
-        try:
-            job.wait(30)
-        except subprocess.TimeoutExpired:
-            job.kill()
+        system.stop()
         for t in latencies.threads:
             t.join(5)
     batches = []
@@ -446,13 +395,13 @@ def run_level(
         windows.append(pct(window, 99))
     return {
         "code": label,
-        "env": overrides or {},
+        "env": overrides,
         "multiple": multiple,
         "load_avg_1m_start_end": load_avg,
         "e2e_ms_p99_per_10s": windows,
-        "lag_growth_longest_s": common.longest_growth_s(windows),
+        "lag_growth_longest_s": harness.longest_growth_s(windows),
         "unprocessed_at_end": len(unprocessed),
-        "orders_per_min": common.BOOK_PEAK_PER_MIN * multiple,
+        "orders_per_min": harness.BOOK_PEAK_PER_MIN * multiple,
         "events_sent": load.sent,
         "events_per_s": round(load.sent / args.seconds, 1),
         "ready_after_s": round(ready_after, 1),
@@ -476,32 +425,24 @@ def run_level(
         "rss_mib_at_end": rss,
         "rss_mib_every_30s": rss_samples,
         "cores_job_broker_every_30s": cpu_samples,
-        "job_exit_code_during_run": exit_code,
+        "job_restarts_during_run": restarts,
         "job_errors": [
             line[:600]
             for line in log_path.read_text().splitlines()
             if re.search(r"Error|Exception|Caused by|query failed", line)
         ][:20]
-        if exit_code is not None
+        if restarts
         else [],
     }
 
 
-def job_module(code: Path) -> str:
-    """The job's entry point in ``code``: a baseline from before 2026-11-28 ran it on the
-    Python connector through ``localrun.streaming``."""
-    return "localrun.streaming" if (code / "localrun" / "streaming.py").exists() else "streaming"
-
-
-def main() -> int:
-    parser = common.arguments(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
-    parser.add_argument("--baseline", default=None, help="also run this commit's job, per level")
     parser.add_argument(
         "--variant",
         action="append",
         default=[],
-        help='also run the new code as "LABEL:K=V K=V" (environment overrides); repeatable',
+        help='also run the job as "LABEL:K=V K=V" (environment overrides); repeatable',
     )
     parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
     parser.add_argument("--trigger-ms", type=int, default=100)
@@ -514,57 +455,29 @@ def main() -> int:
         "--linger-ms", type=int, default=5,
         help="the load generator's producer linger, ms (how many records share a batch)",
     )  # fmt: skip
-    args = parser.parse_args()
 
-    bench_dir = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
-    head = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=BASE_DIR, capture_output=True, text=True
-    ).stdout.strip()
-    codes: list[tuple[str, Path, dict[str, str]]] = [(f"new {head}", BASE_DIR, {})]
+
+def run(args: argparse.Namespace) -> dict:
+    codes: list[tuple[str, dict[str, str]]] = [("default", {})]
     for variant in args.variant:
         name, _, pairs = variant.partition(":")
-        env = dict(pair.split("=", 1) for pair in pairs.split())
-        codes.append((f"{name} {head}", BASE_DIR, env))
-    if args.baseline:
-        old = common.baseline_tree(args.baseline)
-        codes.insert(0, (f"old {args.baseline}", old, {}))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+        codes.append((name, dict(pair.split("=", 1) for pair in pairs.split())))
     results = []
-    try:
-        for i, level in enumerate(int(x) for x in args.levels.split(",")):
-            for j, (label, code, overrides) in enumerate(codes):
-                base = (i * len(codes) + j + 1) * 10_000_000
-                # A Kafka node of its own per run, on a fresh data folder (removed after
-                # the run), so no run inherits the topics or the log of the runs before it.
-                os.environ["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{common.free_port()}"
-                # Logs kept beside the result: the broker's and the job's.
-                logs = common.RESULTS / f"streaming-{stamp}-{label.split()[0]}-{level}x"
-                kafka_dir = bench_dir / f"kafka-{i}-{j}"
-                broker = common.start_kafka(
-                    kafka_dir, log_path=Path(f"{logs}.broker.log"), topics=False
-                )
+    for i, level in enumerate(int(x) for x in args.levels.split(",")):
+        for j, (label, overrides) in enumerate(codes):
+            base = (i * len(codes) + j + 1) * 10_000_000
+            # A Kafka node of its own per run, on a fresh data folder (removed after the
+            # run), so no run inherits the topics or the log of the runs before it.
+            with harness.system(["kafka"]) as broker:
                 try:
-                    result = run_level(
-                        args, level, bench_dir, base, code, label, overrides, broker.process.pid
-                    )
-                except (TimeoutError, OSError, kafka.Undelivered) as exc:
+                    result = run_level(args, level, base, label, overrides, broker)
+                except (TimeoutError, OSError, LaunchError, kafka.Undelivered) as exc:
                     # One run that fails (a job that never became ready, events the broker
-                    # did not acknowledge) leaves the others' results, and says so; its logs
-                    # are kept beside them.
+                    # did not acknowledge) leaves the others' results, and says so.
                     result = {"code": label, "env": overrides, "multiple": level}
                     result["failed"] = f"{type(exc).__name__}: {exc}"
-                finally:
-                    broker.stop()
-                    shutil.rmtree(kafka_dir, ignore_errors=True)
-                    for job_log in bench_dir.glob("bench*.log"):
-                        shutil.move(str(job_log), f"{logs}.job.log")
-                result["logs"] = Path(logs).name + ".{broker,job}.log"
-                results.append(result)
-                print(json.dumps(result), flush=True)
-    finally:
-        shutil.rmtree(bench_dir, ignore_errors=True)
-        if args.baseline:
-            shutil.rmtree(old, ignore_errors=True)
+            results.append(result)
+            print(json.dumps(result), flush=True)
 
     cols = [
         ("code", "code"),
@@ -602,24 +515,4 @@ def main() -> int:
             f"{'':>12}   cores per minute (job, broker): "
             + ", ".join(f"{job:.2f}/{broker:.2f}" for _, job, broker in cores[1::2])
         )
-    settings = {
-        "machine_cpus": os.cpu_count(),
-        "baseline": args.baseline,
-        "variants": args.variant,
-        "note": args.note,
-        "trigger_ms": args.trigger_ms,
-        "shuffle_partitions": args.shuffle_partitions,
-        "spark_conf": args.spark_conf,
-        "seconds_per_level": args.seconds,
-        "warmup_s": args.warmup,
-        "transit_points": args.transit,
-        "linger_ms": args.linger_ms,
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    path = common.write_result("streaming-old-vs-new", {"settings": settings, "results": results})
-    print(f"wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {"results": results}
