@@ -1,9 +1,10 @@
-"""Apache Pinot against issue 52's targets: freshness at 10x, Pinot's CPU per order-detail
-read, the arrival predictor's statistics refresh, start-up and memory; and the selectors.
+"""Apache Pinot against issue 52's targets: freshness at 10x, the arrival predictor's
+statistics refresh, start-up and memory; and the selectors. (Pinot's CPU per order-detail
+read beside the pipeline: ``python -m bench api --rate 50 --multiple 1``.)
 
 Pinot runs as ``make run`` runs it (``python -m localrun.pinot``: three JVMs on free
 ports, fresh data), on an Apache Kafka node of the benchmark's own. Parts (``--parts``,
-default all; ``detail`` runs first, each part on engines of its own):
+default all, each part on engines of its own):
 
 * ``queries`` (the old benchmark's, same options): ``--orders`` orders' enriched records
   (3 versions an order, 2 item lines, 5 courier points for every 5th) produced first, then
@@ -18,13 +19,6 @@ default all; ``detail`` runs first, each part on engines of its own):
   producer, and every ``--probe-every`` seconds a marker record (a new order's, on each
   enriched table in turn), polled through ``tracker.tracking.selectors.store.query`` every
   ``--poll-ms``: produced -> visible, p50/p99/max (target p99, issue 52); Pinot's cores.
-* ``detail``: the whole system as ``make run`` runs it (simulator at the default load,
-  stream job, web), after ``--warmup`` s: a window of ``--seconds`` with no reads, then
-  ``--seconds`` of open-loop ``GET /api/v1/orders/{id}/`` at ``--rate`` as each order's
-  customer (the newest orders of as many customers as the rate takes within
-  ``API_THROTTLE_READS``, taking turns). Pinot's CPU per read: its JVMs' CPU over the
-  read window, less the quiet window's, over the reads answered 200 (target: its cores at
-  the default load, the quiet window's, <= 0.15); its RSS; start-up to ready (<= 60 s).
 
 The load (as the stream job writes it from the simulator's events at ``make run``'s
 pace): ``50 x multiple`` orders a minute (the book's peak); each order's record and
@@ -38,9 +32,9 @@ that steady state (orders placed before it are under way).
 
 Not a test. Usage::
 
-    .venv/bin/python -m bench pinot [--parts queries,eta,fresh,detail]
+    .venv/bin/python -m bench pinot [--parts queries,eta,fresh]
         [--orders 100000] [--iterations 100] [--history-minutes 120] [--refreshes 20]
-        [--multiple 10] [--seconds 60] [--probe-every 0.5] [--rate 50] [--warmup 60]
+        [--multiple 10] [--seconds 60] [--probe-every 0.5]
 
 Prints a table and writes JSON to bench/results/pinot-<timestamp>.json.
 """
@@ -56,7 +50,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bench import harness
 from contract import geo
@@ -497,62 +490,6 @@ def part_eta_fresh(args: argparse.Namespace, parts: set[str]) -> dict:
     return out
 
 
-# ----------------------------------------------------------------------- detail reads
-
-
-def part_detail(args: argparse.Namespace) -> dict:
-    """Pinot's CPU per order detail on the whole system at the default load."""
-    from bench.scenarios import api
-
-    supervisor = harness.start_full_system(1, args.rate)
-    web_url, pinot = supervisor.web_url, harness.Pinot(supervisor)
-    cpu = pinot.cpu_s
-    try:
-        time.sleep(args.warmup)
-        details = harness.customer_orders(harness.readers_for(args.rate))
-        api.warm_up(web_url, details)
-        c0, t0 = cpu(), time.monotonic()
-        time.sleep(args.seconds)
-        quiet_cpu, quiet_s = cpu() - c0, time.monotonic() - t0
-        requests = api.detail_requests(details, int(args.rate * args.seconds), seed=1)
-        c0, t0 = cpu(), time.monotonic()
-        result = api.run_open_loop(web_url, requests, args.rate)
-        read_cpu, read_s = cpu() - c0, time.monotonic() - t0
-        rss = {
-            name: round(harness.process_tree_rss(pid))
-            for pid in pinot.jvm_pids
-            for name in [_jvm_name(pid)]
-        }
-    finally:
-        supervisor.stop()
-    extra = max(0.0, read_cpu - quiet_cpu * read_s / quiet_s)
-    ok = result["ok"]
-    return {
-        "pinot_ready_s": pinot.ready_s,
-        "pinot_cores_default_load": round(quiet_cpu / quiet_s, 3),
-        "pinot_cores_reading": round(read_cpu / read_s, 3),
-        "pinot_cpu_ms_per_read": round(extra / max(1, ok) * 1000, 2),
-        "reads": {k: result[k] for k in ("requests", "answered", "ok", "errors")},
-        "read_latency_ms": {k: round(result[k], 1) for k in ("p50_ms", "p90_ms", "p99_ms")},
-        "rate": args.rate,
-        "window_s": args.seconds,
-        "pinot_rss_mb": rss,
-        "pinot_rss_mb_total": sum(rss.values()),
-    }
-
-
-def _jvm_name(pid: int) -> str:
-    """A Pinot JVM's part (``-Dpinot.component=``), else its pid."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except FileNotFoundError:
-        return str(pid)
-    for arg in cmdline:
-        if arg.startswith(b"-Dpinot.component="):
-            return arg.split(b"=", 1)[1].decode()
-    return str(pid)
-
-
 # ----------------------------------------------------------------------- engines
 
 
@@ -608,13 +545,6 @@ def report(result: dict) -> list[tuple[str, str, str]]:
                      f"max {v['max_ms']} ms (n {v['n']}, lost "
                      f"{v['not_seen_within_s']['count']})", "p99 (issue 52)"))  # fmt: skip
         rows.append(("fresh: Pinot cores", str(f["pinot_cores_during_load"]), ""))
-    if d := result.get("detail"):
-        rows.append(("detail: Pinot CPU per read", f"{d['pinot_cpu_ms_per_read']} ms "
-                     f"({d['reads']['ok']} answered 200)", ""))  # fmt: skip
-        rows.append(("detail: Pinot cores, default load", str(d["pinot_cores_default_load"]),
-                     "<= 0.15"))  # fmt: skip
-        rows.append(("detail: Pinot RSS", f"{d['pinot_rss_mb_total']} MiB {d['pinot_rss_mb']}", ""))
-        rows.append(("detail: start-up to ready", f"{d['pinot_ready_s']} s", "<= 60 s"))
     for key in ("queries_part", "eta_fresh"):
         if (r := result.get(key)) and "pinot_ready_s" in r:
             rows.append(
@@ -624,20 +554,18 @@ def report(result: dict) -> list[tuple[str, str, str]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--parts", default="queries,eta,fresh,detail")
+    parser.add_argument("--parts", default="queries,eta,fresh")
     parser.add_argument("--orders", type=int, default=100_000, help="queries: orders")
     parser.add_argument("--iterations", type=int, default=100, help="queries: runs a selector")
     parser.add_argument("--history-minutes", type=float, default=120, help="eta: default load")
     parser.add_argument("--refreshes", type=int, default=20, help="eta: statistics loads timed")
     harness.add_multiple(parser, default=10)
-    parser.add_argument("--seconds", type=float, default=60, help="fresh: load; detail: windows")
+    parser.add_argument("--seconds", type=float, default=60, help="fresh: load")
     parser.add_argument("--probe-every", type=float, default=0.5, help="fresh: s between markers")
     parser.add_argument(
         "--poll-ms", type=float, default=50,
         help="fresh: marker polling (each poll is a Pinot query: finer costs Pinot CPU)",
     )  # fmt: skip
-    parser.add_argument("--rate", type=float, default=50, help="detail: reads a second")
-    parser.add_argument("--warmup", type=float, default=60, help="detail: s before measuring")
     parser.add_argument("--kitchen-step", type=float, default=60, help="load: s between statuses")
     parser.add_argument("--ride-seconds", type=float, default=540, help="load: a ride")
     parser.add_argument("--gps-interval", type=float, default=1, help="load: s between points")
@@ -647,13 +575,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     parts = set(args.parts.split(","))
-    if unknown := parts - {"queries", "eta", "fresh", "detail"}:
+    if unknown := parts - {"queries", "eta", "fresh"}:
         raise SystemExit(f"unknown parts: {', '.join(sorted(unknown))}")
     result: dict = {}
-    # First: the whole system sets Django up on its own database (its components'), which
-    # the reads' tokens must be in; the other parts need no database.
-    if "detail" in parts:
-        result["detail"] = part_detail(args)
     if "queries" in parts:
         q = part_queries(args)
         result["queries_part"] = q
@@ -675,8 +599,3 @@ def _headline(result: dict) -> Iterator[tuple[str, object]]:
     if e := result.get("eta"):
         yield "eta_refresh_wall_ms_p50", e["wall_ms_p50"]
         yield "eta_refresh_pinot_cpu_ms_p50", e["pinot_cpu_ms_p50"]
-    if d := result.get("detail"):
-        yield "detail_pinot_cpu_ms_per_read", d["pinot_cpu_ms_per_read"]
-        yield "pinot_cores_default_load", d["pinot_cores_default_load"]
-        yield "pinot_rss_mb", d["pinot_rss_mb_total"]
-        yield "pinot_ready_s", d["pinot_ready_s"]

@@ -1,21 +1,25 @@
-"""Load and soak: the whole system with the simulator at a multiple of the book's peak,
-REST readers and WebSocket subscribers attached, for a fixed time.
+"""Soak: the whole system with the simulator at a multiple of the book's peak, for a fixed
+time, with REST readers, WebSocket subscribers and a black-box probe attached.
 
-Two systems: the embedded one (``make run``: SQLite, a local Apache Kafka node, Spark local) by default, or
-with ``--production`` the production-like run (``make run-prod``: PostgreSQL, Redis, the
-push bridge as its own process, Spark on a standalone Master + Worker).
+The embedded system (``make run``) by default, or with ``--production`` the
+production-like run (``make run-prod``: PostgreSQL, Redis, the push bridge as its own
+process, Spark on a standalone master and worker). The REST readers read order details
+as the orders' customers, each within its read budget (``API_THROTTLE_READS``); the
+sockets are spread over operators (``WS_MAX_SOCKETS_PER_USER``). Every
+``--probe-every`` seconds a probe places an order as a customer, advances it, posts a GPS
+point as its courier and waits for both on a WebSocket and in the REST detail from Pinot
+(with Kafka's disk beside it). ``--retention-mb`` lowers Kafka's per-partition size
+bound, so retention deletes segments during the run.
 
-The REST readers read order details as the orders' customers, each reader as customers of
-its own in turn, so every customer stays within its read budget (``API_THROTTLE_READS``);
-the sockets are spread over operators (``WS_MAX_SOCKETS_PER_USER``).
-
-Reports events in vs rows in Pinot (they must be equal once the pipeline drains),
-errors seen by the readers and subscribers (must be zero), and every process's memory
-(RSS, with its children) and CPU sampled every ``--every`` seconds, with the orders not yet
-in Pinot at each sample. Not a test: prints a table and writes bench/results/soak-*.json.
+Reports events in vs rows in Pinot (equal once the pipeline drains), the readers' and
+subscribers' errors (none), every process's memory and CPU every ``--every`` seconds with
+the orders not yet in Pinot, CPU per 10-minute window, and the RSS plateau. The logs are
+kept beside the result. Not a test.
 
     .venv/bin/python -m bench soak --multiple 10 --minutes 30
     .venv/bin/python -m bench soak --production --multiple 100 --minutes 10
+    .venv/bin/python -m bench soak --multiple 1 --minutes 120 --every 30 --readers 0 \
+        --sockets 0 --probe-every 120 --retention-mb 32          # the long run at rest
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ import logging
 import os
 import random
 import shutil
+import signal
+import threading
 import time
+from pathlib import Path
 
 from bench import harness
 
@@ -152,6 +159,105 @@ async def readers_and_subscribers(
     return stats
 
 
+def disk_by_folder(workdir: Path) -> dict[str, float]:
+    """Disk taken now by each folder of the run's ``var/`` (Kafka's log, Pinot's segments,
+    the stream job's checkpoint, the logs, the database) and in all: what retention and
+    Pinot's segment flushes must keep flat."""
+    folders = {p.name: harness.disk_mb(p) for p in sorted(workdir.iterdir()) if p.is_dir()}
+    files = sum(p.stat().st_blocks * 512 for p in workdir.iterdir() if p.is_file())
+    folders["(files)"] = round(files / 1_048_576, 1)
+    folders["total"] = round(sum(folders.values()), 1)
+    return folders
+
+
+def plateaus(series: list[dict], names: list[str], at_min: float = 90, last_min: float = 30):
+    """Per component: its RSS at minute ``at_min`` and the widest departure from it over the
+    last ``last_min`` minutes, in percent (the issue's bar: within 5%). None when the run
+    was too short to have both."""
+    if not series or series[-1]["t_s"] < max(at_min, last_min) * 60:
+        return None
+    mark = min(series, key=lambda row: abs(row["t_s"] - at_min * 60))
+    tail = [row for row in series if row["t_s"] >= series[-1]["t_s"] - last_min * 60]
+    out = {}
+    for name in names:
+        base = mark["rss_mb"][name]
+        worst = max((abs(row["rss_mb"][name] - base) for row in tail), default=0)
+        out[name] = {
+            "at_mark_mb": base,
+            "tail_min_mb": min(row["rss_mb"][name] for row in tail),
+            "tail_max_mb": max(row["rss_mb"][name] for row in tail),
+            "max_departure_pct": round(100 * worst / base, 1) if base else None,
+        }
+    return out
+
+
+#: Set by SIGTERM/SIGINT: probing stops and the run is written as it stands (with its
+#: memory series and logs), so a run stopped early still leaves its evidence.
+STOP = threading.Event()
+
+
+async def run_probes(
+    endpoint: harness.Endpoint,
+    people: dict,
+    args: argparse.Namespace,
+    sampler: harness.MemorySampler,
+    workdir: Path,
+    rows: list[dict],
+) -> None:
+    """A probe every ``--probe-every`` seconds, into ``rows`` (kept if the run stops)."""
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < args.minutes * 60 and not STOP.is_set():
+        started = time.monotonic()
+        row = await harness.probe(endpoint, people, n)
+        row["t_min"] = round((started - t0) / 60, 1)
+        row["kafka_rss_mb"] = (
+            sampler.samples[-1]["rss_mb"].get("kafka") if sampler.samples else None
+        )
+        row["disk_mb"] = disk_by_folder(workdir)
+        rows.append(row)
+        print(
+            f"  probe {n}: t={row['t_min']} min ok={row['ok']} step={row['step']} "
+            f"socket={row.get('socket_s')} update={row.get('update_s')} rest={row.get('rest_s')} "
+            f"kafka rss={row['kafka_rss_mb']} MiB, var/ {row['disk_mb']} MiB {row.get('error', '')}",
+            flush=True,
+        )
+        n += 1
+        pause = time.monotonic() + max(0.0, args.probe_every - (time.monotonic() - started))
+        while time.monotonic() < pause and not STOP.is_set():
+            await asyncio.sleep(0.5)
+
+
+def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> list[tuple]:
+    """Cores each component used in each window, from the sampler's CPU seconds so far
+    (a counter that went down belongs to a restarted process: only its own count is taken)."""
+
+    def used(now: float, before: float) -> float:
+        return now - before if now >= before else now
+
+    def rate(row: dict, start: dict, span: float, topic: str, per: float) -> str:
+        if not isinstance(row.get("records"), dict) or not isinstance(start.get("records"), dict):
+            return "?"
+        return f"{(row['records'][topic] - start['records'][topic]) / span * per:.0f}"
+
+    rows, start = [], series[0] if series else None
+    for row in series[1:]:
+        if row["t_s"] - start["t_s"] >= minutes * 60 or row is series[-1]:
+            span = row["t_s"] - start["t_s"]
+            cores = [used(row["cpu_s"][n], start["cpu_s"][n]) / span for n in names]
+            load = (
+                rate(row, start, span, "orders", 60),
+                rate(row, start, span, "order_statuses", 1),
+                rate(row, start, span, "delivery_locations", 1),
+            )
+            rows.append(
+                (f"{start['t_s'] / 60:.0f}", *load, *(f"{c:.2f}" for c in cores),
+                 f"{sum(cores):.2f}")
+            )  # fmt: skip
+            start = row
+    return rows
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     harness.add_multiple(parser, default=100)
     harness.add_duration(
@@ -159,60 +265,78 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--readers", type=int, default=20)
     parser.add_argument("--sockets", type=int, default=200)
+    parser.add_argument("--probe-every", type=float, default=0, help="seconds (0: no probe)")
+    parser.add_argument(
+        "--retention-mb", type=int, default=0,
+        help="KAFKA_RETENTION_BYTES in MiB, per partition (0: the local default)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--plateau-from", type=float, default=90,
+        help="minute whose RSS the rest of the run is held against",
+    )  # fmt: skip
     parser.add_argument(
         "--production", action="store_true",
         help="the production-like run (PostgreSQL, Redis, Spark cluster) instead of make run's",
     )  # fmt: skip
+    parser.add_argument("--note", default="", help="how it was run (a shared machine?)")
 
 
 def run(args: argparse.Namespace) -> dict:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
-
+    if args.retention_mb:
+        os.environ["KAFKA_RETENTION_BYTES"] = str(args.retention_mb * 1_048_576)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: STOP.set())
     if args.production:
         system = harness.start_production_run(args.multiple)
-        children, workdir = system.children, system.workdir
-        web_url, headers = system.endpoint.url, system.endpoint.headers
-        origin = system.endpoint.origin
+        children, workdir, endpoint = system.children, system.plan.var / "app", system.endpoint
         stop_simulator = lambda: system.run.app.stop_component("simulator")  # noqa: E731
         stop_all = system.stop
     else:
         launched = harness.start_full_system(args.multiple, args.readers / READER_PAUSE)
-        children, web_url, workdir = launched.children, launched.web_url, launched.workdir
-        headers, origin = {}, None
+        children, workdir = launched.children, launched.workdir
+        endpoint = harness.Endpoint(launched.web_url)
         stop_simulator = lambda: launched.supervisor.stop_component("simulator")  # noqa: E731
         stop_all = launched.stop
+    probes: list[dict] = []
     try:
-        harness.wait_for_operator()  # the demo world is seeded
+        operator = harness.wait_for_operator()  # the demo world is seeded
         sampler = harness.MemorySampler(children, every=args.every)
         sampler.start()
-        soak = asyncio.run(
-            readers_and_subscribers(
-                web_url,
-                args.minutes * 60,
-                args.readers,
-                args.sockets,
-                harness.operator_tokens(args.sockets),
-                headers,
-                origin,
-            )
-        )
+
+        async def attached() -> dict:
+            tasks = [readers_and_subscribers(
+                endpoint.url, args.minutes * 60, args.readers, args.sockets,
+                harness.operator_tokens(args.sockets), endpoint.headers, endpoint.origin,
+            )]  # fmt: skip
+            if args.probe_every:
+                people = harness.probe_people(operator)
+                tasks.append(run_probes(endpoint, people, args, sampler, workdir, probes))
+            return (await asyncio.gather(*tasks))[0]
+
+        soak = asyncio.run(attached())
         sampler.stopped.set()
         sampler.join()
         stop_simulator()  # stop the load; let the pipeline drain
         events_in, rows = harness.drain_and_count()
     finally:
         stop_all()
+    return report(args, children, workdir, sampler.samples, soak, probes, events_in, rows)
+
+
+def report(args, children, workdir, series, soak, probes, events_in, rows) -> dict:  # noqa: ANN001, PLR0913
+    """The tables and the result; the run's logs copied beside it."""
     restarts = {c.component.name: c.restarts for c in children}
-    series = sampler.samples
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    name = f"soak-{'prod-' if args.production else ''}{args.multiple:g}x-{stamp}"
+    names = [c.component.name for c in children]
+    name = f"soak-{'prod-' if args.production else ''}{args.multiple:g}x-{time.strftime('%Y%m%d-%H%M%S')}"
     logs = harness.RESULTS / f"{name}-logs"
     if (workdir / "logs").is_dir():
         shutil.copytree(workdir / "logs", logs, dirs_exist_ok=True)
-    behind = [row["orders_not_in_pinot"] for row in series]
-    behind = [b if isinstance(b, int) else None for b in behind]
+    behind = [b if isinstance(b := row["orders_not_in_pinot"], int) else None for row in series]
     span = max(1, series[-1]["t_s"] - series[0]["t_s"])
     result = {
+        "note": args.note,
+        "stopped_early": STOP.is_set(),
         "env": {
             k: os.environ[k]
             for k in ("KAFKA_RETENTION_BYTES", "KAFKA_RETENTION_MS", "PINOT_RETENTION_DAYS")
@@ -230,55 +354,74 @@ def run(args: argparse.Namespace) -> dict:
         },  # fmt: skip
         "websocket": {"messages": soak["ws_messages"], "errors": soak["ws_errors"]},
         "error_examples": soak["error_examples"],
+        "probes": probes,
+        "probes_passed": sum(p["ok"] for p in probes),
+        "probes_total": len(probes),
+        "disk_mb": disk_by_folder(workdir) if workdir.is_dir() else {},
         # Over the sampled window: which process used the cores, and the load reached.
         "cpu_cores_used": {
-            name: round((series[-1]["cpu_s"][name] - series[0]["cpu_s"][name]) / span, 2)
-            for name in series[-1]["cpu_s"]
+            n: round((series[-1]["cpu_s"][n] - series[0]["cpu_s"][n]) / span, 2)
+            for n in series[-1]["cpu_s"]
         },
+        "cpu_windows": cpu_windows(series, names),
         # Issue 29's "no stall": at constant input the lag never grows for over 60 s in a row.
         "lag_growth_longest_s": harness.longest_growth_s(behind, args.every),
         "orders_not_in_pinot_max": max((b for b in behind if b is not None), default=None),
-        "logs": str(logs.relative_to(harness.RESULTS.parent.parent)) if logs.exists() else None,
         "orders_per_min_reached": round(
             (series[-1].get("orders", 0) - series[0].get("orders", 0)) * 60 / span, 1
         ),
+        "rss_plateau": plateaus(
+            series, names, at_min=args.plateau_from, last_min=args.minutes - args.plateau_from
+        ),
         "rss_mb_series": series,
-        "rss_mb_start": series[0]["rss_mb"],
-        "rss_mb_end": series[-1]["rss_mb"],
         "restarts": restarts,
-        "workdir": str(workdir),
+        "logs": str(logs.relative_to(harness.ROOT)) if logs.exists() else None,
     }
-    system = "production-like run" if args.production else "embedded system"
     harness.print_table(
-        f"Soak ({system}): {args.multiple:g}x the book's peak for {args.minutes:g} min, "
-        f"{args.readers} REST readers, {args.sockets} sockets",
-        [
-            (k, str(events_in[k]), str(rows[k]), "yes" if events_in[k] == rows[k] else "NO")
-            for k in events_in
-        ],
+        f"Soak ({result['system']}): {args.multiple:g}x the book's peak for {args.minutes:g} "
+        f"min, {args.readers} REST readers, {args.sockets} sockets",
+        [(k, str(events_in[k]), str(rows[k]), "yes" if events_in[k] == rows[k] else "NO")
+         for k in events_in],
         header=("what", "in the system of record", "in Pinot", "equal"),
-    )
+    )  # fmt: skip
     harness.print_table(
-        "Readers and subscribers",
+        "Readers, subscribers, load",
         [("REST requests / errors", f"{soak['rest_requests']} / {soak['rest_errors']}"),
          ("REST order detail p50 / p99 (ms)", f"{result['rest']['p50_ms']:.1f} / {result['rest']['p99_ms']:.1f}"),
          ("WebSocket messages / errors", f"{soak['ws_messages']} / {soak['ws_errors']}"),
+         ("probes passed", f"{result['probes_passed']} / {len(probes)}"),
          ("component restarts", ", ".join(f"{k}={v}" for k, v in restarts.items())),
          ("orders placed per minute", str(result["orders_per_min_reached"])),
          ("orders not in Pinot: most, longest growth (s)",
           f"{result['orders_not_in_pinot_max']}, {result['lag_growth_longest_s']:g}"),
-         ("cores used", ", ".join(f"{k}={v}" for k, v in result["cpu_cores_used"].items())),
          *(("error", e) for e in soak["error_examples"][:5])],
     )  # fmt: skip
-    names = [c.component.name for c in children]
+    harness.print_table(
+        "Probes",
+        [(f"{p['t_min']}", "pass" if p["ok"] else f"FAIL at {p['step']}",
+          str(p.get("socket_s", "")), str(p.get("update_s", "")), str(p.get("rest_s", "")),
+          str(p["kafka_rss_mb"]), str(p["disk_mb"].get("kafka")))
+         for p in probes],
+        header=("t (min)", "probe", "GPS->socket s", "GPS->update s", "GPS->REST s",
+                "Kafka RSS MiB", "Kafka disk MiB"),
+    )  # fmt: skip
     harness.print_table(
         f"Memory (RSS MiB, with children) every {args.every:g} s; orders not yet in Pinot",
-        [
-            (f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names),
-             str(row["orders_not_in_pinot"]))
-            for row in series
-        ],
+        [(f"{row['t_s']}s", *(str(row["rss_mb"][n]) for n in names), str(row["orders_not_in_pinot"]))
+         for row in series],
         header=("t", *names, "behind"),
     )  # fmt: skip
+    harness.print_table(
+        "CPU (cores, with children) per 10-minute window",
+        result["cpu_windows"],
+        header=("from (min)", "orders/min", "statuses/s", "GPS/s", *names, "total"),
+    )
+    if result["rss_plateau"]:
+        harness.print_table(
+            f"RSS plateau: the rest of the run against minute {args.plateau_from:g}",
+            [(n, str(v["at_mark_mb"]), f"{v['tail_min_mb']}-{v['tail_max_mb']}",
+              f"{v['max_departure_pct']}%") for n, v in result["rss_plateau"].items()],
+            header=("component", f"RSS at {args.plateau_from:g} min", "after", "widest departure"),
+        )  # fmt: skip
     print("  logs in", logs)
     return result
