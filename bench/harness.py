@@ -209,7 +209,8 @@ def write_result(name: str, result: dict) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench NAME [options]``: run one scenario and write its result."""
+    """``python -m bench NAME [options]``: run one scenario and write its result (named
+    ``NAME[-label]-<time>.json``, the label a scenario may return: ``10x``, ``prod``...)."""
     parser = argparse.ArgumentParser(prog="python -m bench", add_help=False)
     parser.add_argument("scenario", nargs="?", choices=SCENARIOS)
     known, rest = parser.parse_known_args(argv)
@@ -237,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     if result is None:  # an analysis of stored results: nothing new to write
         return 0
     result = {"machine": started, "load_avg_1m": load.summary(), "params": vars(args), **result}
-    print("  written to", write_result(known.scenario.replace("_", "-"), result))
+    name = "-".join([known.scenario.replace("_", "-"), *filter(None, [result.get("label")])])
+    print("  written to", write_result(name, result))
     return 1 if result.get("failed") else 0
 
 

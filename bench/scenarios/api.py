@@ -768,7 +768,7 @@ def run(args: argparse.Namespace) -> dict:
             raise SystemExit("--conditional runs alone on the seeded stack")
         result = open_loop_conditional(args)
         print_conditional(args, result)
-        return result
+        return {"label": f"conditional-{args.rate:g}rps", **result}
     if args.production:
         result = open_loop_production(args)
     elif args.multiple:
@@ -776,4 +776,5 @@ def run(args: argparse.Namespace) -> dict:
     else:
         result = open_loop_seeded(args)
     print_open_loop(args, result)
-    return result
+    where = "-prod" if args.production else f"-{args.multiple:g}x" if args.multiple else ""
+    return {"label": f"open-{args.rate:g}rps{where}", **result}

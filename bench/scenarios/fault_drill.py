@@ -1502,6 +1502,7 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> dict:
         keep_logs(system.plan.var, system.workdir, logs)
     asked = harness.BOOK_PEAK_PER_MIN * args.multiple
     result = {
+        "label": f"{args.multiple:g}x",
         "failed": failed,
         "note": args.note,
         "system": {"files": [f.name for f in cluster_files()], "addresses": system.plan.addresses},

@@ -335,6 +335,7 @@ def report(args, children, workdir, series, soak, probes, events_in, rows) -> di
     behind = [b if isinstance(b := row["orders_not_in_pinot"], int) else None for row in series]
     span = max(1, series[-1]["t_s"] - series[0]["t_s"])
     result = {
+        "label": f"{'prod-' if args.production else ''}{args.multiple:g}x",
         "note": args.note,
         "stopped_early": STOP.is_set(),
         "env": {
