@@ -1,5 +1,5 @@
-"""The fault drill's own reasoning, without engines (bench/bench_fault_drill.py and the
-probe's verdict in bench/common.py): which Kafka node, Spark worker and web process it
+"""The fault drill's own reasoning, without engines (bench/scenarios/fault_drill.py and the
+probe's verdict in bench/harness.py): which Kafka node, Spark worker and web process it
 picks to kill, what it reads from ``/metrics``, health samples, the strip and the
 probes, how it builds Prometheus's configuration, and what it calls a missed, repeated
 or reordered status. The drill itself runs the replicated cluster and is a benchmark

@@ -1,5 +1,5 @@
 """kill -9 of a partition's leader in a three-node Kafka cluster, in the middle of an
-order's journey (issue 54's first fault; the fault drill, bench/bench_fault_drill.py,
+order's journey (issue 54's first fault; the fault drill, bench/scenarios/fault_drill.py,
 does the same to the whole replicated cluster under load).
 
 The test runs a cluster of its own (the suite's broker and Pinot serve every other test
