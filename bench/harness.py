@@ -603,23 +603,13 @@ class Endpoint:
             return None
         return ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
 
-    def client(self, token: str | None = None, timeout: float = 30):  # noqa: ANN201 - httpx.AsyncClient
-        """An HTTP client of the API, signed in with ``token`` when given."""
+    def client(self, token: str | None = None, timeout: float = 30, sync: bool = False):  # noqa: ANN201 - an httpx client
+        """An HTTP client of the API (``httpx.AsyncClient``, or ``httpx.Client`` with
+        ``sync``), signed in with ``token`` when given."""
         import httpx
 
         auth = {"Authorization": f"Token {token}"} if token else {}
-        return httpx.AsyncClient(
-            base_url=self.url,
-            headers={**self.headers, **auth},
-            verify=self.tls or True,
-            timeout=timeout,
-        )
-
-    def sync_client(self, token: str | None = None, timeout: float = 30):  # noqa: ANN201 - httpx.Client
-        import httpx
-
-        auth = {"Authorization": f"Token {token}"} if token else {}
-        return httpx.Client(
+        return (httpx.Client if sync else httpx.AsyncClient)(
             base_url=self.url,
             headers={**self.headers, **auth},
             verify=self.tls or True,

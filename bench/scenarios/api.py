@@ -557,21 +557,13 @@ def beside_the_pipeline(
 
 def open_loop_system(args: argparse.Namespace) -> dict:
     supervisor = harness.start_full_system(args.multiple, args.rate)
-    web_url = supervisor.web_url
     try:
-        pids = {
-            c.component.name: c.process.pid
-            for c in supervisor.children
-            if c.component.name in ("web", "pinot", "streaming", "kafka")
-        }
-        result, rss = beside_the_pipeline(args, pids, web_url)
+        pids = {name: supervisor.pid(name) for name in ("web", "pinot", "streaming", "kafka")}
+        result, rss = beside_the_pipeline(args, pids, supervisor.web_url)
     finally:
         supervisor.stop()
-    return {
-        "load": f"full system, simulator at {args.multiple:g}x the book's peak",
-        "results": {"new": result},
-        "rss_mb": rss,
-    }
+    return {"load": f"full system, simulator at {args.multiple:g}x the book's peak",
+            "results": {"new": result}, "rss_mb": rss}  # fmt: skip
 
 
 #: The production run's processes whose CPU a read is charged with, by the name the
@@ -600,11 +592,8 @@ def open_loop_production(args: argparse.Namespace) -> dict:
         )
     finally:
         system.stop()
-    return {
-        "load": f"make run-prod, simulator at {args.multiple or 1:g}x the book's peak",
-        "results": {"new": result},
-        "rss_mb": rss,
-    }
+    return {"load": f"make run-prod, simulator at {args.multiple or 1:g}x the book's peak",
+            "results": {"new": result}, "rss_mb": rss}  # fmt: skip
 
 
 def combine(runs: list[dict]) -> dict:

@@ -1054,7 +1054,9 @@ class HealthSampler(threading.Thread):
 
     def run(self) -> None:
         every = self.drill.args.sample_every
-        client = self.drill.system.endpoint.sync_client(self.drill.people["operator"], timeout=3)
+        client = self.drill.system.endpoint.client(
+            self.drill.people["operator"], timeout=3, sync=True
+        )
         with client:
             while not self.stopped.is_set():
                 started = time.monotonic()
