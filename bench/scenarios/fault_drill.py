@@ -78,6 +78,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bench import harness
+from localrun.launch import environ
 
 FAULTS = ("kafka", "pinot", "spark", "web", "redis", "postgres")
 #: A state counts as reached (recovered, cleared) once it has held this long.
@@ -103,19 +104,6 @@ def cluster_files() -> list[Path]:
 # ------------------------------------------------------------------ the cluster's parts
 
 
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """This process's environment set to ``values`` for a ``with`` block: a launcher's
-    own parsing reads it (only while setting up, before any thread runs)."""
-    saved = dict(os.environ)
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def kafka_nodes(plan) -> dict[int, str]:  # noqa: ANN001 - an localrun.compose.plan.Plan
     """Kafka node id -> the process running it, as each launcher reads its command line."""
     from localrun.kafka import launcher_node
@@ -123,7 +111,7 @@ def kafka_nodes(plan) -> dict[int, str]:  # noqa: ANN001 - an localrun.compose.p
     nodes = {}
     for name, (argv, env) in plan.processes.items():
         if plan.role(name) == "kafka":
-            with environment(env):
+            with environ(env):
                 nodes[launcher_node(argv[3:]).node_id] = name  # after python -m localrun.kafka
     return nodes
 
@@ -142,7 +130,7 @@ def pinot_servers(plan) -> dict[str, int]:  # noqa: ANN001
     -> its admin port, as the Pinot launcher reads its environment."""
     from localrun.pinot.conf import Ports
 
-    with environment(plan.processes["pinot-broker"][1]):
+    with environ(plan.processes["pinot-broker"][1]):
         ports = Ports.from_env()
     return {name: admin for name, (_, admin) in ports.servers().items()}
 
