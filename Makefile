@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-# make run-prod: docker-compose.yml's topology as local processes (localrun/compose/__init__.py);
+# make run-prod: docker-compose.yml's topology as local processes (localrun/compose/);
 # with COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml (compose's own variable:
 # the files merged in order), the replicated cluster (docs/operations.md, section 6).
 .PHONY: run run-prod test test-passes test-backends install jvm system-deps schema lint format tail bench clean

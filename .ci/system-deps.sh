@@ -13,7 +13,7 @@ command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || need+=(op
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
-# Run as ordinary processes by localrun/compose/__init__.py (initdb under var/); no service is started.
+# Run as ordinary processes by localrun/compose/ (initdb under var/); no service is started.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 # promtool checks and unit-tests the alert rules; prometheus scrapes the embedded system

@@ -631,7 +631,7 @@ class Endpoint:
 
 @dataclass
 class ProductionSystem:
-    """A started ``make run-prod`` (localrun/compose/__init__.py) and how a benchmark reaches it."""
+    """A started ``make run-prod`` (localrun/compose/) and how a benchmark reaches it."""
 
     run: object  # localrun.compose.ProductionRun: its supervisors, run.infra and run.app
     plan: object  # localrun.compose.plan.Plan: every process's command line and addresses

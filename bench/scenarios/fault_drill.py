@@ -2,7 +2,7 @@
 
 The cluster is docker-compose.yml with docker-compose.cluster.yml, started as ``make
 run-prod COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml`` starts it
-(localrun/compose/__init__.py: three Kafka nodes, two Pinot servers, a Spark master with two
+(localrun/compose/: three Kafka nodes, two Pinot servers, a Spark master with two
 workers, two web processes behind Caddy, PostgreSQL, Redis), with the simulator at
 ``--multiple`` x the book's peak, and Debian's Prometheus scraping every ``/metrics``
 with the production configuration and rules (deploy/prometheus). Throughout the run:

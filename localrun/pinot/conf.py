@@ -3,7 +3,7 @@
 The checked-in files (jvm/pinot/*.properties: settings for a 2-core machine) are the base;
 a run adds what only it knows (its ports, ZooKeeper's address, its data folders) and
 writes the result under ``<data_dir>/conf``. Kept apart from the launcher
-(localrun/pinot/__init__.py), which only starts, watches and stops the processes.
+(localrun/pinot/), which only starts, watches and stops the processes.
 """
 
 from __future__ import annotations
