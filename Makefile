@@ -12,7 +12,7 @@ SYSTEM_STAMP := var/.system-deps
 # make run-prod: docker-compose.yml's topology as local processes (localrun/compose/);
 # with COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml (compose's own variable:
 # the files merged in order), the replicated cluster (docs/operations.md, section 6).
-.PHONY: run run-prod test test-passes test-backends install jvm system-deps schema lint format tail bench clean
+.PHONY: run run-prod test test-fast test-integration test-system test-passes test-backends install jvm system-deps schema lint format tail bench clean
 
 # Debug on explicitly: the embedded mode's demo accounts and development key (the image
 # defaults to debug off).
@@ -24,21 +24,37 @@ run-prod: install
 
 # The tests of the production path run a second time on PostgreSQL and Redis (throwaway
 # servers: localrun/backends.py); test_production_path.py runs only there. The
-# end-to-end pipeline on PostgreSQL and Redis is tests/test_production_run.py (separate
+# end-to-end pipeline on PostgreSQL and Redis is tests/system/localrun/test_production_run.py (separate
 # processes, Spark cluster) in the first run; test_pipeline_e2e.py is not repeated here.
-BACKEND_TESTS := tests/test_order_lifecycle.py tests/test_outbox_relay.py tests/test_api_commands.py \
-	tests/test_api_tracking.py tests/test_live_push.py tests/test_production_path.py \
-	tests/test_outbox_wakeup.py tests/test_api_unavailable.py tests/test_simulator_outage.py
+BACKEND_TESTS := tests/unit/orders/test_order_lifecycle.py tests/integration/kafka/test_outbox_relay.py tests/integration/api/test_api_commands.py \
+	tests/integration/api/test_api_tracking.py tests/integration/live/test_live_push.py tests/integration/kafka/test_production_path.py \
+	tests/integration/kafka/test_outbox_wakeup.py tests/integration/api/test_api_unavailable.py tests/integration/simulator/test_simulator_outage.py
 
-# Both runs always run (a failure in the first still shows the second's); either fails the target.
-# One Apache Kafka serves both (tests/engines.py starts it and stops it after).
+# Three tiers (tests/README.md): unit (no engine, no subprocess, no socket), integration
+# (real Kafka, Pinot, Spark, PostgreSQL, Redis), system (whole processes, browser, kills).
+# `make test` (what CI runs) runs them in that order in one pytest session, then the
+# backend tests a second time on PostgreSQL and Redis. Both runs always run (a failure in
+# the first still shows the second's); either fails the target. One Apache Kafka and one
+# Apache Pinot serve both (tests/engines.py starts them and stops them after).
+TIERS := tests/unit tests/integration tests/system
+
 test: install
 	@$(PY) -m tests.engines -- $(MAKE) --no-print-directory test-passes
 
 test-passes:
-	@$(PY) -m pytest $(PYTEST_ARGS); first=$$?; \
+	@$(PY) -m pytest $(PYTEST_ARGS) $(TIERS); first=$$?; \
 	PUSH_BRIDGE_EMBEDDED=true $(PY) -m localrun.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS); \
 	second=$$?; test $$first -eq 0 -a $$second -eq 0
+
+# One tier each; the unit tier needs only the Python packages.
+test-fast: $(STAMP)
+	@$(PY) -m pytest $(PYTEST_ARGS) tests/unit
+
+test-integration: install
+	@$(PY) -m tests.engines -- $(PY) -m pytest $(PYTEST_ARGS) tests/integration
+
+test-system: install
+	@$(PY) -m tests.engines -- $(PY) -m pytest $(PYTEST_ARGS) tests/system
 
 test-backends: install
 	PUSH_BRIDGE_EMBEDDED=true $(PY) -m localrun.backends -- $(PY) -m pytest $(PYTEST_ARGS) $(BACKEND_TESTS)
@@ -61,7 +77,7 @@ $(SYSTEM_STAMP): .ci/system-deps.sh
 	bash .ci/system-deps.sh
 	mkdir -p var && touch $(SYSTEM_STAMP)
 
-# The committed OpenAPI schema (tests/test_api_clients.py fails when it differs from the server's).
+# The committed OpenAPI schema (tests/system/api/test_api_clients.py fails when it differs from the server's).
 schema: install
 	$(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
 

@@ -416,6 +416,7 @@ def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
     from django.contrib.auth.hashers import make_password
     from rest_framework.authtoken.models import Token
 
+    from tracker.accounts.security import sealed_key
     from tracker.customers.models import Address, Customer
     from tracker.simulator.seed import CITY_CENTER, CITY_SPREAD_DEG
 
@@ -443,8 +444,8 @@ def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
         ],
         batch_size=500,
     )  # fmt: skip
-    Token.objects.bulk_create(
-        [Token(user=u, key=Token.generate_key()) for u in users.filter(auth_token__isnull=True)],
+    Token.objects.bulk_create(  # bulk_create skips the hook that seals a new token's key
+        [Token(user=u, key=sealed_key(u)) for u in users.filter(auth_token__isnull=True)],
         batch_size=500,
     )
     customers = {c.user.username: c for c in mine.select_related("user")}

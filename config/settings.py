@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "tracker.accounts",
     "tracker.customers",
     "tracker.restaurants",
     "tracker.couriers",

@@ -11,5 +11,5 @@ PostgreSQL and Redis (``backends``) with real servers.
 
 Code here may import anything below it; production code (``config``,
 ``contract``, ``runtime``, ``tracker``, ``api``, ``frontend``, ``streaming``, ``pinot``)
-imports nothing from here (``tests/test_layering.py``).
+imports nothing from here (``tests/integration/config/test_layering.py``).
 """

@@ -1,6 +1,6 @@
 """Run a command against a throwaway PostgreSQL and Redis: the production backends for tests.
 
-    python -m localrun.backends -- python -m pytest tests/test_outbox_relay.py
+    python -m localrun.backends -- python -m pytest tests/integration/kafka/test_outbox_relay.py
 
 starts Debian's PostgreSQL (``initdb`` in ``var/backends-<pid>/``, durability off: it
 is thrown away) and ``redis-server`` on free loopback ports, runs the command with

@@ -75,6 +75,9 @@ def components() -> list[Component]:
         Component("streaming", [PYTHON, "-m", "streaming"], "streaming: ready", 2,
                   "Spark Structured Streaming job (JVM warm-up takes ~20 s)", ready_timeout=240.0,
                   env={**os.environ,
+                       # The driver's RPC and block manager ports on loopback (local[2]:
+                       # no executor elsewhere needs them), not on the machine's address.
+                       "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1",
                        "STREAMING_FAIL_ON_DATA_LOSS":
                        os.environ.get("STREAMING_FAIL_ON_DATA_LOSS") or "false",
                        "STREAMING_TRIGGER_MS": os.environ.get("STREAMING_TRIGGER_MS") or "2000"}),

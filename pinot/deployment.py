@@ -63,7 +63,7 @@ def int_range_filter(schema: dict[str, Any]) -> str | None:
     missing (the filter fails on it, and Pinot drops the record as an error): Pinot 0.11
     would otherwise store such a value wrapped around (3,000,000,000 as -1,294,967,296)
     with no error. ``between`` is exclusive; derived from the schema, so a new INT
-    column is guarded too (tests/test_real_pinot.py)."""
+    column is guarded too (tests/integration/pinot/test_real_pinot.py)."""
     columns = [
         spec["name"]
         for kind in ("dimensionFieldSpecs", "metricFieldSpecs")

@@ -145,7 +145,7 @@ def pinot(request, real_pinot, id_base, monkeypatch) -> Iterator[PinotHarness]:
 
     The arrival predictor learns from every restaurant's orders of the last hours and
     days, which in the run's Pinot are every earlier test's: unless a test is about that
-    learning (``@pytest.mark.eta_history``, tests/test_eta.py), its learning windows are
+    learning (``@pytest.mark.eta_history``, tests/integration/tracking/test_eta.py), its learning windows are
     a few seconds long, so it predicts from the defaults, as on a new system."""
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", real_pinot.kafka_bootstrap)
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", real_pinot.topic_prefix)

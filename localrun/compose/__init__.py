@@ -6,8 +6,8 @@ merges them (localrun/compose/file.py), and turns each service into a local proc
 *its* command line and *its* environment (YAML anchors, ``${VAR:-default}``
 interpolation), changing only addresses: a compose host name becomes ``127.0.0.1`` and a
 port a free local one, a named volume a folder under ``var/prod/`` (``var/prod-cluster/``
-with docker-compose.cluster.yml). ``tests/test_production_run.py`` and
-``tests/test_cluster_topology.py`` check that mapping, so they cannot drift.
+with docker-compose.cluster.yml). ``tests/system/localrun/test_production_run.py`` and
+``tests/integration/config/test_cluster_topology.py`` check that mapping, so they cannot drift.
 
     make run-prod                                                   # one node per engine
     make run-prod COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml

@@ -37,7 +37,7 @@ STAND_INS: dict[str, str | None] = {
     "pinot-init": None,  # python -m localrun.pinot runs the same loader
     "zookeeper": None,
     "proxy": None,  # TLS termination: run only in front of several web processes
-    "prometheus": None,  # scrapes the others; tests/test_pipeline_health.py runs it on its own
+    "prometheus": None,  # scrapes the others; tests/system/pipeline/test_pipeline_health.py runs it on its own
 }
 #: Services that run once and must succeed before the application starts.
 ONE_SHOTS = ("kafka-topics", "migrate")
@@ -101,7 +101,16 @@ class Plan:
         }
 
 
+#: Where a container listens to be reached over compose's network (``METRICS_HOST`` for
+#: Prometheus); on one machine that is the machine's network, so it becomes loopback.
+WILDCARD = "0.0.0.0"
+
+
 def localise(value: str, mapping: dict[str, str]) -> str:
+    """``value`` with its compose addresses local; a wildcard listen address (the whole
+    value) becomes 127.0.0.1."""
+    if value == WILDCARD:
+        return "127.0.0.1"
     for old in sorted(mapping, key=len, reverse=True):
         value = value.replace(old, mapping[old])
     return value
@@ -309,7 +318,8 @@ def plan(
     addresses["pinot-broker"] = (
         f"broker 127.0.0.1:{ports.pinot}, controller 127.0.0.1:{ports.pinot_controller}, "
         f"zookeeper 127.0.0.1:{ports.zookeeper}, "
-        + ", ".join(f"{n} 127.0.0.1:{p} (admin {a})" for n, (p, a) in servers.items())
+        # A server's query port is on every interface (localrun.pinot.conf.every_interface).
+        + ", ".join(f"{n} 0.0.0.0:{p} (admin 127.0.0.1:{a})" for n, (p, a) in servers.items())
     )
 
     one_shots = {name: (list(services[name]["command"]), env_of(name)) for name in ONE_SHOTS}

@@ -2,7 +2,8 @@
 
 Three JVMs from ``var/jvm/pinot/lib`` (jvm/pinot/pom.xml, Pinot 0.11.0 on JDK 17):
 
-* ``zookeeper``: Pinot's embedded ZooKeeper starter (cluster state);
+* ``zookeeper``: ZooKeeper from Pinot's jars, on 127.0.0.1 (cluster state;
+  jvm/pinot/zookeeper.cfg);
 * ``controller-broker``: controller and broker in one JVM (``StartServiceManager``);
 * ``server``: the server alone, so a test can kill -9 it and restart it; a replicated
   cluster (``PINOT_EXTRA_SERVER_PORTS``: docker-compose.cluster.yml's second server under
@@ -41,6 +42,7 @@ from localrun.pinot.conf import (
     Ports,
     broker_conf,
     controller_conf,
+    every_interface,
     jvm_command,
     server_conf,
     service_manager_args,
@@ -303,6 +305,11 @@ def main() -> int:
         flush=True,
     )
     print(f"pinot: data in {pinot.data_dir}, logs in {pinot.log_dir}", flush=True)
+    log.warning(
+        "the server query port(s) %s listen on every interface (Pinot 0.11 takes no address "
+        "for them): keep them behind a firewall (docs/operations.md, security checklist)",
+        ", ".join(map(str, every_interface(ports))),
+    )
     started = time.monotonic()
     try:
         pinot.start(timeout=120.0 + 60.0 * len(ports.extra_servers))  # each server in turn

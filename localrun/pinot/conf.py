@@ -18,6 +18,11 @@ from runtime.conf import env_int, env_list
 CONF_DIR = maven.JVM_DIR / "pinot"
 CLUSTER = "ordertrack"
 ADMIN_MAIN = "org.apache.pinot.tools.admin.PinotAdministrator"
+#: ZooKeeper's own server, from the same jars: unlike Pinot's StartZookeeper it reads a
+#: config file, which can bind its client port to loopback (jvm/pinot/zookeeper.cfg).
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+#: Each JVM's main class by name (the others run Pinot's admin tool).
+MAINS = {"zookeeper": ZOOKEEPER_MAIN}
 
 #: What Pinot's own launcher opens on JDK > 11 (its off-heap buffers and reflection).
 ADD_OPENS = [
@@ -39,7 +44,9 @@ HEAPS = {"zookeeper": "64m", "controller-broker": "384m", "server": "512m"}
 
 @dataclass(frozen=True)
 class Ports:
-    """Where each part listens (all on 127.0.0.1)."""
+    """Where each part listens: on 127.0.0.1, except the servers' Netty ports, which
+    Pinot 0.11 binds on every interface (no setting takes an address for them:
+    :func:`every_interface`)."""
 
     zookeeper: int = 2181
     controller: int = 9000
@@ -67,6 +74,13 @@ class Ports:
         return {"server": (self.server, self.server_admin), **extra}
 
 
+def every_interface(ports: Ports) -> list[int]:
+    """The ports that listen beyond loopback: each server's query (Netty) port, which
+    Pinot 0.11's QueryServer binds with Netty's ``bind(port)``; ``pinot.server.netty.host``
+    is only the name the server registers in Helix. A firewall must keep them in."""
+    return [netty for netty, _ in ports.servers().values()]
+
+
 def free_ports_env() -> dict[str, str]:
     """The environment of a ``make run``-like system whose Pinot (the ``pinot``
     component) listens on free ports: its four listeners, and where the web reads it
@@ -82,7 +96,8 @@ def free_ports_env() -> dict[str, str]:
 
 
 def jvm_command(name: str, log_dir: Path, args: list[str]) -> list[str]:
-    """The command line of the JVM ``name`` (its heap by role) running Pinot's admin tool."""
+    """The command line of the JVM ``name``: its heap by role, its main class
+    (:data:`MAINS`, else Pinot's admin tool) and ``args``."""
     heap = HEAPS["server" if name.startswith("server") else name]
     return [
         maven.java(),
@@ -95,19 +110,28 @@ def jvm_command(name: str, log_dir: Path, args: list[str]) -> list[str]:
         f"-Dpinot.component={name}",
         "-cp",
         maven.classpath("pinot"),
-        ADMIN_MAIN,
+        MAINS.get(name, ADMIN_MAIN),
         *args,
     ]
 
 
 def zookeeper_args(data_dir: Path, ports: Ports) -> list[str]:
-    return [
-        "StartZookeeper",
-        "-zkPort",
-        str(ports.zookeeper),
-        "-dataDir",
-        str(data_dir / "zookeeper"),
-    ]
+    """ZooKeeperServerMain's arguments: its config file, written for this run."""
+    return [str(zookeeper_conf(data_dir, ports))]
+
+
+def zookeeper_conf(data_dir: Path, ports: Ports) -> Path:
+    """ZooKeeper's config: its client port on 127.0.0.1 only, its data where
+    StartZookeeper kept it (``<data_dir>/zookeeper``, snapshots and transaction logs)."""
+    return _write_conf(
+        data_dir / "conf" / "zookeeper.cfg",
+        "zookeeper.cfg",
+        {
+            "clientPort": ports.zookeeper,
+            "clientPortAddress": "127.0.0.1",
+            "dataDir": data_dir / "zookeeper",
+        },
+    )
 
 
 def service_manager_args(ports: Ports, *configs: Path) -> list[str]:

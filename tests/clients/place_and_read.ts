@@ -1,5 +1,5 @@
 // A mobile/web client's use of the generated types: place an order, then read it.
-// tests/test_api_clients.py compiles this with tsc against types generated from the live
+// tests/system/api/test_api_clients.py compiles this with tsc against types generated from the live
 // schema; it fails the build when the schema stops describing what this code relies on.
 import type { components, paths } from "./ordertrack";
 

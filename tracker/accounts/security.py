@@ -7,21 +7,30 @@
   every login path (API token, browser sign-in, admin sign-in).
 * :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
   budgets in the cache, shared by every process in production (Redis).
+* API tokens: :func:`token_of` / :func:`user_for_token` (every lookup), :func:`issue_token`
+  (sign-in). A token key is sealed to its user's password hash (:func:`sealed_key`), so a
+  password change revokes it wherever it is checked, whichever code path changed it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import secrets
 import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from tracker.accounts.rates import parse_rate
+
+if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
 
 
 def client_ip(meta: dict) -> str:
@@ -162,11 +171,56 @@ def token_expired(token) -> bool:
     return days > 0 and token.created < timezone.now() - timedelta(days=days)
 
 
+#: A key's 40 hex digits: 20 random ones (80 bits), then 20 of their seal (see sealed_key).
+_NONCE_DIGITS, _KEY_DIGITS = 20, 40
+_SEAL_SALT = "tracker.accounts.security.token-seal"
+
+
+def _seal(nonce: str, user: AbstractBaseUser, secret: str) -> str:
+    value = f"{nonce}:{user.pk}:{user.password}"
+    mac = salted_hmac(_SEAL_SALT, value, secret=secret, algorithm="sha256")
+    return mac.hexdigest()[: _KEY_DIGITS - _NONCE_DIGITS]
+
+
+def sealed_key(user: AbstractBaseUser) -> str:
+    """A new token key for ``user``: random digits, then an HMAC (``SECRET_KEY``) of them,
+    the user's id and their password *hash*, as Django binds a session to the password.
+
+    The key then works only while the password is the one it was issued under: a reset
+    (admin, ``changepassword``, a reset form, ``set_password`` + ``save``, even a bulk
+    ``update``) revokes it at its next lookup, with no signal or hook that a code path could
+    skip. The seal is an HMAC, so the key tells nothing about the password hash."""
+    nonce = secrets.token_hex(_NONCE_DIGITS // 2)
+    return nonce + _seal(nonce, user, settings.SECRET_KEY)
+
+
+def key_fits(key: str, user: AbstractBaseUser) -> bool:
+    """Whether ``key`` was sealed for ``user`` with their current password hash (under
+    ``SECRET_KEY`` or one of ``SECRET_KEY_FALLBACKS``, so rotating the secret key as Django
+    documents it does not sign every app out at once)."""
+    if len(key) != _KEY_DIGITS:
+        return False
+    nonce, seal = key[:_NONCE_DIGITS], key[_NONCE_DIGITS:]
+    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    return any(constant_time_compare(seal, _seal(nonce, user, k)) for k in keys)
+
+
+def seal_new_token(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+    """``pre_save`` of DRF's ``Token``: a token being created gets a key sealed for its
+    user (:func:`sealed_key`), whoever creates it (sign-in, Django admin, DRF's
+    ``drf_create_token``, a test's ``Token.objects.create``). One made past this
+    (``bulk_create`` with DRF's own keys) simply never works: failing closed."""
+    if raw or not instance._state.adding or key_fits(instance.key or "", instance.user):
+        return
+    instance.key = sealed_key(instance.user)
+
+
 def token_of(key: str):
     """The API token with this key, its user loaded, or None: one query per API request,
-    always, so a revoked token or a deactivated user is refused at once. Written out as
-    SQL because compiling the ORM's ``select_related`` get cost several times more than
-    running it."""
+    always, so a revoked token or a deactivated user is refused at once. A key not sealed
+    for its user's current password (:func:`key_fits`: the password changed since it was
+    issued) is None too, as if deleted. Written out as SQL because compiling the ORM's
+    ``select_related`` get cost several times more than running it."""
     from django.contrib.auth import get_user_model
     from django.db import connection
     from rest_framework.authtoken.models import Token
@@ -180,7 +234,7 @@ def token_of(key: str):
             [key],
         )
     )
-    if not found:
+    if not found or not key_fits(key, found[0]):
         return None
     user = found[0]
     # A raw query converts only the model's own columns: the token's time as the ORM would.
@@ -192,7 +246,8 @@ def token_of(key: str):
 
 
 def user_for_token(key: str):
-    """The active user a token key belongs to, or None (unknown, expired, deactivated)."""
+    """The active user a token key belongs to, or None (unknown, expired, deactivated, or
+    issued before the user's password last changed)."""
     token = token_of(key)
     if token is None or token_expired(token) or not token.user.is_active:
         return None
@@ -200,7 +255,8 @@ def user_for_token(key: str):
 
 
 def issue_token(user):
-    """The user's API token; a fresh one when the current one has expired.
+    """The user's API token; a fresh one when the current one has expired or was issued
+    under another password (so the sign-in after a reset never gets the old token back).
 
     A user has one token (a unique column), and two sign-ins at once both find none: the
     one that creates it second gets a unique violation and takes the first one's token.
@@ -209,7 +265,7 @@ def issue_token(user):
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.filter(user=user).first()
-    if token is not None and token_expired(token):
+    if token is not None and (token_expired(token) or not key_fits(token.key, user)):
         token.delete()
         token = None
     if token is not None:

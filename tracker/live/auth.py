@@ -49,8 +49,13 @@ def credential_of(scope: dict) -> Credential | None:
 
 def current_user(credential: Credential | None):
     """The user ``credential`` stands for *now*, or None when it no longer stands for one
-    (token revoked or expired, session flushed or its password hash changed, user
-    deactivated). Runs in a database thread."""
+    (token revoked or expired, session flushed, password changed since the token was issued
+    or the session began, user deactivated). Runs in a database thread.
+
+    Asked when the user is saved (:mod:`tracker.live.signals`), so a password change made
+    through the model (admin, ``changepassword``, a reset form, ``set_password`` + ``save``)
+    closes the socket (4401) within a second; one that sends no signal (a bulk ``update``)
+    at the next periodic re-check, within ``PUSH_RECHECK_SECONDS`` (30)."""
     if credential is None:
         return None
     kind, key = credential

@@ -1,7 +1,8 @@
 """Tell open WebSockets to re-check their access when it may have changed.
 
 Authorisation is decided at connect; these receivers make it hold for the whole
-life of a socket. On logout (session flushed, token deleted), token expiry,
+life of a socket. On logout (session flushed, token deleted), token expiry, a password
+change (which revokes the user's token and sessions: ``tracker.live.auth.current_user``),
 deactivation, removal from a restaurant's staff or any other change to a user, every
 socket of that user is asked to re-check; when an order's customer or courier changes, or
 one of its shared tracking links is revoked or deleted, every socket on that order is (a

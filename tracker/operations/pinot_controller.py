@@ -4,7 +4,7 @@ each topic, and which segments fewer servers serve than it assigned.
 Pinot's consumers commit nothing to Kafka, and a lost server changes no stage's lag while
 its replicas serve, so the pipeline monitor asks the controller (``PINOT_CONTROLLER_URL``)
 for both. Each table is named after the topic it consumes (the event contract;
-``tests/test_pinot_tables_contract.py``). A :class:`PinotController` keeps one HTTP client,
+``tests/unit/contract/test_pinot_tables_contract.py``). A :class:`PinotController` keeps one HTTP client,
 so a monitor sampling every few seconds reuses its connections.
 """
 

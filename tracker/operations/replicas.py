@@ -1,7 +1,7 @@
 """How many copies of the product's data are missing where a store keeps several
 (``ordertrack_replicas_missing``). A lost Kafka broker or Pinot server changes no stage's
 lag while the other replicas serve, so these counts are what shows it. Pure counting over
-the clients' own answers, so tests/test_replica_health.py runs it without the engines."""
+the clients' own answers, so tests/unit/operations/test_replica_health.py runs it without the engines."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ entry point asks for the role it serves. Operators are Django staff users.
 Every delivery channel (REST, WebSocket, the pages, the admin) asks these
 functions, one per question (which orders, which restaurants, which
 transitions), so a new channel cannot grow its own idea of who may see an order;
-``tests/test_access_policy.py`` fails when a channel decides access itself.
+``tests/unit/orders/test_access_policy.py`` fails when a channel decides access itself.
 
 Besides users and the system, one more kind of actor: a :class:`LinkHolder`, whoever
 opened a shared tracking link (:mod:`tracker.sharing`). To every question it is

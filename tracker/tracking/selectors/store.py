@@ -96,7 +96,7 @@ def query(sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]
 
     An answer from no server is no answer: while a restarted server re-reads Kafka, the
     broker routes to no server and answers with no rows and no exception, which would
-    read as "no such order" (tests/test_real_pinot.py)."""
+    read as "no such order" (tests/integration/pinot/test_real_pinot.py)."""
     global _shared
     conn = _connection()
     try:
