@@ -104,19 +104,23 @@ class TestPinot:
         }
 
 
+@contextlib.contextmanager
 def engines(
     workdir: Path, names: list[str], topic_prefix: str, env: dict[str, str] | None = None
-) -> System:
-    """The named engines of a test run in ``workdir`` on free ports (not started); Kafka's
-    launcher creates the product's topics of ``topic_prefix``, which Pinot's tables consume.
-    What they print while starting goes to ``workdir/engines.log`` (their logs: ``logs/``)."""
+) -> Iterator[System]:
+    """The named engines of a test run, started in ``workdir`` on free ports, for the
+    block; Kafka's launcher creates the product's topics of ``topic_prefix``, which Pinot's
+    tables consume. What they print while starting goes to ``workdir/engines.log`` (their
+    own logs: ``workdir/logs/``)."""
     from localrun.launch import System
 
     workdir.mkdir(parents=True, exist_ok=True)
-    out = open(workdir / "engines.log", "a", encoding="utf-8")  # noqa: SIM115 - for the run
-    return System(
-        names, workdir=workdir, env={"KAFKA_TOPIC_PREFIX": topic_prefix, **(env or {})}, out=out
-    )
+    variables = {"KAFKA_TOPIC_PREFIX": topic_prefix, **(env or {})}
+    with (
+        open(workdir / "engines.log", "a", encoding="utf-8") as out,
+        System(names, workdir=workdir, env=variables, out=out) as system,
+    ):
+        yield system
 
 
 def _test_pinot(system: System) -> TestPinot:
