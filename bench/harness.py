@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in SCENARIOS:
             doc = importlib.import_module(f"bench.scenarios.{name}").__doc__ or ""
             print(f"  {name:12} {doc.strip().splitlines()[0]}")
-        return 2
+        return 0
     module = importlib.import_module(f"bench.scenarios.{known.scenario}")
     summary, _, more = (module.__doc__ or "").strip().partition("\n\n")
     sub = argparse.ArgumentParser(
