@@ -1,9 +1,10 @@
 """Browser-test fixtures: the real ASGI app under uvicorn in a thread, and Chromium.
 
 * ``asgi_server``: uvicorn serving ``config.asgi:application`` (HTTP, WebSockets,
-  static files through WhiteNoise, the embedded push bridge) on a free loopback
-  port, in a background thread of this process. Sharing the process means it
-  shares pytest-django's test database (SQLite in shared memory; use
+  static files through WhiteNoise) on a free loopback port, in a background thread of
+  this process. The app's lifespan (the embedded push bridge) runs per test, on the
+  server's loop, once the test's world is set up (the ``asgi_lifespan`` fixture).
+  Sharing the process means it shares pytest-django's test database (SQLite in shared memory; use
   ``django_db(transaction=True)`` so rows are committed and visible to it) and
   the per-test environment (``KAFKA_TOPIC_PREFIX``, ``PINOT_BROKER_URL``), which
   it reads per request.
@@ -17,6 +18,7 @@ Tests drive the page with ``await`` and reach the ORM through
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +28,7 @@ import pytest
 import pytest_asyncio
 
 from localrun.kafka import free_port
+from tests.lifespan import Lifespan
 from tests.waiting import wait_until, wait_until_async
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
@@ -52,10 +55,19 @@ SCREENSHOT_DIR = Path(__file__).resolve().parents[1] / "var" / "screenshots"
 class ServerThread:
     """uvicorn in a daemon thread; ``url`` once it accepts connections. ``settings`` are
     uvicorn's, over these (a test of uvicorn's own log lines passes ``log_config=None,
-    log_level=None``)."""
+    log_level=None``). uvicorn's own lifespan is off: it would run once, at the session's
+    start, before any test has set the topics its bridge must follow; :meth:`lifespan`
+    runs it for one test on the server's loop instead."""
 
     def __init__(self, **settings: object) -> None:
         import uvicorn
+
+        class Server(uvicorn.Server):
+            loop: asyncio.AbstractEventLoop | None = None
+
+            async def serve(self, sockets: list | None = None) -> None:
+                self.loop = asyncio.get_running_loop()  # where its lifespan runs
+                await super().serve(sockets)
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -70,7 +82,7 @@ class ServerThread:
                 **settings,
             },
         )
-        self.server = uvicorn.Server(config)
+        self.server = Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
 
     def start(self, timeout: float = 20.0) -> ServerThread:
@@ -88,6 +100,28 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+    def lifespan(self) -> OnLoop:
+        """A run of the served app's lifespan whose calls run on the server's loop."""
+        from config.asgi import application
+
+        return OnLoop(Lifespan(application), self.server.loop)
+
+
+class OnLoop:
+    """A :class:`Lifespan` driven from another loop (a test's) on the server's."""
+
+    def __init__(self, lifespan: Lifespan, loop: asyncio.AbstractEventLoop | None) -> None:
+        assert loop is not None, "the server has not started"
+        self.inner, self.loop = lifespan, loop
+
+    async def startup(self) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.inner.startup(), self.loop))
+
+    async def shutdown(self) -> None:
+        await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self.inner.shutdown(), self.loop)
+        )
 
 
 @pytest.fixture(scope="session")

@@ -39,8 +39,8 @@ import httpx
 from bench import harness
 from localrun.launch import free_addresses
 
-#: The supervisor's line for each component: "   3.7s system    | kafka ready (3.7s)".
-READY = re.compile(r"\bsystem\s*\|\s*([\w-]+) ready \(")
+#: The supervisor's line for each component: "   3.7s kafka     | ready in 3.7 s".
+READY = re.compile(r"^\s*[\d.]+s ([\w-]+)\s*\| ready in ")
 
 
 def one_run(var: Path, ports: dict[str, str], timeout: float) -> dict:

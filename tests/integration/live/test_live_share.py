@@ -333,7 +333,7 @@ async def _next_shared(socket: WebsocketCommunicator, timeout: float = 10) -> di
             return message
 
 
-async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot):
+async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot, asgi_lifespan):
     world = await _world(on_the_road=True)
     order, other = world["order"], world["other"]
     t0 = now_ms() - 60_000
@@ -390,7 +390,7 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot):
     await socket.disconnect()
 
 
-async def test_revoking_a_link_closes_its_open_socket_within_a_second(pinot):
+async def test_revoking_a_link_closes_its_open_socket_within_a_second(pinot, asgi_lifespan):
     world = await _world(on_the_road=True)
     order = world["order"]
     await pinot.apublish(order_event_of(order, 1, "OUT_FOR_DELIVERY"))
@@ -417,7 +417,9 @@ async def test_revoking_a_link_closes_its_open_socket_within_a_second(pinot):
     assert again["code"] == messages.CLOSE_NOT_FOUND
 
 
-async def test_a_link_reaching_its_end_closes_its_socket_within_a_second(pinot, settings):
+async def test_a_link_reaching_its_end_closes_its_socket_within_a_second(
+    pinot, settings, asgi_lifespan
+):
     settings.SHARE_LINK_MAX_AGE = timedelta(hours=1)
     world = await _world()
     await pinot.apublish(order_event_of(world["order"], 1))
@@ -436,7 +438,9 @@ async def test_a_link_reaching_its_end_closes_its_socket_within_a_second(pinot, 
     assert (timezone.now() - ends).total_seconds() < WITHIN
 
 
-async def test_the_orders_end_closes_its_links_sockets_after_the_grace(pinot, settings):
+async def test_the_orders_end_closes_its_links_sockets_after_the_grace(
+    pinot, settings, asgi_lifespan
+):
     settings.SHARE_LINK_GRACE = timedelta(0)
     world = await _world(on_the_road=True)
     order = world["order"]
@@ -459,7 +463,7 @@ async def test_the_orders_end_closes_its_links_sockets_after_the_grace(pinot, se
     }
 
 
-async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings):
+async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings, asgi_lifespan):
     settings.PUSH_RECHECK_SECONDS = 0.3
     world = await _world()
     await pinot.apublish(order_event_of(world["order"], 1))
@@ -476,7 +480,7 @@ async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings
         await database_sync_to_async(rename)("sharing_sharelink_away", "sharing_sharelink")
 
 
-async def test_the_share_token_opens_no_other_socket(pinot):
+async def test_the_share_token_opens_no_other_socket(pinot, asgi_lifespan):
     world = await _world()
     order = world["order"]
     await pinot.apublish(order_event_of(order, 1))

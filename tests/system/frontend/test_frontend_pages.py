@@ -159,7 +159,9 @@ async def _check(page, visit: Visit, world: dict[str, Any]) -> list[str]:
 @pytest.mark.browser
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_every_page_passes_axe_on_a_phone_and_a_desktop(browser, asgi_server, pinot):
+async def test_every_page_passes_axe_on_a_phone_and_a_desktop(
+    browser, asgi_server, pinot, asgi_lifespan
+):
     world = await _world()
     await _published(pinot, world)
     by_user: dict[str | None, list[tuple[str, Visit]]] = {}

@@ -42,7 +42,6 @@ from tests.integration.config.test_cluster_topology import COMPOSE_VARS
 from tests.integration.streaming.test_pipeline_e2e import READ_EVERY, _call, _place_order
 from tests.integration.streaming.test_streaming_job import latest, outputs
 from tests.waiting import wait_until, wait_until_async
-from tracker.live.embedded import stop_embedded_bridge
 from tracker.operations.replicas import partitions_out_of_sync
 from tracker.orders.models import OrderItem, OrderStatusChange
 from tracker.orders.services import locations
@@ -89,7 +88,6 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
         )
         yield brokers
     finally:
-        stop_embedded_bridge()  # its consumer follows this cluster's topics
         for broker in brokers:
             # Throwaway data: no controlled shutdown, which the last node of a quorum
             # that lost two would wait out (30 s) before being killed anyway.
@@ -98,8 +96,8 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
 
 @pytest.fixture
 def pipeline(spark, kafka_cluster, tmp_path):
-    """The relay and a continuous stream job on the cluster (the bridge starts with the
-    first socket)."""
+    """The relay and a continuous stream job on the cluster (the test's lifespan starts
+    the push bridge on it)."""
     from streaming.job import start_query
     from streaming.settings import Settings
 
@@ -168,7 +166,9 @@ async def _post_point(client, path: str, point: tuple[float, float]) -> int:
     raise AssertionError("unreachable")
 
 
-async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(pipeline):
+async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(
+    pipeline, asgi_lifespan
+):
     brokers = pipeline
     order_id, tokens, (customer, staff, courier) = await _place_order()
     path = f"/api/v1/orders/{order_id}/"
