@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-# make run-prod: docker-compose.yml's topology as local processes (localrun/compose.py);
+# make run-prod: docker-compose.yml's topology as local processes (localrun/compose/);
 # with COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml (compose's own variable:
 # the files merged in order), the replicated cluster (docs/operations.md, section 6).
 .PHONY: run run-prod test test-fast test-integration test-system test-passes test-backends install jvm system-deps schema lint format tail bench clean
@@ -94,8 +94,9 @@ TOPIC ?= orders
 tail: install
 	DJANGO_DEBUG=true $(PY) manage.py tail_topic $(TOPIC)
 
+# make bench NAME=push ARGS="--sockets 100 --seconds 10"   (make bench alone lists the scenarios)
 bench: install
-	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@$(PY) -m bench $(NAME) $(ARGS)
 
 clean:
 	rm -rf var .pytest_cache

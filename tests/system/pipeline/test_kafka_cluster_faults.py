@@ -1,5 +1,5 @@
 """kill -9 of a partition's leader in a three-node Kafka cluster, in the middle of an
-order's journey (issue 54's first fault; the fault drill, bench/bench_fault_drill.py,
+order's journey (issue 54's first fault; the fault drill, bench/scenarios/fault_drill.py,
 does the same to the whole replicated cluster under load).
 
 The test runs a cluster of its own (the suite's broker and Pinot serve every other test
@@ -31,10 +31,10 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from bench.common import socket_verdict
+from bench.harness import socket_verdict
 from config.asgi import application
 from contract.events import LIFECYCLE, Topic, epoch_ms, status_time_field, topic_name
-from localrun.compose_file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
+from localrun.compose.file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
 from localrun.kafka import KafkaBroker, image_properties, start_all
 from runtime import kafka
 from runtime.conf import KafkaConfig
