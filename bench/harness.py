@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import importlib
 import json
 import math
+import multiprocessing
 import os
 import platform
 import random
@@ -203,6 +205,14 @@ def children_of(pid: int) -> list[int]:
 
 
 # ------------------------------------------------------------------ results
+
+
+def in_fresh_process(function: Callable, *args: object) -> object:
+    """``function(*args)`` in a new interpreter: Django's settings and a started system
+    belong to one process, so a scenario that measures several systems starts each there."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(function, *args).result()
 
 
 def write_result(name: str, result: dict) -> Path:
@@ -585,6 +595,11 @@ def print_table(
         print("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
         if header and index == 0:
             print("  " + "  ".join("-" * w for w in widths))
+
+
+def print_columns(title: str, items: list, columns: Mapping[str, Callable]) -> None:
+    """:func:`print_table` of ``items``, one row each: column name -> its cell from an item."""
+    print_table(title, [tuple(cell(i) for cell in columns.values()) for i in items], tuple(columns))
 
 
 # ------------------------------------------------------------------ the production-like run

@@ -33,11 +33,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
 
@@ -167,20 +164,10 @@ def one(case: str, seconds: int) -> dict:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--one", metavar="CASE", help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> dict | None:
-    if args.one:
-        print(json.dumps(one(args.one, args.seconds)))
-        return None
-    rows = []
-    for case in CASES:
-        out = subprocess.run(
-            [sys.executable, "-m", "bench", "bridge", "--seconds", str(args.seconds), "--one", case],
-            cwd=harness.ROOT, capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        rows.append({"case": case, **json.loads(out.stdout.splitlines()[-1])})
+def run(args: argparse.Namespace) -> dict:
+    rows = [{"case": case, **harness.in_fresh_process(one, case, args.seconds)} for case in CASES]
     harness.print_table(
         f"Push bridge, {args.seconds} s of 10x records ({POINTS} points, {ENRICHED} enriched "
         f"versions, {STATUSES} statuses a second), polls of 500",

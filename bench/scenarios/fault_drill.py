@@ -1,52 +1,11 @@
 """Fault drill: the replicated cluster under load, one fault at a time (issue 54).
 
-The cluster is docker-compose.yml with docker-compose.cluster.yml, started as ``make
-run-prod COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml`` starts it
-(localrun/compose/: three Kafka nodes, two Pinot servers, a Spark master with two
-workers, two web processes behind Caddy, PostgreSQL, Redis), with the simulator at
-``--multiple`` x the book's peak, and Debian's Prometheus scraping every ``/metrics``
-with the production configuration and rules (deploy/prometheus). Throughout the run:
-
-* every ``--probe-every`` seconds a black-box probe (bench/harness.py ``probe``) places
-  an order as a customer, follows it on a WebSocket that reconnects with ``?since=`` as
-  the web client does, moves it through the kitchen, posts a GPS point as its courier,
-  delivers it, and waits for each step on the socket and in the REST detail from Pinot;
-* every ``--sample-every`` seconds: the pipeline health endpoint (each stage's status
-  and lag), every process's ``/metrics``, Prometheus's alerts, the dead letters and the
-  load average; and the operations strip, as the operators' socket pushes it.
-
-First ``--hold-minutes`` without faults. The load holds when every probe passes, no
-stage's lag grows for more than 60 s in a row and the simulator reaches 90% of the rate
-asked; when it does not, the drill stops there (``--faults-anyway`` goes on): run it
-again with a lower ``--multiple``. Then one fault at a time, each followed by the
-pipeline's recovery and ``--settle-minutes`` more:
-
-* ``kafka``: kill -9 the Kafka node leading the busiest partition (the most records in
-  10 s, from the admin client's metadata); start it again after ``--down-seconds`` and
-  wait until every partition is fully in sync;
-* ``pinot``: kill -9 a Pinot server (``--pinot-server``); start it again after
-  ``--down-seconds``;
-* ``spark``: kill -9 the Spark worker running the stream job's executor (the master's
-  and the workers' ``/json/``); the supervisor starts it again, as compose's restart
-  policy would;
-* ``web``: kill -9 the web process holding the most WebSockets; likewise;
-* ``redis``: restart Redis (SIGTERM, then started again);
-* ``postgres``: stop PostgreSQL in immediate mode (SIGQUIT) for ``--postgres-seconds``
-  (20), then start it.
-
-A process is kept down with its hold file (docs/operations.md, 6.3). For each fault:
-the probes that failed and the longest run of failures; p99 of accepted -> socket and
-accepted -> REST during the fault and after it; when every stage was back under its
-threshold; when the fault showed on the operations strip, on ``/metrics`` and as a
-Prometheus alert, and when each cleared; new dead letters; process restarts; the load
-average. Each of these counts in the window its own time falls in, whichever probe
-recorded it: a REST read, a push, a socket's drop, a latency when it was seen, a probe's
-outcome when it ended (a probe begun in one fault's window can read through the next).
-After the last fault the simulator stops, the pipeline drains, and PostgreSQL's
-orders, status changes and items are compared with Pinot's, in all and for the orders
-placed during each fault. Then the issue's targets, met or missed. Prints the tables,
-writes bench/results/fault-drill-*.json, and keeps every log beside it when anything
-failed (otherwise they stay in the run's folder under var/).
+docs/reliability.md, "Faults across a cluster", says what it runs, probes, samples and
+judges. In short: the cluster of ``make run-prod`` with docker-compose.cluster.yml and
+Debian's Prometheus on the production rules; ``--hold-minutes`` without faults (the load
+holds, or the drill stops unless ``--faults-anyway``); then each of ``--faults`` in turn,
+its recovery and ``--settle-minutes``; then a drain and PostgreSQL's counts against
+Pinot's, and the issue's targets. Logs are kept beside the result when anything failed.
 
     nice .venv/bin/python -m bench fault_drill --multiple 5
     nice .venv/bin/python -m bench fault_drill --multiple 3 --faults kafka,pinot
@@ -65,6 +24,7 @@ import logging
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -87,10 +47,23 @@ STABLE_S = 10.0
 LAG_GROWTH_LIMIT_S = 60.0
 #: ... and the simulator reaches this share of the rate asked.
 REACHED_SHARE = 0.9
-#: ``/metrics`` shows an outbox backlog above the OutboxBacklogGrowing alert's threshold.
-OUTBOX_ALERT_ROWS = 100
+#: The Pinot server killed (either holds every table) and how long PostgreSQL stays down.
+PINOT_SERVER, POSTGRES_DOWN_S = "server", 20.0
 PROMETHEUS_YML = harness.ROOT / "deploy" / "prometheus" / "prometheus.yml"
 ALERT_RULES = harness.ROOT / "deploy" / "prometheus" / "alerts.yml"
+
+
+def alert_threshold(alert: str, metric: str) -> float:
+    """The ``max(metric) > N`` of ``alert`` in deploy/prometheus/alerts.yml."""
+    import yaml
+
+    rules = [r for g in yaml.safe_load(ALERT_RULES.read_text())["groups"] for r in g["rules"]]
+    expr = next(r["expr"] for r in rules if r.get("alert") == alert)
+    return float(re.search(rf"max\({metric}\) > ([\d.]+)", expr)[1])
+
+
+#: ``/metrics`` shows an outbox backlog above the OutboxBacklogGrowing alert's threshold.
+OUTBOX_ALERT_ROWS = round(alert_threshold("OutboxBacklogGrowing", "ordertrack_outbox_backlog_rows"))
 #: Set by SIGTERM/SIGINT: no further fault starts; the run drains and is written as it stands.
 STOP = threading.Event()
 
@@ -914,7 +887,7 @@ async def kafka_fault(drill: Drill, rec: FaultRecord) -> None:
 async def pinot_fault(drill: Drill, rec: FaultRecord) -> None:
     import httpx
 
-    name = drill.args.pinot_server
+    name = PINOT_SERVER
     pidfile, hold = drill.pinot_dir / f"{name}.pid", drill.pinot_dir / f"{name}.hold"
     pid = int(pidfile.read_text())
     rec.target = f"Pinot {name} (pid {pid})"
@@ -1002,7 +975,7 @@ async def redis_fault(drill: Drill, rec: FaultRecord) -> None:
 
 
 async def postgres_fault(drill: Drill, rec: FaultRecord) -> None:
-    seconds = drill.args.postgres_seconds
+    seconds = POSTGRES_DOWN_S
     rec.target = f"PostgreSQL, stopped in immediate mode (SIGQUIT) for {seconds:g} s"
     pid = drill.kill(rec, "postgres", sig=signal.SIGQUIT, group=False)
     await drill.keep_down(rec, seconds)
@@ -1240,28 +1213,14 @@ def summarise(
     }
 
 
-@dataclass(frozen=True)
-class Target:
-    """One of the issue's targets: which fault (None: every one), its words, and its check
-    on the fault's figures (True met, False missed, None not measured)."""
-
-    fault: str | None
-    text: str
-    check: Callable[[dict], bool | None]
-
-
 def _at_most(value: float | None, limit: float) -> bool | None:
     return None if value is None else value <= limit
 
 
 def _detected(kind: str) -> Callable[[dict], bool | None]:
-    def check(s: dict) -> bool | None:
-        shown = s[kind]
-        return (
-            shown["shown_s"] is not None
-            and shown["shown_s"] <= 60
-            and shown["cleared_s"] is not None
-        )
+    def check(s: dict) -> bool:
+        shown, cleared = s[kind]["shown_s"], s[kind]["cleared_s"]
+        return shown is not None and shown <= 60 and cleared is not None
 
     return check
 
@@ -1279,89 +1238,62 @@ def _reads_from_pinot(s: dict) -> bool | None:
 
 
 def _nothing_lost(s: dict) -> bool | None:
-    if s.get("counts_equal") is None:
-        return None
-    return s["counts_equal"] and s["socket"]["missed"] == 0
+    return (
+        None if s.get("counts_equal") is None else s["counts_equal"] and not s["socket"]["missed"]
+    )
 
 
 def _reconnected_without_loss(s: dict) -> bool | None:
-    if not s["socket"]["probes_reconnected"]:
-        return None  # no probe's socket was on the process that died
-    return s["socket"]["missed"] == 0
+    # None: no probe's socket was on the process that died.
+    return s["socket"]["missed"] == 0 if s["socket"]["probes_reconnected"] else None
 
 
-TARGETS = (
-    Target("kafka", "no acknowledged event lost (counts equal, no status missed)", _nothing_lost),
-    Target(
-        "kafka",
-        "no probe fails for more than 30 s",
-        lambda s: s["probes"]["longest_failure_s"] <= 30,
-    ),
-    Target(
-        "kafka",
-        "fast socket updates resume within 10 s of the leader change",
-        lambda s: _at_most(s["fast_resumed_s"], 10),
-    ),
-    Target(
-        "pinot",
-        "REST reads answer from the replica: no 503 for longer than 10 s",
-        lambda s: s["rest_503_longest_s"] <= 10,
-    ),
-    Target(
-        "spark", "the job recovers without a manual step", lambda s: s["recovered_s"] is not None
-    ),
-    Target(
-        "spark",
-        "the enriched path resumes within 60 s",
-        lambda s: _at_most(s["enriched_resumed_s"], 60),
-    ),
-    Target("web", "its clients reconnect and miss no status (?since=)", _reconnected_without_loss),
-    Target("redis", "sockets resubscribe within 10 s", lambda s: _at_most(s["fast_resumed_s"], 10)),
-    Target("redis", "no status missed", lambda s: s["socket"]["missed"] == 0),
-    Target("postgres", "commands answer 503 with Retry-After, never 500", _commands_503),
-    Target("postgres", "tracking reads keep answering from Pinot", _reads_from_pinot),
-    Target(
-        "postgres",
-        "the relay resumes without a manual step",
-        lambda s: s["recovered_s"] is not None,
-    ),
-    Target(
-        None,
-        "shows on the operations strip within 60 s and clears after recovery",
-        _detected("strip"),
-    ),
-    Target(None, "shows as its alert within 60 s and clears after recovery", _detected("alert")),
-    Target(None, "equal counts afterwards", lambda s: s.get("counts_equal")),
-    Target(
-        None,
-        "no status twice or out of order on the sockets, no repeated REST row",
-        lambda s: (
-            s["socket"]["twice"] == 0
-            and s["socket"]["out_of_order"] == 0
-            and s["rest_repeats"] == 0
-        ),
-    ),
-    Target(
-        None,
-        "no new dead letters",
-        lambda s: None if s["dead_letters_new"] is None else s["dead_letters_new"] == 0,
-    ),
-)
+def _no_repeats(s: dict) -> bool:
+    return not (s["socket"]["twice"] or s["socket"]["out_of_order"] or s["rest_repeats"])
+
+
+def _recovered(s: dict) -> bool:
+    return s["recovered_s"] is not None
+
+
+#: The issue's targets: (fault, or None for every one; its words; its check on the fault's
+#: figures: True met, False missed, None not measured).
+TARGETS: tuple[tuple[str | None, str, Callable[[dict], bool | None]], ...] = (
+    ("kafka", "no acknowledged event lost (counts equal, no status missed)", _nothing_lost),
+    ("kafka", "no probe fails for more than 30 s", lambda s: s["probes"]["longest_failure_s"] <= 30),
+    ("kafka", "fast socket updates resume within 10 s of the leader change",
+     lambda s: _at_most(s["fast_resumed_s"], 10)),
+    ("pinot", "REST reads answer from the replica: no 503 for longer than 10 s",
+     lambda s: s["rest_503_longest_s"] <= 10),
+    ("spark", "the job recovers without a manual step", _recovered),
+    ("spark", "the enriched path resumes within 60 s", lambda s: _at_most(s["enriched_resumed_s"], 60)),
+    ("web", "its clients reconnect and miss no status (?since=)", _reconnected_without_loss),
+    ("redis", "sockets resubscribe within 10 s", lambda s: _at_most(s["fast_resumed_s"], 10)),
+    ("redis", "no status missed", lambda s: s["socket"]["missed"] == 0),
+    ("postgres", "commands answer 503 with Retry-After, never 500", _commands_503),
+    ("postgres", "tracking reads keep answering from Pinot", _reads_from_pinot),
+    ("postgres", "the relay resumes without a manual step", _recovered),
+    (None, "shows on the operations strip within 60 s and clears after recovery", _detected("strip")),
+    (None, "shows as its alert within 60 s and clears after recovery", _detected("alert")),
+    (None, "equal counts afterwards", lambda s: s.get("counts_equal")),
+    (None, "no status twice or out of order on the sockets, no repeated REST row", _no_repeats),
+    (None, "no new dead letters", lambda s: _at_most(s["dead_letters_new"], 0)),
+)  # fmt: skip
 
 
 def evaluate(summaries: list[dict]) -> list[dict]:
     """Every target of every fault that ran: met, missed or not measured."""
     out = []
     for s in summaries:
-        for target in TARGETS:
-            if target.fault not in (None, s["fault"]):
+        for fault, text, check in TARGETS:
+            if fault not in (None, s["fault"]):
                 continue
             try:
-                verdict = target.check(s)
+                verdict = check(s)
             except (KeyError, TypeError, IndexError):
                 verdict = None
             word = {True: "met", False: "MISSED", None: "not measured"}[verdict]
-            out.append({"fault": s["fault"], "target": target.text, "verdict": word})
+            out.append({"fault": s["fault"], "target": text, "verdict": word})
     return out
 
 
@@ -1384,8 +1316,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=60,
         help="how long the Kafka node and the Pinot server stay down",
     )
-    parser.add_argument("--postgres-seconds", type=float, default=20)
-    parser.add_argument("--pinot-server", default="server", help="server or server-2")
     parser.add_argument(
         "--recover-minutes",
         type=float,
@@ -1639,8 +1569,41 @@ def _s(value: object) -> str:
     return "–" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _pair(a: object, b: object) -> str:
-    return f"{_s(a)} / {_s(b)}"
+def _span(s: dict, key: str, a: str = "shown_s", b: str = "cleared_s") -> str:
+    return f"{_s(s[key][a])} / {_s(s[key][b])}"
+
+
+def _p99(s: dict, key: str) -> str:
+    return f"{_s(s[key]['during']['p99_s'])} / {_s(s[key]['after']['p99_s'])}"
+
+
+#: The per-fault tables: column -> its cell from a fault's summary.
+FAULT_COLUMNS = {
+    "fault": lambda s: s["fault"],
+    "target": lambda s: s["target"][:60],
+    "probes failed": lambda s: f"{s['probes']['failed']}/{s['probes']['total']}",
+    "longest failure s": lambda s: _s(s["probes"]["longest_failure_s"]),
+    "accepted->socket p99 s during/after": lambda s: _p99(s, "accept_to_socket"),
+    "accepted->REST p99 s during/after": lambda s: _p99(s, "accept_to_rest"),
+    "socket missed/twice/out of order": lambda s: "/".join(
+        str(s["socket"][k]) for k in ("missed", "twice", "out_of_order")
+    ),
+    "reconnects": lambda s: _s(s["socket"]["reconnects"]),
+    "load avg": lambda s: _s(s["load_avg"]["mean"]),
+}
+RECOVERY_COLUMNS = {
+    "fault": lambda s: s["fault"],
+    "repaired": lambda s: _s(s["repaired_s"]),
+    "ready": lambda s: _s(s["ready_s"]),
+    "every stage under threshold": lambda s: _s(s["recovered_s"]),
+    "strip shown/cleared": lambda s: _span(s, "strip"),
+    "/metrics shown/cleared": lambda s: _span(s, "metrics"),
+    "alert shown/cleared": lambda s: _span(s, "alert"),
+    "alerts": lambda s: ", ".join(s["alert"]["what"]) or "none",
+    "new dead letters": lambda s: _s(s["dead_letters_new"]),
+    "counts equal": lambda s: _s(s.get("counts_equal")),
+    "restarts": lambda s: ", ".join(f"{k}+{v}" for k, v in s["restarts"].items()) or "none",
+}
 
 
 def print_tables(result: dict) -> None:
@@ -1648,75 +1611,18 @@ def print_tables(result: dict) -> None:
     held = (
         "held" if hold.get("held") else f"NOT held: {'; '.join(hold.get('why_not') or ['not run'])}"
     )
-    harness.print_table(
+    harness.print_columns(
         f"Fault drill on the replicated cluster: {load['multiple']:g}x the book's peak "
         f"({load['orders_per_min_asked']:g} orders/min asked, "
         f"{_s(load['orders_per_min_reached_in_hold'])} reached without faults), load average "
         f"{_s(load['load_avg_1m']['mean'])} (max {_s(load['load_avg_1m']['max'])}); "
         f"{_s(hold.get('probes_passed'))}/{_s(hold.get('probes'))} probes passed in the "
         f"fault-free phase: {held}",
-        [
-            (
-                s["fault"],
-                s["target"][:60],
-                f"{s['probes']['failed']}/{s['probes']['total']}",
-                _s(s["probes"]["longest_failure_s"]),
-                _pair(
-                    s["accept_to_socket"]["during"]["p99_s"],
-                    s["accept_to_socket"]["after"]["p99_s"],
-                ),
-                _pair(
-                    s["accept_to_rest"]["during"]["p99_s"], s["accept_to_rest"]["after"]["p99_s"]
-                ),
-                f"{s['socket']['missed']}/{s['socket']['twice']}/{s['socket']['out_of_order']}",
-                _s(s["socket"]["reconnects"]),
-                _s(s["load_avg"]["mean"]),
-            )
-            for s in result["faults"]
-        ],
-        header=(
-            "fault",
-            "target",
-            "probes failed",
-            "longest failure s",
-            "accepted->socket p99 s during/after",
-            "accepted->REST p99 s during/after",
-            "socket missed/twice/out of order",
-            "reconnects",
-            "load avg",
-        ),
+        result["faults"],
+        FAULT_COLUMNS,
     )
-    harness.print_table(
-        "Recovery and detection, seconds from the fault",
-        [
-            (
-                s["fault"],
-                _s(s["repaired_s"]),
-                _s(s["ready_s"]),
-                _s(s["recovered_s"]),
-                _pair(s["strip"]["shown_s"], s["strip"]["cleared_s"]),
-                _pair(s["metrics"]["shown_s"], s["metrics"]["cleared_s"]),
-                _pair(s["alert"]["shown_s"], s["alert"]["cleared_s"]),
-                ", ".join(s["alert"]["what"]) or "none",
-                _s(s["dead_letters_new"]),
-                _s(s.get("counts_equal")),
-                ", ".join(f"{k}+{v}" for k, v in s["restarts"].items()) or "none",
-            )
-            for s in result["faults"]
-        ],
-        header=(
-            "fault",
-            "repaired",
-            "ready",
-            "every stage under threshold",
-            "strip shown/cleared",
-            "/metrics shown/cleared",
-            "alert shown/cleared",
-            "alerts",
-            "new dead letters",
-            "counts equal",
-            "restarts",
-        ),
+    harness.print_columns(
+        "Recovery and detection, seconds from the fault", result["faults"], RECOVERY_COLUMNS
     )
     harness.print_table(
         "Targets (issue 54)",

@@ -32,8 +32,6 @@ import itertools
 import json
 import math
 import random
-import subprocess
-import sys
 import threading
 import time
 
@@ -779,22 +777,6 @@ def print_watchers(level: dict) -> None:
         print(f"  {phase['mode']}: p50 ms per stage: {stages}")
 
 
-def in_child(arguments: list[str]) -> dict:
-    """Run one measurement in a fresh process (Django and the system start once per
-    process)."""
-    child = subprocess.run(
-        [sys.executable, "-m", "bench", "freshness", *arguments],
-        cwd=harness.ROOT,
-        capture_output=True,
-        text=True,
-    )
-    lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
-    if not lines:
-        print(child.stdout[-3000:], child.stderr[-3000:])
-        raise SystemExit(f"{' '.join(arguments)} failed")
-    return json.loads(lines[-1][len("RESULT ") :])
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--multiples", default="1,10,100")
     parser.add_argument("--probes", type=int, default=20)
@@ -813,66 +795,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--changes", type=float, default=2, help="status changes per second")
     parser.add_argument("--watch-multiple", type=float, default=1, help="background load")
     parser.add_argument("--grace", type=float, default=15, help="wait for the last changes")
-    parser.add_argument("--one-level", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--one-watchers", type=int, help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> dict | None:
-    if args.one_level is not None:  # a child run: one fresh system per load level
-        print(
-            "RESULT "
-            + json.dumps(
-                one_level(
-                    args.one_level,
-                    args.probes,
-                    args.warmup,
-                    args.gps_points,
-                    args.rest_poll,
-                    args.fast_only,
-                )
-            )
-        )
-        return None
-    if args.one_watchers is not None:
-        print("RESULT " + json.dumps(one_watchers(args.one_watchers, args)))
-        return None
+def run(args: argparse.Namespace) -> dict:
     levels, watchers = [], []
     for count in [int(n) for n in args.watchers.split(",") if n]:
-        watchers.append(
-            in_child(
-                [
-                    "--one-watchers",
-                    str(count),
-                    "--warmup",
-                    str(args.warmup),
-                    "--watch-seconds",
-                    str(args.watch_seconds),
-                    "--changes",
-                    str(args.changes),
-                    "--watch-multiple",
-                    str(args.watch_multiple),
-                    "--grace",
-                    str(args.grace),
-                ],
-            )  # fmt: skip
-        )
+        watchers.append(harness.in_fresh_process(one_watchers, count, args))
         print_watchers(watchers[-1])
     for multiple in (float(m) for m in args.multiples.split(",") if m):
-        level = in_child(
-            [
-                "--one-level",
-                str(multiple),
-                "--probes",
-                str(args.probes),
-                "--warmup",
-                str(args.warmup),
-                "--gps-points",
-                str(args.gps_points),
-                "--rest-poll",
-                str(args.rest_poll),
-                *(["--fast-only"] if args.fast_only else []),
-            ],
-        )
+        level = harness.in_fresh_process(
+            one_level, multiple, args.probes, args.warmup, args.gps_points, args.rest_poll,
+            args.fast_only,
+        )  # fmt: skip
         levels.append(level)
         rows = [
             (
