@@ -1,53 +1,20 @@
 """API latency and cost: closed-loop concurrency per endpoint, or an open-loop order-detail
 load at a fixed rate with the server CPU each request costs.
 
-The system runs embedded on loopback (Kafka, Apache Pinot, uvicorn). By default the
-tracking tables are filled through Kafka with enriched records for ``--orders``
-orders (and a courier trail for those on the road), as the stream job would write them.
+Every read is a real client's, within its user's read budget (``API_THROTTLE_READS``):
+customers read their own orders, dealt over as many users as the rate takes
+(``harness.readers_for``); a 429 is an error. Open-loop latencies count from each
+request's scheduled send time, so queueing counts; CPU per request is each process's CPU
+over the run less its idle CPU, over the requests answered.
 
-Every read is made as a real client makes it, within its user's read budget
-(``API_THROTTLE_READS``, ``API_THROTTLE_READS_STAFF``): customers read their own orders,
-operators the analytics, and the reads are dealt over as many users as the rate takes
-(``bench.harness.readers_for``), never by raising the budget. A 429 is an error.
+* no ``--rate``: closed loop, ``--clients`` per endpoint, on ``--orders`` seeded orders;
+* ``--rate``: open loop on the seeded stack (Kafka, Pinot, the web), the pipeline idle;
+* ``--rate --multiple N``: beside the whole system, the simulator at N x the book's peak;
+* ``--rate --production``: against ``make run-prod`` (PostgreSQL, Redis, the pushbridge);
+* ``--rate --conditional``: plain against ``If-None-Match`` polls, alternating rounds.
 
-Closed loop (the old mode): N clients, each sending its next request when the last one
-answered, for four endpoints (users enough for ``CLOSED_LOOP_CEILING`` requests a second):
-
-    .venv/bin/python -m bench api --orders 5000 --clients 50 --seconds 10
-
-Open loop (``--rate``): order details, each asked by the order's own customer (the
-customers taking turns), sent at a fixed rate whatever the server does; each latency
-counts from the request's scheduled send time, so time spent queueing (in the generator
-or the server) is counted. Reports p50/p90/p99/max, errors, and CPU milliseconds per
-request of the web server and Pinot (its JVMs; their CPU over the run, less what they used
-at idle over as long, divided by the requests answered), and the load generator's own CPU
-share:
-
-    .venv/bin/python -m bench api --rate 200 --seconds 30
-
-``--multiple 10`` runs the open loop against the full system (``make run``'s processes)
-while the simulator places orders at 10x the book's peak and the stream job runs; the
-requests then ask for the newest orders of as many customers as the rate takes (the demo
-world gets twice that many; at 1x, their orders take a few minutes to come):
-
+    .venv/bin/python -m bench api --rate 200 --seconds 40
     .venv/bin/python -m bench api --rate 200 --seconds 60 --multiple 10
-
-``--production`` runs the same open loop against ``make run-prod``'s processes
-(PostgreSQL, Redis, compose's web workers, the ``pushbridge`` process writing the version
-register to Redis), its simulator at ``--multiple`` x the book's peak (default 1x), with
-the CPU per read of the web, Pinot, the push bridge, Redis and PostgreSQL:
-
-    .venv/bin/python -m bench api --rate 200 --seconds 60 --production
-
-Old against new: run the same command on both commits (docs/performance.md).
-
-``--conditional`` (seeded mode) runs the order detail and "my orders" each as a plain GET
-and as a repeat poll with the ``If-None-Match`` of the answer the client already has (the
-ETag read just before), in alternating rounds, each customer polling one order of theirs;
-a 304 counts as answered (and against the budget), its share and the bytes received are
-reported:
-
-    .venv/bin/python -m bench api --rate 100 --seconds 40 --conditional
 """
 
 from __future__ import annotations

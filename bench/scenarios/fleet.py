@@ -1,17 +1,10 @@
 """What the operators' fleet map costs: N couriers moving, each reporting a GPS point a
 second, on the server (CPU of each process) and in the browser (frame time of the page).
 
-The whole embedded system runs with the simulator at ``--multiple`` x the book's peak as
-background. The benchmark puts N synthetic deliveries on the road: one ``orders_enriched``
-record each (out for delivery, so the bridge knows the trip and the promised arrival),
-then every second one ``delivery_locations`` point per courier, each moving towards its
-door, as the couriers' app does through the API (telemetry goes straight to Kafka). Three
-phases of ``--seconds`` each: idle (the operations page open, no synthetic couriers),
-N couriers with the page open, N couriers with no operator connected (what the bridge
-costs alone). In the second, Chromium measures the page's frames (requestAnimationFrame
-intervals and long tasks) and how many couriers it draws.
-
-Not a test: prints a table, writes bench/results/fleet-*.json.
+The whole system runs with the simulator at ``--multiple`` x the book's peak; N synthetic
+deliveries go on the road (an ``orders_enriched`` record each, then a point a second).
+Three phases of ``--seconds``: idle with the operations page open, N couriers with it
+open (Chromium measures its frames and the couriers drawn), N couriers with no operator.
 
     nice -n 10 .venv/bin/python -m bench fleet --couriers 1000 --seconds 30
 """

@@ -2,23 +2,15 @@
 (a) visible through the REST read and (b) delivered on a subscribed WebSocket; against
 a client polling the REST detail every second.
 
-The whole embedded system runs (every component) with the simulator at a multiple of the
-book's peak (50 orders/min, a GPS point per second per delivery) as background load.
-Probe orders are placed, advanced and tracked through the public API by the benchmark
-itself; each change is also timed by a 1-second poller of the Pinot-backed REST detail.
+Levels (``--multiples``): the whole system, the simulator at N x the book's peak; probe
+orders placed, advanced and tracked through the public API, each change timed on the
+socket (first message and the stream job's ``update``), in REST, and by a 1-second poller.
 
-Watchers (``--watchers 100,1000``): what each delivery design costs the server. For N
-watched orders, three phases of ``--watch-seconds`` each on the same system, each on N
-fresh orders the benchmark advances at ``--changes`` status changes per second: one
-socket (the push bridge runs as it always does: the idle baseline), N WebSockets (push),
-N clients polling the REST detail every second. Each watcher is its order's customer,
-within every per-user limit (sockets, connects, ``API_THROTTLE_READS``). Each phase
-records freshness (change committed -> the watcher sees it) and the CPU seconds of the
-web (Django + push bridge) and Pinot; CPU per watcher-minute is the phase's CPU minus
-the idle phase's, divided by N x minutes. Pollers are one asyncio process with a
-keep-alive raw-HTTP client, so the load generator stays cheap; its CPU is recorded.
-
-Not a test: prints tables, writes bench/results/freshness-*.json.
+Watchers (``--watchers 100,1000``): three phases of ``--watch-seconds`` on one system, N
+fresh orders advanced at ``--changes`` a second: the idle baseline, N WebSockets, N
+clients polling REST every second (each its order's customer, within every per-user
+limit). Freshness (commit -> the watcher sees it) and the web's and Pinot's CPU per
+watcher-minute over the idle phase.
 
     .venv/bin/python -m bench freshness --multiples 1,10,100 --probes 20 \
         --watchers 100,1000 --watch-seconds 60

@@ -1,42 +1,20 @@
 """Apache Pinot against issue 52's targets: freshness at 10x, the arrival predictor's
-statistics refresh, start-up and memory; and the selectors. (Pinot's CPU per order-detail
-read beside the pipeline: ``python -m bench api --rate 50 --multiple 1``.)
+statistics refresh, start-up and memory; and the selectors.
 
-Pinot runs as ``make run`` runs it (``python -m localrun.pinot``: three JVMs on free
-ports, fresh data), on an Apache Kafka node of the benchmark's own. Parts (``--parts``,
-default all, each part on engines of its own):
+Pinot runs as ``make run`` runs it, on a Kafka node of its own. ``--parts`` (each on
+engines of its own):
 
-* ``queries`` (the old benchmark's, same options): ``--orders`` orders' enriched records
-  (3 versions an order, 2 item lines, 5 courier points for every 5th) produced first, then
-  Pinot started and timed until it holds every record; each named selector of
-  ``tracker.tracking.selectors`` run ``--iterations`` times through pinotdb: p50/p99/max.
-* ``eta``: ``--history-minutes`` (120) of the default load's enriched records, their event
-  times over the last two hours, written as fast as the producer goes; once Pinot holds
-  them, ``tracker.tracking.eta.load_statistics()`` ``--refreshes`` times: wall time, this
-  process's CPU and Pinot's JVMs' CPU per refresh.
-* ``fresh`` (on the ``eta`` part's Pinot and history when both run): the load at
-  ``--multiple`` (10) x the default, produced open loop for ``--seconds`` with the real
-  producer, and every ``--probe-every`` seconds a marker record (a new order's, on each
-  enriched table in turn), polled through ``tracker.tracking.selectors.store.query`` every
-  ``--poll-ms``: produced -> visible, p50/p99/max (target p99, issue 52); Pinot's cores.
+* ``queries``: ``--orders`` orders' enriched records produced, Pinot started and timed
+  until it holds them; each selector of ``tracker.tracking.selectors``, p50/p99/max;
+* ``eta``: ``--history-minutes`` of the default load's records; then
+  ``tracker.tracking.eta.load_statistics()`` ``--refreshes`` times (wall, own and Pinot CPU);
+* ``fresh``: ``--multiple`` x the default load, open loop for ``--seconds``, with a marker
+  record every ``--probe-every`` s polled until visible: produced -> visible p50/p99/max.
 
-The load (as the stream job writes it from the simulator's events at ``make run``'s
-pace): ``50 x multiple`` orders a minute (the book's peak); each order's record and
-``--lines`` item lines at placement, three kitchen statuses ``--kitchen-step`` s apart,
-pickup, then one courier point every ``--gps-interval`` s for ``--ride-seconds`` (each
-point an ``orders_enriched`` and a ``delivery_statuses`` record, as at the job's 100 ms
-trigger), arrival, delivery a minute later: about 1,090 records an order, 450 points and
-900 records a second at the default load once rides overlap (a long run of ``make run``
-measured 418 points/s over its first 37 minutes, still climbing). The open loop starts in
-that steady state (orders placed before it are under way).
+The load is shaped as the stream job writes the simulator's events (about 1,090 records
+an order). Pinot's CPU per order-detail read: ``python -m bench api --rate 50 --multiple 1``.
 
-Not a test. Usage::
-
-    .venv/bin/python -m bench pinot [--parts queries,eta,fresh]
-        [--orders 100000] [--iterations 100] [--history-minutes 120] [--refreshes 20]
-        [--multiple 10] [--seconds 60] [--probe-every 0.5]
-
-Prints a table and writes JSON to bench/results/pinot-<timestamp>.json.
+    .venv/bin/python -m bench pinot --parts queries,eta,fresh
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """What the whole embedded system costs at rest: CPU per component (run it on two commits to compare them).
 
-Starts the whole system (every component, as ``make run`` does, on a fresh workdir and
-free ports), once at the default load (the simulator at the
-book's peak, nobody using it) and once with the simulator off, lets it settle, then
-reads each component's CPU seconds (process and children, from /proc) over a window,
-or several in a row (``--windows``: the stream job's JIT compiles for its first minutes).
-The old code is a baseline commit's tree (``bench.harness.baseline_tree``).
-
-Not a test: prints a table and writes bench/results/rest-cost-*.json.
+The whole system at the default load (the simulator at the book's peak, nobody using
+it) and again with the simulator off; after ``--warmup``, each component's CPU seconds
+over ``--windows`` windows of ``--seconds`` (the stream job's JIT compiles for minutes).
 
     nice .venv/bin/python -m bench rest_cost --seconds 60
 """

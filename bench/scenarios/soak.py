@@ -1,23 +1,14 @@
 """Soak: the whole system with the simulator at a multiple of the book's peak, for a fixed
 time, with REST readers, WebSocket subscribers and a black-box probe attached.
 
-The embedded system (``make run``) by default, or with ``--production`` the
-production-like run (``make run-prod``: PostgreSQL, Redis, the push bridge as its own
-process, Spark on a standalone master and worker). The REST readers read order details
-as the orders' customers, each within its read budget (``API_THROTTLE_READS``); the
-sockets are spread over operators (``WS_MAX_SOCKETS_PER_USER``). Every
-``--probe-every`` seconds a probe places an order as a customer, advances it, posts a GPS
-point as its courier and waits for both on a WebSocket and in the REST detail from Pinot
-(with Kafka's disk beside it). ``--retention-mb`` lowers Kafka's per-partition size
-bound, so retention deletes segments during the run.
-
-Reports events in vs rows in Pinot (equal once the pipeline drains), the readers' and
-subscribers' errors (none), every process's memory and CPU every ``--every`` seconds with
-the orders not yet in Pinot, CPU per 10-minute window, and the RSS plateau. The logs are
-kept beside the result. Not a test.
+``make run``'s system, or ``make run-prod``'s with ``--production``. Readers read order
+details as their customers within the read budget; sockets are spread over operators; a
+probe (``harness.probe``) every ``--probe-every`` s. ``--retention-mb`` lowers Kafka's
+per-partition bound so retention deletes segments during the run. Reports events in
+against rows in Pinot after a drain, readers' and subscribers' errors, memory and CPU
+every ``--every`` s, CPU per 10-minute window and the RSS plateau; logs kept beside.
 
     .venv/bin/python -m bench soak --multiple 10 --minutes 30
-    .venv/bin/python -m bench soak --production --multiple 100 --minutes 10
     .venv/bin/python -m bench soak --multiple 1 --minutes 120 --every 30 --readers 0 \
         --sockets 0 --probe-every 120 --retention-mb 32          # the long run at rest
 """

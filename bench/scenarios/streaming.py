@@ -1,29 +1,15 @@
 """Benchmark the stream job: micro-batch duration and event -> enriched latency.
 
-Not a test. Starts an Apache Kafka node of its own per run and the job (``python -m
-streaming``, on Spark's Kafka connector) through the launcher, as ``make run`` does, and
-drives a synthetic load shaped like the book's simulator, compressed in time: each order
-is placed, moves through the kitchen statuses 2 s apart, then its courier sends one GPS
-point per second for ``--transit`` seconds before arriving and delivering. Rates are
-multiples of the book's peak (50 orders/min): 1x, 10x, 100x.
+A Kafka node of its own per run and the job through the launcher, driven by a synthetic
+load shaped like the simulator's, compressed in time (kitchen statuses 2 s apart, then a
+GPS point a second for ``--transit`` s), at ``--levels`` x the book's peak. Latency is
+per output record, from the produce of the change that made its version to this
+process's receipt, with p99 per 10 s so a growing lag shows; an order whose last record
+never arrived counts (end of the drain - its last event), a lower bound. Batch durations
+come from the job's progress lines. ``--variant "LABEL:K=V K=V"`` also runs the job with
+those environment variables (``{run}`` in a value: the run's name).
 
-Latency is measured per output record as (wall clock when the bench consumer
-receives it) - (the wall clock at which the change that made its version was
-produced: the order's version-th event, whose ``event_time`` the record usually
-carries; a delivery status re-sent for a status change keeps its position's older
-one), and its p99 is also reported per 10-second window so a growing lag shows.
-Micro-batch durations come from the job's own progress lines.
-
-``--variant "LABEL:K=V K=V"`` (repeatable)
-also runs the job with those environment variables set (``{run}`` in a value
-becomes the run's own name, e.g. for a checkpoint directory), so each of the job's
-switchable levers (``STREAMING_*`` settings, ``SPARK_MASTER``) is measured alone in
-the same run. Latency counts events not yet processed when the run ends: an order
-whose last record never arrived adds a sample of (end of the drain - its last event's
-time), a lower bound. Prints a table and writes JSON to bench/results/.
-
-    .venv/bin/python -m bench streaming [--levels 10,100]
-        [--variant "rawfs:STREAMING_NIO_LOCAL_FS=false SPARK_MASTER=local[2,4]"]
+    .venv/bin/python -m bench streaming --levels 10,100
 """
 
 from __future__ import annotations
