@@ -1,7 +1,7 @@
 """The one harness every benchmark scenario runs on (``python -m bench NAME``).
 
 A scenario (bench/scenarios/NAME.py) is a short module: a docstring (its ``--help``),
-``add_arguments(parser)`` and ``run(args) -> dict``. The harness parses the arguments,
+``OPTIONS`` (:func:`add_options`) and ``run(args) -> dict``. The harness parses the arguments,
 starts what the scenario asks for through the one launcher (:func:`system`,
 :func:`production`: :class:`localrun.launch.System`), samples the machine's load average
 all along, prints each table with the load beside its figures, and writes the result with
@@ -240,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         prog=f"python -m bench {known.scenario}", description=summary, epilog=more or None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    module.add_arguments(sub)
+    add_options(sub, {"--note": ("", "how it was run, stored with the result"), **module.OPTIONS})
+    if hasattr(module, "add_arguments"):  # what a table cannot say (repeated, a path)
+        module.add_arguments(sub)
     args = sub.parse_args(rest)
     load = LoadSampler()
     load.start()
@@ -562,22 +564,22 @@ def disk_mb(path: Path) -> float:
 BOOK_PEAK_PER_MIN = 50
 
 
-def add_multiple(parser: argparse.ArgumentParser, default: float = 1) -> None:
-    """``--multiple``: the simulator's load, as :func:`start_full_system` takes it."""
-    parser.add_argument(
-        "--multiple",
-        type=float,
-        default=default,
-        help=f"simulator load, x the book's peak of {BOOK_PEAK_PER_MIN} orders/min",
-    )
+def multiple(default: float = 1) -> tuple[float, str]:
+    """The ``--multiple`` option: the simulator's load, as :func:`start_full_system` takes it."""
+    return float(default), f"simulator load, x the book's peak of {BOOK_PEAK_PER_MIN} orders/min"
 
 
-def add_duration(
-    parser: argparse.ArgumentParser, minutes: float, every: float, sampled: str
-) -> None:
-    """``--minutes`` a run lasts and ``--every`` how many seconds between its samples."""
-    parser.add_argument("--minutes", type=float, default=minutes)
-    parser.add_argument("--every", type=float, default=every, help=f"seconds between {sampled}")
+def add_options(parser: argparse.ArgumentParser, options: Mapping[str, object]) -> None:
+    """A scenario's ``OPTIONS``: ``"--name": default`` or ``(default, help)``. The type is
+    the default's; ``False`` makes a switch; a type instead of a default: no default."""
+    for flag, spec in options.items():
+        default, text = spec if isinstance(spec, tuple) else (spec, None)
+        if isinstance(default, bool):
+            parser.add_argument(flag, action="store_true", help=text)
+        elif isinstance(default, type):
+            parser.add_argument(flag, type=default, help=text)
+        else:
+            parser.add_argument(flag, type=type(default), default=default, help=text)
 
 
 def print_table(

@@ -679,39 +679,20 @@ def closed_loop(args: argparse.Namespace) -> dict:
     return {"results": results, "server_rss_mb": server_rss, "pinot_rss_mb": pinot_rss}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--orders", type=int, default=5000)
-    parser.add_argument("--clients", type=int, default=50, help="closed loop: concurrent clients")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument(
-        "--workers", type=int, default=2, help="uvicorn worker processes (make run: 2)"
-    )
-    parser.add_argument("--rate", type=float, help="open loop: order details per second")
-    parser.add_argument(
-        "--multiple", type=float, help="open loop against the full system, simulator at N x peak"
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=4, help="with --conditional: alternating rounds"
-    )
-    parser.add_argument(
-        "--conditional", action="store_true", help="open loop, seeded: plain vs If-None-Match"
-    )
-    parser.add_argument(
-        "--pollers",
-        type=int,
-        help="with --conditional: customers polling an order each (default: as many as "
-        "--rate takes within API_THROTTLE_READS)",
-    )
-    parser.add_argument(
-        "--production",
-        action="store_true",
-        help="open loop against make run-prod (PostgreSQL, Redis, pushbridge; --multiple: "
-        "its simulator's load, default 1x)",
-    )
-    parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
-    parser.add_argument(
-        "--idle-seconds", type=float, default=10.0, help="full system: idle CPU window"
-    )
+OPTIONS = {
+    "--orders": 5000,
+    "--clients": (50, "closed loop: concurrent clients"),
+    "--seconds": 10.0,
+    "--workers": (2, "uvicorn worker processes (make run: 2)"),
+    "--rate": (float, "open loop: order details per second"),
+    "--multiple": (float, "open loop beside the whole system, simulator at N x peak"),
+    "--rounds": (4, "with --conditional: alternating rounds"),
+    "--conditional": (False, "open loop, seeded: plain vs If-None-Match"),
+    "--pollers": (int, "with --conditional: customers polling an order each"),
+    "--production": (False, "open loop against make run-prod (--multiple: its load, 1x)"),
+    "--warmup": (60.0, "full system: seconds first"),
+    "--idle-seconds": (10.0, "full system: idle CPU window"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -144,8 +144,7 @@ def one(case: str, seconds: int) -> dict:
     }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=int, default=10)
+OPTIONS = {"--seconds": 10}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -233,23 +233,17 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
     return {"orders": evaluated, "statistics_loads": len(loaded), "steps": steps, "rows": rows}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--hours", type=float, default=24, help="evaluated hours from midnight")
-    parser.add_argument("--history-hours", type=float, default=24, help="simulated before them")
-    parser.add_argument("--rate", type=float, default=3.0, help="orders per minute")
-    parser.add_argument("--pace", type=float, default=0.25, help="kitchen waits / this")
-    parser.add_argument("--gps-interval", type=float, default=30.0, help="seconds between points")
-    parser.add_argument("--refresh", type=float, default=300.0, help="statistics refresh, s")
-    parser.add_argument(
-        "--workdir",
-        help="keep the simulated day here and reuse it when run again with the same directory "
-        "(the other simulation options are then ignored); also writes every prediction there",
-    )
-    parser.add_argument(
-        "--parts", type=Path, metavar="DIR",
-        help="only analyse the predictions a --workdir run kept: each part's error",
-    )  # fmt: skip
+OPTIONS = {
+    "--seed": 7,
+    "--hours": (24.0, "evaluated hours from midnight"),
+    "--history-hours": (24.0, "simulated before them"),
+    "--rate": (3.0, "orders per minute"),
+    "--pace": (0.25, "kitchen waits / this"),
+    "--gps-interval": (30.0, "seconds between points"),
+    "--refresh": (300.0, "statistics refresh, s"),
+    "--workdir": (str, "keep the simulated day and every prediction here; reuse the day"),
+    "--parts": (Path, "only analyse the predictions a --workdir run kept: each part's error"),
+}
 
 
 def run(args: argparse.Namespace) -> dict | None:

@@ -1300,48 +1300,19 @@ def evaluate(summaries: list[dict]) -> list[dict]:
 # ------------------------------------------------------------------ the run
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    harness.add_multiple(parser, default=5)
-    parser.add_argument("--hold-minutes", type=float, default=10, help="fault-free phase first")
-    parser.add_argument("--probe-every", type=float, default=5.0, help="seconds")
-    parser.add_argument("--sample-every", type=float, default=2.0, help="seconds")
-    parser.add_argument(
-        "--faults",
-        default=",".join(FAULTS),
-        help=f"which faults, in order (comma-separated, of {', '.join(FAULTS)})",
-    )
-    parser.add_argument(
-        "--down-seconds",
-        type=float,
-        default=60,
-        help="how long the Kafka node and the Pinot server stay down",
-    )
-    parser.add_argument(
-        "--recover-minutes",
-        type=float,
-        default=5,
-        help="longest wait for the pipeline to recover after a fault",
-    )
-    parser.add_argument(
-        "--settle-minutes",
-        type=float,
-        default=2,
-        help="after recovery, before the next fault (the 'after' figures)",
-    )
-    parser.add_argument("--drain-minutes", type=float, default=10)
-    parser.add_argument(
-        "--faults-anyway",
-        action="store_true",
-        help="go on with the faults when the load did not hold",
-    )
-    parser.add_argument("--note", default="", help="how it was run (a quiet machine?)")
-    parser.add_argument(
-        "--recompute",
-        type=Path,
-        metavar="RESULT",
-        help="start nothing: print a stored fault-drill-*.json's tables derived again from "
-        "what it recorded, and the figures that changed",
-    )
+OPTIONS = {
+    "--multiple": harness.multiple(5),
+    "--hold-minutes": (10.0, "fault-free phase first"),
+    "--probe-every": (5.0, "seconds"),
+    "--sample-every": (2.0, "seconds"),
+    "--faults": (",".join(FAULTS), "which faults, in order (comma-separated)"),
+    "--down-seconds": (60.0, "how long the Kafka node and the Pinot server stay down"),
+    "--recover-minutes": (5.0, "longest wait for the pipeline to recover after a fault"),
+    "--settle-minutes": (2.0, "after recovery, before the next fault (the 'after' figures)"),
+    "--drain-minutes": 10.0,
+    "--faults-anyway": (False, "go on with the faults when the load did not hold"),
+    "--recompute": (Path, "start nothing: a stored result's figures derived again"),
+}
 
 
 def run(args: argparse.Namespace) -> dict | None:

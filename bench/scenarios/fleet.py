@@ -232,13 +232,14 @@ def measure(args: argparse.Namespace) -> dict:
     return result
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--couriers", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=30, help="seconds per phase")
-    harness.add_multiple(parser)
-    parser.add_argument("--warmup", type=float, default=20)
-    parser.add_argument("--screenshot", default="", help="save the fleet map here (PNG)")
-    parser.add_argument("--order-screenshot", default="", help="save an order page here (PNG)")
+OPTIONS = {
+    "--couriers": 1000,
+    "--seconds": (30.0, "seconds per phase"),
+    "--multiple": harness.multiple(),
+    "--warmup": 20.0,
+    "--screenshot": ("", "save the fleet map here (PNG)"),
+    "--order-screenshot": ("", "save an order page here (PNG)"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

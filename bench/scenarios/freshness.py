@@ -12,8 +12,8 @@ clients polling REST every second (each its order's customer, within every per-u
 limit). Freshness (commit -> the watcher sees it) and the web's and Pinot's CPU per
 watcher-minute over the idle phase.
 
-    .venv/bin/python -m bench freshness --multiples 1,10,100 --probes 20 \
-        --watchers 100,1000 --watch-seconds 60
+    .venv/bin/python -m bench freshness --multiples 1,10,100 --probes 20
+        --watchers 100,1000 --watch-seconds 60  (one line)
 """
 
 from __future__ import annotations
@@ -769,24 +769,19 @@ def print_watchers(level: dict) -> None:
         print(f"  {phase['mode']}: p50 ms per stage: {stages}")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--multiples", default="1,10,100")
-    parser.add_argument("--probes", type=int, default=20)
-    parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")
-    parser.add_argument("--gps-points", type=int, default=5, help="GPS points per probe order")
-    parser.add_argument(
-        "--rest-poll", type=float, default=0.02, help="seconds between the REST visibility reads"
-    )
-    parser.add_argument(
-        "--fast-only",
-        action="store_true",
-        help="time only each change's first message on the socket, then the next change",
-    )
-    parser.add_argument("--watchers", default="100,1000", help="watched orders per run")
-    parser.add_argument("--watch-seconds", type=float, default=60, help="seconds per phase")
-    parser.add_argument("--changes", type=float, default=2, help="status changes per second")
-    parser.add_argument("--watch-multiple", type=float, default=1, help="background load")
-    parser.add_argument("--grace", type=float, default=15, help="wait for the last changes")
+OPTIONS = {
+    "--multiples": "1,10,100",
+    "--probes": 20,
+    "--warmup": (30.0, "seconds of load before probing"),
+    "--gps-points": (5, "GPS points per probe order"),
+    "--rest-poll": (0.02, "seconds between the REST visibility reads"),
+    "--fast-only": (False, "time only each change's first message on the socket"),
+    "--watchers": ("100,1000", "watched orders per run"),
+    "--watch-seconds": (60.0, "seconds per phase"),
+    "--changes": (2.0, "status changes per second"),
+    "--watch-multiple": (1.0, "background load"),
+    "--grace": (15.0, "wait for the last changes"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -531,24 +531,21 @@ def report(result: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--parts", default="queries,eta,fresh")
-    parser.add_argument("--orders", type=int, default=100_000, help="queries: orders")
-    parser.add_argument("--iterations", type=int, default=100, help="queries: runs a selector")
-    parser.add_argument("--history-minutes", type=float, default=120, help="eta: default load")
-    parser.add_argument("--refreshes", type=int, default=20, help="eta: statistics loads timed")
-    harness.add_multiple(parser, default=10)
-    parser.add_argument("--seconds", type=float, default=60, help="fresh: load")
-    parser.add_argument("--probe-every", type=float, default=0.5, help="fresh: s between markers")
-    parser.add_argument(
-        "--poll-ms", type=float, default=50,
-        help="fresh: marker polling (each poll is a Pinot query: finer costs Pinot CPU)",
-    )  # fmt: skip
-    parser.add_argument("--kitchen-step", type=float, default=60, help="load: s between statuses")
-    parser.add_argument("--ride-seconds", type=float, default=540, help="load: a ride")
-    parser.add_argument("--gps-interval", type=float, default=1, help="load: s between points")
-    parser.add_argument("--lines", type=int, default=2, help="load: item lines an order")
-    parser.add_argument("--note", default="", help="stored with the result")
+OPTIONS = {
+    "--parts": "queries,eta,fresh",
+    "--orders": (100_000, "queries: orders"),
+    "--iterations": (100, "queries: runs a selector"),
+    "--history-minutes": (120.0, "eta: default load"),
+    "--refreshes": (20, "eta: statistics loads timed"),
+    "--multiple": harness.multiple(10),
+    "--seconds": (60.0, "fresh: load"),
+    "--probe-every": (0.5, "fresh: s between markers"),
+    "--poll-ms": (50.0, "fresh: marker polling (each poll is a Pinot query)"),
+    "--kitchen-step": (60.0, "load: s between statuses"),
+    "--ride-seconds": (540.0, "load: a ride"),
+    "--gps-interval": (1.0, "load: s between points"),
+    "--lines": (2, "load: item lines an order"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -18,17 +18,13 @@ import time
 
 from bench import harness
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sockets", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=200.0, help="updates per second")
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
-    parser.add_argument(
-        "--no-deflate",
-        action="store_true",
-        help="clients do not offer permessage-deflate (browsers do): its memory and CPU cost",
-    )
+OPTIONS = {
+    "--sockets": 1000,
+    "--rate": (200.0, "updates per second"),
+    "--seconds": 20.0,
+    "--workers": (2, "uvicorn worker processes"),
+    "--no-deflate": (False, "clients do not offer permessage-deflate (browsers do)"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

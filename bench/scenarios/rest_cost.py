@@ -59,16 +59,12 @@ def measure(simulator: bool, args: argparse.Namespace) -> list[dict]:
     return windows
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--warmup", type=float, default=60)
-    parser.add_argument(
-        "--windows", type=int, default=1, help="consecutive windows of --seconds (JIT warm-up)"
-    )
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument(
-        "--loads", default="default,rest", help="default (the simulator on), rest (off)"
-    )
-    parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
+OPTIONS = {
+    "--warmup": 60.0,
+    "--windows": (1, "consecutive windows of --seconds (JIT warm-up)"),
+    "--seconds": 60.0,
+    "--loads": ("default,rest", "default (the simulator on), rest (off)"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -9,8 +9,8 @@ against rows in Pinot after a drain, readers' and subscribers' errors, memory an
 every ``--every`` s, CPU per 10-minute window and the RSS plateau; logs kept beside.
 
     .venv/bin/python -m bench soak --multiple 10 --minutes 30
-    .venv/bin/python -m bench soak --multiple 1 --minutes 120 --every 30 --readers 0 \
-        --sockets 0 --probe-every 120 --retention-mb 32          # the long run at rest
+    .venv/bin/python -m bench soak --multiple 1 --minutes 120 --every 30 --readers 0
+        --sockets 0 --probe-every 120 --retention-mb 32  # the long run at rest (one line)
 """
 
 from __future__ import annotations
@@ -249,27 +249,17 @@ def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> li
     return rows
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    harness.add_multiple(parser, default=100)
-    harness.add_duration(
-        parser, minutes=10, every=10, sampled="samples of memory, CPU and orders not in Pinot"
-    )
-    parser.add_argument("--readers", type=int, default=20)
-    parser.add_argument("--sockets", type=int, default=200)
-    parser.add_argument("--probe-every", type=float, default=0, help="seconds (0: no probe)")
-    parser.add_argument(
-        "--retention-mb", type=int, default=0,
-        help="KAFKA_RETENTION_BYTES in MiB, per partition (0: the local default)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--plateau-from", type=float, default=90,
-        help="minute whose RSS the rest of the run is held against",
-    )  # fmt: skip
-    parser.add_argument(
-        "--production", action="store_true",
-        help="the production-like run (PostgreSQL, Redis, Spark cluster) instead of make run's",
-    )  # fmt: skip
-    parser.add_argument("--note", default="", help="how it was run (a shared machine?)")
+OPTIONS = {
+    "--multiple": harness.multiple(100),
+    "--minutes": 10.0,
+    "--every": (10.0, "seconds between samples of memory, CPU and orders not in Pinot"),
+    "--readers": 20,
+    "--sockets": 200,
+    "--probe-every": (0.0, "seconds (0: no probe)"),
+    "--retention-mb": (0, "KAFKA_RETENTION_BYTES in MiB, per partition (0: the default)"),
+    "--plateau-from": (90.0, "minute whose RSS the rest of the run is held against"),
+    "--production": (False, "the production-like run instead of make run's"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

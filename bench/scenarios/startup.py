@@ -150,9 +150,7 @@ class FirstRecord:
         self.consumer.close()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=240)
+OPTIONS = {"--runs": 2, "--timeout": 240.0}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -422,24 +422,22 @@ def run_level(
     }
 
 
+OPTIONS = {
+    "--levels": ("10,100", "multiples of the book's peak"),
+    "--trigger-ms": 100,
+    "--shuffle-partitions": 2,
+    "--spark-conf": ("", "extra Spark settings: k=v;k=v"),
+    "--seconds": (40.0, "load duration per level"),
+    "--warmup": (10.0, "seconds not measured"),
+    "--transit": (20, "GPS points per delivery"),
+    "--linger-ms": (5, "the load generator's producer linger, ms"),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
     parser.add_argument(
-        "--variant",
-        action="append",
-        default=[],
+        "--variant", action="append", default=[],
         help='also run the job as "LABEL:K=V K=V" (environment overrides); repeatable',
-    )
-    parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
-    parser.add_argument("--trigger-ms", type=int, default=100)
-    parser.add_argument("--shuffle-partitions", type=int, default=2)
-    parser.add_argument("--spark-conf", default="", help="extra Spark settings: k=v;k=v")
-    parser.add_argument("--seconds", type=float, default=40, help="load duration per level")
-    parser.add_argument("--warmup", type=float, default=10, help="seconds not measured")
-    parser.add_argument("--transit", type=int, default=20, help="GPS points per delivery")
-    parser.add_argument(
-        "--linger-ms", type=int, default=5,
-        help="the load generator's producer linger, ms (how many records share a batch)",
     )  # fmt: skip
 
 
