@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -40,7 +40,6 @@ from urllib.parse import urlparse
 from bench import harness
 from localrun.launch import environ
 
-FAULTS = ("kafka", "pinot", "spark", "web", "redis", "postgres")
 #: A state counts as reached (recovered, cleared) once it has held this long.
 STABLE_S = 10.0
 #: The load holds when no stage's lag grows for longer than this in a row (issue 29's bar).
@@ -607,54 +606,54 @@ class Drill:
 
     # -------------------------------------------------------------- acting on processes
 
-    def kill(
-        self,
-        rec: FaultRecord,
-        name: str,
-        sig: int = signal.SIGKILL,
-        hold: bool = True,
-        group: bool = True,
-    ) -> int:
-        """Signal process ``name`` (with everything it started, as a container's death
-        would, when ``group``), its hold file first when it must stay down."""
-        child = self.system.child(name)
-        pid = child.process.pid
+    def kill(self, rec: FaultRecord, name: str, sig: int, hold: bool, group: bool = True) -> int:
+        """Signal process ``name`` (with all it started, as a container's death would, when
+        ``group``), its hold file first when it must stay down."""
+        pid = self.system.child(name).process.pid
         if hold:
             (self.hold_dir / name).touch()
         rec.t_inject = self.now()
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
+        (os.killpg if group else os.kill)(pid, sig)
         self.say(f"{rec.name}: signal {signal.Signals(sig).name} to {name} (pid {pid})")
         return pid
-
-    async def keep_down(self, rec: FaultRecord, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, rec.t_inject + seconds - self.now()))
 
     async def release(self, rec: FaultRecord, name: str, pid: int) -> None:
         """Remove the hold file once the supervisor holds the process (else it would take
         the exit for a crash); then wait until it is started again and ready."""
         child = self.system.child(name)
-        deadline = time.monotonic() + 60
-        while not child.held and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
+        await until(lambda: child.held, 60, every=0.2)
         (self.hold_dir / name).unlink(missing_ok=True)
         rec.t_repair = self.now()
         self.say(f"{rec.name}: {name} released")
         await self.wait_ready(rec, name, pid)
 
-    async def wait_ready(self, rec: FaultRecord, name: str, pid: int, timeout: float = 300) -> None:
+    async def wait_ready(self, rec: FaultRecord, name: str, pid: int) -> None:
         child = self.system.child(name)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            process = child.process
-            if process is not None and process.pid != pid and child.ready.is_set():
-                rec.t_ready = self.now()
-                self.say(f"{rec.name}: {name} ready again")
-                return
-            await asyncio.sleep(0.2)
-        self.say(f"{rec.name}: !! {name} not ready {timeout:.0f} s later")
+
+        def again() -> bool:
+            return child.process is not None and child.process.pid != pid and child.ready.is_set()
+
+        if await until(again, 300, every=0.2):
+            rec.t_ready = self.now()
+            self.say(f"{rec.name}: {name} ready again")
+        else:
+            self.say(f"{rec.name}: !! {name} not ready 300 s later")
+
+    async def process_fault(
+        self, rec: FaultRecord, name: str, sig: int, down_s: float | None, group: bool = True,
+        meanwhile: Callable[[], Awaitable] | None = None,
+    ) -> None:  # fmt: skip
+        """Signal ``name`` (then await ``meanwhile()``); keep it down ``down_s`` and release
+        it, or (None) let the supervisor start it again at once, as compose's would."""
+        pid = self.kill(rec, name, sig, hold=down_s is not None, group=group)
+        if meanwhile is not None:
+            await meanwhile()
+        if down_s is None:
+            rec.t_repair = rec.t_inject
+            await self.wait_ready(rec, name, pid)
+            return
+        await asyncio.sleep(max(0.0, rec.t_inject + down_s - self.now()))
+        await self.release(rec, name, pid)
 
     # -------------------------------------------------------------- phases
 
@@ -851,6 +850,18 @@ def max_order_id(timeout: float = 120) -> int:
             connection.close()
 
 
+async def until(check: Callable[[], object], timeout: float, every: float = 1.0) -> object:
+    """``check()`` (in a thread: it may block) every ``every`` s until it returns something
+    true, which is returned; None after ``timeout``. A check that raises counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if found := await asyncio.to_thread(check):
+                return found
+        await asyncio.sleep(every)
+    return None
+
+
 async def kafka_fault(drill: Drill, rec: FaultRecord) -> None:
     topics = product_topics()
     before = await asyncio.to_thread(end_offsets_of, topics)
@@ -861,30 +872,25 @@ async def kafka_fault(drill: Drill, rec: FaultRecord) -> None:
     name = drill.kafka_nodes[leader]
     rec.target = f"{name} (node {leader}), leader of {topic} partition {partition}"
     rec.extra["records_in_10_s"] = after[(topic, partition)] - before.get((topic, partition), 0)
-    pid = drill.kill(rec, name)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the controller elects a leader among the others
-        with contextlib.suppress(Exception):
-            now = leader_of(await asyncio.to_thread(cluster_metadata), topic, partition)
-            if now not in (-1, leader):
-                rec.extra["leader_changed_s"] = round(drill.now() - rec.t_inject, 1)
-                rec.extra["new_leader"] = drill.kafka_nodes.get(now, now)
-                break
-        await asyncio.sleep(0.5)
-    await drill.keep_down(rec, drill.args.down_seconds)
-    await drill.release(rec, name, pid)
-    deadline = time.monotonic() + drill.args.recover_minutes * 60
-    while time.monotonic() < deadline:  # caught up: one broker may be lost again
-        with contextlib.suppress(Exception):
-            lagging = under_replicated(await asyncio.to_thread(cluster_metadata), topics)
-            if not lagging:
-                rec.extra["in_sync_s"] = round(drill.now() - rec.t_ready, 1)
-                return
-        await asyncio.sleep(1)
-    rec.extra["in_sync_s"] = None
+
+    def new_leader() -> int | None:  # the controller elects one among the others
+        now = leader_of(cluster_metadata(), topic, partition)
+        return None if now in (-1, leader) else now
+
+    async def elected() -> None:
+        if (now := await until(new_leader, 120, every=0.5)) is not None:
+            rec.extra["leader_changed_s"] = round(drill.now() - rec.t_inject, 1)
+            rec.extra["new_leader"] = drill.kafka_nodes.get(now, now)
+
+    await drill.process_fault(rec, name, signal.SIGKILL, drill.args.down_seconds, meanwhile=elected)
+    # Caught up: one broker may be lost again.
+    in_sync = lambda: not under_replicated(cluster_metadata(), topics)  # noqa: E731
+    synced = await until(in_sync, drill.args.recover_minutes * 60)
+    rec.extra["in_sync_s"] = round(drill.now() - rec.t_ready, 1) if synced else None
 
 
 async def pinot_fault(drill: Drill, rec: FaultRecord) -> None:
+    """A Pinot server's JVM (its launcher's child, kept down by its own hold file)."""
     import httpx
 
     name = PINOT_SERVER
@@ -895,19 +901,19 @@ async def pinot_fault(drill: Drill, rec: FaultRecord) -> None:
     rec.t_inject = drill.now()
     os.kill(pid, signal.SIGKILL)
     drill.say(f"pinot: SIGKILL to {name} (pid {pid})")
-    await drill.keep_down(rec, drill.args.down_seconds)
+    await asyncio.sleep(drill.args.down_seconds)
     hold.unlink(missing_ok=True)
     rec.t_repair = drill.now()
     readiness = f"http://127.0.0.1:{drill.pinot_servers[name]}/health/readiness"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError, httpx.HTTPError):
-            again = int(pidfile.read_text())
-            if again != pid and httpx.get(readiness, timeout=2).status_code == 200:
-                rec.t_ready = drill.now()
-                drill.say(f"pinot: {name} ready again")
-                return
-        await asyncio.sleep(0.5)
+
+    def ready() -> bool:
+        return (
+            int(pidfile.read_text()) != pid and httpx.get(readiness, timeout=2).status_code == 200
+        )
+
+    if await until(ready, 300, every=0.5):
+        rec.t_ready = drill.now()
+        drill.say(f"pinot: {name} ready again")
 
 
 async def spark_fault(drill: Drill, rec: FaultRecord) -> None:
@@ -921,19 +927,12 @@ async def spark_fault(drill: Drill, rec: FaultRecord) -> None:
     def cluster() -> tuple[dict, dict[str, dict]]:
         """The master's state and each alive worker's."""
         master = state(f"http://127.0.0.1:{drill.spark_ui}")
-        workers = {
-            w["webuiaddress"]: state(w["webuiaddress"])
-            for w in master.get("workers") or []
-            if w.get("state") == "ALIVE"
-        }
-        return master, workers
+        alive = [w for w in master.get("workers") or [] if w.get("state") == "ALIVE"]
+        return master, {w["webuiaddress"]: state(w["webuiaddress"]) for w in alive}
 
-    def executors(workers: dict[str, dict], app_id: str) -> int:
+    def executors(workers: dict[str, dict]) -> int:
         return sum(
-            1
-            for w in workers.values()
-            for e in w.get("executors") or []
-            if e.get("appid") == app_id
+            e.get("appid") == app_id for w in workers.values() for e in w.get("executors") or []
         )
 
     master, workers = await asyncio.to_thread(cluster)
@@ -941,20 +940,13 @@ async def spark_fault(drill: Drill, rec: FaultRecord) -> None:
     if url is None:
         raise RuntimeError("no Spark worker runs an executor of the stream job")
     app_id = next(a["id"] for a in master["activeapps"] if a.get("name") == app)
-    had = executors(workers, app_id)
+    had = executors(workers)
     name = drill.spark_workers[urlparse(url).port]
     rec.target = f"{name}, running the stream job's executor ({had} executors in all)"
-    pid = drill.kill(rec, name, hold=False)
-    rec.t_repair = rec.t_inject  # compose's restart policy, the supervisor here
-    await drill.wait_ready(rec, name, pid)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the master starts executors to replace the lost
-        with contextlib.suppress(Exception):
-            if executors((await asyncio.to_thread(cluster))[1], app_id) >= had:
-                rec.extra["executors_back_s"] = round(drill.now() - rec.t_inject, 1)
-                return
-        await asyncio.sleep(1)
-    rec.extra["executors_back_s"] = None
+    await drill.process_fault(rec, name, signal.SIGKILL, None)
+    # The master starts executors to replace the lost.
+    back = await until(lambda: executors(cluster()[1]) >= had, 120)
+    rec.extra["executors_back_s"] = round(drill.now() - rec.t_inject, 1) if back else None
 
 
 async def web_fault(drill: Drill, rec: FaultRecord) -> None:
@@ -963,25 +955,20 @@ async def web_fault(drill: Drill, rec: FaultRecord) -> None:
     sockets = {n: latest.get(n, 0.0) for n in webs}
     name = busiest_web(sockets)
     rec.target = f"{name}, {sockets[name]:.0f} WebSockets open ({sockets})"
-    pid = drill.kill(rec, name, hold=False)
-    rec.t_repair = rec.t_inject
-    await drill.wait_ready(rec, name, pid)
+    await drill.process_fault(rec, name, signal.SIGKILL, None)
 
 
 async def redis_fault(drill: Drill, rec: FaultRecord) -> None:
     rec.target = "Redis, stopped (SIGTERM) and started again"
-    pid = drill.kill(rec, "redis", sig=signal.SIGTERM, group=False)
-    await drill.release(rec, "redis", pid)
+    await drill.process_fault(rec, "redis", signal.SIGTERM, 0, group=False)
 
 
 async def postgres_fault(drill: Drill, rec: FaultRecord) -> None:
-    seconds = POSTGRES_DOWN_S
-    rec.target = f"PostgreSQL, stopped in immediate mode (SIGQUIT) for {seconds:g} s"
-    pid = drill.kill(rec, "postgres", sig=signal.SIGQUIT, group=False)
-    await drill.keep_down(rec, seconds)
-    await drill.release(rec, "postgres", pid)
+    rec.target = f"PostgreSQL, stopped in immediate mode (SIGQUIT) for {POSTGRES_DOWN_S:g} s"
+    await drill.process_fault(rec, "postgres", signal.SIGQUIT, POSTGRES_DOWN_S, group=False)
 
 
+#: The fault catalogue, in the default order.
 FAULT_RUNNERS: dict[str, Callable] = {
     "kafka": kafka_fault,
     "pinot": pinot_fault,
@@ -990,6 +977,7 @@ FAULT_RUNNERS: dict[str, Callable] = {
     "redis": redis_fault,
     "postgres": postgres_fault,
 }
+FAULTS = tuple(FAULT_RUNNERS)
 
 
 def stream_app_name() -> str:
