@@ -116,10 +116,9 @@ def start(
     seed: bool = False,
     prepare: Callable[[], object] | None = None,
 ) -> System:
-    """The named components (every one by default) as ``make run`` runs them, started on a
-    fresh folder and free ports, with this process's Django on the same database, Kafka
-    and Pinot (migrated first; with ``seed``, the demo world). ``prepare()`` runs after
-    that, before anything starts (seed rows, produce records). The caller stops it."""
+    """The named components (all by default) as ``make run`` runs them, on a fresh folder
+    and free ports, this process's Django on the same stores (migrated; with ``seed``, the
+    demo world; then ``prepare()``). The caller stops it."""
     import django
     from django.core.management import call_command
 
@@ -153,10 +152,9 @@ def system(
 
 
 def start_full_system(multiple: float, read_rate: float = 0) -> System:
-    """Every component with the simulator at ``multiple`` x the book's peak (started; the
-    caller stops it; its folder, with the logs, is kept). ``read_rate``: the REST reads a
-    second the scenario will spread over customers (:func:`readers_for`): the demo world
-    then gets twice as many customers as that takes, all of whom the simulator orders for."""
+    """Every component, the simulator at ``multiple`` x the book's peak (the caller stops
+    it). ``read_rate``: REST reads a second to come, for which the world gets twice the
+    customers :func:`readers_for` says."""
 
     def more_customers() -> None:
         from tracker.customers.models import Customer
@@ -290,11 +288,9 @@ def process_tree_rss(pid: int) -> float:
 
 
 def process_tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process and its descendants have used so far: its
-    own, its reaped children's (``cutime``/``cstime``: PostgreSQL's exited backends, the
-    Python workers Spark forks per task) and its live descendants', whichever thread
-    started them. Descendants are found by every process's parent in one pass over
-    /proc: a thread's ``children`` file is not reliable while the process runs."""
+    """CPU seconds a process and its descendants used so far, reaped children included
+    (``cutime``/``cstime``: PostgreSQL's backends, Spark's Python workers). Descendants come
+    from one pass over /proc: a thread's ``children`` file is unreliable while it runs."""
     stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -358,9 +354,8 @@ def histogram_quantiles(
 
 
 def operator_tokens(sockets: int, prefix: str = "bench-ops") -> list[str]:
-    """API tokens of enough operators to hold ``sockets`` WebSockets, at most
-    ``WS_MAX_SOCKETS_PER_USER`` each: benchmarks spread their sockets over users as real
-    clients are, rather than raise the cap. Socket ``i`` uses token ``i // that cap``."""
+    """Tokens of enough operators for ``sockets`` WebSockets at ``WS_MAX_SOCKETS_PER_USER``
+    each (spread as real clients are, not by raising the cap): see :func:`token_of_socket`."""
     from django.conf import settings
 
     return operators(math.ceil(sockets / settings.WS_MAX_SOCKETS_PER_USER), prefix)
@@ -389,9 +384,7 @@ READ_BUDGET_SHARE = 0.8
 
 
 def read_budget(staff: bool = False) -> tuple[int, int]:
-    """(reads, seconds) one user may send: ``API_THROTTLE_READS``, or
-    ``API_THROTTLE_READS_STAFF`` for operators and restaurant staff, as this process reads
-    it (the benchmarks' servers start with this process's environment)."""
+    """(reads, seconds) one user may send (``API_THROTTLE_READS[_STAFF]``)."""
     from django.conf import settings
 
     from tracker.accounts.rates import parse_rate
@@ -415,19 +408,16 @@ def budget_text(staff: bool = False) -> str:
 
 
 def dealt(users: list, n: int, seed: int) -> list:
-    """``n`` turns dealt over ``users`` round robin (in a shuffled order): at a fixed rate,
-    each user's reads come evenly spaced, rate / len(users) a second, where random picks
-    would bunch some users' reads over their budget."""
+    """``n`` turns over ``users``, round robin in a shuffled order: each user's reads come
+    evenly spaced, where random picks would bunch some over their budget."""
     order = list(users)
     random.Random(seed).shuffle(order)
     return [order[i % len(order)] for i in range(n)]
 
 
 def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
-    """``count`` customers of the benchmark's own, each with a delivery address and an API
-    token: (Customer, token key). Made in bulk and without a password (hashing one takes
-    a second by design), so a benchmark can have thousands; the ones a previous call made
-    are kept."""
+    """``count`` customers of the benchmark's own with an address and a token: (Customer,
+    key). In bulk and without passwords (hashing is slow by design); earlier ones are kept."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
     from rest_framework.authtoken.models import Token
@@ -470,10 +460,8 @@ def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
 
 
 def customer_orders(customers: int, timeout: float = 900, newest: int = 5000) -> list[tuple]:
-    """(order id, its customer's API token) for the orders, among the ``newest``, of the
-    ``customers`` customers who ordered last, once the simulator has placed orders for that
-    many (waiting up to ``timeout`` seconds: at the book's peak, 50 orders a minute, a
-    hundred customers take a few minutes). Tokens are made for those customers."""
+    """(order id, its customer's token) for the ``newest`` orders of the last ``customers``
+    customers who ordered, once the simulator has ordered for that many (``timeout`` s)."""
     from django.db import connection
     from rest_framework.authtoken.models import Token
 
@@ -537,9 +525,7 @@ def topic_records(table: str) -> int:
 
 
 def wait_pinot_caught_up(timeout: float = 300, tables: tuple[str, ...] = ENRICHED_TABLES) -> float:
-    """Until Pinot holds as many rows as there are records in each table's topic (a
-    deduplicated table holds fewer if a line was sent twice: the benchmarks send none);
-    returns the seconds waited."""
+    """Until Pinot holds as many rows as each table's topic has records; the seconds waited."""
     started = time.monotonic()
     wanted = {table: topic_records(table) for table in tables}
     for table, count in wanted.items():
@@ -609,10 +595,8 @@ def print_columns(title: str, items: list, columns: Mapping[str, Callable]) -> N
 
 @dataclass
 class Endpoint:
-    """Where a benchmark reaches the public API, as a client from outside would: the
-    address, the CA its TLS is verified against (the proxy's local CA in front of several
-    web processes), and what the proxy would add when there is none (uvicorn alone is
-    told ``X-Forwarded-Proto: https``, as Caddy tells it)."""
+    """Where a benchmark reaches the public API as an outside client: the address, the CA
+    of the proxy's TLS, and what the proxy would add when there is none."""
 
     url: str
     ca_file: Path | None = None
@@ -673,9 +657,7 @@ class ProductionSystem:
 
 
 def production_folder(files: list[Path] | None = None) -> Path:
-    """A new folder for a benchmark's ``make run-prod`` under ``var/`` (the unprivileged
-    user the image's processes run as must reach it): ``var/bench-prod-<time>/prod``, or
-    ``.../prod-cluster`` with the cluster override, as ``make run-prod`` names them."""
+    """``var/bench-prod-<time>/prod[-cluster]`` (under ``var/``: the image's user must reach it)."""
     from localrun.compose.file import COMPOSE_FILE
     from localrun.compose.plan import default_var
     from runtime.conf import BASE_DIR
@@ -687,11 +669,8 @@ def production_folder(files: list[Path] | None = None) -> Path:
 def start_production_run(
     multiple: float, files: list[Path] | None = None, var: Path | None = None
 ) -> ProductionSystem:
-    """``make run-prod``'s processes (compose's command lines and environment, of
-    ``files`` merged as ``COMPOSE_FILE`` names them: docker-compose.yml alone by default)
-    with the simulator at ``multiple`` x the book's peak, in ``var`` (default: a new
-    :func:`production_folder`). Django in this process points at its PostgreSQL, Kafka
-    and Pinot."""
+    """``make run-prod``'s processes (``files`` merged as ``COMPOSE_FILE``), the simulator at
+    ``multiple`` x the book's peak, in ``var``; this process's Django on its stores."""
     from localrun import compose as prod
     from localrun.compose.file import COMPOSE_FILE
 
@@ -757,9 +736,8 @@ def wait_for_operator(timeout: float = 300):  # noqa: ANN201 - a User
 
 
 class MemorySampler(threading.Thread):
-    """Every ``every`` seconds: each process's RSS and CPU seconds so far (with children),
-    the orders placed so far and those not yet in Pinot (so the load reached and the
-    process that saturates show beside the memory)."""
+    """Every ``every`` s: each process's RSS and CPU so far, the orders placed and those
+    not yet in Pinot, and the source topics' records (the load reached)."""
 
     def __init__(self, children: list, every: float = 30.0) -> None:
         super().__init__(daemon=True)
@@ -909,10 +887,9 @@ class ProbeFailed(Exception):
 
 
 class OrderFollower:
-    """One order's WebSocket, kept open as the web client keeps it: after a drop it
-    reconnects with live.js's back-off and ``?since=<the newest version it has>``, and
-    stops only at a final close code. Every message is logged with when it arrived (the
-    caller's ``clock``) and on which connection."""
+    """One order's WebSocket kept as the web client keeps it (live.js's back-off,
+    ``?since=``, stop at a final close code); every message logged with its arrival and
+    connection."""
 
     def __init__(
         self, endpoint: Endpoint, path: str, token: str, clock=time.monotonic, seed: int = 0
@@ -1019,21 +996,13 @@ class OrderFollower:
 
 
 def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> dict:
-    """What a client following an order saw, against the statuses the order went through
-    (``reached``), judged by what the web client shows:
+    """What a client following an order saw, against the statuses it went through:
 
-    * ``missed``: a status the client never showed as reached: not as a fast ``status``,
-      nor as an ``update``'s status or in its ``status_times`` (the order page's
-      timeline), nor in a snapshot's timeline (after a reconnect: ``?since=``);
-    * ``twice``: a fast status pushed again (the bridge sends each once), or an ``update``
-      at a version at or below one the client has (its snapshot's included);
-    * ``out_of_order``: a fast status behind an earlier fast one, or an update's status
-      behind an earlier update's or snapshot's (the fast path runs ahead of the enriched
-      one, so each path is judged against itself);
-    * ``folded`` (not a fault): reached but never the current status of any message, only
-      in a timeline (an enriched update that folded several changes, the fast one
-      skipped because the stream job was quicker).
-    """
+    * ``missed``: never shown as reached (fast ``status``, an ``update``'s status or
+      ``status_times``, a snapshot's timeline);
+    * ``twice``: a fast status again, or an ``update`` at a version the client has;
+    * ``out_of_order``: behind an earlier message of the same path (fast, or enriched);
+    * ``folded`` (no fault): reached but only ever in a timeline."""
     from contract.events import status_rank
 
     seen: set[str] = set()
@@ -1085,10 +1054,8 @@ def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> di
 
 
 def probe_people(operator, customers: int = 4) -> dict:  # noqa: ANN001 - a User
-    """The probe's parts: customers of its own (so their sockets see only the probe's
-    orders; probe ``n`` is customer ``n % customers``, so probes every few seconds stay
-    within each customer's read budget), an operator who moves the order through the
-    kitchen, every courier's token (the system picks the courier), and a restaurant with
+    """The probe's people: customers of its own (probe ``n`` is customer ``n % customers``,
+    within each one's read budget), the operator's token, every courier's, a restaurant and
     a product."""
     from django.contrib.auth import get_user_model
     from django.db import connection
@@ -1142,18 +1109,11 @@ def courier_token(order_id: int) -> str:
 async def probe(
     endpoint: Endpoint, people: dict, n: int, deliver: bool = False, clock=time.monotonic
 ) -> dict:
-    """Go through the public API as a customer, the kitchen and a courier would: place an
-    order and follow it on a WebSocket (reconnecting as the web client does), advance it
-    to OUT_FOR_DELIVERY, post a GPS point as its courier, and wait until the status and
-    the point are on the socket (the fast path), in an enriched ``update``, and in the
-    REST detail served from Pinot. With ``deliver``, the courier then takes it to
-    DELIVERED, which must reach the socket and the REST detail too, and the socket must
-    have shown every status once, in order (:func:`socket_verdict`).
-
-    Times are the caller's ``clock``: ``accepted`` (each command's answer),
-    ``accept_to_socket`` and ``accept_to_rest`` (seconds from an answer to the socket or
-    REST showing it). A failed step is a result, not a crash: ``ok`` is false and
-    ``step``, ``error`` and the HTTP answers (``http_errors``) say what happened."""
+    """As a customer, the kitchen and a courier: place an order and follow it on a socket,
+    advance it to OUT_FOR_DELIVERY, post a GPS point, and wait for the status and the point
+    on the socket, in an enriched ``update`` and in the REST detail from Pinot; with
+    ``deliver``, on to DELIVERED, judged by :func:`socket_verdict`. Times are ``clock``'s. A
+    failed step is a result (``ok`` false, ``step``, ``error``, ``http_errors``)."""
     t0 = clock()
     row: dict = {"ok": False, "step": "read", "http_errors": [], "rest_polls": []}
     accepted: dict[str, float] = {}
@@ -1331,10 +1291,8 @@ def history_repeats(detail: dict) -> list:
 
 
 def _worker_values(server_pid: int, kind: str) -> dict[int, list[tuple[list, float]]]:
-    """Each worker's samples of ``kind`` (``histogram``, ``counter``) from
-    prometheus-client's per-process files, as (the key's parts: metric, sample, labels;
-    value). The workers of the uvicorn server ``server_pid`` share
-    ``<var>/metrics/web-<server pid>``; empty when the files are not there."""
+    """Each worker's samples of ``kind`` from prometheus-client's files of the uvicorn
+    server ``server_pid``: {worker pid: [(metric, sample, labels), value]}."""
     from prometheus_client.mmap_dict import MmapedDict
 
     from runtime.conf import var_dir

@@ -175,9 +175,8 @@ def cluster_metadata():  # noqa: ANN201 - confluent_kafka.admin.ClusterMetadata
 
 
 def executor_worker(app_name: str, master: dict, workers: dict[str, dict]) -> str | None:
-    """The UI address of the worker running the most executors of application
-    ``app_name`` (``master``: the Spark master's ``/json/``; ``workers``: each worker's UI
-    address -> its ``/json/``); a tie goes to the first address. None when it runs none."""
+    """The UI address of the worker running the most executors of ``app_name`` (the
+    master's and each worker's ``/json/``); None when none runs one."""
     app = next((a for a in master.get("activeapps") or [] if a.get("name") == app_name), None)
     if app is None:
         return None
@@ -212,18 +211,10 @@ def sockets_open(text: str) -> float:
 def metric_signals(
     texts: dict[str, str | None], errors_before: dict[str, float]
 ) -> tuple[set[str], dict[str, float]]:
-    """What the scraped ``/metrics`` show is wrong, by process (``texts``: its exposition,
-    None when it did not answer), and each web process's count of 5xx answers so far
-    (pass it back next time: ``errors_before``):
-
-    * ``<process> /metrics not answering``;
-    * ``stage <name> behind`` / ``stage <name> stalled`` (the pipeline monitor's gauges,
-      the worst over the web processes);
-    * ``outbox backlog over 100 rows`` (OutboxBacklogGrowing's threshold);
-    * ``<dependency> unreachable`` and ``<store> replicas missing`` (the monitor's
-      ``ordertrack_dependency_up`` at 0, ``ordertrack_replicas_missing`` above 0);
-    * ``<web> answered 5xx`` when its count grew since the last scrape (a count that went
-      down belongs to a restarted process: any 5xx since then counts)."""
+    """What the scraped ``/metrics`` (None: not answering) show is wrong: a process not
+    answering, a stage behind or stalled, the outbox over its alert's threshold, a dependency
+    unreachable, replicas missing, a web process's 5xx count grown since ``errors_before``
+    (returned, to pass back next time; a count gone down is a restarted process's)."""
     signals: set[str] = set()
     errors: dict[str, float] = {}
     stages: dict[str, str] = {}
@@ -265,9 +256,8 @@ def metric_signals(
 
 
 def prometheus_config(targets: dict[str, list[str]], own_address: str) -> dict:
-    """deploy/prometheus/prometheus.yml for this run: its intervals and rules (the
-    production ``alerts.yml`` itself), each of its jobs scraping the local processes of
-    that role (``targets``: job -> addresses) instead of compose's names."""
+    """deploy/prometheus/prometheus.yml with its rules, each job scraping this run's
+    processes of that role (``targets``: job -> addresses)."""
     import yaml
 
     production = yaml.safe_load(PROMETHEUS_YML.read_text())
@@ -376,10 +366,9 @@ def recovered_at(samples: list[dict], start: float, stable_s: float = STABLE_S) 
 def shown_and_cleared(
     points: list[tuple[float, Iterable[str]]], start: float, end: float, stable_s: float = STABLE_S
 ) -> dict:
-    """When something new showed between ``start`` and ``end`` (``points``: (time, what
-    shows), in time order; what showed at the last point before ``start`` is the
-    baseline) and when only the baseline showed again for ``stable_s``, in seconds from
-    ``start``; and everything that showed in between."""
+    """When something beyond the baseline (what showed just before ``start``) first showed
+    in ``[start, end]`` and when only the baseline held again for ``stable_s``, in seconds
+    from ``start``; and all that showed in between."""
     before = [set(what) for t, what in points if t < start]
     baseline = before[-1] if before else set()
     shown = None
@@ -411,17 +400,14 @@ def probes_between(probes: list[dict], start: float, end: float) -> list[dict]:
 
 
 def probes_ended(probes: list[dict], start: float, end: float) -> list[dict]:
-    """The probes whose outcome came between ``start`` and ``end``, in the order they
-    began. An outcome is known when the probe ends: a failed step (an HTTP error among
-    them) ends it, and its socket's verdict and its REST history are judged then. A probe
+    """The probes whose outcome (known when a probe ends) came in ``[start, end)``: a probe
     begun in one fault's window can end in the next one's, and counts there."""
     return sorted((p for p in probes if start <= p["end"] < end), key=lambda p: p["t"])
 
 
 def failure_spans(probes: list[dict], since: float | None = None) -> dict:
-    """Probes failed, and the longest run of failed probes: from the first failure's start
-    to the next passing probe's start (or the last failure's end). A probe begun before
-    ``since`` (the window's start, for a probe that ended in it) counts from ``since``."""
+    """Probes failed and the longest run of failures (first failure's start to the next
+    pass's start); a probe begun before ``since`` counts from ``since``."""
     longest, run, failed = 0.0, None, 0
     for row in probes:
         t = row["t"] if since is None else max(row["t"], since)
@@ -437,9 +423,8 @@ def failure_spans(probes: list[dict], since: float | None = None) -> dict:
 
 
 def latencies(probes: list[dict], key: str) -> list[tuple[float, float]]:
-    """Every latency the probes measured under ``key`` (``accept_to_socket``,
-    ``accept_to_rest``: from a command's answer to the socket or the REST detail showing
-    it) as (when it was seen, seconds): the answer's time plus the latency."""
+    """(when seen, seconds) of every latency under ``key`` (``accept_to_socket``,
+    ``accept_to_rest``)."""
     return [
         (p["accepted"][what] + seconds, seconds)
         for p in probes
@@ -448,9 +433,8 @@ def latencies(probes: list[dict], key: str) -> list[tuple[float, float]]:
 
 
 def p99_of(probes: list[dict], key: str, start: float, end: float) -> dict:
-    """p99 of the latencies under ``key`` seen between ``start`` and ``end``, whichever
-    probe measured them, how many, and how many probes that ended then measured none
-    (failed first)."""
+    """p99 of the latencies under ``key`` seen in ``[start, end)``, their count, and the
+    probes ended then that measured none."""
     values = [seconds for t, seconds in latencies(probes, key) if start <= t < end]
     return {
         "p99_s": round(harness.percentile(values, 99), 3) if values else None,
@@ -468,11 +452,8 @@ def polls_between(probes: list[dict], start: float, end: float) -> list[tuple[fl
 
 
 def reconnects(probe: dict) -> list[float]:
-    """For each reconnect of a probe's socket, when the drop it followed came (it opened
-    within the back-off after it). harness.OrderFollower writes a drop as ``closed ...``
-    when a connection that had opened ended, else (refused, timed out) an attempt that
-    never opened: so each connection opened after the drop before the one that closed it,
-    and one still open at the end after the last drop. The first to open is no reconnect."""
+    """When the drop came that each reconnect of a probe's socket followed: a drop written
+    ``closed ...`` ended an open connection, any other an attempt that never opened."""
     drops = probe.get("drops") or []
     opened_after = [
         drops[i - 1][0] if i else None
@@ -1085,11 +1066,9 @@ class HealthSampler(threading.Thread):
 def summarise(
     rec: FaultRecord, drill_probes: list[dict], samples: list[dict], strip: list[dict], end: float
 ) -> dict:
-    """One fault's figures from what the probes, the samplers and the strip recorded
-    between the fault and ``end`` (the end of its window). Each observation counts where
-    its own time falls, not where its probe began: a REST read, a push, a drop, a latency
-    when it was seen, a probe's outcome when it ended (:func:`probes_ended`), its read of
-    an earlier order when it began."""
+    """One fault's figures between the fault and ``end``. Each observation counts where its
+    own time falls (a read, a push, a drop, a latency when seen, an outcome when its probe
+    ended), not where its probe began."""
     calm = rec.t_recovered if rec.t_recovered is not None else end
     window = probes_ended(drill_probes, rec.t_inject, end)
     inside = [s for s in samples if rec.t_inject <= s["t"] <= end]
@@ -1423,10 +1402,8 @@ def fault_summaries(
     strip: list[dict],
     windows: dict[str, dict | None],
 ) -> list[dict]:
-    """Every injected fault's figures (:func:`summarise`) over its window: from the fault
-    to its end or, in a run that stopped early, to the next fault or the last thing
-    recorded; with the counts in both stores of the orders placed then (``windows``: fault
-    -> PostgreSQL's and Pinot's, when read)."""
+    """Every injected fault's :func:`summarise`, its window ending at its end, else the
+    next fault or the last thing recorded; with both stores' counts of its orders."""
     last = max(
         [*(s["t"] for s in samples), *(p["end"] for p in probes), *(e["t"] for e in strip)],
         default=0.0,
@@ -1450,10 +1427,8 @@ def fault_summaries(
 
 
 def recompute(stored: dict) -> dict:
-    """A stored result with its faults' figures and the targets derived again, by this
-    script's rules, from what the run recorded (its fault records, probes, samples and
-    strip). What came from the stores (the counts) and the fault-free phase stay as
-    stored."""
+    """A stored result's fault figures and targets derived again from what it recorded;
+    the counts and the fault-free phase stay as stored."""
     faults = [FaultRecord(**record) for record in stored["fault_records"]]
     windows = {s["fault"]: s.get("counts") for s in stored["faults"]}
     summaries = fault_summaries(
