@@ -590,6 +590,58 @@ def print_columns(title: str, items: list, columns: Mapping[str, Callable]) -> N
     print_table(title, [tuple(cell(i) for cell in columns.values()) for i in items], tuple(columns))
 
 
+class ConnectionClosedIdle(ConnectionError):
+    """A kept-alive connection the server had closed: the request was not processed."""
+
+
+class Connection:
+    """One HTTP/1.1 keep-alive connection, spoken by hand: the generator must cost far
+    less than the server it measures (an httpx request costs about as much as the
+    handler it calls)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> Connection:
+        return cls(*await asyncio.open_connection(host, port))
+
+    async def get(
+        self, host: str, path: str, token: str, etag: str | None = None, extra: str = ""
+    ) -> tuple[int, bool, bytes]:
+        """Status, whether the server keeps the connection open, and the body.
+        ``extra``: more header lines, each ending in CRLF."""
+        condition = f"If-None-Match: {etag}\r\n" if etag else ""
+        self.writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n"
+            f"{condition}{extra}\r\n".encode()
+        )
+        status_line = await self.reader.readline()
+        if not status_line:  # closed by the server before answering (its keep-alive timeout)
+            raise ConnectionClosedIdle
+        status = int(status_line.split(b" ", 2)[1])
+        length, chunked, keep = 0, False, True
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value
+            elif name == b"connection":
+                keep = value != b"close"
+        if not chunked:
+            return status, keep, await self.reader.readexactly(length)
+        parts = []
+        while size := int((await self.reader.readline()).split(b";")[0], 16):
+            parts.append((await self.reader.readexactly(size + 2))[:-2])
+        await self.reader.readline()
+        return status, keep, b"".join(parts)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 # ------------------------------------------------------------------ the production-like run
 
 

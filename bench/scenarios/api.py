@@ -145,60 +145,6 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
 # ---------------------------------------------------------------------- open loop
 
 
-class ConnectionClosedIdle(ConnectionError):
-    """A kept-alive connection the server had closed: the request was not processed."""
-
-
-class Connection:
-    """One HTTP/1.1 keep-alive connection, spoken by hand: the generator must cost far
-    less than the server it measures (an httpx request costs about as much as the
-    handler it calls)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, host: str, port: int) -> Connection:
-        return cls(*await asyncio.open_connection(host, port))
-
-    async def get(
-        self, host: str, path: str, token: str, etag: str | None = None, extra: str = ""
-    ) -> tuple[int, bool, int]:
-        """Status, whether the server keeps the connection open, and the body's size.
-        ``extra``: more header lines, each ending in CRLF."""
-        condition = f"If-None-Match: {etag}\r\n" if etag else ""
-        self.writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n"
-            f"{condition}{extra}\r\n".encode()
-        )
-        status_line = await self.reader.readline()
-        if not status_line:  # closed by the server before answering (its keep-alive timeout)
-            raise ConnectionClosedIdle
-        status = int(status_line.split(b" ", 2)[1])
-        length, chunked, keep = 0, False, True
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.partition(b":")
-            name, value = name.strip().lower(), value.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value
-            elif name == b"connection":
-                keep = value != b"close"
-        if chunked:
-            length = 0
-            while size := int((await self.reader.readline()).split(b";")[0], 16):
-                await self.reader.readexactly(size + 2)
-                length += size
-            await self.reader.readline()
-        else:
-            await self.reader.readexactly(length)
-        return status, keep, length
-
-    def close(self) -> None:
-        self.writer.close()
-
-
 async def open_loop(
     url: str, requests: list[tuple], rate: float, max_connections: int = 256,
     timeout: float = 30.0, headers: dict[str, str] | None = None,
@@ -215,14 +161,14 @@ async def open_loop(
     http_host = headers.pop("Host", host)
     extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     loop = asyncio.get_running_loop()
-    idle_by_user: dict[str, list[Connection]] = {}
+    idle_by_user: dict[str, list[harness.Connection]] = {}
     opened = 0
     free = asyncio.Condition()
     latencies: list[float] = []
     errors: dict[str, int] = {}
     received = {"bytes": 0, "not_modified": 0, "ok": 0}
 
-    async def connection(user: str, fresh: bool = False) -> Connection:
+    async def connection(user: str, fresh: bool = False) -> harness.Connection:
         nonlocal opened
         async with free:
             while not fresh and not idle_by_user.get(user) and opened >= max_connections:
@@ -232,7 +178,7 @@ async def open_loop(
                 return idle_by_user[user].pop()
             opened += 1
         try:
-            return await Connection.open(host, port)
+            return await harness.Connection.open(host, port)
         except BaseException:  # refused, or cancelled by the timeout: the slot is free again
             opened -= 1
             raise
@@ -247,7 +193,7 @@ async def open_loop(
                 return True
         return False
 
-    async def release(user: str, conn: Connection | None) -> None:
+    async def release(user: str, conn: harness.Connection | None) -> None:
         nonlocal opened
         async with free:
             if conn is None:
@@ -262,17 +208,17 @@ async def open_loop(
         try:
             conn = await asyncio.wait_for(connection(token), timeout)
             try:
-                status, keep, size = await asyncio.wait_for(
+                status, keep, body = await asyncio.wait_for(
                     conn.get(http_host, path, token, etag, extra), timeout
                 )
-            except ConnectionClosedIdle:
+            except harness.ConnectionClosedIdle:
                 # As HTTP clients do: send again on a new connection (in the closed one's
                 # slot); the latency still counts from the scheduled time.
                 conn.close()
                 conn = await asyncio.wait_for(connection(token, fresh=True), timeout)
                 async with free:
                     opened -= 1  # the closed connection's slot went to the new one
-                status, keep, size = await asyncio.wait_for(
+                status, keep, body = await asyncio.wait_for(
                     conn.get(http_host, path, token, etag, extra), timeout
                 )
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
@@ -282,7 +228,7 @@ async def open_loop(
                 await release(token, None)
             return
         latencies.append(loop.time() - at)
-        received["bytes"] += size
+        received["bytes"] += len(body)
         received["not_modified"] += status == 304
         received["ok"] += status == 200
         if status not in (200, 304):

@@ -302,45 +302,6 @@ def bridge_histograms(base: str) -> dict[str, dict[float, float]]:
 # ---------------------------------------------------------------------------- watchers
 
 
-class KeepAliveGet:
-    """One watcher's HTTP/1.1 keep-alive connection, GETs only.
-
-    A general client (httpx) spends about a millisecond of CPU per request; at 1,000
-    polls a second the load generator would take a core from the server it measures.
-    """
-
-    def __init__(self, port: int, headers: dict[str, str]) -> None:
-        self.port = port
-        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._headers = f"Host: 127.0.0.1:{port}\r\n{lines}\r\n"
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def get(self, path: str) -> tuple[int, bytes]:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
-        self._writer.write(f"GET {path} HTTP/1.1\r\n{self._headers}".encode())
-        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
-        status = int(head[9:12])
-        if "content-length:" in head:
-            length = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
-            body = await self._reader.readexactly(length)
-        else:  # chunked
-            parts = []
-            while size := int((await self._reader.readuntil(b"\r\n")).strip(), 16):
-                parts.append(await self._reader.readexactly(size + 2))
-            await self._reader.readuntil(b"\r\n")
-            body = b"".join(p[:-2] for p in parts)
-        if "connection: close" in head:
-            await self.close()
-        return status, body
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
 def seed_watched(count: int, mode: str) -> list[tuple[int, str]]:
     """``count`` fresh orders, each of a watcher customer of its own: (order id, the
     customer's API token). Each watcher is a user, as real ones are: one socket, one poll a
@@ -525,6 +486,7 @@ async def watch_phase(
     stop = asyncio.Event()
     polls = {"done": 0, "failed": 0}
     orders = [order_id for order_id, _ in watched]
+    tokens = dict(watched)
     headers = {order_id: {"Authorization": f"Token {token}"} for order_id, token in watched}
 
     async def push_watcher(ws, order_id: int) -> None:
@@ -538,18 +500,20 @@ async def watch_phase(
                 seen.append((order_id, message["status"], time.perf_counter()))
 
     async def poll_watcher(port: int, path: str, order_id: int) -> None:
-        client = KeepAliveGet(port, headers[order_id])
-        last = None
+        conn, host, last = None, f"127.0.0.1:{port}", None
         next_at = time.perf_counter() + random.random()  # watchers' phases are random
         try:
             while not stop.is_set():
                 await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
                 try:
-                    status, body = await client.get(path)
-                except (OSError, asyncio.IncompleteReadError, ValueError):
+                    conn = conn or await harness.Connection.open("127.0.0.1", port)
+                    status, keep, body = await conn.get(host, path, tokens[order_id])
+                except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
                     polls["failed"] += 1
-                    await client.close()
-                    status = 0
+                    keep, status = False, 0
+                if not keep and conn:
+                    conn.close()
+                    conn = None
                 if status == 200:
                     polls["done"] += 1
                     now = json.loads(body)["status"]
@@ -561,7 +525,8 @@ async def watch_phase(
                 # Every second on the clock; a reply later than that skips the missed ticks.
                 next_at += max(1.0, math.ceil(time.perf_counter() - next_at))
         finally:
-            await client.close()
+            if conn:
+                conn.close()
 
     sockets, tasks = [], []
     if mode == "idle":
