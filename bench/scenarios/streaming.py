@@ -47,10 +47,7 @@ BATCH_RE = re.compile(r"streaming: batch=(\d+) rows=(\d+) duration_ms=(\d+)")
 
 
 def pct(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+    return harness.percentile(values, p) if values else None
 
 
 def order_placed(order_id: int) -> OrderPlaced:
@@ -463,26 +460,25 @@ def run(args: argparse.Namespace) -> dict:
             results.append(result)
             print(json.dumps(result), flush=True)
 
-    cols = [
-        ("code", "code"),
-        ("x peak", "multiple"),
-        ("ev/s", "events_per_s"),
-        ("batches", "batches"),
-        ("rows/b p50", "rows_per_batch_p50"),
-        ("batch p50", "batch_ms_p50"),
-        ("batch p90", "batch_ms_p90"),
-        ("e2e p50", "e2e_ms_p50"),
-        ("e2e p99", "e2e_ms_p99"),
-        ("lag grew s", "lag_growth_longest_s"),
-        ("unprocessed", "unprocessed_at_end"),
-        ("complete", "orders_with_all_versions"),
-        ("orders", "orders_seen"),
-        ("RSS MiB", "rss_mib_at_end"),
-    ]
-    print(f"\ntrigger={args.trigger_ms}ms, {args.seconds:.0f} s per level (times in ms)")
-    print(" | ".join(f"{h:>12}" for h, _ in cols))
+    columns = {
+        head: (lambda r, key=key: str(r.get(key)))
+        for head, key in (
+            ("code", "code"), ("x peak", "multiple"), ("ev/s", "events_per_s"),
+            ("batches", "batches"), ("rows/b p50", "rows_per_batch_p50"),
+            ("batch p50", "batch_ms_p50"), ("batch p90", "batch_ms_p90"),
+            ("e2e p50", "e2e_ms_p50"), ("e2e p99", "e2e_ms_p99"),
+            ("lag grew s", "lag_growth_longest_s"), ("unprocessed", "unprocessed_at_end"),
+            ("complete", "orders_with_all_versions"), ("orders", "orders_seen"),
+            ("RSS MiB", "rss_mib_at_end"),
+        )
+    }  # fmt: skip
+    harness.print_columns(
+        f"trigger={args.trigger_ms}ms, {args.seconds:.0f} s per level (times in ms)",
+        results,
+        columns,
+    )
     for r in results:
-        print(" | ".join(f"{str(r.get(k)):>12}" for _, k in cols))
+        print(f"\n  {r['code']} at {r['multiple']}x:")
         if "failed" in r:
             print(f"{'':>12}   failed: {r['failed']}")
             continue
