@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -306,6 +306,21 @@ def process_tree_cpu(pid: int) -> float:
         total += sum(int(f) for f in stats[current][11:15])
         todo.extend(children.get(current, []))
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def pids_of(children: Iterable) -> dict[str, int]:
+    """Each running component's pid, by name (``System.children``, a production run's)."""
+    return {c.component.name: c.process.pid for c in children if c.process}
+
+
+def cpu_of(pids: Mapping[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each named process tree (:func:`process_tree_cpu`)."""
+    return {name: process_tree_cpu(pid) for name, pid in pids.items()}
+
+
+def cores(before: Mapping[str, float], after: Mapping[str, float], seconds: float) -> dict:
+    """Cores each process used between two :func:`cpu_of` reads ``seconds`` apart."""
+    return {name: (after[name] - before.get(name, 0.0)) / seconds for name in after}
 
 
 def longest_growth_s(series: list[float | None], step_s: float = 10) -> float:

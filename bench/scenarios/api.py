@@ -287,10 +287,10 @@ def measured(
 ) -> dict:  # fmt: skip
     """One open-loop run with each process's CPU per answered request (less idle CPU), and
     the requests each web worker answered."""
-    before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
+    before = harness.cpu_of(pids)
     counted, sources = harness.requests_by_worker(pids["web"]), harness.state_reads(pids["web"])
     result = run_open_loop(url, requests, rate, headers)
-    used = {name: harness.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
+    used = {name: cpu - before[name] for name, cpu in harness.cpu_of(pids).items()}
     after = harness.requests_by_worker(pids["web"])
     result["requests_by_worker"] = {
         str(pid): n - counted.get(pid, 0) for pid, n in sorted(after.items())
@@ -311,11 +311,9 @@ def measured(
 
 def idle_cpu_rates(pids: dict[str, int], seconds: float) -> dict[str, float]:
     """CPU seconds per second each process uses with no requests (ingestion, push)."""
-    before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
+    before = harness.cpu_of(pids)
     time.sleep(seconds)
-    return {
-        name: (harness.process_tree_cpu(pid) - before[name]) / seconds for name, pid in pids.items()
-    }
+    return harness.cores(before, harness.cpu_of(pids), seconds)
 
 
 def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[tuple[str, str]]:

@@ -115,15 +115,7 @@ class Couriers:
 
 
 def cpu_by_component(supervisor) -> dict[str, float]:
-    return {
-        c.component.name: harness.process_tree_cpu(c.process.pid)
-        for c in supervisor.children
-        if c.process
-    }
-
-
-def cores(before: dict, after: dict, seconds: float) -> dict[str, float]:
-    return {name: (after[name] - before.get(name, 0.0)) / seconds for name in after}
+    return harness.cpu_of(harness.pids_of(supervisor.children))
 
 
 async def browser_phase(base: str, seconds: float, phases: list) -> dict:
@@ -179,7 +171,7 @@ def measure(args: argparse.Namespace) -> dict:
         async def idle(page):
             before, t0 = cpu_by_component(supervisor), time.monotonic()
             sample = await page.evaluate(FRAME_SAMPLER, args.seconds)
-            result["idle_cores"] = cores(
+            result["idle_cores"] = harness.cores(
                 before, cpu_by_component(supervisor), time.monotonic() - t0
             )
             return frames(sample)
@@ -195,7 +187,7 @@ def measure(args: argparse.Namespace) -> dict:
             sent0 = couriers.sent
             sample = await page.evaluate(FRAME_SAMPLER, args.seconds)
             elapsed = time.monotonic() - t0
-            result["moving_cores"] = cores(before, cpu_by_component(supervisor), elapsed)
+            result["moving_cores"] = harness.cores(before, cpu_by_component(supervisor), elapsed)
             result["points_per_second"] = (couriers.sent - sent0) / elapsed
             result["drawn"] = await page.evaluate(
                 "() => document.getElementById('fleet-map').fleetMap.couriers.size"
@@ -223,7 +215,7 @@ def measure(args: argparse.Namespace) -> dict:
         time.sleep(2)
         before, t0 = cpu_by_component(supervisor), time.monotonic()
         time.sleep(args.seconds)
-        result["unwatched_cores"] = cores(
+        result["unwatched_cores"] = harness.cores(
             before, cpu_by_component(supervisor), time.monotonic() - t0
         )
     finally:

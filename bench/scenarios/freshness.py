@@ -572,7 +572,7 @@ async def watch_phase(
     rng = random.Random(7)
     offsets = await asyncio.to_thread(topic_offsets)
     wall_minus_perf = time.time() - time.perf_counter()
-    cpu_before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
+    cpu_before = harness.cpu_of(pids)
     client_before, start = time.process_time(), time.perf_counter()
     polls_before = dict(polls)
     next_at = start
@@ -587,7 +587,7 @@ async def watch_phase(
         status, committed = await loop.run_in_executor(executor, advance, order_id)
         changed.append((order_id, status, committed))
     elapsed = time.perf_counter() - start
-    cpu = {name: harness.process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu = {name: cpu - cpu_before[name] for name, cpu in harness.cpu_of(pids).items()}
     client_cpu = time.process_time() - client_before
     polls_in_window = {k: v - polls_before[k] for k, v in polls.items()}
     await asyncio.sleep(args.grace)  # the last changes reach the watchers

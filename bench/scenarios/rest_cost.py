@@ -10,7 +10,6 @@ over ``--windows`` windows of ``--seconds`` (the stream job's JIT compiles for m
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -23,11 +22,6 @@ def stream_batches(checkpoint: Path) -> int:
     return max((int(f.name) for f in commits.glob("[0-9]*")), default=0)
 
 
-def own_cpu_s() -> float:
-    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(simulator: bool, args: argparse.Namespace) -> list[dict]:
     """CPU per component in each of ``--windows`` consecutive windows after ``--warmup``."""
     env = {"SIMULATOR_ENABLED": "true" if simulator else "false"}
@@ -36,21 +30,20 @@ def measure(simulator: bool, args: argparse.Namespace) -> list[dict]:
         time.sleep(args.warmup)
 
         def cpu() -> dict[str, float]:
-            return {c.component.name: harness.process_tree_cpu(c.process.pid)
-                    for c in system.children if c.process}  # fmt: skip
+            return harness.cpu_of(harness.pids_of(system.children))
 
         windows = []
         for _ in range(args.windows):
             before, own0, batches0, t0 = (
                 cpu(),
-                own_cpu_s(),
+                time.process_time(),
                 stream_batches(checkpoint),
                 time.monotonic(),
             )
             time.sleep(args.seconds)
             after, elapsed = cpu(), time.monotonic() - t0
             cores = {n: round((after[n] - before.get(n, 0.0)) / elapsed, 3) for n in after}
-            cores["supervisor"] = round((own_cpu_s() - own0) / elapsed, 3)
+            cores["supervisor"] = round((time.process_time() - own0) / elapsed, 3)
             cores["total"] = round(sum(cores.values()), 3)
             cores["stream_batches_per_s"] = round(
                 (stream_batches(checkpoint) - batches0) / elapsed, 2
