@@ -351,12 +351,7 @@ def open_loop_conditional(args: argparse.Namespace) -> dict:
     """Plain and conditional polls of the detail and the list, alternating rounds."""
     with harness.system(["kafka", "pinot", "web"], env={"WEB_WORKERS": str(args.workers)}) as stack:
         readers = harness.readers_for(args.rate)
-        if args.pollers and args.pollers < readers:
-            raise SystemExit(
-                f"--pollers {args.pollers}: {args.rate:g} reads/s take at least {readers} "
-                f"customers within {harness.budget_text()}"
-            )
-        data = seed(args.orders, customers=args.pollers or readers)
+        data = seed(args.orders, customers=readers)
         harness.wait_pinot_caught_up()
         warm_up(stack.web_url, data["details"])
         pids = {"web": stack.pid("web"), "pinot": stack.pid("pinot")}
@@ -632,7 +627,6 @@ OPTIONS = {
     "--multiple": (float, "open loop beside the whole system, simulator at N x peak"),
     "--rounds": (4, "with --conditional: alternating rounds"),
     "--conditional": (False, "open loop, seeded: plain vs If-None-Match"),
-    "--pollers": (int, "with --conditional: customers polling an order each"),
     "--production": (False, "open loop against make run-prod (--multiple: its load, 1x)"),
     "--warmup": (60.0, "full system: seconds first"),
     "--idle-seconds": (10.0, "full system: idle CPU window"),

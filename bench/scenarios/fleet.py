@@ -196,16 +196,6 @@ def measure(args: argparse.Namespace) -> dict:
             if args.screenshot:
                 await page.locator("#fleet-map").screenshot(path=args.screenshot)
             sample = frames(sample)
-            if args.order_screenshot:  # a simulator's order on the road, as the operator sees it
-                order = await page.evaluate(
-                    f"""() => [...document.getElementById('fleet-map').fleetMap.couriers.values()]
-                        .map((c) => c.point.order_id).find((id) => id < {FIRST_ORDER})"""
-                )
-                if order is not None:
-                    await page.goto(f"/orders/{order}/")
-                    await page.locator("#live-pill").filter(has_text="Live").wait_for()
-                    await page.wait_for_timeout(4000)  # a few fixes arrive
-                    await page.screenshot(path=args.order_screenshot, full_page=True)
             return sample
 
         result["frames"] = asyncio.run(
@@ -230,7 +220,6 @@ OPTIONS = {
     "--multiple": harness.multiple(),
     "--warmup": 20.0,
     "--screenshot": ("", "save the fleet map here (PNG)"),
-    "--order-screenshot": ("", "save an order page here (PNG)"),
 }
 
 
