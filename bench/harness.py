@@ -524,19 +524,28 @@ def pinot_rows(table: str) -> int:
     return int(rows[0]["n"]) if rows else 0  # 0.11: an empty table may answer no row
 
 
-def topic_records(table: str) -> int:
-    """Records in the topic ``table`` consumes (the producers are idempotent, never
-    transactional, so offsets count records)."""
+def offsets(topics: Iterable, start: bool = False) -> dict:
+    """Where each topic (a ``Topic`` or a name) ends now, or ``start``s: {topic: {partition:
+    offset}}, through a consumer of its own."""
     from contract.events import Topic, topic_name
     from runtime import kafka
 
+    read = kafka.start_offsets if start else kafka.end_offsets
     consumer = kafka.consumer()
     try:
-        topic = topic_name(Topic(table))
-        ends, starts = kafka.end_offsets(consumer, topic), kafka.start_offsets(consumer, topic)
-        return sum(ends[p] - starts[p] for p in ends)
+        return {t: read(consumer, topic_name(t) if isinstance(t, Topic) else t) for t in topics}
     finally:
         consumer.close()
+
+
+def topic_records(table: str) -> int:
+    """Records in the topic ``table`` consumes (the producers are idempotent, never
+    transactional, so offsets count records)."""
+    from contract.events import Topic
+
+    topic = Topic(table)
+    ends, starts = offsets([topic])[topic], offsets([topic], start=True)[topic]
+    return sum(ends[p] - starts[p] for p in ends)
 
 
 def wait_pinot_caught_up(timeout: float = 300, tables: tuple[str, ...] = ENRICHED_TABLES) -> float:

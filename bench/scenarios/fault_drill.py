@@ -155,17 +155,9 @@ def under_replicated(metadata, topics: Iterable[str]) -> list[str]:  # noqa: ANN
 
 
 def end_offsets_of(topics: list[str]) -> dict[tuple[str, int], int]:
-    from runtime import kafka
-
-    consumer = kafka.consumer()
-    try:
-        return {
-            (topic, partition): offset
-            for topic in topics
-            for partition, offset in kafka.end_offsets(consumer, topic, timeout=10).items()
-        }
-    finally:
-        consumer.close()
+    """(topic, partition) -> where it ends now."""
+    ends = harness.offsets(topics)
+    return {(topic, p): offset for topic in topics for p, offset in ends[topic].items()}
 
 
 def cluster_metadata():  # noqa: ANN201 - confluent_kafka.admin.ClusterMetadata

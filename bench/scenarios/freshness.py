@@ -345,14 +345,7 @@ def topic_offsets(
     topics: tuple[Topic, ...] = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED),
 ) -> dict:
     """Where ``topics`` end now (a phase's records come after)."""
-    from contract.events import topic_name
-    from runtime import kafka
-
-    cons = kafka.consumer()
-    try:
-        return {topic: kafka.end_offsets(cons, topic_name(topic)) for topic in topics}
-    finally:
-        cons.close()
+    return harness.offsets(topics)
 
 
 def fast_path_stages(changes: list[tuple], produced: dict, followed: dict) -> dict:
