@@ -17,6 +17,7 @@ import contextlib
 import functools
 import importlib
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -24,6 +25,7 @@ import platform
 import random
 import re
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
@@ -205,6 +207,16 @@ def children_of(pid: int) -> list[int]:
 # ------------------------------------------------------------------ results
 
 
+#: Set by SIGTERM/SIGINT once a long scenario calls :func:`stop_on_signals`: it stops what
+#: it does next and writes the run as it stands, so a run stopped early leaves its evidence.
+STOP = threading.Event()
+
+
+def stop_on_signals() -> None:
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: STOP.set())
+
+
 def in_fresh_process(function: Callable, *args: object) -> object:
     """``function(*args)`` in a new interpreter: Django's settings and a started system
     belong to one process, so a scenario that measures several systems starts each there."""
@@ -242,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(module, "add_arguments"):  # what a table cannot say (repeated, a path)
         module.add_arguments(sub)
     args = sub.parse_args(rest)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # else a line per request
     load = LoadSampler()
     load.start()
     started = machine()

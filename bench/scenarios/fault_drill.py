@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import math
 import os
 import random
@@ -63,8 +62,7 @@ def alert_threshold(alert: str, metric: str) -> float:
 
 #: ``/metrics`` shows an outbox backlog above the OutboxBacklogGrowing alert's threshold.
 OUTBOX_ALERT_ROWS = round(alert_threshold("OutboxBacklogGrowing", "ordertrack_outbox_backlog_rows"))
-#: Set by SIGTERM/SIGINT: no further fault starts; the run drains and is written as it stands.
-STOP = threading.Event()
+STOP = harness.STOP  # no further fault starts; the run drains and is written as it stands
 
 
 def cluster_files() -> list[Path]:
@@ -1282,9 +1280,7 @@ def run(args: argparse.Namespace) -> dict | None:
     if args.recompute:
         print_recomputed(args.recompute)
         return None
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: STOP.set())
+    harness.stop_on_signals()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     var = harness.production_folder(cluster_files())
     print(f"fault drill: the cluster at {args.multiple:g}x the book's peak, in {var}", flush=True)

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import random
 import shutil
-import signal
-import threading
 import time
 from pathlib import Path
 
@@ -182,9 +179,7 @@ def plateaus(series: list[dict], names: list[str], at_min: float = 90, last_min:
     return out
 
 
-#: Set by SIGTERM/SIGINT: probing stops and the run is written as it stands (with its
-#: memory series and logs), so a run stopped early still leaves its evidence.
-STOP = threading.Event()
+STOP = harness.STOP
 
 
 async def run_probes(
@@ -263,11 +258,9 @@ OPTIONS = {
 
 
 def run(args: argparse.Namespace) -> dict:
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     if args.retention_mb:
         os.environ["KAFKA_RETENTION_BYTES"] = str(args.retention_mb * 1_048_576)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: STOP.set())
+    harness.stop_on_signals()
     if args.production:
         system = harness.start_production_run(args.multiple)
         children, workdir, endpoint = system.children, system.plan.var / "app", system.endpoint
