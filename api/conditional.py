@@ -22,7 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.renderers import Rendered
-from tracker.tracking.copies import BoundedCache
+from tracker.cache.maps import LOCK, bounded
 
 IF_NONE_MATCH = OpenApiParameter(
     "If-None-Match",
@@ -56,17 +56,19 @@ class Renditions:
     changed after rendering."""
 
     def __init__(self, size: int, render: Callable[[Any], Any]) -> None:
-        self._kept: BoundedCache[Hashable, tuple[Any, Any, str]] = BoundedCache(size)
+        self._kept = bounded(size)
         self._render = render
 
     def rendition(self, key: Hashable, source: Any) -> tuple[Any, str]:
         """(body, ETag) of ``source``, the resource under ``key`` as just read."""
-        kept = self._kept.get(key)
+        with LOCK:
+            kept = self._kept.get(key)
         if kept is not None and (kept[0] is source or kept[0] == source):
             return kept[1], kept[2]
         data = Rendered(self._render(source))
         etag = tag_of(data.json)
-        self._kept.put(key, (source, data, etag))
+        with LOCK:
+            self._kept[key] = (source, data, etag)
         return data, etag
 
 

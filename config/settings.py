@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "tracker.outbox",
     "tracker.notices",
     "tracker.tracking",
+    "tracker.cache",
     "tracker.simulator",
     "tracker.operations",
     "tracker.live",

@@ -13,8 +13,7 @@ asks these decisions, and builds and sends the messages for the groups someone l
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from contract.events import (
     DeliveryLocation,
@@ -24,6 +23,7 @@ from contract.events import (
     OrderStatusChanged,
     status_rank,
 )
+from tracker.cache.maps import bounded
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -41,14 +41,6 @@ FAST_STATUS_MAX_AGE_MS = 5 * 60 * 1000
 
 ENDED = frozenset({OrderStatus.DELIVERED.value, OrderStatus.CANCELLED.value})
 _STATUSES = frozenset(status.value for status in OrderStatus)
-
-
-def bounded_put(table: OrderedDict, key: Any, value: Any, limit: int) -> None:
-    """Put ``key`` last in ``table``, forgetting the oldest key beyond ``limit``."""
-    table[key] = value
-    table.move_to_end(key)
-    if len(table) > limit:
-        table.popitem(last=False)
 
 
 class Published(NamedTuple):
@@ -119,16 +111,15 @@ class Ledger:
     the furthest status by either path, and the time of the last courier point."""
 
     def __init__(self, limit: int = MAX_TRACKED_ORDERS) -> None:
-        self.limit = limit
-        self._seen: OrderedDict[int, Published] = OrderedDict()
+        self._seen = bounded(limit)  # order -> Published
         #: order -> event time of the last fast position published
-        self._located: OrderedDict[int, int] = OrderedDict()
+        self._located = bounded(limit)
         #: order -> its newest enriched version not yet taken (:meth:`take_new_versions`)
         self._new_versions: dict[int, int] = {}
 
     def take_new_versions(self) -> dict[int, int]:
         """The newest version of each order seen since the last call (for the register
-        reads consult, :mod:`tracker.tracking.versions`)."""
+        reads consult, :mod:`tracker.cache.versions`)."""
         taken, self._new_versions = self._new_versions, {}
         return taken
 
@@ -139,7 +130,7 @@ class Ledger:
         if last is not None and version <= last.version:
             return None  # a re-emit or replay: already published
         rank = max(status_rank(status), last.rank if last else -1)
-        bounded_put(self._seen, order_id, Published(version, status, rank), self.limit)
+        self._seen[order_id] = Published(version, status, rank)
         self._new_versions[order_id] = version
         return last is None or last.status != status
 
@@ -153,7 +144,7 @@ class Ledger:
         if last is not None and rank <= last.rank:
             return False  # a re-send or replay, or the stream job was quicker
         published = Published(last.version, last.status, rank) if last else Published(0, None, rank)
-        bounded_put(self._seen, event.order_id, published, self.limit)
+        self._seen[event.order_id] = published
         return True
 
     def fast_position(self, point: DeliveryLocation, now: int) -> bool:
@@ -164,7 +155,7 @@ class Ledger:
         last = self._located.get(point.order_id)
         if last is not None and point.event_time <= last:
             return False  # a re-send or replay
-        bounded_put(self._located, point.order_id, point.event_time, self.limit)
+        self._located[point.order_id] = point.event_time
         return True
 
     def ended(self, order_id: int) -> bool:

@@ -4,7 +4,7 @@ Each function returns a typed shape (:mod:`tracker.tracking.shapes`) that every 
 renders with :func:`tracker.tracking.serializers.to_json`, so a client sees the same
 order whichever channel it asks. A new channel (a kitchen board, a mobile push) calls
 these functions instead of rebuilding the shape. The reads are the selectors'; what a
-process keeps of them is :mod:`tracker.tracking.copies`'; this module only shapes.
+process caches of them is :mod:`tracker.cache.reads`'; this module only shapes.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from contract.events import (
     now_ms,
     status_label,
 )
+from tracker.cache import reads
 from tracker.orders import policy
 from tracker.orders.models import Order
-from tracker.tracking import copies, eta, selectors
+from tracker.tracking import eta, selectors
 from tracker.tracking.selectors import OrderState, StatusPeriod, records
 from tracker.tracking.selectors.records import millis
 from tracker.tracking.shapes import (
@@ -99,10 +100,10 @@ def order_detail(order_id: int, *, viewer: policy.Actor) -> OrderDetail:
     position and ETA from Pinot. Until the pipeline has seen a new order (about a
     second), its status and courier come from the database and ``tracking.source`` says so.
     """
-    placed = copies.placed_order(order_id)
+    placed = reads.placed_order(order_id)
     if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
         raise policy.NotVisible(order_id)
-    state = copies.order_state(order_id)
+    state = reads.order_state(order_id)
     if state is None:
         return _as_recorded(placed, records.recorded_order(order_id))
     position = state.courier
@@ -115,7 +116,7 @@ def order_detail(order_id: int, *, viewer: policy.Actor) -> OrderDetail:
         position=None if position is None else Point(position.lat, position.lon, position.at),
         path=()
         if position is None
-        else copies.trail(
+        else reads.trail(
             order_id, position.at, ended_at=None if state.is_active else state.updated_at
         ),
         distance=state.distance_left_km,
@@ -138,7 +139,7 @@ def detail_as_written(order: Order) -> OrderDetail:
     """The detail of ``order`` as a command has just written it, for the caller the command
     authorised (no second access check), from the database alone: a command that succeeded
     must not answer 503 because the read side is down."""
-    placed = copies.placed_order(order.pk)
+    placed = reads.placed_order(order.pk)
     if placed is None:
         raise policy.NotVisible(order.pk)
     return _as_recorded(placed, order)
@@ -178,7 +179,7 @@ def _shown(
     """The detail's one shape, whichever store the changing parts came from."""
     if not periods:  # the pipeline has not caught up: the database's own history
         periods = records.recorded_periods(placed.id)
-    courier = copies.courier_name(courier_id) if courier_id is not None else None
+    courier = reads.courier_name(courier_id) if courier_id is not None else None
     return OrderDetail(
         id=placed.id,
         status=current,

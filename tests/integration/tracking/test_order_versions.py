@@ -1,8 +1,8 @@
 """An order that has not changed is read without asking Pinot, and never served stale.
 
 The push bridge registers each order's newest orders_enriched version
-(:mod:`tracker.tracking.versions`); a read keeps the state Pinot last returned while no
-newer version is registered (:func:`tracker.tracking.copies.order_state`). The register counts only while the bridge run that wrote it
+(:mod:`tracker.cache.versions`); a read caches the state Pinot last returned while no
+newer version is registered (:func:`tracker.cache.reads.order_state`). The register counts only while the bridge run that wrote it
 beats, so a stopped bridge, a new run or an unreadable register send reads to Pinot.
 """
 
@@ -17,14 +17,15 @@ from django.core.cache import caches
 from api.conditional import Renditions
 from tests.fixtures_pinot import order_event
 from tests.waiting import wait_until
+from tracker.cache import reads, versions
 from tracker.live.bridge import Bridge
 from tracker.live.embedded import stop_embedded_bridge
 from tracker.live.reader import run_readers
-from tracker.tracking import copies, selectors, versions
+from tracker.tracking import selectors
 
 
 def _version(order_id: int) -> int | None:
-    return copies.registered(order_id)[1]
+    return versions.registered(order_id)[1]
 
 
 @pytest.fixture(autouse=True)
@@ -32,10 +33,10 @@ def _empty_register():
     """No bridge of an earlier test beating, an empty register, no kept states."""
     stop_embedded_bridge()
     caches["versions"].clear()
-    copies.forget_copies()
+    reads.clear()
     yield
     caches["versions"].clear()
-    copies.forget_copies()
+    reads.clear()
 
 
 def test_a_version_counts_only_while_the_run_that_registered_it_beats(monkeypatch):
@@ -61,7 +62,7 @@ def test_a_stopped_runs_entry_does_not_keep_a_read_from_registering(pinot, monke
     pinot.sync()
     versions.Registrar().register({order: 1})  # a run that then stopped
     versions.Registrar().register({})  # the live run, which has seen nothing of it
-    assert copies.order_state(order).version == 2
+    assert reads.order_state(order).version == 2
     assert _version(order) == 2
 
 
@@ -95,7 +96,7 @@ def _reads() -> dict[str, float]:
     """``ordertrack_order_state_reads_total`` by source, as /metrics shows it."""
     return {
         sample.labels["source"]: sample.value
-        for metric in copies.STATE_READS.collect()
+        for metric in reads.STATE_READS.collect()
         for sample in metric.samples
         if sample.name.endswith("_total")
     }
@@ -136,32 +137,32 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     wait_until(lambda: _version(order) == 1, 20, "the bridge to register v1")
     before = _reads()
     for _ in range(5):
-        assert copies.order_state(order).version == 1
+        assert reads.order_state(order).version == 1
     assert len(asked) == 1
-    assert _reads_since(before) == {"not_kept": 1, "kept": 4}  # what operators see
+    assert _reads_since(before) == {"not_cached": 1, "cached": 4}  # what operators see
 
     pinot.publish(order_event(order, 2, "ORDER_CONFIRMED"))
     wait_until(lambda: _version(order) == 2, 20, "the bridge to register v2")
     state = wait_until(
-        lambda: (s := copies.order_state(order)) is not None and s.version == 2 and s,
+        lambda: (s := reads.order_state(order)) is not None and s.version == 2 and s,
         30,
         "the read to show v2 once Pinot has it",
         interval=0.05,
     )
     assert state.status == "ORDER_CONFIRMED"
-    assert set(_reads_since(before)) == {"not_kept", "kept", "changed"}
+    assert set(_reads_since(before)) == {"not_cached", "cached", "changed"}
     asked.clear()
     before = _reads()
     for _ in range(5):
-        assert copies.order_state(order).version == 2
+        assert reads.order_state(order).version == 2
     assert asked == []
-    assert _reads_since(before) == {"kept": 5}
+    assert _reads_since(before) == {"cached": 5}
 
     bridge.set()  # the bridge stops: after its last heartbeat, every read asks Pinot
     wait_until(lambda: _version(order) is None, 20, "the register to go stale")
     before = _reads()
     for _ in range(3):
-        assert copies.order_state(order).version == 2
+        assert reads.order_state(order).version == 2
     assert len(asked) == 3
     assert _reads_since(before) == {"unknown": 3}
 
@@ -181,7 +182,7 @@ def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_f
     monkeypatch.setattr(selectors, "order_state", lambda o: asked.append(o) or real_order_state(o))
     before = _reads()
     for _ in range(4):
-        assert copies.order_state(order).version == 4
+        assert reads.order_state(order).version == 4
     assert len(asked) == 1
-    assert _reads_since(before) == {"unregistered": 1, "kept": 3}
+    assert _reads_since(before) == {"unregistered": 1, "cached": 3}
     assert _version(order) == 4

@@ -1,12 +1,13 @@
 """The version register: each order's newest orders_enriched version, as the push bridge
-read it, so a read of an order that has not changed asks Pinot nothing.
+read it, so a read of an order that has not changed asks Pinot nothing. Its writer
+(:class:`Registrar`) and its reader (:func:`registered`) are both here.
 
 Pinot's cost is per query (docs/performance.md), and most reads of an order find what the
 previous read found: an order changes a few times a minute, a client polls every few
 seconds. The push bridge reads every orders_enriched record as it is written and
-registers each order's newest version here (:class:`Registrar`); a read keeps the state
-Pinot last returned and answers from it while no newer version is registered
-(:func:`tracker.tracking.copies.order_state`, the register's reader).
+registers each order's newest version here; a read keeps the state Pinot last returned
+and answers from it while no newer version is registered
+(:func:`tracker.cache.reads.order_state`).
 
 The register is the ``versions`` cache: this process's memory in ``make run`` (each web
 worker runs its own bridge), Redis in production (the ``pushbridge`` process writes,
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 ALIVE_MS = 5_000
 #: The bridge beats at most this often (each beat is a write to the register).
 BEAT_EVERY_MS = 1_000
-#: A registered version outlives any state a process keeps (a day; orders end sooner).
+#: A registered version outlives any state a process caches (a day; orders end sooner).
 KEPT_SECONDS = 24 * 3600
 #: The register's keys: ``order:<id>:<run>`` -> the newest version that run saw;
 #: ``alive`` -> (run, ms) of the last run to beat.
@@ -72,3 +73,39 @@ class Registrar:
             caches["versions"].set_many(entries, timeout=KEPT_SECONDS)
         except Exception:  # noqa: BLE001 - readers then ask Pinot; the bridge must go on
             log.warning("versions: cannot register %d entries", len(entries), exc_info=True)
+
+
+def live_run() -> str | None:
+    """The bridge run that beat last, within :data:`ALIVE_MS` (None: unknown)."""
+    try:
+        alive = caches["versions"].get(ALIVE_KEY)
+    except Exception:  # noqa: BLE001 - unknown: ask Pinot
+        return None
+    if alive is None or now() - alive[1] > ALIVE_MS:
+        return None
+    return alive[0]
+
+
+def registered(order_id: int) -> tuple[str | None, int | None]:
+    """(the live bridge run, the newest version it registered for ``order_id``): no run
+    when none has beaten lately or the register cannot be read, no version when that run
+    registered none. Only the run that beat last is consulted: each run keeps its own
+    entries, so what a stopped run registered (it may have missed records while it was
+    down) never counts, and never stands in the way of what the live run or a read
+    registers."""
+    run = live_run()
+    if run is None:
+        return None, None
+    try:
+        return run, caches["versions"].get(ORDER_KEY.format(order_id, run))
+    except Exception:  # noqa: BLE001 - unknown: ask Pinot
+        return None, None
+
+
+def register_first(order_id: int, run: str, version: int) -> bool:
+    """Register ``version`` as read from Pinot, unless the bridge registered one meanwhile
+    (``add``); whether it is registered now."""
+    try:
+        return caches["versions"].add(ORDER_KEY.format(order_id, run), version, KEPT_SECONDS)
+    except Exception:  # noqa: BLE001 - unknown: the next read asks Pinot again
+        return False
