@@ -62,10 +62,11 @@ def _fresh_read_cache():
     database is rolled back afterwards, so the next test's orders reuse the same ids.
     The notice listener a test started is stopped: it holds a database connection of its
     own, which would keep PostgreSQL from dropping the test database at the end."""
-    from tracker.cache import reads
+    from tracker.cache import bodies, reads
     from tracker.notices import listener
 
     reads.clear()
+    bodies.clear()
     yield
     listener.stop()
 

@@ -19,9 +19,10 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, Renditions, conditional_response
+from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, answer, conditional_response, quoted
 from api.pagination import PinotPagination
 from api.permissions import IsCourier
+from api.renderers import Rendered
 from api.schema import errors
 from api.serializers.orders import (
     AcceptedSerializer,
@@ -31,6 +32,7 @@ from api.serializers.orders import (
     TransitionSerializer,
 )
 from api.throttles import LocationPointsThrottle, ScopedRateThrottle
+from tracker.cache import bodies
 from tracker.orders import policy, services
 from tracker.orders.models import Order
 from tracker.tracking import read_model, selectors
@@ -55,12 +57,6 @@ PLACE_EXAMPLE_DELIVERY = OpenApiExample(
      "delivery": {"address": "12 MG Road, Bengaluru", "lat": 12.9756, "lon": 77.6066}},
     request_only=True,
 )  # fmt: skip
-
-
-#: Orders whose last rendered detail a process keeps: each is the read model's answer, its
-#: body and the body's JSON, a few KB, up to about 50 KB with a long trail.
-DETAILS_KEPT = 2_000
-DETAILS = Renditions(DETAILS_KEPT, to_json)
 
 
 class OrderView(generics.GenericAPIView):
@@ -154,8 +150,17 @@ class OrderDetailView(OrderView):
         responses={200: OrderDetailSerializer, 304: NOT_MODIFIED},
     )
     def get(self, request: Request, pk: int) -> Response:
-        data, etag = DETAILS.rendition(pk, read_model.order_detail(pk, viewer=request.user))
-        return conditional_response(request, data, etag)
+        source = read_model.detail_source(pk, viewer=request.user)  # 404 before any 304
+        return answer(request, quoted(source.etag), lambda: detail_body(source))
+
+
+def detail_body(source: read_model.DetailSource) -> Rendered:
+    """The detail's body (with its JSON), built once per content (:mod:`tracker.cache.bodies`)."""
+    body = bodies.get(source.content)
+    if body is None:
+        body = Rendered(to_json(read_model.detail_from(source)))
+        bodies.put(source.content, body)
+    return body
 
 
 class OrderCommandView(OrderView):

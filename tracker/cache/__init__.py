@@ -18,6 +18,8 @@ The version register       Django cache ``versions``:      a day's timeout; a br
 ETA statistics             ``statistics._cache``: broker   the refresh window ends          one window (``ETA_REFRESH_SECONDS``,
                            URL; Django cache ``default``:  (background reload)              300 s): every process predicts
                            ``eta-statistics:v1:<url>:<w>``                                  from the same window
+A rendered detail body     ``bodies._bodies``: the         LRU only (2,000)                 never: the key names all the
+                           detail's content validator                                       body depends on (docs/api.md)
 Budgets, slots, attempts   Django cache ``default``         their own timeouts               not a cache of data: counters
                            (``counters.cache``)
 =========================  ==============================  ===============================  ================================

@@ -9,6 +9,9 @@ process caches of them is :mod:`tracker.cache.reads`'; this module only shapes.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 from contract.events import (
     CANCELLABLE_STATUSES,
     LIFECYCLE,
@@ -24,6 +27,7 @@ from tracker.orders.models import Order
 from tracker.tracking import eta, selectors
 from tracker.tracking.selectors import OrderState, StatusPeriod, records
 from tracker.tracking.selectors.records import millis
+from tracker.tracking.serializers import SHAPES_VERSION
 from tracker.tracking.shapes import (
     Arrival,
     DeliveryInArea,
@@ -50,10 +54,10 @@ def prediction_clock() -> int:
     return now - now % PREDICTION_STEP_MS
 
 
-def arrival(trip: eta.Trip, now: int) -> Arrival | None:
+def arrival(trip: eta.Trip, now: int, statistics: eta.Statistics | None = None) -> Arrival | None:
     """The predicted arrival with its range and what it rests on (None once delivered or
-    cancelled), from the process's cached statistics: no query of its own."""
-    prediction = eta.predict(trip, eta.current_statistics(), now)
+    cancelled), from ``statistics`` or the process's cached ones: no query of its own."""
+    prediction = eta.predict(trip, statistics or eta.current_statistics(), now)
     if prediction is None:
         return None
     basis = prediction.basis
@@ -92,6 +96,81 @@ def timeline(current: str, periods: list[StatusPeriod]) -> tuple[TimelineStep, .
     return tuple(steps)
 
 
+@dataclass(frozen=True, slots=True)
+class DetailSource:
+    """What an order's detail is built from, read before it is built: from the cache while
+    nothing changed, so a conditional read that matches costs no building at all.
+
+    ``content`` names everything the body depends on (the order's placed part, its
+    state's version and position, the trail's length, the courier's name, and for an
+    order still on its way the prediction's clock step and statistics), so equal
+    ``content`` means an equal body; ``etag`` adds who asks."""
+
+    placed: PlacedOrder
+    state: OrderState | None  # None: the pipeline has not seen the order yet
+    recorded: Order | None  # the database's row, when ``state`` is None
+    path: tuple[Point, ...]
+    courier: str | None
+    clock: int
+    statistics: eta.Statistics
+    content: str
+    etag: str
+
+
+def detail_source(order_id: int, *, viewer: policy.Actor) -> DetailSource:
+    """What the detail of the order ``viewer`` asks for is built from, and its validators
+    (NotVisible, like a missing order, when they may not see it:
+    :func:`tracker.orders.policy.can_see`, asked on every read, before any validator)."""
+    placed = reads.placed_order(order_id)
+    if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
+        raise policy.NotVisible(order_id)
+    state = reads.order_state(order_id)
+    recorded = records.recorded_order(order_id) if state is None else None
+    if state is not None:
+        position, courier_id, active = state.courier, state.courier_id, state.is_active
+        path = (
+            ()
+            if position is None
+            else reads.trail(order_id, position.at, ended_at=None if active else state.updated_at)
+        )
+        changed = (
+            "pinot",
+            state.version,
+            position and position.at,
+            len(path),
+            path[-1].at if path else None,
+        )
+    else:
+        courier_id, active, path = recorded.courier_id, recorded.status not in TERMINAL_STATUSES, ()
+        changed = (
+            "database",
+            recorded.status,
+            courier_id,
+            millis(recorded.updated_at),
+            epoch_ms(recorded.status_changed_at),
+        )
+    courier = reads.courier_name(courier_id) if courier_id is not None else None
+    clock, statistics = prediction_clock(), eta.current_statistics()
+    # A finished order shows no prediction: neither the clock nor the statistics move it.
+    predicted = (clock, statistics.as_of) if active else None
+    content = _digest(repr((SHAPES_VERSION, placed, changed, courier, predicted)))
+    return DetailSource(
+        placed, state, recorded, path, courier, clock, statistics, content,
+        etag=_digest(f"{content}|{viewer_key(viewer)}"),
+    )  # fmt: skip
+
+
+def viewer_key(viewer: policy.Actor) -> str:
+    """Who asks, as validators tell viewers apart: a user, a link's holder, the system."""
+    if isinstance(viewer, policy.LinkHolder):
+        return f"link:{viewer.order_id}"
+    return f"user:{getattr(viewer, 'pk', None)}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
 def order_detail(order_id: int, *, viewer: policy.Actor) -> OrderDetail:
     """The order as ``viewer`` is shown it (NotVisible, like a missing order, when they may
     not see it: :func:`tracker.orders.policy.can_see`, asked on every read).
@@ -100,28 +179,27 @@ def order_detail(order_id: int, *, viewer: policy.Actor) -> OrderDetail:
     position and ETA from Pinot. Until the pipeline has seen a new order (about a
     second), its status and courier come from the database and ``tracking.source`` says so.
     """
-    placed = reads.placed_order(order_id)
-    if placed is None or not policy.can_see(viewer, order_id, placed.customer_user_id):
-        raise policy.NotVisible(order_id)
-    state = reads.order_state(order_id)
+    return detail_from(detail_source(order_id, viewer=viewer))
+
+
+def detail_from(source: DetailSource) -> OrderDetail:
+    """The detail built from what :func:`detail_source` read."""
+    placed, state = source.placed, source.state
     if state is None:
-        return _as_recorded(placed, records.recorded_order(order_id))
+        return _as_recorded(placed, source.recorded, source)
     position = state.courier
     return _shown(
         placed,
         current=state.status,
         status_time=state.status_time,
-        periods=selectors.status_periods(_entered_from_pinot(order_id, state).items()),
+        periods=selectors.status_periods(_entered_from_pinot(placed.id, state).items()),
         courier_id=state.courier_id,
         position=None if position is None else Point(position.lat, position.lon, position.at),
-        path=()
-        if position is None
-        else reads.trail(
-            order_id, position.at, ended_at=None if state.is_active else state.updated_at
-        ),
+        path=source.path,
         distance=state.distance_left_km,
         trip=eta.Trip.of_enriched(state),
         source=TrackingSource("pinot", state.version, state.updated_at),
+        shown=source,
     )
 
 
@@ -145,7 +223,9 @@ def detail_as_written(order: Order) -> OrderDetail:
     return _as_recorded(placed, order)
 
 
-def _as_recorded(placed: PlacedOrder, order: Order) -> OrderDetail:
+def _as_recorded(
+    placed: PlacedOrder, order: Order, shown: DetailSource | None = None
+) -> OrderDetail:
     """The detail from the database: before the pipeline has seen the order, or after a
     command (no position, no distance; the timeline from the recorded status changes)."""
     status_time = epoch_ms(order.status_changed_at)
@@ -160,6 +240,7 @@ def _as_recorded(placed: PlacedOrder, order: Order) -> OrderDetail:
         distance=None,
         trip=eta.Trip.of_order(order, order.status, status_time),
         source=TrackingSource("database", 0, millis(order.updated_at)),
+        shown=shown,
     )
 
 
@@ -175,11 +256,17 @@ def _shown(
     distance: float | None,
     trip: eta.Trip,
     source: TrackingSource,
+    shown: DetailSource | None = None,
 ) -> OrderDetail:
-    """The detail's one shape, whichever store the changing parts came from."""
+    """The detail's one shape, whichever store the changing parts came from; with
+    ``shown``, exactly what its validators name (its courier's name, clock, statistics)."""
     if not periods:  # the pipeline has not caught up: the database's own history
         periods = records.recorded_periods(placed.id)
-    courier = reads.courier_name(courier_id) if courier_id is not None else None
+    if shown is not None:
+        courier, clock, statistics = shown.courier, shown.clock, shown.statistics
+    else:
+        courier = reads.courier_name(courier_id) if courier_id is not None else None
+        clock, statistics = prediction_clock(), None
     return OrderDetail(
         id=placed.id,
         status=current,
@@ -198,7 +285,7 @@ def _shown(
         position=position,
         path=path,
         distance_left_km=None if distance is None else round(distance, 3),
-        eta=arrival(trip, prediction_clock()),
+        eta=arrival(trip, clock, statistics),
         tracking=source,
     )
 

@@ -7,6 +7,7 @@ parsed by the API's own serializers.
 
 from __future__ import annotations
 
+import hashlib
 from decimal import ROUND_HALF_UP
 from typing import Any
 
@@ -180,6 +181,13 @@ class OrderSummarySerializer(OrderHeadSerializer):
     version = serializers.IntegerField()
 
 
+#: Part of every validator of a rendered shape (:func:`tracker.tracking.read_model.detail_source`):
+#: raise it with any change to how a shape renders that its declared fields do not show
+#: (a field's format, a rounding), so clients holding the old body get the new one.
+#: A change to the declared fields changes the validators by itself (:data:`SHAPES_VERSION`).
+RENDERING_VERSION = 1
+
+
 #: One serializer per shape, built once: a serializer deep-copies its declared fields
 #: when it is created, a large part of a warm detail read's own work for this nested
 #: shape (docs/performance.md), while rendering through them keeps no state.
@@ -196,3 +204,20 @@ Shown = shapes.OrderDetail | shapes.OrderSummary | shapes.Arrival
 def to_json(shown: Shown | None) -> dict[str, Any] | None:
     """The JSON every channel sends for one of the read model's shapes (None: null)."""
     return None if shown is None else _RENDERERS[type(shown)].to_representation(shown)
+
+
+def _fields_of(serializer: serializers.Serializer) -> tuple:
+    return tuple(
+        (name, type(field).__name__, _fields_of(field) if isinstance(field, serializers.Serializer)
+         else _fields_of(field.child) if isinstance(getattr(field, "child", None), serializers.Serializer)
+         else ())
+        for name, field in serializer.fields.items()
+    )  # fmt: skip
+
+
+#: The rendering's version and its shapes' declared fields: what a release changes in a
+#: body changes this, and with it every ETag.
+SHAPES_VERSION = hashlib.blake2b(
+    repr((RENDERING_VERSION, [_fields_of(s) for s in _RENDERERS.values()])).encode(),
+    digest_size=8,
+).hexdigest()

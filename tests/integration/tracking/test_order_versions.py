@@ -14,7 +14,6 @@ import time
 import pytest
 from django.core.cache import caches
 
-from api.conditional import Renditions
 from tests.fixtures_pinot import order_event
 from tests.waiting import wait_until
 from tracker.cache import reads, versions
@@ -74,22 +73,6 @@ def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
 
     monkeypatch.setattr(caches["versions"], "get", down)
     assert _version(7) is None
-
-
-def test_a_rendition_is_reused_while_the_answer_is_equal_and_remade_when_it_changes():
-    made = []
-
-    def render(source):
-        made.append(source)
-        return {"shown": source["n"]}
-
-    renditions = Renditions(10, render)
-    body, etag = renditions.rendition(1, {"n": 1})
-    again, same = renditions.rendition(1, {"n": 1})  # equal, not the same object
-    assert again is body and same == etag and len(made) == 1
-    assert body.json == b'{"shown":1}'
-    changed, other = renditions.rendition(1, {"n": 2})
-    assert changed == {"shown": 2} and other != etag and len(made) == 2
 
 
 def _reads() -> dict[str, float]:
