@@ -50,18 +50,25 @@ def etag_of(data: Any) -> str:
     return tag_of(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode())
 
 
-def _private(response: HttpResponseBase, etag: str) -> HttpResponseBase:
+def tagged(response: HttpResponseBase, etag: str) -> HttpResponseBase:
+    """``response`` with ``etag``, to be revalidated before each use, by one viewer only."""
     response["ETag"] = etag
     response["Cache-Control"] = "private, no-cache"  # per user; revalidate before each use
     patch_vary_headers(response, ("Authorization", "Cookie"))
     return response
 
 
+def not_modified(request: Request, etag: str) -> HttpResponseBase | None:
+    """304 when ``If-None-Match`` names ``etag`` (or is ``*``), else None. Call it after
+    the access check."""
+    response = get_conditional_response(request, etag=etag)
+    return None if response is None else tagged(response, etag)
+
+
 def answer(request: Request, etag: str, build: Callable[[], Any]) -> HttpResponseBase:
-    """304 when ``If-None-Match`` names ``etag`` (or is ``*``), without calling ``build``;
-    else the body ``build()`` returns, tagged ``etag``. Call it after the access check."""
-    not_modified = get_conditional_response(request, etag=etag)
-    return _private(not_modified if not_modified is not None else Response(build()), etag)
+    """304 when ``If-None-Match`` names ``etag``, without calling ``build``; else the body
+    ``build()`` returns, tagged ``etag``. Call it after the access check."""
+    return not_modified(request, etag) or tagged(Response(build()), etag)
 
 
 def conditional_response(request: Request, data: Any, etag: str | None = None) -> Response:

@@ -19,7 +19,16 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, answer, conditional_response, quoted
+from api.conditional import (
+    ETAG,
+    IF_NONE_MATCH,
+    NOT_MODIFIED,
+    answer,
+    conditional_response,
+    not_modified,
+    quoted,
+    tagged,
+)
 from api.pagination import PinotPagination
 from api.permissions import IsCourier
 from api.renderers import Rendered
@@ -91,6 +100,12 @@ class OrderListView(OrderView):
         query.is_valid(raise_exception=True)
         filters = query.validated_data
         scope = policy.list_scope(request.user, filters.get("as"))
+        validator = read_model.list_validator(
+            scope, list(request.query_params.lists()), viewer=request.user
+        )
+        etag = None if validator is None else quoted(validator.etag)
+        if etag is not None and (unchanged := not_modified(request, etag)) is not None:
+            return unchanged
         rows = self.paginator.paginate_query(
             lambda **page: selectors.list_orders(
                 **scope, status=filters.get("status"), state=filters.get("state"), **page
@@ -98,7 +113,9 @@ class OrderListView(OrderView):
             request,
         )
         page = self.get_paginated_response([to_json(read_model.order_summary(r)) for r in rows])
-        return conditional_response(request, page.data)
+        if etag is not None and read_model.list_is_current(validator, rows):
+            return tagged(page, etag)
+        return conditional_response(request, page.data)  # tagged by its hash
 
     @extend_schema(
         operation_id="placeOrder",

@@ -16,6 +16,10 @@ consult only the run that beat last, within :data:`ALIVE_MS`: a stopped bridge, 
 restarted one (which may have missed records while it was down: its new run starts with
 no entries), an evicted key or an unreachable Redis all mean "unknown", never
 "unchanged", and a read then asks Pinot.
+
+Lists are registered too: for each list scope (:func:`scopes_of`: a customer's orders, a
+restaurant's, every order) the newest change the run saw, ``(ms, order, version)``, so a
+list's validator is known before Pinot is asked (:func:`scope_stamps`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from django.core.cache import caches
 
@@ -37,9 +42,21 @@ BEAT_EVERY_MS = 1_000
 #: A registered version outlives any state a process caches (a day; orders end sooner).
 KEPT_SECONDS = 24 * 3600
 #: The register's keys: ``order:<id>:<run>`` -> the newest version that run saw;
-#: ``alive`` -> (run, ms) of the last run to beat.
+#: ``alive`` -> (run, ms, run's start ms) of the last run to beat;
+#: ``scope:<scope>:<run>`` -> (ms, order, version): the newest change of a list's scope.
 ORDER_KEY = "order:{}:{}"
 ALIVE_KEY = "alive"
+SCOPE_KEY = "scope:{}:{}"
+
+
+def scopes_of(customer_id: int | None, restaurant_id: int | None) -> list[str]:
+    """The list scopes an order's change shows in: its customer's, its restaurant's, all."""
+    scopes = ["all"]
+    if customer_id is not None:
+        scopes.append(f"customer:{customer_id}")
+    if restaurant_id is not None:
+        scopes.append(f"restaurant:{restaurant_id}")
+    return scopes
 
 
 def now() -> int:
@@ -52,20 +69,25 @@ class Registrar:
 
     def __init__(self) -> None:
         self.run = uuid.uuid4().hex[:12]
+        self.started = now()
         self._beaten = 0
         self._lock = threading.Lock()
 
-    def register(self, versions: Mapping[int, int]) -> None:
-        """Register ``versions`` (order -> newest version seen) and beat when due. Called
-        after every poll of orders_enriched, empty or not, so the beat stops when the
-        reader does."""
+    def register(
+        self, versions: Mapping[int, int], scopes: Mapping[str, tuple[int, int]] | None = None
+    ) -> None:
+        """Register ``versions`` (order -> newest version seen) and ``scopes`` (list scope
+        -> its newest (order, version)), and beat when due. Called after every poll of
+        orders_enriched, empty or not, so the beat stops when the reader does."""
         at = now()
         entries: dict[str, object] = {
             ORDER_KEY.format(order, self.run): version for order, version in versions.items()
         }
+        for scope, (order, version) in (scopes or {}).items():
+            entries[SCOPE_KEY.format(scope, self.run)] = (at, order, version)
         with self._lock:
             if at - self._beaten >= BEAT_EVERY_MS:
-                entries[ALIVE_KEY] = (self.run, at)
+                entries[ALIVE_KEY] = (self.run, at, self.started)
                 self._beaten = at
         if not entries:
             return
@@ -75,7 +97,14 @@ class Registrar:
             log.warning("versions: cannot register %d entries", len(entries), exc_info=True)
 
 
-def live_run() -> str | None:
+class Run(NamedTuple):
+    """The bridge run that beat last: its id, and when it started (epoch ms)."""
+
+    id: str
+    started: int
+
+
+def live_run() -> Run | None:
     """The bridge run that beat last, within :data:`ALIVE_MS` (None: unknown)."""
     try:
         alive = caches["versions"].get(ALIVE_KEY)
@@ -83,7 +112,7 @@ def live_run() -> str | None:
         return None
     if alive is None or now() - alive[1] > ALIVE_MS:
         return None
-    return alive[0]
+    return Run(alive[0], alive[2] if len(alive) > 2 else 0)
 
 
 def registered(order_id: int) -> tuple[str | None, int | None]:
@@ -97,9 +126,36 @@ def registered(order_id: int) -> tuple[str | None, int | None]:
     if run is None:
         return None, None
     try:
-        return run, caches["versions"].get(ORDER_KEY.format(order_id, run))
+        return run.id, caches["versions"].get(ORDER_KEY.format(order_id, run.id))
     except Exception:  # noqa: BLE001 - unknown: ask Pinot
         return None, None
+
+
+Stamp = tuple[int, int, int]  # (ms seen, order, version)
+
+
+def scope_stamps(scopes: Sequence[str]) -> tuple[Run, dict[str, Stamp | None]] | None:
+    """(the live run, each scope's newest change it registered, None for none) or None
+    when unknown."""
+    run = live_run()
+    if run is None:
+        return None
+    keys = {scope: SCOPE_KEY.format(scope, run.id) for scope in scopes}
+    try:
+        found = caches["versions"].get_many(keys.values())
+    except Exception:  # noqa: BLE001 - unknown: build and hash
+        return None
+    return run, {scope: found.get(key) for scope, key in keys.items()}
+
+
+def registered_many(order_ids: Iterable[int], run: str) -> dict[int, int] | None:
+    """The versions ``run`` registered for ``order_ids`` (absent: none), None when unknown."""
+    keys = {ORDER_KEY.format(order, run): order for order in order_ids}
+    try:
+        found = caches["versions"].get_many(keys)
+    except Exception:  # noqa: BLE001
+        return None
+    return {keys[key]: version for key, version in found.items()}
 
 
 def register_first(order_id: int, run: str, version: int) -> bool:

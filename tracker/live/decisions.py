@@ -24,6 +24,7 @@ from contract.events import (
     status_rank,
 )
 from tracker.cache.maps import bounded
+from tracker.cache.versions import scopes_of
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -116,6 +117,8 @@ class Ledger:
         self._located = bounded(limit)
         #: order -> its newest enriched version not yet taken (:meth:`take_new_versions`)
         self._new_versions: dict[int, int] = {}
+        #: list scope -> (order, version) of its newest change not yet taken
+        self._new_scopes: dict[str, tuple[int, int]] = {}
 
     def take_new_versions(self) -> dict[int, int]:
         """The newest version of each order seen since the last call (for the register
@@ -123,15 +126,31 @@ class Ledger:
         taken, self._new_versions = self._new_versions, {}
         return taken
 
-    def enriched(self, order_id: int, version: int, status: str) -> bool | None:
+    def take_new_scopes(self) -> dict[str, tuple[int, int]]:
+        """The lists (:func:`tracker.cache.versions.scopes_of`) whose orders changed since
+        the last call, each with its newest change (for the register)."""
+        taken, self._new_scopes = self._new_scopes, {}
+        return taken
+
+    def enriched(
+        self,
+        order_id: int,
+        version: int,
+        status: str,
+        customer_id: int | None = None,
+        restaurant_id: int | None = None,
+    ) -> bool | None:
         """Remember an order's enriched ``version`` and ``status`` when newer than what was
-        seen. None when it is not newer; else whether its status changed."""
+        seen, and that the lists showing it changed. None when it is not newer; else
+        whether its status changed."""
         last = self._seen.get(order_id)
         if last is not None and version <= last.version:
             return None  # a re-emit or replay: already published
         rank = max(status_rank(status), last.rank if last else -1)
         self._seen[order_id] = Published(version, status, rank)
         self._new_versions[order_id] = version
+        for scope in scopes_of(customer_id, restaurant_id):
+            self._new_scopes[scope] = (order_id, version)
         return last is None or last.status != status
 
     def fast_status(self, event: OrderStatusChanged, now: int) -> bool:
@@ -193,7 +212,9 @@ class Poll:
                 self._points[event.order_id] = event
             return
         assert isinstance(event, OrderEnriched)
-        status_changed = self.ledger.enriched(event.order_id, event.version, event.status)
+        status_changed = self.ledger.enriched(
+            event.order_id, event.version, event.status, event.customer_id, event.restaurant_id
+        )
         if status_changed is None:
             return
         if event.order_id in self._pending:

@@ -42,6 +42,8 @@ class Handler(Protocol):
 
     def take_new_versions(self) -> dict[int, int]: ...
 
+    def take_new_scopes(self) -> dict[str, tuple[int, int]]: ...
+
 
 def run_readers(
     handler: Handler, stop: threading.Event, ready: threading.Event | None = None
@@ -135,7 +137,7 @@ def _follow(
                 if records:
                     handled.observe(time.perf_counter() - started)
                 if registrar is not None:
-                    registrar.register(handler.take_new_versions())
+                    registrar.register(handler.take_new_versions(), handler.take_new_scopes())
                 measure_poll(seen, len(batch) < POLL_RECORDS)
         except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
             log.exception("push bridge: consumer failed; reconnecting in 1s")

@@ -21,7 +21,7 @@ from contract.events import (
     now_ms,
     status_label,
 )
-from tracker.cache import reads
+from tracker.cache import reads, versions
 from tracker.orders import policy
 from tracker.orders.models import Order
 from tracker.tracking import eta, selectors
@@ -308,6 +308,65 @@ def order_summary(state: OrderState) -> OrderSummary:
         eta=arrival(eta.Trip.of_enriched(state), prediction_clock()),
         version=state.version,
     )
+
+
+#: A list's newest change that its page does not show is taken to be in Pinot this long
+#: after the bridge read it (Pinot ingests within about a second), so a page read before
+#: that is tagged by its body's hash instead (:func:`list_is_current`).
+SETTLE_MS = 3_000
+
+
+@dataclass(frozen=True, slots=True)
+class ListValidator:
+    """A list's validator, known before Pinot is asked: the newest change the bridge
+    registered in each of the list's scopes, the query, the clock step, the statistics'
+    as-of, the shapes' version and who asks."""
+
+    run: versions.Run
+    stamps: dict[str, versions.Stamp | None]
+    etag: str
+
+
+def list_validator(
+    scope: dict, query: list[tuple[str, list[str]]], *, viewer: policy.Actor
+) -> ListValidator | None:
+    """The validator of the list ``scope`` (:func:`tracker.orders.policy.list_scope`)
+    answers ``query`` (the request's parameters) with; None when the register cannot
+    say (no live bridge run, or a courier's list, which is not registered)."""
+    if "courier_id" in scope:
+        return None
+    if "customer_id" in scope:
+        scopes = [f"customer:{scope['customer_id']}"]
+    elif "restaurant_ids" in scope:
+        scopes = [f"restaurant:{r}" for r in scope["restaurant_ids"]]
+    else:
+        scopes = ["all"]
+    found = versions.scope_stamps(scopes)
+    if found is None:
+        return None
+    run, stamps = found
+    shown = (SHAPES_VERSION, run.id, sorted(stamps.items()), sorted(query),
+             prediction_clock(), eta.current_statistics().as_of, viewer_key(viewer))  # fmt: skip
+    return ListValidator(run, stamps, _digest(repr(shown)))
+
+
+def list_is_current(validator: ListValidator, rows: list[OrderState]) -> bool:
+    """Whether ``rows``, just read from Pinot, show every change ``validator`` names: no
+    listed order older than its registered version, each scope's newest change listed at
+    least as new, or (on another page, or not in Pinot yet) :data:`SETTLE_MS` old."""
+    now, shown = versions.now(), {row.order_id: row.version for row in rows}
+    registered = versions.registered_many(shown, validator.run.id)
+    if registered is None or any(v > shown[o] for o, v in registered.items()):
+        return False
+    for stamp in validator.stamps.values():
+        if stamp is None:  # no change since the run started: settled once it is old enough
+            if now - validator.run.started < SETTLE_MS:
+                return False
+            continue
+        at, order, version = stamp
+        if shown.get(order, -1) < version and (order in shown or now - at < SETTLE_MS):
+            return False
+    return True
 
 
 def deliveries_in_area(points: list[tuple[float, float]]) -> list[DeliveryInArea]:
