@@ -296,7 +296,7 @@ SPECTACULAR_SETTINGS = {
     ],  # fmt: skip
 }
 
-# Throttle counters and the version register (tracker/tracking/versions.py): per process
+# Throttle counters and the version register (tracker/cache/reads.py): per process
 # in embedded mode, shared through Redis in production (config/stores.py).
 REDIS_URL = env_str("REDIS_URL", "")
 CACHES = cache_settings(REDIS_URL)

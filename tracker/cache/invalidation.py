@@ -31,9 +31,27 @@ TOPICS = {
 }
 
 
+#: Topic -> what a process drops on its notice: the entries naming that key.
+DROPS = {
+    "cache.customer": lambda pk: reads.drop_placed(lambda p: p.customer.id == pk),
+    "cache.restaurant": lambda pk: reads.drop_placed(lambda p: p.restaurant.id == pk),
+    "cache.product": lambda pk: reads.drop_placed(
+        lambda p: any(i.product_id == pk for i in p.items)
+    ),
+    "cache.courier": reads.drop_courier_name,
+}
+
+
+def _announce(topic: str, pk: int) -> None:
+    """Tell every process, and drop here at once: this process's next read is fresh
+    (the notice drops again after the commit, in case a read cached the old row since)."""
+    announce(topic, pk)
+    DROPS[topic](pk)
+
+
 def _changed(sender: Any, instance: Any, created: bool = False, raw: bool = False, **kw: Any):
     if not created and not raw:  # nothing is cached of what did not exist
-        announce(TOPICS[sender], instance.pk)
+        _announce(TOPICS[sender], instance.pk)
 
 
 def _user_changed(sender: Any, instance: Any, created: bool = False, raw: bool = False, **kw):
@@ -43,7 +61,7 @@ def _user_changed(sender: Any, instance: Any, created: bool = False, raw: bool =
         return
     for model in (Customer, Courier):
         for pk in model.objects.filter(user_id=instance.pk).values_list("pk", flat=True):
-            announce(TOPICS[model], pk)
+            _announce(TOPICS[model], pk)
 
 
 def connect() -> None:
@@ -53,15 +71,7 @@ def connect() -> None:
         post_save.connect(_changed, sender=model, dispatch_uid=f"cache-saved-{model.__name__}")
         post_delete.connect(_changed, sender=model, dispatch_uid=f"cache-gone-{model.__name__}")
     post_save.connect(_user_changed, sender=get_user_model(), dispatch_uid="cache-user-saved")
-    listener.subscribe(
-        "cache.customer", lambda pk: reads.drop_placed(lambda p: p.customer.id == pk)
-    )
-    listener.subscribe(
-        "cache.restaurant", lambda pk: reads.drop_placed(lambda p: p.restaurant.id == pk)
-    )
-    listener.subscribe(
-        "cache.product",
-        lambda pk: reads.drop_placed(lambda p: any(i.product_id == pk for i in p.items)),
-    )
-    listener.subscribe("cache.courier", lambda pk: reads.drop_courier_name(pk))
+    for topic, drop in DROPS.items():
+        listener.subscribe(topic, drop)
     listener.on_resync(lambda: (reads.drop_placed(), reads.drop_courier_name()))
+    listener.on_read(reads.trust_until)

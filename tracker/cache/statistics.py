@@ -41,6 +41,9 @@ _lock = threading.Lock()
 #: Broker URL -> (statistics, monotonic time loaded); the URLs whose refresh is running.
 _cache: LRUCache = bounded(8)
 _refreshing: set[str] = set()
+#: The statistics last loaded and until when (monotonic) they need no refresh: what every
+#: read asks for, answered without reading the settings (the broker's URL, the window).
+_fresh: tuple[Statistics, float] | None = None
 #: A failed load is retried after this many seconds (the defaults stand in meanwhile), and
 #: a process whose window another process claimed looks for that one's result as often.
 RETRY_SECONDS = 15.0
@@ -77,8 +80,10 @@ def _load(key: str, *, shared: bool = True) -> Statistics:
             _unclaim(key, window)  # whichever process looks next loads it
         else:
             _share(key, window, stats)
+    global _fresh
     with _lock:
         _cache[key] = (stats, loaded)
+        _fresh = (stats, loaded + refresh_seconds())
         _refreshing.discard(key)
     return stats
 
@@ -114,6 +119,9 @@ def _share(key: str, window: int, stats: Statistics) -> None:
 def current_statistics() -> Statistics:
     """The cached statistics of this process's Pinot; loads them on first use, and starts
     a background refresh when they are older than ``ETA_REFRESH_SECONDS``."""
+    fresh = _fresh
+    if fresh is not None and time.monotonic() <= fresh[1]:
+        return fresh[0]
     key = selectors.broker_url()
     with _lock:
         cached = _cache.get(key)

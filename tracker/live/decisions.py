@@ -24,7 +24,7 @@ from contract.events import (
     status_rank,
 )
 from tracker.cache.maps import bounded
-from tracker.cache.versions import scopes_of
+from tracker.cache.reads import scopes_of
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -122,12 +122,12 @@ class Ledger:
 
     def take_new_versions(self) -> dict[int, int]:
         """The newest version of each order seen since the last call (for the register
-        reads consult, :mod:`tracker.cache.versions`)."""
+        reads consult, :mod:`tracker.cache.reads`)."""
         taken, self._new_versions = self._new_versions, {}
         return taken
 
     def take_new_scopes(self) -> dict[str, tuple[int, int]]:
-        """The lists (:func:`tracker.cache.versions.scopes_of`) whose orders changed since
+        """The lists (:func:`tracker.cache.reads.scopes_of`) whose orders changed since
         the last call, each with its newest change (for the register)."""
         taken, self._new_scopes = self._new_scopes, {}
         return taken

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from contract.events import Topic, now_ms, topic_name
 from runtime import kafka
 from runtime.positions import PositionReporter
-from tracker.cache import versions
+from tracker.cache import reads
 from tracker.live.metrics import BRIDGE_HANDLE, BRIDGE_RECORD_AGE, measure_poll
 
 log = logging.getLogger(__name__)
@@ -86,8 +86,8 @@ def _follow(
     names = {topic_name(topic): topic for topic in topics}
     fleet = Topic.DELIVERY_LOCATIONS in topics
     # The enriched reader registers the versions it reads, so reads of orders that have
-    # not changed skip Pinot (tracker.cache.versions); its heartbeat says it reads.
-    registrar = versions.Registrar() if Topic.ORDERS_ENRICHED in topics else None
+    # not changed skip Pinot (tracker.cache.reads); its heartbeat says it reads.
+    registrar = reads.Registrar() if Topic.ORDERS_ENRICHED in topics else None
     ages = {name: BRIDGE_RECORD_AGE.labels(name) for name in names}
     handled = BRIDGE_HANDLE.labels(",".join(names))
     reporter = PositionReporter(reader)  # one per reader of each process

@@ -10,6 +10,7 @@ process caches of them is :mod:`tracker.cache.reads`'; this module only shapes.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 
 from contract.events import (
@@ -18,10 +19,9 @@ from contract.events import (
     TERMINAL_STATUSES,
     OrderStatus,
     epoch_ms,
-    now_ms,
     status_label,
 )
-from tracker.cache import reads, versions
+from tracker.cache import reads
 from tracker.orders import policy
 from tracker.orders.models import Order
 from tracker.tracking import eta, selectors
@@ -50,7 +50,8 @@ PREDICTION_STEP_MS = 30_000
 
 
 def prediction_clock() -> int:
-    now = now_ms()
+    """The wall clock (epoch ms, as :func:`contract.events.now_ms`) rounded down to the step."""
+    now = time.time_ns() // 1_000_000
     return now - now % PREDICTION_STEP_MS
 
 
@@ -112,7 +113,7 @@ class DetailSource:
     path: tuple[Point, ...]
     courier: str | None
     clock: int
-    statistics: eta.Statistics
+    statistics: eta.Statistics | None  # None: the order is finished, nothing is predicted
     content: str
     etag: str
 
@@ -126,20 +127,15 @@ def detail_source(order_id: int, *, viewer: policy.Actor) -> DetailSource:
         raise policy.NotVisible(order_id)
     state = reads.order_state(order_id)
     recorded = records.recorded_order(order_id) if state is None else None
-    if state is not None:
-        position, courier_id, active = state.courier, state.courier_id, state.is_active
+    if state is not None:  # its fields, not its properties: this runs on every read
+        at, courier_id = state.location_time, state.courier_id
+        active = state.status not in TERMINAL_STATUSES
         path = (
             ()
-            if position is None
-            else reads.trail(order_id, position.at, ended_at=None if active else state.updated_at)
+            if at is None
+            else reads.trail(order_id, at, ended_at=None if active else state.event_time)
         )
-        changed = (
-            "pinot",
-            state.version,
-            position and position.at,
-            len(path),
-            path[-1].at if path else None,
-        )
+        changed = ("pinot", state.version, at, len(path), path[-1].at if path else None)
     else:
         courier_id, active, path = recorded.courier_id, recorded.status not in TERMINAL_STATUSES, ()
         changed = (
@@ -150,8 +146,8 @@ def detail_source(order_id: int, *, viewer: policy.Actor) -> DetailSource:
             epoch_ms(recorded.status_changed_at),
         )
     courier = reads.courier_name(courier_id) if courier_id is not None else None
-    clock, statistics = prediction_clock(), eta.current_statistics()
     # A finished order shows no prediction: neither the clock nor the statistics move it.
+    clock, statistics = (prediction_clock(), eta.current_statistics()) if active else (0, None)
     predicted = (clock, statistics.as_of) if active else None
     content = _digest(repr((SHAPES_VERSION, placed, changed, courier, predicted)))
     return DetailSource(
@@ -322,8 +318,8 @@ class ListValidator:
     registered in each of the list's scopes, the query, the clock step, the statistics'
     as-of, the shapes' version and who asks."""
 
-    run: versions.Run
-    stamps: dict[str, versions.Stamp | None]
+    run: reads.Run
+    stamps: dict[str, reads.Stamp | None]
     etag: str
 
 
@@ -341,7 +337,7 @@ def list_validator(
         scopes = [f"restaurant:{r}" for r in scope["restaurant_ids"]]
     else:
         scopes = ["all"]
-    found = versions.scope_stamps(scopes)
+    found = reads.scope_stamps(scopes)
     if found is None:
         return None
     run, stamps = found
@@ -354,8 +350,8 @@ def list_is_current(validator: ListValidator, rows: list[OrderState]) -> bool:
     """Whether ``rows``, just read from Pinot, show every change ``validator`` names: no
     listed order older than its registered version, each scope's newest change listed at
     least as new, or (on another page, or not in Pinot yet) :data:`SETTLE_MS` old."""
-    now, shown = versions.now(), {row.order_id: row.version for row in rows}
-    registered = versions.registered_many(shown, validator.run.id)
+    now, shown = reads.now(), {row.order_id: row.version for row in rows}
+    registered = reads.registered_many(shown, validator.run.id)
     if registered is None or any(v > shown[o] for o, v in registered.items()):
         return False
     for stamp in validator.stamps.values():

@@ -222,4 +222,4 @@ def test_only_the_cache_package_caches():
         and any(mark in path.read_text() for mark in BOUNDED_MAP_MARKS)
     )
     assert bounded_by_hand == []
-    assert "django.core.cache" in imports_of("tracker/cache")["tracker/cache/versions.py"]
+    assert "django.core.cache" in imports_of("tracker/cache")["tracker/cache/reads.py"]

@@ -1,7 +1,7 @@
 """An order that has not changed is read without asking Pinot, and never served stale.
 
 The push bridge registers each order's newest orders_enriched version
-(:mod:`tracker.cache.versions`); a read caches the state Pinot last returned while no
+(:mod:`tracker.cache.reads`); a read caches the state Pinot last returned while no
 newer version is registered (:func:`tracker.cache.reads.order_state`). The register counts only while the bridge run that wrote it
 beats, so a stopped bridge, a new run or an unreadable register send reads to Pinot.
 """
@@ -16,7 +16,7 @@ from django.core.cache import caches
 
 from tests.fixtures_pinot import order_event
 from tests.waiting import wait_until
-from tracker.cache import reads, versions
+from tracker.cache import reads
 from tracker.live.bridge import Bridge
 from tracker.live.embedded import stop_embedded_bridge
 from tracker.live.reader import run_readers
@@ -24,7 +24,7 @@ from tracker.tracking import selectors
 
 
 def _version(order_id: int) -> int | None:
-    return versions.registered(order_id)[1]
+    return reads.registered(order_id)[1]
 
 
 @pytest.fixture(autouse=True)
@@ -39,16 +39,16 @@ def _empty_register():
 
 
 def test_a_version_counts_only_while_the_run_that_registered_it_beats(monkeypatch):
-    old = versions.Registrar()
+    old = reads.Registrar()
     old.register({7: 3})
     assert _version(7) == 3
     assert _version(8) is None  # nothing registered for it
-    new = versions.Registrar()  # a restarted bridge: it may have missed records meanwhile
+    new = reads.Registrar()  # a restarted bridge: it may have missed records meanwhile
     new.register({})
     assert _version(7) is None
     new.register({7: 5})
     assert _version(7) == 5
-    later = time.time() + (versions.ALIVE_MS + 1_000) / 1000
+    later = time.time() + (reads.ALIVE_MS + 1_000) / 1000
     monkeypatch.setattr(time, "time", lambda: later)
     assert _version(7) is None  # no heartbeat for longer than ALIVE_MS
 
@@ -59,14 +59,14 @@ def test_a_stopped_runs_entry_does_not_keep_a_read_from_registering(pinot, monke
     order = pinot.base + 3
     pinot.publish(order_event(order, 2, "DELIVERED"))
     pinot.sync()
-    versions.Registrar().register({order: 1})  # a run that then stopped
-    versions.Registrar().register({})  # the live run, which has seen nothing of it
+    reads.Registrar().register({order: 1})  # a run that then stopped
+    reads.Registrar().register({})  # the live run, which has seen nothing of it
     assert reads.order_state(order).version == 2
     assert _version(order) == 2
 
 
 def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
-    versions.Registrar().register({7: 3})
+    reads.Registrar().register({7: 3})
 
     def down(*args, **kwargs):
         raise ConnectionError("register down")
@@ -158,7 +158,7 @@ def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_f
     order = pinot.base + 2
     pinot.publish(order_event(order, 4, "DELIVERED"))
     pinot.sync()
-    run = versions.Registrar()
+    run = reads.Registrar()
     run.register({})  # a live run that has seen nothing of this order
     asked = []
     real_order_state = selectors.order_state
