@@ -305,17 +305,17 @@ def trail(order_id: int, last_at: Millis, *, ended_at: Millis | None = None) -> 
 
 
 #: Where each read of an order's state came from: what Pinot's share of reads costs
-#: depends on it (docs/operations.md §4.7), and a drop in ``cached`` is the first sign of
+#: depends on it (docs/operations.md §4.7), and a drop in ``kept`` is the first sign of
 #: a stalled push bridge or an unreachable register.
 STATE_READS = Counter(
     "ordertrack_order_state_reads_total",
-    "Reads of an order's state, by source: cached (unchanged since this process's last "
-    "read), else Pinot, because a newer version is registered (changed), this process "
-    "cached none (not_cached), no version is registered (unregistered), or no live "
+    "Reads of an order's state, by source: kept (cached, unchanged since this process's "
+    "last read), else Pinot, because a newer version is registered (changed), this "
+    "process cached none (not_kept), no version is registered (unregistered), or no live "
     "bridge run answered (unknown)",
     ["source"],
 )
-for _source in ("cached", "changed", "not_cached", "unregistered", "unknown"):
+for _source in ("kept", "changed", "not_kept", "unregistered", "unknown"):
     STATE_READS.labels(_source)  # every series from the start, at 0, for rate()
 
 
@@ -333,7 +333,7 @@ def order_state(order_id: int) -> OrderState | None:
     run, latest = registered(order_id)
     cached = _get(_states, order_id) if latest is not None else None
     if cached is not None and cached.version >= latest:
-        STATE_READS.labels("cached").inc()
+        STATE_READS.labels("kept").inc()
         return cached
     STATE_READS.labels(_why_pinot(run, latest, cached)).inc()
     state = selectors.order_state(order_id)
@@ -351,7 +351,7 @@ def _why_pinot(run: str | None, latest: int | None, cached: OrderState | None) -
         return "unknown"
     if latest is None:
         return "unregistered"
-    return "not_cached" if cached is None else "changed"
+    return "not_kept" if cached is None else "changed"
 
 
 def clear() -> None:

@@ -122,7 +122,7 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     for _ in range(5):
         assert reads.order_state(order).version == 1
     assert len(asked) == 1
-    assert _reads_since(before) == {"not_cached": 1, "cached": 4}  # what operators see
+    assert _reads_since(before) == {"not_kept": 1, "kept": 4}  # what operators see
 
     pinot.publish(order_event(order, 2, "ORDER_CONFIRMED"))
     wait_until(lambda: _version(order) == 2, 20, "the bridge to register v2")
@@ -133,13 +133,13 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
         interval=0.05,
     )
     assert state.status == "ORDER_CONFIRMED"
-    assert set(_reads_since(before)) == {"not_cached", "cached", "changed"}
+    assert set(_reads_since(before)) == {"not_kept", "kept", "changed"}
     asked.clear()
     before = _reads()
     for _ in range(5):
         assert reads.order_state(order).version == 2
     assert asked == []
-    assert _reads_since(before) == {"cached": 5}
+    assert _reads_since(before) == {"kept": 5}
 
     bridge.set()  # the bridge stops: after its last heartbeat, every read asks Pinot
     wait_until(lambda: _version(order) is None, 20, "the register to go stale")
@@ -167,5 +167,5 @@ def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_f
     for _ in range(4):
         assert reads.order_state(order).version == 4
     assert len(asked) == 1
-    assert _reads_since(before) == {"unregistered": 1, "cached": 3}
+    assert _reads_since(before) == {"unregistered": 1, "kept": 3}
     assert _version(order) == 4
