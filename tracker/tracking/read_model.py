@@ -17,9 +17,12 @@ from contract.events import (
     CANCELLABLE_STATUSES,
     LIFECYCLE,
     TERMINAL_STATUSES,
+    OrderEnriched,
     OrderStatus,
     epoch_ms,
+    now_ms,
     status_label,
+    status_time_field,
 )
 from tracker.cache import reads
 from tracker.orders import policy
@@ -36,6 +39,7 @@ from tracker.tracking.shapes import (
     Named,
     OrderDetail,
     OrderSummary,
+    OrderUpdate,
     PlacedOrder,
     Point,
     SummaryItem,
@@ -283,6 +287,32 @@ def _shown(
         distance_left_km=None if distance is None else round(distance, 3),
         eta=arrival(trip, clock, statistics),
         tracking=source,
+    )
+
+
+def order_update(event: OrderEnriched, status_changed: bool) -> OrderUpdate:
+    """An order's pushed ``update`` from one orders_enriched record (its full state),
+    predicting the arrival as of the moment it is sent."""
+    reached = ((s.value, getattr(event, status_time_field(s))) for s in OrderStatus)
+    has_point = event.courier_lat is not None and event.location_time is not None
+    return OrderUpdate(
+        kind="status" if status_changed else "position",
+        order_id=event.order_id,
+        customer_id=event.customer_id,
+        restaurant_id=event.restaurant_id,
+        version=event.version,
+        status=event.status,
+        status_label=status_label(event.status),
+        status_time=event.status_time,
+        status_times={status: at for status, at in reached if at is not None},
+        position=Point(event.courier_lat, event.courier_lon, event.location_time)
+        if has_point
+        else None,
+        distance_left_km=None
+        if event.distance_left_km is None
+        else round(event.distance_left_km, 3),
+        eta=arrival(eta.Trip.of_enriched(event), now_ms()),
+        total=event.total,
     )
 
 

@@ -136,21 +136,27 @@ class EtaSerializer(serializers.Serializer):
     basis = EtaBasisSerializer()
 
 
-class OrderHeadSerializer(serializers.Serializer):
-    """What a list and a detail both show of an order."""
+class OrderStateSerializer(serializers.Serializer):
+    """What every shape of an order (a list's row, a detail, a pushed update) says of its
+    state, declared once."""
 
-    id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=STATUSES)
     status_label = serializers.CharField()
     status_time = EpochMillisField()
-    is_active = serializers.BooleanField()
-    created_at = EpochMillisField()
     total = MoneyField()
-    customer = NamedSerializer()
     distance_left_km = serializers.FloatField(allow_null=True)
     eta = EtaSerializer(
         allow_null=True, help_text="From placement until delivered; null when finished."
     )
+
+
+class OrderHeadSerializer(OrderStateSerializer):
+    """What a list and a detail both show of an order."""
+
+    id = serializers.IntegerField()
+    is_active = serializers.BooleanField()
+    created_at = EpochMillisField()
+    customer = NamedSerializer()
 
 
 class OrderDetailSerializer(OrderHeadSerializer):
@@ -165,6 +171,26 @@ class OrderDetailSerializer(OrderHeadSerializer):
     position = PointSerializer(allow_null=True)
     path = PointSerializer(many=True)
     tracking = TrackingSourceSerializer()
+
+
+class StatusTimesSerializer(serializers.Serializer):
+    """When the order entered each status it reached (a status not reached is absent)."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {s: EpochMillisField(required=False) for s in STATUSES}
+
+
+class OrderUpdateSerializer(OrderStateSerializer):
+    """An order's pushed ``update`` (the WebSocket's; docs/api.md, "Live updates"): its
+    state rendered as the detail's is, with what a socket client applies it by."""
+
+    kind = serializers.ChoiceField(choices=["status", "position"])
+    order_id = serializers.IntegerField()
+    customer_id = serializers.IntegerField()
+    restaurant_id = serializers.IntegerField()
+    version = serializers.IntegerField()
+    status_times = StatusTimesSerializer()
+    position = PointSerializer(allow_null=True)
 
 
 class SummaryItemSerializer(serializers.Serializer):
@@ -195,10 +221,11 @@ _RENDERERS: dict[type, serializers.Serializer] = {
     shapes.OrderDetail: OrderDetailSerializer(),
     shapes.OrderSummary: OrderSummarySerializer(),
     shapes.Arrival: EtaSerializer(),
+    shapes.OrderUpdate: OrderUpdateSerializer(),
 }
 
 
-Shown = shapes.OrderDetail | shapes.OrderSummary | shapes.Arrival
+Shown = shapes.OrderDetail | shapes.OrderSummary | shapes.Arrival | shapes.OrderUpdate
 
 
 def to_json(shown: Shown | None) -> dict[str, Any] | None:
