@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
+from django.db import connections
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -79,8 +80,15 @@ def in_another_process(read: Callable[[], Any]) -> Any:
     for module, name in _MAPS:
         setattr(module, name, bounded(100))
     out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(read())
+        finally:
+            connections.close_all()  # this thread's: PostgreSQL drops the test database after
+
     try:
-        thread = threading.Thread(target=lambda: out.append(read()))
+        thread = threading.Thread(target=run)
         thread.start()
         thread.join(60)
     finally:
