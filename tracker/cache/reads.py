@@ -260,28 +260,28 @@ def _trusted() -> bool:
     return time.monotonic() < _trusted_until or listener.healthy()
 
 
+def _read_through(cache: LRUCache, key: Hashable, load: Callable[[], Any]) -> Any:
+    """The entry under ``key``, else ``load()``'s value (None: nothing), cached while the
+    notice listener vouches for what is cached and no notice came during the load."""
+    trusted, generation = _trusted(), _generation
+    value = _get(cache, key) if trusted else None
+    if value is None:
+        value = load()
+        if value is not None and trusted:
+            _put(cache, key, value, generation)
+    return value
+
+
 def placed_order(order_id: int) -> PlacedOrder | None:
     """The order's placed part (None when there is no such order), from the database the
     first time this process is asked for it. Order ids are never reused (orders are not
     deleted); who may see the order is still decided on every read."""
-    trusted, generation = _trusted(), _generation
-    placed = _get(_placed, order_id) if trusted else None
-    if placed is None:
-        placed = records.placed_order(order_id)
-        if placed is not None and trusted:
-            _put(_placed, order_id, placed, generation)
-    return placed
+    return _read_through(_placed, order_id, lambda: records.placed_order(order_id))
 
 
 def courier_name(courier_id: int) -> str | None:
     """A courier's display name (None for an id the database does not know)."""
-    trusted, generation = _trusted(), _generation
-    name = _get(_courier_names, courier_id) if trusted else None
-    if name is None:
-        name = records.courier_name(courier_id)
-        if name is not None and trusted:
-            _put(_courier_names, courier_id, name, generation)
-    return name
+    return _read_through(_courier_names, courier_id, lambda: records.courier_name(courier_id))
 
 
 #: An ended order's positions are all in Pinot this long after its last record.
