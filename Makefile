@@ -9,13 +9,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-# make run-prod: docker-compose.yml's topology as local processes (localrun/compose.py);
+# make run-prod: docker-compose.yml's topology as local processes (localrun/compose/);
 # with COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml (compose's own variable:
 # the files merged in order), the replicated cluster (docs/operations.md, section 6).
 .PHONY: run run-prod test test-fast test-integration test-system test-passes test-backends install jvm system-deps schema lint format tail bench clean
 
-# Debug on explicitly: the embedded mode's demo accounts and development key (the image
-# defaults to debug off).
+# Debug on explicitly: the embedded mode's demo accounts and development key (debug is
+# off unless asked for: config/settings.py).
 run: install
 	DJANGO_DEBUG=true $(PY) -m localrun
 
@@ -80,7 +80,7 @@ $(SYSTEM_STAMP): .ci/system-deps.sh
 
 # The committed OpenAPI schema (tests/system/api/test_api_clients.py fails when it differs from the server's).
 schema: install
-	$(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
+	DJANGO_DEBUG=true $(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -93,10 +93,11 @@ format: install
 # make tail TOPIC=orders_enriched   (follow a topic of the running system)
 TOPIC ?= orders
 tail: install
-	$(PY) manage.py tail_topic $(TOPIC)
+	DJANGO_DEBUG=true $(PY) manage.py tail_topic $(TOPIC)
 
+# make bench NAME=push ARGS="--sockets 100 --seconds 10"   (make bench alone lists the scenarios)
 bench: install
-	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@$(PY) -m bench $(NAME) $(ARGS)
 
 clean:
 	rm -rf var .pytest_cache

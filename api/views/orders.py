@@ -89,7 +89,8 @@ class OrderListView(OrderView):
         operation_id="listOrders",
         summary="List my orders",
         description="The orders the caller may see, newest first: a customer's own, a "
-        "courier's assigned, a restaurant's for its staff, every order for operators. "
+        "courier's (carried now, or delivered less than `COURIER_ORDER_GRACE_HOURS`, 2 h, ago), "
+        "a restaurant's for its staff, every order for operators. "
         "Pages with `limit`/`offset`; `next` is set while a page comes back full. Poll it "
         "with `If-None-Match`: 304 while nothing shown has changed.",
         parameters=[OrderListQuerySerializer, IF_NONE_MATCH, ETAG],

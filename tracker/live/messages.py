@@ -28,6 +28,7 @@ from contract.events import (
     status_label,
     status_rank,
 )
+from contract.geo import haversine_km
 from tracker.tracking import read_model
 from tracker.tracking.formats import iso_ms
 from tracker.tracking.serializers import (
@@ -188,6 +189,11 @@ SHARE_ALLOW_LIST: dict[str, dict[str, Any]] = {
 #: Decimal places the destination is rounded to: 0.001 degree is 111 m of latitude (and
 #: 108 m of longitude at Bengaluru's latitude).
 DESTINATION_DECIMALS = 3
+#: No courier point this close to the destination leaves a share socket, whatever the
+#: status (``ARRIVING_AT_DOOR`` is on the road): a point at the door would undo the
+#: rounding above. Nearly twice the rounding's cell, so the last point shown leaves the
+#: door inside an area larger than the rounded destination's.
+SHARE_HIDDEN_RADIUS_M = 200
 
 
 def _allowed(value: Any, spec: Any) -> Any:
@@ -222,44 +228,76 @@ def furthest(shown: str | None, received: str | None) -> str | None:
     return received if status_rank(received) > status_rank(shown) else shown
 
 
-def _on_the_road(body: dict[str, Any], in_transit: bool) -> dict[str, Any]:
-    """The courier's point and the distance left only while it is on the road, the
-    distance to 100 m (with the point, a finer one would narrow down the door)."""
+def destination_of(message: dict[str, Any]) -> tuple[float, float] | None:
+    """The exact delivery point an order's ``snapshot`` carries (None for anything else): a
+    share socket keeps it, to hold back the points near it (:func:`share_view`)."""
+    if message.get("type") != "snapshot":
+        return None
+    delivery = (message.get("order") or {}).get("delivery") or {}
+    lat, lon = delivery.get("lat"), delivery.get("lon")
+    if isinstance(lat, float | int) and isinstance(lon, float | int):
+        return float(lat), float(lon)
+    return None
+
+
+def _shareable_point(point: Any, in_transit: bool, destination: tuple[float, float] | None) -> Any:
+    """``point`` while the courier is on the road and at least ``SHARE_HIDDEN_RADIUS_M``
+    from the destination, else None (also when the destination is unknown)."""
+    if not in_transit or destination is None or not isinstance(point, dict):
+        return None
+    lat, lon = point.get("lat"), point.get("lon")
+    if not (isinstance(lat, float | int) and isinstance(lon, float | int)):
+        return None
+    near = haversine_km(lat, lon, *destination) * 1000 < SHARE_HIDDEN_RADIUS_M
+    return None if near else point
+
+
+def _on_the_road(
+    body: dict[str, Any], in_transit: bool, destination: tuple[float, float] | None
+) -> dict[str, Any]:
+    """The courier's point (away from the door) and the distance left only while it is
+    on the road, the distance to 100 m (with the point, a finer one would narrow down the
+    door)."""
     distance = body.get("distance_left_km")
     return {
         **body,
-        "position": body.get("position") if in_transit else None,
+        "position": _shareable_point(body.get("position"), in_transit, destination),
         "distance_left_km": round(distance, 1) if in_transit and distance is not None else None,
     }
 
 
-def share_view(message: dict[str, Any], shown_status: str | None) -> dict[str, Any] | None:
+def share_view(
+    message: dict[str, Any],
+    shown_status: str | None,
+    destination: tuple[float, float] | None = None,
+) -> dict[str, Any] | None:
     """What a shared link's socket sends for ``message`` (one of the order's own messages,
     or a socket message such as ``heartbeat``), given the status the link's page shows
-    (:func:`furthest` of those carried so far); None: nothing (a type not on the list, a
-    courier's point while the courier is not on the road)."""
+    (:func:`furthest` of those carried so far) and the order's exact destination
+    (:func:`destination_of` its snapshot; a snapshot brings its own). None: nothing (a
+    type not on the list, a courier's point while the courier is not on the road or is
+    within ``SHARE_HIDDEN_RADIUS_M`` of the destination, or when that is unknown)."""
     kind = message.get("type")
     spec = SHARE_ALLOW_LIST.get(kind)
     if spec is None:
         return None
     in_transit = shown_status in IN_TRANSIT_STATUSES
-    if kind == "position" and not in_transit:
-        return None
-    if kind == "snapshot":
+    destination = destination_of(message) or destination
+    if kind == "position":
+        if _shareable_point(message.get("position"), in_transit, destination) is None:
+            return None
+    elif kind == "snapshot":
         order = message.get("order") or {}
-        delivery = order.get("delivery") or {}
-        destination = None
-        if isinstance(delivery.get("lat"), float | int) and isinstance(
-            delivery.get("lon"), float | int
-        ):
-            destination = {
-                "lat": round(delivery["lat"], DESTINATION_DECIMALS),
-                "lon": round(delivery["lon"], DESTINATION_DECIMALS),
+        rounded = None
+        if destination is not None:
+            rounded = {
+                "lat": round(destination[0], DESTINATION_DECIMALS),
+                "lon": round(destination[1], DESTINATION_DECIMALS),
             }
         message = {
             **message,
-            "order": {**_on_the_road(order, in_transit), "destination": destination},
+            "order": {**_on_the_road(order, in_transit, destination), "destination": rounded},
         }
     elif kind == "update":
-        message = _on_the_road(message, in_transit)
+        message = _on_the_road(message, in_transit, destination)
     return _allowed(message, spec)

@@ -359,19 +359,19 @@ def list_validator(
     """The validator of the list ``scope`` (:func:`tracker.orders.policy.list_scope`)
     answers ``query`` (the request's parameters) with; None when the register cannot
     say (no live bridge run, or a courier's list, which is not registered)."""
-    if "courier_id" in scope:
-        return None
     if "customer_id" in scope:
         scopes = [f"customer:{scope['customer_id']}"]
     elif "restaurant_ids" in scope:
         scopes = [f"restaurant:{r}" for r in scope["restaurant_ids"]]
-    else:
+    elif not scope:
         scopes = ["all"]
+    else:  # a courier's orders: a set the database moves (reassignments, the grace)
+        return None
     found = reads.scope_stamps(scopes)
     if found is None:
         return None
     run, stamps = found
-    shown = (SHAPES_VERSION, run.id, sorted(stamps.items()), sorted(query),
+    shown = (SHAPES_VERSION, run.id, sorted(scope.items()), sorted(stamps.items()), sorted(query),
              prediction_clock(), eta.current_statistics().as_of, viewer_key(viewer))  # fmt: skip
     return ListValidator(run, stamps, _digest(repr(shown)))
 

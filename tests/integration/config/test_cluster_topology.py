@@ -24,14 +24,14 @@ import pytest
 import yaml
 
 from localrun import compose as prod
-from localrun.compose_file import (
+from localrun.compose.file import (
     CLUSTER_FILE,
     COMPOSE_FILE,
     interpolate,
     load_project,
     merge_service,
 )
-from localrun.compose_ports import Ports
+from localrun.compose.ports import Ports
 from localrun.kafka import image_properties, launcher_node
 from runtime.conf import BASE_DIR, KafkaConfig
 from tests.integration.config.test_production_topology import (
@@ -267,7 +267,7 @@ def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkey
 
 
 def test_two_pinot_servers_hold_every_table_twice(cluster):
-    from localrun.pinot_conf import Ports as PinotPorts
+    from localrun.pinot.conf import Ports as PinotPorts
     from pinot import loader
     from pinot.definitions import load_tables
 

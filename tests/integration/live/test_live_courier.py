@@ -112,7 +112,7 @@ def _documented_snapshot(message: dict[str, Any]) -> None:
         assert detail_fields <= set(order), set(order) ^ detail_fields
 
 
-async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pinot):
+async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pinot, asgi_lifespan):
     world = await _world()
     first_order, second_order, other = world["orders"]
     t0 = now_ms() - 120_000
@@ -176,7 +176,9 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     await theirs.disconnect()
 
 
-async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(pinot, settings):
+async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(
+    pinot, settings, asgi_lifespan
+):
     settings.PUSH_RECHECK_SECONDS = 0.5
     world = await _world()
     order = world["orders"][0]
@@ -198,7 +200,7 @@ async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(pinot, se
     await socket.disconnect()
 
 
-async def test_signing_out_closes_the_couriers_socket(pinot):
+async def test_signing_out_closes_the_couriers_socket(pinot, asgi_lifespan):
     world = await _world()
     await pinot.apublish(_road(world["orders"][0], 1, (12.9719, 77.6412), now_ms() - 60_000))
     browser = Client()

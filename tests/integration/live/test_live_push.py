@@ -65,7 +65,9 @@ async def _connect(path: str, token: str | None) -> tuple[WebsocketCommunicator,
 
 
 @pytest.mark.asyncio
-async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(pinot):
+async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(
+    pinot, asgi_lifespan
+):
     world = await _world()
     socket, message = await _connect(f"/ws/orders/{world['order'].pk}/", None)
     assert message["type"] == "error" and message["code"] == messages.CLOSE_UNAUTHENTICATED
@@ -77,7 +79,7 @@ async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(p
 
 
 @pytest.mark.asyncio
-async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot):
+async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot, asgi_lifespan):
     world = await _world()
     order = world["order"]
     t0 = now_ms() - 30_000
@@ -125,7 +127,7 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot)
 
 
 @pytest.mark.asyncio
-async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
+async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot, asgi_lifespan):
     world = await _world()
     order = world["order"]
     t0 = now_ms() - 30_000
@@ -146,7 +148,7 @@ async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
 
 
 @pytest.mark.asyncio
-async def test_ping_gets_pong(pinot):
+async def test_ping_gets_pong(pinot, asgi_lifespan):
     world = await _world()
     await pinot.apublish(order_event_of(world["order"], 1))
     socket, _ = await _connect(f"/ws/orders/{world['order'].pk}/", world["alice"])
@@ -325,7 +327,7 @@ def _advance_and_relay(order, steps: int = 1) -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot):
+async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot, asgi_lifespan):
     world = await _world()
     order = world["order"]
     await pinot.apublish(order_event_of(order, 1))
@@ -352,7 +354,7 @@ async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot)
 
 
 @pytest.mark.asyncio
-async def test_a_replayed_status_event_is_not_pushed_twice(pinot):
+async def test_a_replayed_status_event_is_not_pushed_twice(pinot, asgi_lifespan):
     world = await _world()
     order = world["order"]
     await pinot.apublish(order_event_of(order, 1))
@@ -412,7 +414,7 @@ WS_MATRIX = {
 
 
 @pytest.mark.asyncio
-async def test_websocket_routes_against_every_role(pinot):
+async def test_websocket_routes_against_every_role(pinot, asgi_lifespan):
     world = await _world()
     order = world["order"]
     await pinot.apublish(order_event_of(order, 1))
@@ -426,7 +428,7 @@ async def test_websocket_routes_against_every_role(pinot):
 
 
 @pytest.mark.asyncio
-async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot):
+async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot, asgi_lifespan):
     world = await _world()
     await pinot.apublish(order_event_of(world["order"], 1))
     path = f"/ws/orders/{world['order'].pk}/"

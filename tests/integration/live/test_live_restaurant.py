@@ -63,7 +63,7 @@ async def _connect(path: str, token: str) -> tuple[WebsocketCommunicator, dict]:
     return socket, await socket.receive_json_from(timeout=20)
 
 
-async def test_staff_follow_their_own_restaurants_orders_and_never_anothers(pinot):
+async def test_staff_follow_their_own_restaurants_orders_and_never_anothers(pinot, asgi_lifespan):
     world = await _world()
     t0 = now_ms() - 60_000
     await pinot.apublish(
@@ -101,7 +101,7 @@ async def test_staff_follow_their_own_restaurants_orders_and_never_anothers(pino
         await socket.disconnect()
 
 
-async def test_leaving_the_staff_closes_the_board_socket_within_a_second(pinot):
+async def test_leaving_the_staff_closes_the_board_socket_within_a_second(pinot, asgi_lifespan):
     world = await _world()
     await pinot.apublish(order_event_of(world["pizza_order"], 1))
     board, _ = await _connect(f"/ws/restaurants/{world['pizza'].pk}/", world["tokens"]["pizza"])
@@ -123,7 +123,9 @@ async def test_leaving_the_staff_closes_the_board_socket_within_a_second(pinot):
     }
 
 
-async def test_operations_feed_is_for_operators_and_carries_every_status_change(pinot):
+async def test_operations_feed_is_for_operators_and_carries_every_status_change(
+    pinot, asgi_lifespan
+):
     world = await _world()
     t0 = now_ms() - 60_000
     feed, snapshot = await _connect("/ws/operations/", world["tokens"]["ops"])
