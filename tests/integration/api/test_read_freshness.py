@@ -25,8 +25,8 @@ from django.db import connections
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from contract.events import OrderStatus, now_ms
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from contract.events import now_ms
+from tests.factories import make_courier, make_customer, make_restaurant, out_for_delivery, place
 from tests.fixtures_pinot import delivery_event, order_event
 from tests.waiting import wait_until
 from tracker.cache import bodies, reads
@@ -34,9 +34,7 @@ from tracker.cache.maps import bounded
 from tracker.live.bridge import Bridge
 from tracker.live.embedded import stop_embedded_bridge
 from tracker.live.reader import run_readers
-from tracker.orders import services
 from tracker.orders.models import Order
-from tracker.orders.policy import SYSTEM
 from tracker.tracking import eta, read_model, selectors
 
 pytestmark = pytest.mark.django_db(transaction=True)  # other threads read what it writes
@@ -157,12 +155,7 @@ def test_every_change_of_an_order_changes_its_etag_and_body_in_every_process(
     rider, other_rider = make_courier("rider"), make_courier("rider2")
     chef = get_user_model().objects.create_user("chef")
     restaurant.staff.add(chef)
-    order = place(alice, restaurant)
-    for _ in range(3):
-        services.advance_order(order.pk, by=SYSTEM)
-    order = services.advance_order(
-        order.pk, by=SYSTEM, to=OrderStatus.OUT_FOR_DELIVERY, courier=rider
-    )
+    order = out_for_delivery(alice, restaurant, rider)
     t0 = now_ms() - 20 * MIN
     common = dict(customer_id=alice.pk, restaurant_id=restaurant.pk, created_at=t0, total=18.5)
     on_road = dict(common, status_time=t0 + 10 * MIN, distance_left_km=1.25)
