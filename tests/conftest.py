@@ -63,15 +63,16 @@ def _fresh_throttle_counters():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_read_copies():
-    """The read model keeps each order's placed part per process, keyed by id; a test's
+def _fresh_read_cache():
+    """The read cache holds each order's placed part per process, keyed by id; a test's
     database is rolled back afterwards, so the next test's orders reuse the same ids.
     The notice listener a test started is stopped: it holds a database connection of its
     own, which would keep PostgreSQL from dropping the test database at the end."""
+    from tracker.cache import bodies, reads
     from tracker.notices import listener
-    from tracker.tracking import copies
 
-    copies.forget_copies()
+    reads.clear()
+    bodies.clear()
     yield
     listener.stop()
 

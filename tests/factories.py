@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from tracker.couriers.models import Courier
 from tracker.customers.models import Address, Customer
 from tracker.orders import services
+from tracker.orders.policy import SYSTEM
 from tracker.restaurants.models import Product, Restaurant
 from tracker.simulator.seed import PUBLIC_DEMO_ACCOUNTS, DemoSize, seed_demo
 
@@ -56,6 +57,15 @@ def place(customer: Customer, restaurant: Restaurant, **kwargs):
         **kwargs,
     )
     return order
+
+
+def out_for_delivery(customer: Customer, restaurant: Restaurant, courier: Courier):
+    """An order placed, confirmed, prepared, cooked and out for delivery with ``courier``
+    (the database's side only: the pipeline's records are the test's to publish)."""
+    order = place(customer, restaurant)
+    for _ in range(3):
+        services.advance_order(order.pk, by=SYSTEM)
+    return services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=courier)
 
 
 def seed_small_world(seed: int = 1) -> None:

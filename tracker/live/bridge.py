@@ -106,6 +106,11 @@ class Bridge:
         with self._handling:
             return self.ledger.take_new_versions()
 
+    def take_new_scopes(self) -> dict[str, tuple[int, int]]:
+        """The lists changed since the last call (:class:`Ledger`)."""
+        with self._handling:
+            return self.ledger.take_new_scopes()
+
     def handle(self, records: list[tuple[Topic, bytes]], *, fleet: bool) -> None:
         """Publish one poll's (topic, value) records, and with ``fleet`` the fleet entries
         that have waited out their interval (an empty poll sends just those), in one call
@@ -152,7 +157,13 @@ class Bridge:
         ):
             return True
         with self._handling:
-            self.ledger.enriched(order_id, routing.version, routing.status)
+            self.ledger.enriched(
+                order_id,
+                routing.version,
+                routing.status,
+                routing.customer_id,
+                routing.restaurant_id,
+            )
         return False
 
     def _parse(self, record: tuple[Topic, bytes]) -> Event | None:

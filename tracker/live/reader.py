@@ -19,8 +19,8 @@ from confluent_kafka import KafkaError, TopicPartition
 from contract.events import Topic, now_ms, topic_name
 from runtime import kafka
 from runtime.positions import PositionReporter
+from tracker.cache import reads
 from tracker.live.metrics import BRIDGE_HANDLE, BRIDGE_RECORD_AGE, measure_poll
-from tracker.tracking import versions
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ class Handler(Protocol):
     def handle(self, records: list[tuple[Topic, bytes]], *, fleet: bool) -> None: ...
 
     def take_new_versions(self) -> dict[int, int]: ...
+
+    def take_new_scopes(self) -> dict[str, tuple[int, int]]: ...
 
 
 def run_readers(
@@ -84,8 +86,8 @@ def _follow(
     names = {topic_name(topic): topic for topic in topics}
     fleet = Topic.DELIVERY_LOCATIONS in topics
     # The enriched reader registers the versions it reads, so reads of orders that have
-    # not changed skip Pinot (tracker.tracking.versions); its heartbeat says it reads.
-    registrar = versions.Registrar() if Topic.ORDERS_ENRICHED in topics else None
+    # not changed skip Pinot (tracker.cache.reads); its heartbeat says it reads.
+    registrar = reads.Registrar() if Topic.ORDERS_ENRICHED in topics else None
     ages = {name: BRIDGE_RECORD_AGE.labels(name) for name in names}
     handled = BRIDGE_HANDLE.labels(",".join(names))
     reporter = PositionReporter(reader)  # one per reader of each process
@@ -135,7 +137,7 @@ def _follow(
                 if records:
                     handled.observe(time.perf_counter() - started)
                 if registrar is not None:
-                    registrar.register(handler.take_new_versions())
+                    registrar.register(handler.take_new_versions(), handler.take_new_scopes())
                 measure_poll(seen, len(batch) < POLL_RECORDS)
         except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
             log.exception("push bridge: consumer failed; reconnecting in 1s")

@@ -197,3 +197,29 @@ def test_no_import_cycles_between_modules():
         if module not in state:
             visit(module, [module])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+#: What makes a bounded map: a cache library, or an ordered dict trimmed by hand.
+BOUNDED_MAP_MARKS = ("cachetools", "OrderedDict", "move_to_end", "popitem(last=False)")
+
+
+def test_only_the_cache_package_caches():
+    """One package (``tracker/cache``) talks to Django's cache and defines the bounded maps
+    (cachetools'); everything else reaches them through it, so one table (its docstring)
+    says everything a process or Redis keeps for reads."""
+    talks_to_a_cache = {
+        path: names
+        for package in PRODUCTION
+        for path, names in _offending(package, ("django.core.cache", "cachetools")).items()
+        if not path.startswith("tracker/cache/")
+    }
+    assert talks_to_a_cache == {}
+    bounded_by_hand = sorted(
+        str(path.relative_to(ROOT))
+        for package in PRODUCTION
+        for path in (ROOT / package).rglob("*.py")
+        if "tracker/cache/" not in path.as_posix()
+        and any(mark in path.read_text() for mark in BOUNDED_MAP_MARKS)
+    )
+    assert bounded_by_hand == []
+    assert "django.core.cache" in imports_of("tracker/cache")["tracker/cache/reads.py"]
