@@ -277,7 +277,7 @@ class CourierLocationView(OrderView):
         )
         accepted = services.record_locations(
             [
-                services.CourierPosition(
+                services.LocationPoint(
                     order, order.courier, p["lat"], p["lon"], p.get("recorded_at")
                 )
                 for p in points

@@ -30,7 +30,7 @@ import time
 from bench import harness
 from contract.events import Topic
 from runtime.conf import var_dir
-from runtime.kafka import Record
+from runtime.kafka import ConsumerRecord
 
 #: The probe's pause between its reads while it waits for the pipeline to know an order.
 KNOWN_EVERY = 0.05
@@ -435,7 +435,9 @@ class StageFollower:
         return self.first, self.received
 
 
-def note_produced(first: dict, topic: Topic, record: Record, orders: set[int]) -> tuple | None:
+def note_produced(
+    first: dict, topic: Topic, record: ConsumerRecord, orders: set[int]
+) -> tuple | None:
     """Keep when ``record`` was produced (wall clock, s), if it is one of ``orders``'s:
     under (topic, order, status), or (topic, order, latitude) for a GPS point, the first
     time is kept. The relay produces order_statuses, the stream job orders_enriched.

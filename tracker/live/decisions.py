@@ -107,7 +107,7 @@ def peek_routing(value: bytes | None) -> Routing | None:
     return Routing(customer, restaurant, version, status)
 
 
-class Ledger:
+class LastSeen:
     """What has been published per order, bounded: the last enriched version and status,
     the furthest status by either path, and the time of the last courier point."""
 
@@ -192,7 +192,7 @@ class Poll:
     point per order is sent at the end.
     """
 
-    def __init__(self, ledger: Ledger, now: int) -> None:
+    def __init__(self, ledger: LastSeen, now: int) -> None:
         self.ledger, self.now = ledger, now
         self.out: list[Outgoing] = []
         #: position-only enriched updates superseded within the poll

@@ -3,7 +3,7 @@
 Each reader follows its topics from their end, reconnects by itself after a broker
 failure, skips what no socket would get before parsing it (``worth_parsing``), hands each
 poll to :meth:`tracker.live.bridge.Bridge.handle`, and reports its positions to the broker
-for pipeline health (:mod:`runtime.positions`).
+for pipeline health (:mod:`runtime.offsets`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from contract.events import Topic, now_ms, topic_name
 from runtime import kafka
-from runtime.positions import PositionReporter
+from runtime.offsets import OffsetReporter
 from tracker.cache import reads
 from tracker.live.metrics import BRIDGE_HANDLE, BRIDGE_RECORD_AGE, measure_poll
 
@@ -90,7 +90,7 @@ def _follow(
     registrar = reads.Registrar() if Topic.ORDERS_ENRICHED in topics else None
     ages = {name: BRIDGE_RECORD_AGE.labels(name) for name in names}
     handled = BRIDGE_HANDLE.labels(",".join(names))
-    reporter = PositionReporter(reader)  # one per reader of each process
+    reporter = OffsetReporter(reader)  # one per reader of each process
     #: (topic, partition) -> next offset
     positions: dict[tuple[str, int], int] = {}
     while not stop.is_set():

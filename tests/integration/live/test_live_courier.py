@@ -130,7 +130,7 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     assert shown["position"]["lat"] == 12.9719
 
     # Its own point comes back on the fast path; the stream job's update follows.
-    point = services.CourierPosition(first_order, first_order.courier, 12.9700, 77.6300)
+    point = services.LocationPoint(first_order, first_order.courier, 12.9700, 77.6300)
     assert await database_sync_to_async(services.record_locations)([point]) == 1
     moved = await _next(socket)
     assert moved["type"] == "position" and moved["order_id"] == first_order.pk

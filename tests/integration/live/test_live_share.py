@@ -411,7 +411,7 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot, asgi
         "OUT_FOR_DELIVERY",
     )
     assert update["position"]["lat"] == 12.965 and update["distance_left_km"] == 2.6
-    point = services.CourierPosition(order=order, courier=order.courier, lat=12.97, lon=77.61)
+    point = services.LocationPoint(order=order, courier=order.courier, lat=12.97, lon=77.61)
     assert await database_sync_to_async(services.record_locations)([point]) == 1
     moved = await _next_shared(socket)
     assert moved == {"type": "position", "position": {**moved["position"], "lat": 12.97}}
