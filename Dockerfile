@@ -68,7 +68,7 @@ ENV PYTHONPATH=/app \
 # /var/lib/ordertrack holds the named volumes (Spark checkpoints, the workers' work folders): creating
 # the folders here makes fresh volumes owned by the unprivileged user.
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin ordertrack \
-    && python manage.py collectstatic --noinput --verbosity 0 \
+    && DJANGO_DEBUG=true python manage.py collectstatic --noinput --verbosity 0 \
     && mkdir -p /var/lib/ordertrack/checkpoints /var/lib/ordertrack/spark-work /app/var \
     && chown -R ordertrack:ordertrack /app/var /var/lib/ordertrack
 

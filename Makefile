@@ -9,13 +9,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := var/.system-deps
 
-# make run-prod: docker-compose.yml's topology as local processes (localrun/compose.py);
+# make run-prod: docker-compose.yml's topology as local processes (localrun/compose/);
 # with COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml (compose's own variable:
 # the files merged in order), the replicated cluster (docs/operations.md, section 6).
 .PHONY: run run-prod test test-fast test-integration test-system test-passes test-backends install jvm system-deps schema lint format tail bench clean
 
-# Debug on explicitly: the embedded mode's demo accounts and development key (the image
-# defaults to debug off).
+# Debug on explicitly: the embedded mode's demo accounts and development key (debug is
+# off unless asked for: config/settings.py).
 run: install
 	DJANGO_DEBUG=true $(PY) -m localrun
 
@@ -28,7 +28,8 @@ run-prod: install
 # processes, Spark cluster) in the first run; test_pipeline_e2e.py is not repeated here.
 BACKEND_TESTS := tests/unit/orders/test_order_lifecycle.py tests/integration/kafka/test_outbox_relay.py tests/integration/api/test_api_commands.py \
 	tests/integration/api/test_api_tracking.py tests/integration/live/test_live_push.py tests/integration/kafka/test_production_path.py \
-	tests/integration/kafka/test_outbox_wakeup.py tests/integration/api/test_api_unavailable.py tests/integration/simulator/test_simulator_outage.py
+	tests/integration/kafka/test_outbox_wakeup.py tests/integration/api/test_api_unavailable.py tests/integration/simulator/test_simulator_outage.py \
+	tests/integration/api/test_read_freshness.py
 
 # Three tiers (tests/README.md): unit (no engine, no subprocess, no socket), integration
 # (real Kafka, Pinot, Spark, PostgreSQL, Redis), system (whole processes, browser, kills).
@@ -79,7 +80,7 @@ $(SYSTEM_STAMP): .ci/system-deps.sh
 
 # The committed OpenAPI schema (tests/system/api/test_api_clients.py fails when it differs from the server's).
 schema: install
-	$(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
+	DJANGO_DEBUG=true $(PY) manage.py spectacular --format openapi-json --validate --fail-on-warn --file docs/openapi.json
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -92,10 +93,11 @@ format: install
 # make tail TOPIC=orders_enriched   (follow a topic of the running system)
 TOPIC ?= orders
 tail: install
-	$(PY) manage.py tail_topic $(TOPIC)
+	DJANGO_DEBUG=true $(PY) manage.py tail_topic $(TOPIC)
 
+# make bench NAME=push ARGS="--sockets 100 --seconds 10"   (make bench alone lists the scenarios)
 bench: install
-	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@$(PY) -m bench $(NAME) $(ARGS)
 
 clean:
 	rm -rf var .pytest_cache

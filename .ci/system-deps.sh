@@ -13,7 +13,7 @@ command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || need+=(op
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
-# Run as ordinary processes by localrun/compose.py (initdb under var/); no service is started.
+# Run as ordinary processes by localrun/compose/ (initdb under var/); no service is started.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 # promtool checks and unit-tests the alert rules; prometheus scrapes the embedded system
@@ -30,7 +30,7 @@ fi
 java -version 2>&1 | head -1
 
 # The Spark Master/Worker of the production-like run drop root to this system user, as the
-# compose image runs them as a non-root user (localrun/compose_user.py).
+# compose image runs them as a non-root user (localrun/compose/user.py).
 if [ "$(id -u)" -eq 0 ] && ! id ordertrack >/dev/null 2>&1; then
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ordertrack
 fi

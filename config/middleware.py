@@ -1,4 +1,5 @@
-"""Django middleware: request-body cap, login throttles and request latency (see :mod:`tracker.accounts.security`).
+"""Django middleware: request-body cap, login throttles, request latency (see
+:mod:`tracker.accounts.security`) and the Content-Security-Policy of every answer.
 
 Both answer in the API's error format under ``/api/`` and in plain text elsewhere.
 """
@@ -14,8 +15,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import Histogram
 
 from api.errors import UNAVAILABLE_RETRY_AFTER_S
-from runtime.stores import REDIS_UNREACHABLE
-from tracker.accounts.security import LoginRateLimiter, client_ip
+from frontend.views import MAP_TILE_ENV
+from runtime.conf import env_str
+from runtime.redis_errors import REDIS_UNREACHABLE
+from tracker.accounts.security import (
+    DEVICE_COOKIE,
+    PERMISSIONS_POLICY,
+    LoginRateLimiter,
+    client_ip,
+    content_security_policy,
+    device_cookie,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +75,9 @@ class RequestSizeLimitMiddleware:
 
 
 class LoginThrottleMiddleware:
-    """Throttle every login path, per client address and per user name (429 + Retry-After).
+    """Throttle every login path, per client address and per user name (429 + Retry-After);
+    a successful sign-in leaves a device cookie, whose later attempts at that name spend
+    their own budget instead of the name's (:class:`~tracker.accounts.security.LoginRateLimiter`).
 
     While the attempts cannot be counted (Redis unreachable) every sign-in is refused with
     503 + Retry-After, as the API refuses what it cannot count (:mod:`api.errors`): a
@@ -75,23 +87,45 @@ class LoginThrottleMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.method == "POST" and request.path in settings.LOGIN_PATHS:
-            try:
-                refusal = LoginRateLimiter().attempt(
-                    client=client_ip(request.META), username=_username(request)
-                )
-            except REDIS_UNREACHABLE as exc:
-                log.warning("503: sign-in attempts cannot be counted: %s", exc)
-                response = error_response(
-                    request, 503, "unavailable", "Sign-in is unavailable right now; retry shortly."
-                )
-                response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_S)
-                return response
-            if refusal is not None:
-                response = error_response(request, 429, "throttled", refusal.reason)
-                response["Retry-After"] = str(refusal.retry_after)
-                return response
-        return self.get_response(request)
+        if request.method != "POST" or request.path not in settings.LOGIN_PATHS:
+            return self.get_response(request)
+        username = _username(request)
+        try:
+            refusal = LoginRateLimiter().attempt(
+                client=client_ip(request.META),
+                username=username,
+                device=request.COOKIES.get(DEVICE_COOKIE),
+            )
+        except REDIS_UNREACHABLE as exc:
+            log.warning("503: sign-in attempts cannot be counted: %s", exc)
+            response = error_response(
+                request, 503, "unavailable", "Sign-in is unavailable right now; retry shortly."
+            )
+            response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_S)
+            return response
+        if refusal is not None:
+            response = error_response(request, 429, "throttled", refusal.reason)
+            response["Retry-After"] = str(refusal.retry_after)
+            return response
+        response = self.get_response(request)
+        if username and _signed_in(request, response):
+            response.set_cookie(
+                DEVICE_COOKIE,
+                device_cookie(username),
+                max_age=settings.LOGIN_DEVICE_DAYS * 86400,
+                secure=settings.SESSION_COOKIE_SECURE,
+                httponly=True,
+                samesite="Lax",
+            )
+        return response
+
+
+def _signed_in(request: HttpRequest, response: HttpResponse) -> bool:
+    """Whether the sign-in succeeded: the API answers 200 with a token; the browser and
+    admin sign-ins log the session in and redirect (a failure shows the form again)."""
+    if request.path.startswith("/api/"):
+        return response.status_code == 200
+    return response.status_code == 302 and request.user.is_authenticated
 
 
 def _username(request: HttpRequest) -> str | None:
@@ -135,4 +169,21 @@ class RequestLatencyMiddleware:
         REQUEST_DURATION.labels(route, request.method, f"{response.status_code // 100}xx").observe(
             time.perf_counter() - started
         )
+        return response
+
+
+class SecurityHeadersMiddleware:
+    """``Content-Security-Policy`` (:func:`~tracker.accounts.security.content_security_policy`,
+    with the configured map tiles' origin) and
+    ``Permissions-Policy`` on every answer that has none of its own (a view with other
+    needs, such as the API's Swagger UI page, sets its own)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        self.policy = content_security_policy(env_str(MAP_TILE_ENV, ""))
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        response.headers.setdefault("Content-Security-Policy", self.policy)
+        response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
         return response

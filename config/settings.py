@@ -1,8 +1,10 @@
 """Django settings, every value read from the environment with an embedded default.
 
 The defaults run the whole system on one machine (SQLite under ``var/``, the
-in-memory channel layer, a local Apache Kafka and Apache Pinot on loopback).
-Production sets the variables listed in README.md's configuration table.
+in-memory channel layer, a local Apache Kafka and Apache Pinot on loopback), with debug
+off unless ``DJANGO_DEBUG=true`` asks for it (``make run``, the tests, the benchmarks):
+a process started any other way gets the production settings, and so refuses the public
+development key. Production sets the variables listed in README.md's configuration table.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from tracker.accounts.rates import outlasts
 #: The built-in key: fine on a laptop, never with debug off (see the check below).
 DEVELOPMENT_SECRET_KEY = "embedded-development-only-not-a-secret"
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
     # Sessions, password-reset links and signed values would be forgeable by anyone who
     # has read this repository: refuse to start rather than run production with it.
     raise ImproperlyConfigured(
-        "DJANGO_DEBUG=false but DJANGO_SECRET_KEY is not set (the built-in development key "
+        "DJANGO_DEBUG is off (the default) but DJANGO_SECRET_KEY is not set (the built-in "
+        "development key "
         "is public). Set DJANGO_SECRET_KEY to 50+ random characters, e.g. the output of "
         '`python -c "import secrets; print(secrets.token_urlsafe(50))"`, or set '
         "DJANGO_DEBUG=true for local development. See docs/operations.md, production checklist."
@@ -56,6 +59,7 @@ INSTALLED_APPS = [
     "tracker.outbox",
     "tracker.notices",
     "tracker.tracking",
+    "tracker.cache",
     "tracker.simulator",
     "tracker.operations",
     "tracker.live",
@@ -66,6 +70,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "config.middleware.RequestLatencyMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.SecurityHeadersMiddleware",
     "config.middleware.RequestSizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -192,6 +197,10 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
 #: still capped.
 LOGIN_PATHS = frozenset({"/api/v1/auth/token/", "/accounts/login/", "/admin/login/"})
 LOGIN_THROTTLE_PER_CLIENT = env_str("API_THROTTLE_LOGIN", "10/min")
+#: A browser or app that signs in keeps a signed device cookie this many days: its later
+#: attempts at that name spend their own budget (the per-client rate), not the name's, so
+#: addresses spending the name's budget cannot lock its owner out of their own devices.
+LOGIN_DEVICE_DAYS = env_int("LOGIN_DEVICE_DAYS", 90)
 LOGIN_THROTTLE_PER_USERNAME = env_str("API_THROTTLE_LOGIN_USERNAME", "30/min")
 if not outlasts(LOGIN_THROTTLE_PER_USERNAME, LOGIN_THROTTLE_PER_CLIENT):
     raise ImproperlyConfigured(
@@ -295,7 +304,7 @@ SPECTACULAR_SETTINGS = {
     ],  # fmt: skip
 }
 
-# Throttle counters and the version register (tracker/tracking/versions.py): per process
+# Throttle counters and the version register (tracker/cache/reads.py): per process
 # in embedded mode, shared through Redis in production (config/stores.py).
 REDIS_URL = env_str("REDIS_URL", "")
 CACHES = cache_settings(REDIS_URL)
@@ -318,6 +327,13 @@ WS_MAX_MESSAGE_BYTES = env_int("WS_MAX_MESSAGE_BYTES", 4096)
 WS_MAX_SOCKETS_PER_USER = env_int("WS_MAX_SOCKETS_PER_USER", 20)
 WS_CONNECT_RATE = env_str("WS_CONNECT_RATE", "60/min")
 WS_PING_RATE = env_str("WS_PING_RATE", "30/min")
+
+# --- who sees what (tracker/orders/policy.py) -------------------------------------------
+#: A courier sees an order it carried (its customer's name, address and items) this long
+#: after delivering it, then no longer: the orders it carries now, plus this grace.
+COURIER_ORDER_GRACE = timedelta(hours=env_float("COURIER_ORDER_GRACE_HOURS", 2))
+if timedelta(0) > COURIER_ORDER_GRACE:
+    raise ImproperlyConfigured("COURIER_ORDER_GRACE_HOURS must be 0 or more.")
 
 # --- shared tracking links (tracker/sharing) -----------------------------------------
 #: A link stops working this long after its order was delivered or cancelled ...

@@ -1,7 +1,7 @@
 """``python -m localrun`` (``make run``): migrate, seed, then run every component until Ctrl-C.
 
 The components and their start order are :func:`localrun.components.components`;
-:class:`localrun.supervisor.Supervisor` starts, watches and stops them.
+:class:`localrun.launch.System` starts, watches and stops them.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.core.management import call_command
 
-    from localrun.components import components, web_address
-    from localrun.supervisor import Supervisor
+    from localrun.components import components
+    from localrun.launch import LaunchError, System
     from tracker.simulator.seed import DEMO_PASSWORD, OPERATOR_USERNAME
 
     print("system | migrating the database ...", flush=True)
     call_command("migrate", verbosity=0, interactive=False)
     call_command("simulate", seed_only=True, seed=42)
-    comps = [c for c in components() if not (args.no_simulator and c.name == "simulator")]
-    supervisor = Supervisor(comps)
+    names = [c.name for c in components() if not (args.no_simulator and c.name == "simulator")]
+    system = System(names)
+    supervisor = system.supervisor
     supervisor.stop_on_signals()
-    host, port = web_address()
-    base = f"http://{host}:{port}"
+    base = system.web_url
     ready = (
         "\n"
         "  ============================================================\n"
@@ -49,13 +49,14 @@ def main(argv: list[str] | None = None) -> int:
         "  ============================================================"
     )
     try:
-        if supervisor.start(ready_message=ready):
-            while not supervisor.stopping.wait(0.5):  # a timed wait lets signals in
-                pass
-        elif not supervisor.stopping.is_set():  # a component never became ready
-            supervisor.failed.set()
+        system.start(ready_message=ready)
+    except LaunchError as exc:  # the supervisor said which component, or Ctrl-C
+        return 0 if exc.interrupted else 1
+    try:
+        while not supervisor.stopping.wait(0.5):  # a timed wait lets signals in
+            pass
     finally:
-        supervisor.stop()
+        system.stop()
     return 1 if supervisor.failed.is_set() else 0
 
 

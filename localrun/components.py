@@ -28,7 +28,7 @@ class Component:
     #: A substring of the child's output that means "ready".
     ready_text: str
     stage: int
-    #: What to tell the user while waiting (Spark takes ~20 s to warm up).
+    #: What it is, on its "starting" line (and why it may take a while: Spark's warm-up).
     waiting_note: str = ""
     enabled: Callable[[], bool] = field(default=lambda: True)
     ready_timeout: float = 120.0
@@ -56,12 +56,12 @@ def components() -> list[Component]:
     # The stream job's first micro-batch needs input, so it starts beside the simulator.
     return [
         Component("kafka", [PYTHON, "-m", "localrun.kafka"], "kafka: topics ready", 0,
-                  "starting Apache Kafka (one KRaft node, jvm/kafka)",
+                  "Apache Kafka (one KRaft node, jvm/kafka)",
                   enabled=lambda: kafka_config().embedded),
         Component("relay", [PYTHON, MANAGE, "relay"], "relay: publishing", 1,
-                  "outbox relay connecting to Kafka"),
+                  "the outbox relay (database to Kafka)"),
         Component("pinot", [PYTHON, "-m", "localrun.pinot"], "pinot: ready", 1,
-                  "starting Apache Pinot (ZooKeeper, controller and broker, server: jvm/pinot)",
+                  "Apache Pinot (ZooKeeper, controller and broker, server: jvm/pinot)",
                   enabled=lambda: env_bool("PINOT_EMBEDDED", True), ready_timeout=240.0,
                   stop_timeout=PINOT_STOP_TIMEOUT),
         Component("web", [PYTHON, *web, *listen], "Application startup complete", 1,
@@ -82,5 +82,5 @@ def components() -> list[Component]:
                        os.environ.get("STREAMING_FAIL_ON_DATA_LOSS") or "false",
                        "STREAMING_TRIGGER_MS": os.environ.get("STREAMING_TRIGGER_MS") or "2000"}),
         Component("simulator", [PYTHON, MANAGE, "simulate", *rate, *pace], "simulator: running", 2,
-                  "simulator placing orders", enabled=lambda: env_bool("SIMULATOR_ENABLED", True)),
+                  "the simulator (demo orders)", enabled=lambda: env_bool("SIMULATOR_ENABLED", True)),
     ]  # fmt: skip

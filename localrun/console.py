@@ -1,8 +1,9 @@
 """What ``make run`` prints once the system is up: one status line per component every
 ``CONSOLE_STATUS_SECONDS`` (10), and every warning or error the moment it is written.
 
-Everything a child writes still goes to ``var/logs/<component>.log``; on the console,
-after start-up, the per-micro-batch lines (the stream job's progress, Spark's "Current
+Everything a child writes goes to ``var/logs/<component>.log``. Until the system is up
+none of it reaches the console (the supervisor says when each component starts, is ready
+or fails); after start-up, the per-micro-batch lines (the stream job's progress, Spark's "Current
 batch is falling behind" from ``...streaming.runtime.ProcessingTimeExecutor``), the HTTP
 client's line per Pinot query and other INFO lines appear only with ``LOG_LEVEL=debug``.
 ``LOG_FORMAT=json`` writes every console line as one JSON object, for log shippers.
@@ -44,6 +45,7 @@ BATCH = re.compile(r"streaming: batch=\d+ rows=(\d+) duration_ms=(\d+)")
 
 
 def debug_console() -> bool:
+    """``LOG_LEVEL=debug``: every line of every child on the console, as it is written."""
     return env_str("LOG_LEVEL", "INFO").lower() == "debug"
 
 

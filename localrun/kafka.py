@@ -337,14 +337,27 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, lambda *_: stop.set())
+    from localrun.console import debug_console
+
+    if not debug_console():  # the broker's thousands of INFO lines: a file, not the console
+        broker.log_path = var_dir() / "logs" / f"{broker.data_dir.name}-jvm.log"
     jars = maven.lib_dir("kafka")
     print(
         f"kafka: Apache Kafka {kafka_version()} (jars in {jars}), node {broker.node_id}, "
-        "starting ...",
+        f"starting; its log: {broker.log_path or 'here'}",
         flush=True,
     )
     t0 = time.monotonic()
-    broker.start()
+    try:
+        broker.start()
+    except (RuntimeError, TimeoutError) as exc:
+        from localrun.supervisor import log_tail
+
+        print(f"kafka: {exc}", flush=True)
+        for line in log_tail(broker.log_path) if broker.log_path else []:
+            print(f"kafka:   {line}", flush=True)  # why, for the supervisor's report
+        broker.stop()
+        return 1
     print(
         f"kafka: listening on {broker.bootstrap_servers} (controller :{broker.controller_port}); "
         f"data in {broker.data_dir / 'log'} ({time.monotonic() - t0:.1f}s)",

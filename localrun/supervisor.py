@@ -1,10 +1,12 @@
 """Start, watch and stop every component of the system from one terminal.
 
-What a person running ``make run`` needs: progress while each part warms up, a
-clear "ready" with where to look, then a status line per component every few seconds
-and every warning or error as it happens (:mod:`localrun.console`; every child's whole
-output is kept under ``var/logs/``), a loud report and a restart with backoff when a
-child dies, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL). Every
+What a person running ``make run`` needs: while the system starts, one line per
+component as it starts, is ready (in how long) or fails (with the last lines of its log);
+a clear "ready" with where to look; then a status line per component every few seconds
+and every warning or error as it happens (:mod:`localrun.console`). Every child's whole
+output is kept under ``var/logs/`` and reaches the console only with ``LOG_LEVEL=debug``:
+the engines' start-up logs are thousands of lines. A child that dies is reported loudly
+(the last lines of its log) and restarted with backoff, and Ctrl-C stopping everything cleanly (SIGTERM, then SIGKILL). Every
 child gets the kernel's parent-death signal (:mod:`localrun.lifetime`): a hangup, a
 SIGKILL or a crash of the supervisor stops the children too.
 
@@ -24,6 +26,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 from localrun.components import Component
@@ -32,6 +35,21 @@ from localrun.lifetime import die_with_parent
 from runtime.conf import BASE_DIR, env_str, var_dir
 
 COLOURS = ["36", "33", "32", "35", "34", "31", "96", "93"]
+#: How much of a failed child's log the console repeats.
+TAIL_LINES = 12
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last ``lines`` non-empty lines of ``path`` (read from its end: engine logs
+    grow large), or none when it does not exist."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(log.tell() - 64 * 1024, 0))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
 @dataclass
@@ -41,6 +59,8 @@ class Child:
     component: Component
     colour: str
     process: subprocess.Popen[str] | None = None
+    #: The thread copying the process's output to its log (done once it has all of it).
+    pump: threading.Thread | None = None
     ready: threading.Event = field(default_factory=threading.Event)
     restarts: int = 0
     started_at: float = 0.0
@@ -76,7 +96,7 @@ class Supervisor:
         self.hold_dir = var_dir() / "hold"
         self.width = max((len(c.component.name) for c in self.children), default=6)
         self.console = console or Console()
-        self.up = threading.Event()  # start-up is over: only status lines and problems now
+        self.up = threading.Event()  # start-up is over: status lines and problems now
         self.json = env_str("LOG_FORMAT", "plain").lower() == "json"
         #: Every child is started by one thread that lives as long as this process: the
         #: parent-death signal follows the thread that forked, not the process, and a
@@ -109,14 +129,27 @@ class Supervisor:
                 log.flush()
                 text = line.rstrip("\n")
                 shown = self.console.shows(child.component.name, text)  # it counts batches
-                if shown or not self.up.is_set():
+                if shown and (self.up.is_set() or self.console.debug):
                     self.say(text, child.component.name, child.colour)
                 if not child.ready.is_set() and child.component.ready_text in line:
                     child.ready.set()
-                    self.say(
-                        f"{child.component.name} ready "
-                        f"({time.monotonic() - child.started_at:.1f}s)",
-                    )
+                    seconds = time.monotonic() - child.started_at
+                    self.say(f"ready in {seconds:.1f} s", child.component.name, child.colour)
+
+    def _report(self, child: Child, what: str) -> None:
+        """``what`` went wrong with ``child``, then the last lines of its log: the reason
+        is there, and without it the console would only point at the file."""
+        name = child.component.name
+        if child.pump is not None:
+            child.pump.join(2.0)  # the last lines it wrote before it exited
+        log = self.log_dir / f"{name}.log"
+        shown = log.relative_to(BASE_DIR) if log.is_relative_to(BASE_DIR) else log
+        tail = log_tail(log)
+        self.say(
+            f"!! {name} {what}; " + (f"the last lines of {shown}:" if tail else f"see {shown}")
+        )
+        for line in tail:
+            self.say(f"   {line}", name, child.colour)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -152,9 +185,10 @@ class Supervisor:
             preexec_fn=die_with_parent(),
         )
         child.process = proc
-        threading.Thread(target=self._pump, args=(child, proc), daemon=True).start()
-        if child.component.waiting_note:
-            self.say(f"{child.component.waiting_note} ...")
+        child.pump = threading.Thread(target=self._pump, args=(child, proc), daemon=True)
+        child.pump.start()
+        note = child.component.waiting_note
+        self.say(f"starting: {note}" if note else "starting", child.component.name, child.colour)
 
     def _watch(self) -> None:
         """Report children that exit on their own, and restart them with backoff."""
@@ -173,7 +207,7 @@ class Supervisor:
                         self._spawn(child)
                     child.held = hold.exists()
                     continue
-                self.say(f"!! {name} exited with code {proc.returncode}; see var/logs/{name}.log")
+                self._report(child, f"exited with code {proc.returncode}")
                 if child.restarts >= self.max_restarts:
                     self.say(f"!! {name} keeps failing; stopping the system")
                     child.process = None
@@ -212,17 +246,11 @@ class Supervisor:
                     if self.stopping.is_set():
                         return False
                     if proc is not None and proc.poll() is not None:
-                        name = child.component.name
-                        self.say(
-                            f"!! {name} failed to start (exit {proc.returncode}); "
-                            f"see var/logs/{name}.log"
-                        )
+                        self._report(child, f"failed to start (exit code {proc.returncode})")
                         return False
                     if time.monotonic() > deadline:
-                        self.say(
-                            f"!! {child.component.name} not ready after "
-                            f"{child.component.ready_timeout:.0f}s"
-                        )
+                        timeout = child.component.ready_timeout
+                        self._report(child, f"not ready after {timeout:.0f} s")
                         return False
         threading.Thread(target=self._watch, daemon=True).start()
         if ready_message:

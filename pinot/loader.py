@@ -1,6 +1,6 @@
 """Creates or updates Pinot's schemas and REALTIME tables from ``pinot/tables/``.
 
-One loader for ``make run`` and the tests (localrun/pinot.py) and for compose's
+One loader for ``make run`` and the tests (localrun/pinot/) and for compose's
 ``pinot-init`` (``python -m pinot.loader http://pinot-controller:9000``), so the files
 are the only copy of the tables. What differs by deployment is set by
 pinot/deployment.py, never in a second copy of the files: the stream's broker list, the

@@ -53,7 +53,7 @@ def sink(stream: Any, settings: Settings) -> Any:
     """The stream's writer: executor tasks of each micro-batch produce its rows.
 
     ``acks=all`` and idempotence are Kafka's client defaults, stated here as the other
-    producers state them (runtime/kafka.py): set explicitly, a later option that
+    producers state them (runtime/kafka/): set explicitly, a later option that
     conflicts with them fails the query instead of quietly turning them off, and a
     record is acknowledged only once ``min.insync.replicas`` brokers hold it."""
     writer = stream.writeStream.outputMode("update")
@@ -84,8 +84,6 @@ def start_query(spark: Any, settings: Settings) -> Any:
         output_prefix=settings.output_prefix,
         retention=settings.retention,
     )
-    if settings.real_time:
-        check_task_slots(spark, settings)
     writer = (
         sink(stream, settings)
         .option("checkpointLocation", str(Path(settings.checkpoint_dir) / "spark"))
@@ -95,31 +93,10 @@ def start_query(spark: Any, settings: Settings) -> Any:
 
 
 def with_trigger(writer: Any, settings: Settings) -> Any:
-    """The query's trigger: catch up and stop, real-time mode, or micro-batches."""
+    """The query's trigger: catch up and stop, or micro-batches."""
     if settings.available_now:
         return writer.trigger(availableNow=True)
-    if settings.real_time:
-        return writer.trigger(realTime=settings.real_time)
     return writer.trigger(processingTime=f"{settings.trigger_ms} milliseconds")
-
-
-def check_task_slots(spark: Any, settings: Settings) -> None:
-    """Refuse real-time mode without a task slot for every source partition plus every
-    shuffle partition: its tasks run for the whole long-running batch, all at once, and
-    a stage left waiting for a slot holds the others' output."""
-    from runtime.kafka import admin
-
-    config = replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers)
-    topics = admin(config).list_topics(timeout=10).topics
-    source = sum(len(topics[t].partitions) for t in settings.source_topics if t in topics)
-    needed = source + settings.shuffle_partitions
-    slots = spark.sparkContext.defaultParallelism
-    if slots < needed:
-        raise RuntimeError(
-            f"streaming: real-time mode needs {needed} task slots ({source} topic partitions "
-            f"+ {settings.shuffle_partitions} shuffle partitions); the cluster has {slots}. "
-            "Give the job more executor cores or unset STREAMING_REAL_TIME."
-        )
 
 
 def run(settings: Settings, stop: threading.Event | None = None) -> int:

@@ -86,11 +86,6 @@ def spark_session(settings: Settings, app_name: str = "ordertrack-streaming") ->
         .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILE_MANAGER)
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
     )
-    if settings.real_time:
-        # Real-time mode re-runs a failed long-running batch; version 2 gives each batch's
-        # state its own checkpoint ids, so a re-run never reuses a failed batch's files
-        # (Spark refuses version 1 for real-time mode). Fixed in the checkpoint.
-        builder = builder.config("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
     for key, value in connector_conf(settings).items():
         builder = builder.config(key, value)
     for pair in filter(None, (p.strip() for p in settings.spark_conf.split(";"))):

@@ -21,19 +21,6 @@ def _default_checkpoint_dir() -> str:
     return str(var_dir() / "checkpoints" / f"stream-join-{STATE_LAYOUT}")
 
 
-def spark_version() -> str:
-    """PySpark's version, which is the JVM side's too (the jars come with the package)."""
-    import pyspark
-
-    return pyspark.__version__
-
-
-def real_time_supported() -> bool:
-    """Whether this Spark runs a stateful query (the join) in real-time mode (4.3+)."""
-    major, minor = (int(part) for part in spark_version().split(".")[:2])
-    return (major, minor) >= (4, 3)
-
-
 @dataclass(frozen=True)
 class Settings:
     """Every knob of the job, read from the environment with embedded defaults."""
@@ -65,9 +52,6 @@ class Settings:
     fail_on_data_loss: bool = field(
         default_factory=lambda: env_bool("STREAMING_FAIL_ON_DATA_LOSS", True)
     )
-    #: Real-time mode: the long-running batch's duration, e.g.
-    #: ``5 minutes``; empty runs micro-batches every ``trigger_ms`` (docs/operations.md).
-    real_time: str = field(default_factory=lambda: env_str("STREAMING_REAL_TIME", ""))
     #: How the driver reads each batch's progress: ``latest`` asks for the last batch's
     #: four times a second (the batches before it only when one was missed); ``recent``
     #: asks for the last 100 batches' once a second.
@@ -82,13 +66,6 @@ class Settings:
     available_now: bool = False
 
     def __post_init__(self) -> None:
-        if self.real_time and not real_time_supported():
-            raise ValueError(
-                "STREAMING_REAL_TIME: real-time mode runs this job's stateful join only on "
-                f"Spark 4.3 or later (4.1 and 4.2 accept stateless queries only); this is "
-                f"Spark {spark_version()}, pinned because Maven Central serves no 4.3.0 "
-                "spark-sql-kafka connector (docs/operations.md). Unset STREAMING_REAL_TIME."
-            )
         if self.progress not in ("latest", "recent"):
             raise ValueError(f"STREAMING_PROGRESS must be latest or recent: {self.progress}")
 

@@ -6,6 +6,10 @@ When ``KAFKA_BOOTSTRAP_SERVERS`` names a running broker before the session start
 (``make test`` starts one for both of its pytest passes), the session uses it;
 otherwise it starts its own on free ports.
 
+``asgi_lifespan`` runs the web's lifespan around a test that talks to the app (its
+sockets, in process or through the browser tests' server), once the test's world is set
+up: the app's push bridge then starts as under a server, following the test's topics.
+
 ``database_outage`` takes the database server away for real (PostgreSQL only), and
 ``redis_server`` runs a real Redis to stop and start again, for the tests of what each part
 does while it cannot be reached.
@@ -15,9 +19,11 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from localrun.backends import redis_server_argv, wait_for_redis
 from localrun.ports import free_port  # noqa: F401 - the tests' one helper for ports
@@ -57,15 +63,16 @@ def _fresh_throttle_counters():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_read_copies():
-    """The read model keeps each order's placed part per process, keyed by id; a test's
+def _fresh_read_cache():
+    """The read cache holds each order's placed part per process, keyed by id; a test's
     database is rolled back afterwards, so the next test's orders reuse the same ids.
     The notice listener a test started is stopped: it holds a database connection of its
     own, which would keep PostgreSQL from dropping the test database at the end."""
+    from tracker.cache import bodies, reads
     from tracker.notices import listener
-    from tracker.tracking import copies
 
-    copies.forget_copies()
+    reads.clear()
+    bodies.clear()
     yield
     listener.stop()
 
@@ -202,6 +209,37 @@ def kafka_topics(kafka_broker, monkeypatch):
     from tests.engines import delete_topics_with_prefix
 
     delete_topics_with_prefix(prefix, also=created)
+
+
+#: Fixtures that set what the web reads when it starts (its Kafka broker and topics, its
+#: channel layer): a test's lifespan starts after whichever of them the test uses.
+SERVER_WORLD = ("pinot", "live_pipeline", "pipeline", "kafka_cluster", "kafka_topics", "on_redis")
+
+
+@pytest.fixture
+def _server_world(request: pytest.FixtureRequest) -> Any:
+    """The test's world set up first, whatever order the test names its fixtures in; the
+    browser tests' server (or None: the app runs in process, on the test's loop)."""
+    for name in SERVER_WORLD:
+        if name in request.fixturenames:
+            request.getfixturevalue(name)
+    if "asgi_server" in request.fixturenames:
+        return request.getfixturevalue("asgi_server")
+    return None
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def asgi_lifespan(_server_world: Any) -> AsyncIterator[None]:
+    """The web's lifespan around one test, as a server runs it around its life: startup
+    once the test's world is set up (the push bridge follows the topics, broker and
+    channel layer it reads then), shutdown after the test."""
+    from config.asgi import application
+    from tests.lifespan import Lifespan
+
+    lifespan = _server_world.lifespan() if _server_world else Lifespan(application)
+    await lifespan.startup()
+    yield
+    await lifespan.shutdown()
 
 
 # Slow, component-specific fixtures live in their own modules (session-scoped).

@@ -1,7 +1,8 @@
 """The real engines of a test run, started once for the whole ``make test``.
 
 ``python -m tests.engines -- COMMAND...`` starts Apache Kafka and Apache Pinot on free
-loopback ports, runs COMMAND with ``KAFKA_TEST_BROKER`` and ``PINOT_TEST_*`` naming them
+loopback ports (through the one launcher, :class:`localrun.launch.System`, as ``make run``
+starts them), runs COMMAND with ``KAFKA_TEST_BROKER`` and ``PINOT_TEST_*`` naming them
 (both of ``make test``'s pytest passes), then stops them. A pytest session started
 without it (``pytest tests/x.py``) starts its own (:func:`session_kafka`,
 :func:`session_pinot`).
@@ -18,13 +19,16 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runtime.conf import var_dir
+
+if TYPE_CHECKING:
+    from localrun.launch import System
 
 #: Set by ``python -m tests.engines``: the bootstrap address of the run's broker.
 TEST_BROKER = "KAFKA_TEST_BROKER"
@@ -40,20 +44,17 @@ def start_kafka(  # noqa: ANN201 - a KafkaBroker
 
 
 @contextlib.contextmanager
-def session_kafka(data_dir: Path) -> Iterator[object]:
+def session_kafka(data_dir: Path) -> Iterator[str]:
     """The test session's broker: the run's (``KAFKA_TEST_BROKER``) or a new one, with
-    ``KAFKA_BOOTSTRAP_SERVERS`` pointing at it for the session."""
+    ``KAFKA_BOOTSTRAP_SERVERS`` pointing at it for the session; yields its address."""
     shared = os.environ.get(TEST_BROKER, "")
     if shared:
         os.environ["KAFKA_BOOTSTRAP_SERVERS"] = shared
         yield shared
         return
-    broker = start_kafka(data_dir)
-    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
-    try:
-        yield broker
-    finally:
-        broker.stop()
+    with engines(data_dir, ["kafka"], f"session_{uuid.uuid4().hex[:8]}_") as system:
+        os.environ["KAFKA_BOOTSTRAP_SERVERS"] = system.kafka
+        yield system.kafka
 
 
 #: Set by ``python -m tests.engines``: the run's Pinot and the topics its tables consume.
@@ -103,43 +104,32 @@ class TestPinot:
         }
 
 
-def start_pinot(data_dir: Path, bootstrap: str):  # noqa: ANN201 - an localrun.pinot.LocalPinot
-    """Pinot on free ports consuming fresh topics of a new prefix on ``bootstrap``; its
-    server restarted whenever it dies (the kill test kills it from another process)."""
-    from localrun.pinot import LocalPinot
-    from localrun.pinot_conf import Ports
-    from localrun.ports import free_port
-    from runtime.conf import KafkaConfig
-    from runtime.kafka import ensure_topics
+@contextlib.contextmanager
+def engines(
+    workdir: Path, names: list[str], topic_prefix: str, env: dict[str, str] | None = None
+) -> Iterator[System]:
+    """The named engines of a test run, started in ``workdir`` on free ports, for the
+    block; Kafka's launcher creates the product's topics of ``topic_prefix``, which Pinot's
+    tables consume. What they print while starting goes to ``workdir/engines.log`` (their
+    own logs: ``workdir/logs/``)."""
+    from localrun.launch import System
 
-    prefix = f"pinot_{uuid.uuid4().hex[:8]}_"
-    ensure_topics(
-        config=KafkaConfig(
-            bootstrap_servers=bootstrap,
-            embedded=False,
-            topic_prefix=prefix,
-            retention_ms=PINOT_TOPIC_RETENTION_MS,
-        )
-    )
-    pinot = LocalPinot(
-        data_dir=data_dir,
-        ports=Ports(*(free_port() for _ in range(5))),
-        kafka_bootstrap=bootstrap,
-        topic_prefix=prefix,
-        kafka_retention_ms=PINOT_TOPIC_RETENTION_MS,
-        retention_days=PINOT_TABLE_RETENTION_DAYS,
-    ).start()
-    pinot.keep_server_up()
-    return pinot
+    workdir.mkdir(parents=True, exist_ok=True)
+    variables = {"KAFKA_TOPIC_PREFIX": topic_prefix, **(env or {})}
+    with (
+        open(workdir / "engines.log", "a", encoding="utf-8") as out,
+        System(names, workdir=workdir, env=variables, out=out) as system,
+    ):
+        yield system
 
 
-def _test_pinot(pinot) -> TestPinot:  # noqa: ANN001 - an localrun.pinot.LocalPinot
+def _test_pinot(system: System) -> TestPinot:
     return TestPinot(
-        controller_url=pinot.controller_url,
-        broker_url=pinot.broker_url,
-        kafka_bootstrap=pinot.settings.kafka_bootstrap,
-        topic_prefix=pinot.settings.topic_prefix,
-        server_pidfile=pinot.server_pidfile,
+        controller_url=system.pinot_controller_url,
+        broker_url=system.pinot_broker_url,
+        kafka_bootstrap=system.kafka,
+        topic_prefix=system.env["KAFKA_TOPIC_PREFIX"],
+        server_pidfile=Path(system.env["ORDERTRACK_VAR_DIR"]) / "pinot" / "server.pid",
     )
 
 
@@ -155,11 +145,15 @@ def session_pinot(data_dir: Path, bootstrap: str) -> Iterator[TestPinot]:
             server_pidfile=Path(os.environ[PINOT_SERVER_PIDFILE]),
         )
         return
-    pinot = start_pinot(data_dir, bootstrap)
-    try:
-        yield _test_pinot(pinot)
-    finally:
-        pinot.stop()
+    from runtime.conf import KafkaConfig
+    from runtime.kafka import ensure_topics
+
+    prefix = f"pinot_{uuid.uuid4().hex[:8]}_"
+    config = KafkaConfig(bootstrap_servers=bootstrap, embedded=False, topic_prefix=prefix,
+                         retention_ms=PINOT_TOPIC_RETENTION_MS)  # fmt: skip
+    ensure_topics(config=config)
+    with engines(data_dir, ["pinot"], prefix, {"KAFKA_BOOTSTRAP_SERVERS": bootstrap}) as system:
+        yield _test_pinot(system)
 
 
 def delete_topics_with_prefix(prefix: str, also: Iterable[str] = ()) -> None:
@@ -182,23 +176,15 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] != "--" or len(argv) < 2:
         print("usage: python -m tests.engines -- COMMAND...", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="ordertrack-test-engines-") as data:
-        broker = start_kafka(Path(data) / "kafka")
-        print(f"engines: Apache Kafka on {broker.bootstrap_servers} for this run", flush=True)
-        try:
-            # Under var/ (wiped first), so its logs outlive the run: var/test-pinot/logs.
-            pinot_dir = var_dir() / "test-pinot"
-            shutil.rmtree(pinot_dir, ignore_errors=True)
-            pinot = start_pinot(pinot_dir, broker.bootstrap_servers)
-            try:
-                shared = _test_pinot(pinot)
-                print(f"engines: Apache Pinot on {shared.broker_url} for this run", flush=True)
-                env = {**os.environ, TEST_BROKER: broker.bootstrap_servers, **shared.env()}
-                return subprocess.call(argv[1:], env=env)
-            finally:
-                pinot.stop()
-        finally:
-            broker.stop()
+    # Under var/ (wiped first), so the engines' logs outlive the run: var/test-engines/logs.
+    workdir = var_dir() / "test-engines"
+    shutil.rmtree(workdir, ignore_errors=True)
+    with engines(workdir, ["kafka", "pinot"], f"pinot_{uuid.uuid4().hex[:8]}_") as system:
+        shared = _test_pinot(system)
+        print(f"engines: Apache Kafka on {system.kafka} for this run", flush=True)
+        print(f"engines: Apache Pinot on {shared.broker_url} for this run", flush=True)
+        env = {**os.environ, TEST_BROKER: system.kafka, **shared.env()}
+        return subprocess.call(argv[1:], env=env)
 
 
 if __name__ == "__main__":

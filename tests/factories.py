@@ -64,6 +64,15 @@ def place(customer: Customer, restaurant: Restaurant, **kwargs):
     return order
 
 
+def out_for_delivery(customer: Customer, restaurant: Restaurant, courier: Courier):
+    """An order placed, confirmed, prepared, cooked and out for delivery with ``courier``
+    (the database's side only: the pipeline's records are the test's to publish)."""
+    order = place(customer, restaurant)
+    for _ in range(3):
+        services.advance_order(order.pk, by=SYSTEM)
+    return services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=courier)
+
+
 def seed_small_world(seed: int = 1) -> None:
     seed_demo(random.Random(seed), DemoSize(customers=20, couriers=8), PUBLIC_DEMO_ACCOUNTS)
 

@@ -1,9 +1,10 @@
 """Browser-test fixtures: the real ASGI app under uvicorn in a thread, and Chromium.
 
 * ``asgi_server``: uvicorn serving ``config.asgi:application`` (HTTP, WebSockets,
-  static files through WhiteNoise, the embedded push bridge) on a free loopback
-  port, in a background thread of this process. Sharing the process means it
-  shares pytest-django's test database (SQLite in shared memory; use
+  static files through WhiteNoise) on a free loopback port, in a background thread of
+  this process. The app's lifespan (the embedded push bridge) runs per test, on the
+  server's loop, once the test's world is set up (the ``asgi_lifespan`` fixture).
+  Sharing the process means it shares pytest-django's test database (SQLite in shared memory; use
   ``django_db(transaction=True)`` so rows are committed and visible to it) and
   the per-test environment (``KAFKA_TOPIC_PREFIX``, ``PINOT_BROKER_URL``), which
   it reads per request.
@@ -11,12 +12,18 @@
   Playwright keeps an event loop in the main thread that breaks the ORM and
   pytest-asyncio). Launched once per session; every test gets a fresh context.
 
+Every context a test opens (``context``, ``page``, or its own ``browser.new_context``)
+reports the page's Content-Security-Policy violations, and a test that used the browser
+fails on any (:func:`_no_csp_violations`): the pages must run under the policy every answer
+carries (``tracker.accounts.security.content_security_policy``), not merely load.
+
 Tests drive the page with ``await`` and reach the ORM through
 ``database_sync_to_async`` like the other async tests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +33,7 @@ import pytest
 import pytest_asyncio
 
 from localrun.ports import free_port
+from tests.lifespan import Lifespan
 from tests.waiting import wait_until, wait_until_async
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/lib/chromium/chromium")
@@ -47,15 +55,53 @@ AXE_JS = (
     / "axe.min.js"
 )
 SCREENSHOT_DIR = Path(__file__).resolve().parents[1] / "var" / "screenshots"
+#: axe-core as the server serves it (from our origin, so the policy lets it run).
+AXE_URL = "/static/vendor/axe-core/axe.min.js"
+
+#: Run in every document before its own scripts: each violation becomes a console error.
+CSP_REPORTER = """document.addEventListener('securitypolicyviolation', (e) => console.error(
+  `CSP violation: ${e.effectiveDirective} refused ${e.blockedURI || 'inline'} `
+  + `(${e.sourceFile || e.documentURI}:${e.lineNumber})`));"""
+#: The violations reported since the current test started.
+CSP_VIOLATIONS: list[str] = []
+
+
+def _record_csp(message) -> None:
+    """A console message that reports a Content-Security-Policy violation, kept."""
+    text = message.text
+    if message.type == "error" and ("CSP violation" in text or "Content Security Policy" in text):
+        CSP_VIOLATIONS.append(text)
+
+
+@pytest.fixture(autouse=True)
+def _no_csp_violations(request) -> Iterator[None]:
+    """Fail a test that drove the browser when any page broke the Content-Security-Policy."""
+    if "browser" not in request.fixturenames:
+        yield
+        return
+    CSP_VIOLATIONS.clear()
+    yield
+    found, CSP_VIOLATIONS[:] = list(CSP_VIOLATIONS), []
+    if found:
+        pytest.fail("Content-Security-Policy violations:\n" + "\n".join(found), pytrace=False)
 
 
 class ServerThread:
     """uvicorn in a daemon thread; ``url`` once it accepts connections. ``settings`` are
     uvicorn's, over these (a test of uvicorn's own log lines passes ``log_config=None,
-    log_level=None``)."""
+    log_level=None``). uvicorn's own lifespan is off: it would run once, at the session's
+    start, before any test has set the topics its bridge must follow; :meth:`lifespan`
+    runs it for one test on the server's loop instead."""
 
     def __init__(self, **settings: object) -> None:
         import uvicorn
+
+        class Server(uvicorn.Server):
+            loop: asyncio.AbstractEventLoop | None = None
+
+            async def serve(self, sockets: list | None = None) -> None:
+                self.loop = asyncio.get_running_loop()  # where its lifespan runs
+                await super().serve(sockets)
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -70,7 +116,7 @@ class ServerThread:
                 **settings,
             },
         )
-        self.server = uvicorn.Server(config)
+        self.server = Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn-test", daemon=True)
 
     def start(self, timeout: float = 20.0) -> ServerThread:
@@ -88,6 +134,28 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+    def lifespan(self) -> OnLoop:
+        """A run of the served app's lifespan whose calls run on the server's loop."""
+        from config.asgi import application
+
+        return OnLoop(Lifespan(application), self.server.loop)
+
+
+class OnLoop:
+    """A :class:`Lifespan` driven from another loop (a test's) on the server's."""
+
+    def __init__(self, lifespan: Lifespan, loop: asyncio.AbstractEventLoop | None) -> None:
+        assert loop is not None, "the server has not started"
+        self.inner, self.loop = lifespan, loop
+
+    async def startup(self) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.inner.startup(), self.loop))
+
+    async def shutdown(self) -> None:
+        await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self.inner.shutdown(), self.loop)
+        )
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +178,15 @@ async def browser() -> AsyncIterator:
         chromium = await playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
         )
+        new_context = chromium.new_context
+
+        async def reporting_context(*args, **kwargs):
+            ctx = await new_context(*args, **kwargs)
+            await ctx.add_init_script(CSP_REPORTER)
+            ctx.on("console", _record_csp)
+            return ctx
+
+        chromium.new_context = reporting_context  # every context, the tests' own too
         yield chromium
         await chromium.close()
 
@@ -165,7 +242,7 @@ async def screenshot(page, name: str) -> Path:
 
 async def axe_violations(page, *, rules: dict | None = None) -> list[dict]:
     """Run axe-core (vendored from npm) on the page; returns the violations."""
-    await page.add_script_tag(path=str(AXE_JS))
+    await page.add_script_tag(url=AXE_URL)
     return await page.evaluate(
         """async (rules) => {
             const result = await axe.run(document, {

@@ -14,9 +14,12 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import translation
 from django.views.decorators.http import require_safe
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.request import Request
 from rest_framework.response import Response
+
+from tracker.accounts.security import content_security_policy
 
 ASYNCAPI = Path(__file__).resolve().parent.parent / "asyncapi.yaml"
 
@@ -58,3 +61,25 @@ class SchemaView(SpectacularAPIView):
                 self._built[key] = schema
         filename = self._get_filename(request, version)
         return Response(schema, headers={"Content-Disposition": f'inline; filename="{filename}"'})
+
+
+#: What Swagger UI needs beyond the strict policy: its inline style sheet, ``data:`` images.
+SWAGGER_UI_NEEDS = {"style-src": "'unsafe-inline'", "img-src": "data:"}
+
+
+class SwaggerView(SpectacularSwaggerSplitView):
+    """``/api/docs/``: Swagger UI, its start-up script served by this view as a file
+    (``?script``) rather than inline, so the page keeps the strict policy's ``script-src
+    'self'``. Swagger UI brings an inline style sheet and ``data:`` images of its own: its
+    page, and only it, allows those (config/middleware.py gives every other answer the
+    strict policy)."""
+
+    throttle_classes: list = []  # a static page and its script
+
+    @extend_schema(exclude=True)  # not an API operation
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().get(request, *args, **kwargs)
+        response.headers["Content-Security-Policy"] = content_security_policy(
+            relaxed=SWAGGER_UI_NEEDS
+        )
+        return response

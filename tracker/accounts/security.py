@@ -1,10 +1,14 @@
 """Request-level protections shared by the API, the browser pages and the admin.
 
-* :func:`client_ip`: the caller's address, trusting ``X-Forwarded-For`` only as far as
-  ``TRUSTED_PROXY_COUNT`` proxies we run ourselves (0 in embedded mode: the header is
-  then ignored, so a client cannot pick its own throttle key).
+* :func:`client_ip`: the caller's address as every per-address budget keys it, trusting
+  ``X-Forwarded-For`` only as far as ``TRUSTED_PROXY_COUNT`` proxies we run ourselves (0 in
+  embedded mode: the header is then ignored, so a client cannot pick its own throttle key);
+  an IPv6 client is its /64.
+* :func:`content_security_policy` and :data:`PERMISSIONS_POLICY`: what every answer allows
+  the browser (config/middleware.py adds them).
 * :class:`LoginRateLimiter`: counts login attempts per client and per user name, for
-  every login path (API token, browser sign-in, admin sign-in).
+  every login path (API token, browser sign-in, admin sign-in); a device that signed in to
+  the name before (:func:`device_cookie`) has a budget of its own instead of the name's.
 * :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
   budgets in the cache, shared by every process in production (Redis).
 * API tokens: :func:`token_of` / :func:`user_for_token` (every lookup), :func:`issue_token`
@@ -15,6 +19,7 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import secrets
 import time
@@ -22,19 +27,41 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core import signing
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from tracker.accounts.rates import parse_rate
+from tracker.cache.counters import cache
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
 
 
+#: The IPv6 prefix one client is counted as: a host is routinely given a whole /64 and may
+#: use any address in it, so a budget per full address would be one per request.
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_key(address: str) -> str:
+    """What one client's budgets are keyed on: an IPv4 address as it is (an IPv4-mapped
+    IPv6 address as its IPv4 one), an IPv6 address as its /64; anything else unchanged."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])  # a zone id is no new client
+    except ValueError:
+        return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        return str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False))
+    return str(ip)
+
+
 def client_ip(meta: dict) -> str:
-    """The client's address: ``REMOTE_ADDR``, or the entry our last trusted proxy added.
+    """The client as every per-address budget keys it (:func:`client_key`): ``REMOTE_ADDR``,
+    or the entry our last trusted proxy added.
 
     Each trusted proxy appends the address it received the request from, so with
     ``n`` proxies the client is the n-th entry from the right; anything further left
@@ -44,11 +71,51 @@ def client_ip(meta: dict) -> str:
     proxies = settings.TRUSTED_PROXY_COUNT
     forwarded = meta.get("HTTP_X_FORWARDED_FOR")
     if proxies <= 0 or not forwarded:
-        return remote
+        return client_key(remote)
     addresses = [a.strip() for a in forwarded.split(",") if a.strip()]
     if not addresses:
-        return remote
-    return addresses[-min(proxies, len(addresses))]
+        return client_key(remote)
+    return client_key(addresses[-min(proxies, len(addresses))])
+
+
+#: Where a page may use the phone's position: the courier's page, in our own origin only
+#: (no frame may ask, and the pages use no other browser feature that needs one).
+PERMISSIONS_POLICY = "geolocation=(self)"
+
+
+def _tile_origin(tile_url: str) -> str | None:
+    """The origin of a Leaflet tile URL template (``{s}`` subdomains: a wildcard)."""
+    parts = urlsplit(tile_url.replace("{s}", "*"))
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def content_security_policy(tile_url: str = "", relaxed: dict[str, str] | None = None) -> str:
+    """The Content-Security-Policy of every answer: the pages load only their own module
+    scripts, style sheets, images and fonts, and talk only to their own origin (HTTP and
+    WebSocket: CSP's ``'self'`` covers ``ws(s)://`` of the page's host). No inline script
+    or style, no ``eval``, no plugin, no ``<base>``, no framing, forms to ourselves only;
+    a service worker (``worker-src``) from our origin. Configured map tiles (``tile_url``,
+    Leaflet's template) are the one foreign origin an image may come from. ``relaxed``
+    adds sources to a directive, for the one page that needs them (the API's Swagger UI)."""
+    directives = {
+        "default-src": "'self'",
+        "script-src": "'self'",
+        "style-src": "'self'",
+        "img-src": " ".join(filter(None, ("'self'", _tile_origin(tile_url)))),
+        "font-src": "'self'",
+        "connect-src": "'self'",
+        "worker-src": "'self'",
+        "manifest-src": "'self'",
+        "object-src": "'none'",
+        "base-uri": "'none'",
+        "frame-ancestors": "'none'",
+        "form-action": "'self'",
+    }
+    for name, sources in (relaxed or {}).items():
+        directives[name] = f"{directives[name]} {sources}"
+    return "; ".join(f"{name} {sources}" for name, sources in directives.items())
 
 
 def login_name(username: str) -> str:
@@ -130,12 +197,44 @@ class TokenBucket:
         return None
 
 
+#: The cookie a browser (or an app keeping cookies) gets when it signs in: its later
+#: attempts at that user name spend a budget of their own, not the name's shared one.
+DEVICE_COOKIE = "ordertrack_device"
+_DEVICE_SALT = "tracker.accounts.security.device"
+
+
+def device_cookie(username: str) -> str:
+    """A signed device cookie for ``username``: the name and a random id (each device its
+    own budget), unforgeable without ``SECRET_KEY``."""
+    device = {"name": login_name(username), "id": secrets.token_urlsafe(12)}
+    return signing.dumps(device, salt=_DEVICE_SALT)
+
+
+def device_of(cookie: str | None, username: str) -> str | None:
+    """The id of the device ``cookie`` says signed in to ``username`` before, or None
+    (absent, forged, older than ``LOGIN_DEVICE_DAYS``, or another name's)."""
+    if not cookie or not username:
+        return None
+    try:
+        device = signing.loads(
+            cookie, salt=_DEVICE_SALT, max_age=settings.LOGIN_DEVICE_DAYS * 86400
+        )
+    except signing.BadSignature:  # expired too (SignatureExpired is one)
+        return None
+    if not isinstance(device, dict) or device.get("name") != login_name(username):
+        return None
+    return str(device.get("id"))
+
+
 class LoginRateLimiter:
     """Fixed-window counters in the cache (:func:`spend`).
 
     Every attempt counts, successful or not: a correct guess must not reset the budget.
     Limiting per user name stops a distributed guess at one account; limiting per
-    client stops one machine from trying many accounts.
+    client stops one machine from trying many accounts. The name's budget is shared by
+    every client, so a few addresses can spend it; an attempt from a device that signed
+    in to the name before (its :data:`DEVICE_COOKIE`) spends that device's own budget
+    (the per-client rate) instead, so the owner is never locked out of their own devices.
     """
 
     def __init__(self, per_client: str | None = None, per_username: str | None = None) -> None:
@@ -145,13 +244,21 @@ class LoginRateLimiter:
     def _hit(self, kind: str, ident: str, rate: tuple[int, int]) -> int | None:
         return spend(f"login-{kind}", ident, rate)
 
-    def attempt(self, *, client: str, username: str | None) -> Refusal | None:
-        """Count one attempt; a Refusal when either budget is spent."""
+    def attempt(
+        self, *, client: str, username: str | None, device: str | None = None
+    ) -> Refusal | None:
+        """Count one attempt (``device``: the request's :data:`DEVICE_COOKIE`); a Refusal
+        when a budget it spends is spent."""
         wait = self._hit("client", client, self.per_client)
         if wait is not None:
             return Refusal(wait, "Too many sign-in attempts from this address.")
         name = login_name(username) if username else ""
-        if name:
+        known = device_of(device, name)
+        if known is not None:
+            wait = self._hit("device", f"{name}:{known}", self.per_client)
+            if wait is not None:
+                return Refusal(wait, "Too many sign-in attempts from this device.")
+        elif name:
             wait = self._hit("user", name, self.per_username)
             if wait is not None:
                 return Refusal(wait, "Too many sign-in attempts for this user name.")

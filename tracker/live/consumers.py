@@ -45,12 +45,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from runtime.stores import REDIS_UNREACHABLE
+from runtime.redis_errors import REDIS_UNREACHABLE
 from tracker.live import limits
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user
 from tracker.live.delivery import Delivery
-from tracker.live.embedded import ensure_embedded_bridge
 from tracker.live.metrics import OPEN_SOCKETS
 from tracker.live.signals import relay_access_notices
 from tracker.orders import policy
@@ -147,9 +146,6 @@ class TrackingSocket(AsyncJsonWebsocketConsumer):
             await self.delivery.refuse(code, reason, **details)
             return
         self._messages = limits.MessageRate()
-        if settings.PUSH_BRIDGE_EMBEDDED:
-            ready = ensure_embedded_bridge(asyncio.get_running_loop(), self.channel_layer)
-            await asyncio.to_thread(ready.wait, 15)
         try:
             self.followed = await database_sync_to_async(self.follows)(self.viewer)
         except PermissionError as exc:

@@ -42,6 +42,8 @@ class ShareSocket(TrackingSocket):
     NO_SUCH_LINK = "No such tracking link, or it has expired or was revoked."
     _token_hash: str | None = None
     _shown: str | None = None  # the status the page shows (messages.furthest)
+    #: The order's exact delivery point, from its snapshot: points near it are held back.
+    _destination: tuple[float, float] | None = None
 
     async def admit(self) -> Refused | None:
         refusal = await limits.admit_share(limits.socket_client(self.scope))
@@ -89,7 +91,8 @@ class ShareSocket(TrackingSocket):
     async def send_json(self, content: dict[str, Any], close: bool = False) -> None:
         """Send what the allow-list makes of ``content``, or nothing."""
         self._shown = m.furthest(self._shown, m.status_carried(content))
-        shared = m.share_view(content, self._shown)
+        self._destination = m.destination_of(content) or self._destination
+        shared = m.share_view(content, self._shown, self._destination)
         if shared is not None:
             await super().send_json(shared, close=close)
 

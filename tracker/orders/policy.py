@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from contract.events import LIFECYCLE, TERMINAL_STATUSES, OrderStatus
 from tracker.couriers.models import Courier
@@ -126,10 +128,21 @@ def roles_of(user: User) -> list[str]:
     return [role for role in ROLES if held[role]]
 
 
+def _as_courier(user: User) -> Q:
+    """The orders ``user`` sees as their courier: those they carry now, and those they
+    ended less than ``COURIER_ORDER_GRACE`` ago (a courier needs the address on the way,
+    not every past customer's name, address and items)."""
+    ended_after = timezone.now() - settings.COURIER_ORDER_GRACE
+    return Q(courier__user=user) & (
+        ~Q(status__in=[s.value for s in TERMINAL_STATUSES]) | Q(status_changed_at__gte=ended_after)
+    )
+
+
 def visible_orders(user: Actor) -> QuerySet[Order]:
-    """The orders ``user`` may see: a customer their own, a courier those assigned to
-    it, staff their restaurants', operators all. Anything else must look absent
-    (404), exactly like an order that does not exist. A link holder: its one order."""
+    """The orders ``user`` may see: a customer their own, a courier those it carries now
+    or ended within the grace (:func:`couriered_orders`), staff their restaurants',
+    operators all. Anything else must look absent (404), exactly like an order that does
+    not exist. A link holder: its one order."""
     if isinstance(user, LinkHolder):
         return Order.objects.filter(pk=user.order_id)
     if user is SYSTEM or is_operator(user):
@@ -137,8 +150,16 @@ def visible_orders(user: Actor) -> QuerySet[Order]:
     if not user.is_authenticated:
         return Order.objects.none()
     return Order.objects.filter(
-        Q(customer__user=user) | Q(courier__user=user) | Q(restaurant_id__in=user.restaurants.all())
+        Q(customer__user=user) | _as_courier(user) | Q(restaurant_id__in=user.restaurants.all())
     )
+
+
+def couriered_orders(user: User) -> QuerySet[Order]:
+    """The orders ``user`` may see as their courier: carried now, or delivered less than
+    ``COURIER_ORDER_GRACE`` ago (none for anyone else)."""
+    if not user.is_authenticated:
+        return Order.objects.none()
+    return Order.objects.filter(_as_courier(user))
 
 
 def carried_orders(user: User) -> QuerySet[Order]:
@@ -241,7 +262,8 @@ def can_move_to(user: Actor, order: Order, target: OrderStatus | str) -> bool:
 
 
 def list_scope(user: User, role: str | None = None) -> dict[str, Any]:
-    """Which orders a list shows: a customer's own, a courier's, a restaurant's, or all.
+    """Which orders a list shows: a customer's own, a courier's (:func:`couriered_orders`),
+    a restaurant's, or all.
 
     ``role`` picks one when a user holds several (default: the first of :data:`ROLES`).
     The result is the keyword scope of :func:`tracker.tracking.selectors.list_orders`.
@@ -257,7 +279,7 @@ def list_scope(user: User, role: str | None = None) -> dict[str, Any]:
     if wanted == "customer":
         return {"customer_id": customer_of(user).pk}
     if wanted == "courier":
-        return {"courier_id": courier_of(user).pk}
+        return {"order_ids": sorted(couriered_orders(user).values_list("pk", flat=True))}
     if wanted == "restaurant_staff":
         return {"restaurant_ids": sorted(staff_restaurant_ids(user))}
     return {}

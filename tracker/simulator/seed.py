@@ -6,7 +6,9 @@ that already has restaurants only makes sure the demo accounts exist.
 The accounts' password (:func:`demo_accounts`): with debug on (``make run``) the public
 ``ordertrack-demo``, and ``operator`` is a superuser; with debug off only the password the
 operator gives in ``SIMULATOR_DEMO_PASSWORD`` (refused when missing, public or weak), and
-no account is a superuser.
+no account is a superuser; a database seeded before (with debug on) has its public-password
+accounts moved to that password, and ``operator`` demoted (:mod:`tracker.simulator.checks`
+refuses such a database with debug off until then).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import make_password
+from django.contrib.auth.hashers import check_password, make_password
 from django.contrib.auth.password_validation import (
     CommonPasswordValidator,
     NumericPasswordValidator,
@@ -36,6 +38,8 @@ CITY_CENTER = (12.9716, 77.5946)
 CITY_SPREAD_DEG = 0.08
 DEMO_PASSWORD = "ordertrack-demo"
 OPERATOR_USERNAME = "operator"
+#: The names the seeder gives its accounts (operator, staff1.., customer1.., courier1..).
+DEMO_USERNAMES = r"^(operator|staff[0-9]+|customer[0-9]+|courier[0-9]+)$"
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,31 @@ def demo_accounts() -> DemoAccounts:
             "with DJANGO_DEBUG=true on a development database."
         )
     return DemoAccounts(password, superuser=False)
+
+
+def accounts_with_the_public_password() -> list[str]:
+    """The demo accounts (by name) whose password is still the public ``ordertrack-demo``:
+    a database seeded with debug on, or before debug off refused it. The seeder hashes the
+    password once for all of them, so each distinct hash is checked once."""
+    users = get_user_model().objects.filter(username__regex=DEMO_USERNAMES, is_active=True)
+    public = [
+        hashed
+        for hashed in users.values_list("password", flat=True).distinct()
+        if check_password(DEMO_PASSWORD, hashed)
+    ]
+    return sorted(users.filter(password__in=public).values_list("username", flat=True))
+
+
+def _retire_public_password(accounts: DemoAccounts, password_hash: str) -> None:
+    """With a chosen password (debug off), the demo accounts that still hold the public
+    one take the chosen one, and ``operator`` stops being a superuser."""
+    if accounts.password == DEMO_PASSWORD:
+        return
+    names = accounts_with_the_public_password()
+    users = get_user_model().objects.filter(username__in=names)
+    users.update(password=password_hash)
+    if not accounts.superuser:
+        users.filter(username=OPERATOR_USERNAME).update(is_superuser=False)
 
 
 RESTAURANTS = [
@@ -267,6 +296,7 @@ def seed_demo(
     accounts = accounts or demo_accounts()
     user_model = get_user_model()
     password_hash = make_password(accounts.password)  # hashed once: PBKDF2 is slow by design
+    _retire_public_password(accounts, password_hash)
     if not user_model.objects.filter(username=OPERATOR_USERNAME).exists():
         user_model.objects.create(
             username=OPERATOR_USERNAME,

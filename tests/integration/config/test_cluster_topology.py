@@ -24,14 +24,14 @@ import pytest
 import yaml
 
 from localrun import compose as prod
-from localrun.compose_file import (
+from localrun.compose.file import (
     CLUSTER_FILE,
     COMPOSE_FILE,
     interpolate,
     load_project,
     merge_service,
 )
-from localrun.compose_ports import Ports
+from localrun.compose.ports import Ports
 from localrun.kafka import image_properties, launcher_node
 from runtime.conf import BASE_DIR, KafkaConfig
 from tests.integration.config.test_production_topology import (
@@ -246,7 +246,8 @@ def test_topics_are_planned_with_three_replicas_and_two_in_sync(cluster):
 def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkeypatch):
     """The settings the product's producers are built with (whom they write to does not
     matter here: the client's own settings are what a broker's loss tests)."""
-    from runtime import kafka, kafka_clients
+    from runtime import kafka
+    from runtime.kafka import clients as kafka_clients
 
     settings = {}
     monkeypatch.setattr(kafka_clients, "Producer", lambda config: settings.update(config))
@@ -267,7 +268,7 @@ def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkey
 
 
 def test_two_pinot_servers_hold_every_table_twice(cluster):
-    from localrun.pinot_conf import Ports as PinotPorts
+    from localrun.pinot.conf import Ports as PinotPorts
     from pinot import loader
     from pinot.definitions import load_tables
 

@@ -3,7 +3,7 @@
 A container listens on 0.0.0.0 so that others reach it over compose's network
 (docker-compose.yml's ``METRICS_HOST: 0.0.0.0`` for Prometheus, uvicorn's
 ``--host=0.0.0.0``); run as local processes on one machine, that would put the metrics
-ports on the machine's network. The plan (localrun/compose_plan.py) must turn each
+ports on the machine's network. The plan (localrun/compose/plan.py) must turn each
 wildcard address into 127.0.0.1, in the single-node and the cluster topology.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from localrun.compose_file import CLUSTER_FILE, COMPOSE_FILE
-from localrun.compose_plan import plan
+from localrun.compose.file import CLUSTER_FILE, COMPOSE_FILE
+from localrun.compose.plan import plan
 
 VARIABLES = {
     "DJANGO_SECRET_KEY": "k" * 50,

@@ -39,8 +39,9 @@ def test_debug_off_with_the_development_secret_key_refuses_to_start():
          "DJANGO_SECRET_KEY": "k" * 60}
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
-    # Development keeps working with no configuration at all.
-    assert _start_django({}).stdout.strip() == "started"
+    # Development asks for debug, and needs nothing else.
+    assert _start_django({"DJANGO_DEBUG": "true"}).stdout.strip() == "started"
+    assert _start_django({}).returncode != 0  # debug is off unless asked for
 
 
 # --------------------------------------------------------------------------- request size
@@ -353,7 +354,7 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
     with pytest.raises(EventValidationError, match="in the future"):
         services.record_locations(
             [
-                services.CourierPosition(
+                services.LocationPoint(
                     order, rider, 12.9, 77.6, timezone.now() + timedelta(minutes=2)
                 )
             ]

@@ -58,3 +58,25 @@ def test_make_run_asks_for_debug_explicitly():
     makefile = (ROOT / "Makefile").read_text()
     run = makefile.split("\nrun: ", 1)[1].split("\n\n", 1)[0]
     assert "DJANGO_DEBUG=true" in run
+
+
+def _debug_of(env: dict[str, str]) -> str:
+    """``settings.DEBUG`` of a process started with ``env`` and no other DJANGO_ variable."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
+        "django.setup(); from django.conf import settings; print(settings.DEBUG)"
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**base, **env}, capture_output=True, text=True
+    )
+    assert started.returncode == 0, started.stderr
+    return started.stdout.strip()
+
+
+def test_every_entry_point_runs_with_debug_off_unless_asked_for():
+    """Not only the image: ``manage.py``, uvicorn or a script run without DJANGO_DEBUG get
+    the production settings (and so refuse the public development key); ``make run``, the
+    tests and the benchmarks ask for debug."""
+    assert _debug_of({"DJANGO_SECRET_KEY": "k" * 60}) == "False"
+    assert _debug_of({"DJANGO_DEBUG": "true"}) == "True"

@@ -58,7 +58,7 @@ async def _publish_order(pinot, order) -> None:
     await asyncio.to_thread(pinot.sync)
 
 
-async def test_token_logout_closes_every_socket_of_that_token(pinot):
+async def test_token_logout_closes_every_socket_of_that_token(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await _publish_order(pinot, world.order)
     one = await _open(pinot, f"/ws/orders/{world.order.pk}/", _token(world.tokens["alice"]))
@@ -74,7 +74,7 @@ async def test_token_logout_closes_every_socket_of_that_token(pinot):
     await closed_with(mine, messages.CLOSE_UNAUTHENTICATED)
 
 
-async def test_browser_sign_out_closes_the_session_socket(pinot):
+async def test_browser_sign_out_closes_the_session_socket(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await _publish_order(pinot, world.order)
     browser = Client()
@@ -86,7 +86,7 @@ async def test_browser_sign_out_closes_the_session_socket(pinot):
     await closed_with(socket, messages.CLOSE_UNAUTHENTICATED)
 
 
-async def test_deactivating_the_user_closes_their_sockets_but_not_others(pinot):
+async def test_deactivating_the_user_closes_their_sockets_but_not_others(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await _publish_order(pinot, world.order)
     alices = await _open(pinot, "/ws/orders/", _token(world.tokens["alice"]))
@@ -103,7 +103,7 @@ async def test_deactivating_the_user_closes_their_sockets_but_not_others(pinot):
     await bobs.disconnect()
 
 
-async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
+async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
 
@@ -139,7 +139,9 @@ async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot):
     assert refused["code"] == messages.CLOSE_NOT_FOUND
 
 
-async def test_the_periodic_recheck_closes_what_no_message_announced(pinot, settings):
+async def test_the_periodic_recheck_closes_what_no_message_announced(
+    pinot, settings, asgi_lifespan
+):
     """A change made where this process's channel layer does not reach (another
     process in embedded mode; here: a bulk update, which sends no signal)."""
     settings.PUSH_RECHECK_SECONDS = 0.3
@@ -155,7 +157,7 @@ async def test_the_periodic_recheck_closes_what_no_message_announced(pinot, sett
     assert error["code"] == messages.CLOSE_UNAUTHENTICATED
 
 
-async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings):
+async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings, asgi_lifespan):
     settings.API_TOKEN_TTL_DAYS = 30
     world = await amake_world(**WORLD)
     await _publish_order(pinot, world.order)
@@ -190,7 +192,9 @@ async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings):
     assert fresh.status_code == 200 and fresh.json()["token"] != world.tokens["alice"]
 
 
-async def test_a_recheck_that_cannot_run_closes_the_socket_and_the_loop_survives(pinot, settings):
+async def test_a_recheck_that_cannot_run_closes_the_socket_and_the_loop_survives(
+    pinot, settings, asgi_lifespan
+):
     """Issue 28, finding 1: a database error during the periodic re-check (here the token
     table is gone for a moment, as during a restore) closes the socket with 4503 instead
     of ending the re-check for good and leaving the socket open."""

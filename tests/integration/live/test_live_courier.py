@@ -107,7 +107,7 @@ def _documented_snapshot(message: dict[str, Any]) -> None:
         assert detail_fields <= set(order), set(order) ^ detail_fields
 
 
-async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pinot):
+async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     first_order, second_order, other = world.orders
     t0 = now_ms() - 120_000
@@ -125,7 +125,7 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     assert shown["position"]["lat"] == 12.9719
 
     # Its own point comes back on the fast path; the stream job's update follows.
-    point = services.CourierPosition(first_order, first_order.courier, 12.9700, 77.6300)
+    point = services.LocationPoint(first_order, first_order.courier, 12.9700, 77.6300)
     assert await database_sync_to_async(services.record_locations)([point]) == 1
     moved = await _next(socket)
     assert moved["type"] == "position" and moved["order_id"] == first_order.pk
@@ -172,7 +172,9 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     await theirs.disconnect()
 
 
-async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(pinot, settings):
+async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(
+    pinot, settings, asgi_lifespan
+):
     settings.PUSH_RECHECK_SECONDS = 0.5
     world = await amake_world(**WORLD)
     order = world.orders[0]
@@ -192,7 +194,7 @@ async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(pinot, se
     await socket.disconnect()
 
 
-async def test_signing_out_closes_the_couriers_socket(pinot):
+async def test_signing_out_closes_the_couriers_socket(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await pinot.apublish(_road(world.orders[0], 1, (12.9719, 77.6412), now_ms() - 60_000))
     browser = Client()

@@ -93,7 +93,7 @@ def _on_the_road(order_id: int) -> Order:
 
 @database_sync_to_async
 def _report(order: Order, lat: float) -> int:
-    point = services.CourierPosition(order=order, courier=order.courier, lat=lat, lon=77.59)
+    point = services.LocationPoint(order=order, courier=order.courier, lat=lat, lon=77.59)
     return services.record_locations([point])
 
 

@@ -53,7 +53,9 @@ async def _connect(path: str, token: str | None) -> tuple[WebsocketCommunicator,
 
 
 @pytest.mark.asyncio
-async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(pinot):
+async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(
+    pinot, asgi_lifespan
+):
     world = await amake_world(**WORLD)
     socket, message = await _connect(f"/ws/orders/{world.order.pk}/", None)
     assert message["type"] == "error" and message["code"] == messages.CLOSE_UNAUTHENTICATED
@@ -65,7 +67,7 @@ async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(p
 
 
 @pytest.mark.asyncio
-async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot):
+async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
     t0 = now_ms() - 30_000
@@ -113,7 +115,7 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot)
 
 
 @pytest.mark.asyncio
-async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
+async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
     t0 = now_ms() - 30_000
@@ -134,7 +136,7 @@ async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot):
 
 
 @pytest.mark.asyncio
-async def test_ping_gets_pong(pinot):
+async def test_ping_gets_pong(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await pinot.apublish(order_event_of(world.order, 1))
     socket, _ = await _connect(f"/ws/orders/{world.order.pk}/", world.tokens["alice"])
@@ -313,7 +315,7 @@ def _advance_and_relay(order, steps: int = 1) -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot):
+async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
     await pinot.apublish(order_event_of(order, 1))
@@ -340,7 +342,7 @@ async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot)
 
 
 @pytest.mark.asyncio
-async def test_a_replayed_status_event_is_not_pushed_twice(pinot):
+async def test_a_replayed_status_event_is_not_pushed_twice(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
     await pinot.apublish(order_event_of(order, 1))
@@ -400,7 +402,7 @@ WS_MATRIX = {
 
 
 @pytest.mark.asyncio
-async def test_websocket_routes_against_every_role(pinot):
+async def test_websocket_routes_against_every_role(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
     await pinot.apublish(order_event_of(order, 1))
@@ -414,7 +416,7 @@ async def test_websocket_routes_against_every_role(pinot):
 
 
 @pytest.mark.asyncio
-async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot):
+async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await pinot.apublish(order_event_of(world.order, 1))
     path = f"/ws/orders/{world.order.pk}/"

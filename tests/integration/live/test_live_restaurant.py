@@ -47,7 +47,7 @@ async def _connect(path: str, token: str) -> tuple[WebsocketCommunicator, dict]:
     return socket, await socket.receive_json_from(timeout=20)
 
 
-async def test_staff_follow_their_own_restaurants_orders_and_never_anothers(pinot):
+async def test_staff_follow_their_own_restaurants_orders_and_never_anothers(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     t0 = now_ms() - 60_000
     await pinot.apublish(
@@ -85,7 +85,7 @@ async def test_staff_follow_their_own_restaurants_orders_and_never_anothers(pino
         await socket.disconnect()
 
 
-async def test_leaving_the_staff_closes_the_board_socket(pinot):
+async def test_leaving_the_staff_closes_the_board_socket(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await pinot.apublish(order_event_of(world.order, 1))
     board, _ = await _connect(f"/ws/restaurants/{world.restaurant.pk}/", world.tokens["cook"])
@@ -107,7 +107,9 @@ async def test_leaving_the_staff_closes_the_board_socket(pinot):
     }
 
 
-async def test_operations_feed_is_for_operators_and_carries_every_status_change(pinot):
+async def test_operations_feed_is_for_operators_and_carries_every_status_change(
+    pinot, asgi_lifespan
+):
     world = await amake_world(**WORLD)
     t0 = now_ms() - 60_000
     feed, snapshot = await _connect("/ws/operations/", world.tokens["ops"])

@@ -33,6 +33,8 @@ from tests.factories import amake_world
 from tests.fixtures_pinot import order_event_of
 from tests.sockets import DEADLINE, closed_with
 from tracker.live import messages
+from tracker.live.consumers import TrackingSocket
+from tracker.live.share_socket import ShareSocket
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
@@ -151,7 +153,7 @@ def _the_orders_own_messages(order: Order) -> list[dict[str, Any]]:
 
     point = DeliveryLocation(
         event_id=new_event_id(), event_time=t0 + 410_000, order_id=order.pk, placed_at=t0,
-        courier_id=courier, lat=12.9755, lon=77.605,
+        courier_id=courier, lat=12.9855, lon=77.605,  # 1.2 km from the door
     )  # fmt: skip
     return [
         {"type": "snapshot", "version": 4, "order": detail},
@@ -180,10 +182,11 @@ async def test_every_field_of_every_share_message_is_on_the_allow_list(no_tracki
     own = await database_sync_to_async(_the_orders_own_messages)(order)
     allowed = {kind: _allowed_paths(spec) for kind, spec in messages.SHARE_ALLOW_LIST.items()}
     shown = None
+    door = (order.delivery_lat, order.delivery_lon)
     sent = []
     for message in own:
         shown = messages.furthest(shown, messages.status_carried(message))
-        shared = messages.share_view(message, shown)
+        shared = messages.share_view(message, shown, door)
         if shared is None:
             continue
         sent.append(shared)
@@ -225,6 +228,43 @@ async def test_no_courier_position_reaches_a_share_socket_off_the_road(no_tracki
     assert messages.share_view(point, "DELIVERED") is None  # nor once it has arrived
     late = messages.share_view(update, "DELIVERED")  # an older update after the delivery
     assert late["position"] is None and late["distance_left_km"] is None
+
+
+def _near(destination: tuple[float, float], metres: float) -> dict[str, Any]:
+    """A courier point ``metres`` north of ``destination``."""
+    return {"lat": destination[0] + metres / 111_195, "lon": destination[1],
+            "at": "2026-11-24T12:00:00.000Z"}  # fmt: skip
+
+
+async def test_no_courier_point_near_the_destination_reaches_a_share_socket(
+    no_tracking_store, monkeypatch
+):
+    """The destination is rounded to about 110 m; a point at the door would undo that. The
+    share socket keeps every point within ``SHARE_HIDDEN_RADIUS_M`` (200 m) of the
+    destination to itself, whatever the status (``ARRIVING_AT_DOOR`` is on the road)."""
+    world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
+    order = world.order
+    door = (order.delivery_lat, order.delivery_lon)
+    own = await database_sync_to_async(_the_orders_own_messages)(order)
+    snapshot, update, _, _, point = own[:5]
+    sent: list[dict[str, Any]] = []
+
+    async def capture(self, content, close=False):
+        sent.append(content)
+
+    monkeypatch.setattr(TrackingSocket, "send_json", capture)
+    socket = ShareSocket()
+    arriving = {**snapshot["order"], "status": "ARRIVING_AT_DOOR", "position": _near(door, 50)}
+    await socket.send_json({**snapshot, "order": arriving})
+    assert sent[-1]["order"]["position"] is None
+    assert sent[-1]["order"]["destination"] == {"lat": round(door[0], 3), "lon": round(door[1], 3)}
+    await socket.send_json({**update, "status": "ARRIVING_AT_DOOR", "position": _near(door, 150)})
+    assert sent[-1]["type"] == "update" and sent[-1]["position"] is None
+    shown = len(sent)
+    await socket.send_json({**point, "position": _near(door, 190)})
+    assert len(sent) == shown  # a position message near the door is not sent at all
+    await socket.send_json({**point, "position": _near(door, 400)})
+    assert sent[-1]["type"] == "position" and sent[-1]["position"]["lat"] > door[0]
 
 
 # ---------------------------------------------------------------------- refusals (no engine)
@@ -323,7 +363,7 @@ async def _next_shared(socket: WebsocketCommunicator, timeout: float = 10) -> di
             return message
 
 
-async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot):
+async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot, asgi_lifespan):
     world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
     order, other = world.order, world.other
     t0 = now_ms() - 60_000
@@ -361,7 +401,7 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot):
         "OUT_FOR_DELIVERY",
     )
     assert update["position"]["lat"] == 12.965 and update["distance_left_km"] == 2.6
-    point = services.CourierPosition(order=order, courier=order.courier, lat=12.97, lon=77.61)
+    point = services.LocationPoint(order=order, courier=order.courier, lat=12.97, lon=77.61)
     assert await database_sync_to_async(services.record_locations)([point]) == 1
     moved = await _next_shared(socket)
     assert moved == {"type": "position", "position": {**moved["position"], "lat": 12.97}}
@@ -380,7 +420,7 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot):
     await socket.disconnect()
 
 
-async def test_revoking_a_link_closes_its_open_socket(pinot):
+async def test_revoking_a_link_closes_its_open_socket(pinot, asgi_lifespan):
     world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
     order = world.order
     await pinot.apublish(order_event_of(order, 1, "OUT_FOR_DELIVERY"))
@@ -405,7 +445,7 @@ async def test_revoking_a_link_closes_its_open_socket(pinot):
     assert again["code"] == messages.CLOSE_NOT_FOUND
 
 
-async def test_a_link_closes_its_socket_at_its_end_and_not_before(pinot, settings):
+async def test_a_link_closes_its_socket_at_its_end_and_not_before(pinot, settings, asgi_lifespan):
     settings.SHARE_LINK_MAX_AGE = timedelta(hours=1)
     world = await amake_world(**WORLD)
     await pinot.apublish(order_event_of(world.order, 1))
@@ -424,7 +464,9 @@ async def test_a_link_closes_its_socket_at_its_end_and_not_before(pinot, setting
     assert timezone.now() >= ends
 
 
-async def test_the_orders_end_closes_its_links_sockets_after_the_grace(pinot, settings):
+async def test_the_orders_end_closes_its_links_sockets_after_the_grace(
+    pinot, settings, asgi_lifespan
+):
     settings.SHARE_LINK_GRACE = timedelta(0)
     world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
     order = world.order
@@ -445,7 +487,7 @@ async def test_the_orders_end_closes_its_links_sockets_after_the_grace(pinot, se
     }
 
 
-async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings):
+async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings, asgi_lifespan):
     settings.PUSH_RECHECK_SECONDS = 0.3
     world = await amake_world(**WORLD)
     await pinot.apublish(order_event_of(world.order, 1))
@@ -462,7 +504,7 @@ async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings
         await database_sync_to_async(rename)("sharing_sharelink_away", "sharing_sharelink")
 
 
-async def test_the_share_token_opens_no_other_socket(pinot):
+async def test_the_share_token_opens_no_other_socket(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
     await pinot.apublish(order_event_of(order, 1))

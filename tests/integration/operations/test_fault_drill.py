@@ -1,5 +1,5 @@
-"""The fault drill's own reasoning, without engines (bench/bench_fault_drill.py and the
-probe's verdict in bench/common.py): which Kafka node, Spark worker and web process it
+"""The fault drill's own reasoning, without engines (bench/scenarios/fault_drill.py and the
+probe's verdict in bench/harness.py): which Kafka node, Spark worker and web process it
 picks to kill, what it reads from ``/metrics``, health samples, the strip and the
 probes, how it builds Prometheus's configuration, and what it calls a missed, repeated
 or reordered status. The drill itself runs the replicated cluster and is a benchmark
@@ -19,8 +19,8 @@ import pytest
 import yaml
 from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
 
-from bench import bench_fault_drill as drill
-from bench import common
+from bench import harness as common
+from bench.scenarios import fault_drill as drill
 from localrun import compose as prod
 from tests.integration.config.test_cluster_topology import COMPOSE_VARS
 

@@ -96,7 +96,9 @@ async def _call(client: APIClient, method: str, path: str, body: dict | None = N
 READ_EVERY = 1.0
 
 
-async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(live_pipeline):
+async def test_an_order_driven_through_the_api_is_tracked_through_the_pipeline(
+    live_pipeline, asgi_lifespan
+):
     order_id, tokens, (customer, staff, courier) = await _place_order()
     detail_path = f"/api/v1/orders/{order_id}/"
 

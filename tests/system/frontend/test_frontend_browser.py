@@ -54,7 +54,7 @@ async def _tracked_world(pinot) -> tuple[World, int]:
     return world, t0
 
 
-async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot):
+async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot, asgi_lifespan):
     world, t0 = await _tracked_world(pinot)
     order = world.order
     await page.goto("/")
@@ -97,7 +97,9 @@ async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot):
     await expect(page).to_have_url(re.compile(r"/accounts/login/"))
 
 
-async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_drop(page, pinot):
+async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_drop(
+    page, pinot, asgi_lifespan
+):
     world, t0 = await _tracked_world(pinot)
     order = world.order
     sockets = []
@@ -187,7 +189,7 @@ def _advance_and_relay(order, steps: int) -> None:
 
 
 async def test_a_fast_status_shows_at_once_and_an_older_enriched_update_does_not_undo_it(
-    page, pinot
+    page, pinot, asgi_lifespan
 ):
     world, t0 = await _tracked_world(pinot)
     order = world.order
@@ -213,7 +215,9 @@ async def test_a_fast_status_shows_at_once_and_an_older_enriched_update_does_not
     assert page.js_errors == []
 
 
-async def test_place_an_order_through_the_ui_once_despite_a_double_click(page, pinot):
+async def test_place_an_order_through_the_ui_once_despite_a_double_click(
+    page, pinot, asgi_lifespan
+):
     world = await amake_world(**WORLD)
     await sign_in(page, "alice", "pw-alice", "/order/new/")
     await expect(page.get_by_role("heading", name="Pizza")).to_be_visible()
@@ -270,7 +274,7 @@ async def _operations_data(pinot, world):
 
 
 async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courier(
-    page, pinot, monkeypatch
+    page, pinot, monkeypatch, asgi_lifespan
 ):
     monkeypatch.setattr(read_model, "PREDICTION_STEP_MS", 86_400_000)  # one clock for the test
     world = await amake_world(**WORLD)
@@ -331,7 +335,7 @@ async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courie
     assert page.js_errors == []
 
 
-async def test_operations_is_for_staff_only(page, pinot):
+async def test_operations_is_for_staff_only(page, pinot, asgi_lifespan):
     await amake_world(**WORLD)
     await sign_in(page, "alice", "pw-alice")
     response = await page.goto("/operations/")
@@ -339,7 +343,7 @@ async def test_operations_is_for_staff_only(page, pinot):
     await expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
 
 
-async def test_phone_width_layout(browser, asgi_server, pinot):
+async def test_phone_width_layout(browser, asgi_server, pinot, asgi_lifespan):
     world, _ = await _tracked_world(pinot)
     context = await browser.new_context(base_url=asgi_server.url, viewport=PHONE, is_mobile=True,
                                         has_touch=True, device_scale_factor=2)  # fmt: skip
@@ -362,7 +366,9 @@ async def test_phone_width_layout(browser, asgi_server, pinot):
         await context.close()
 
 
-async def test_the_skip_link_is_the_first_stop_and_moves_focus_to_the_content(page, pinot):
+async def test_the_skip_link_is_the_first_stop_and_moves_focus_to_the_content(
+    page, pinot, asgi_lifespan
+):
     """Keyboard: the skip link is the first stop and moves focus to the content. (axe-core
     and the check that every control has a name run on every page the frontend serves, on a
     phone and a desktop: tests/system/frontend/test_frontend_pages.py.)"""

@@ -132,7 +132,7 @@ async def _moved(page, before: str, timeout: float = 15_000) -> str:
 
 
 async def test_a_courier_rides_goes_offline_and_back_and_delivers_while_the_customer_watches(
-    browser, asgi_server, page, pinot
+    browser, asgi_server, page, pinot, asgi_lifespan
 ):
     order = (await amake_world(**WORLD)).order
     await pinot.apublish(_record(order, 1))
@@ -234,7 +234,7 @@ async def test_a_courier_rides_goes_offline_and_back_and_delivers_while_the_cust
 
 
 async def test_a_refused_step_shows_the_apis_reason_and_the_button_stays(
-    browser, asgi_server, pinot
+    browser, asgi_server, pinot, asgi_lifespan
 ):
     order = (await amake_world(**WORLD)).order
     await pinot.apublish(_record(order, 1))
@@ -270,7 +270,7 @@ async def _tab_to(page, selector: str, limit: int = 40) -> None:
 
 
 async def test_by_keyboard_alone_a_courier_signs_in_and_marks_the_delivery_delivered(
-    browser, asgi_server, pinot
+    browser, asgi_server, pinot, asgi_lifespan
 ):
     order = (await amake_world(**{**WORLD, "orders": ("ARRIVING_AT_DOOR",)})).order
     await pinot.apublish(_record(order, 1, "ARRIVING_AT_DOOR"))
@@ -303,7 +303,7 @@ async def test_by_keyboard_alone_a_courier_signs_in_and_marks_the_delivery_deliv
 
 
 async def test_a_courier_who_has_not_allowed_location_is_asked_and_told_when_it_is_blocked(
-    browser, asgi_server, pinot
+    browser, asgi_server, pinot, asgi_lifespan
 ):
     """No permission given: the page asks with a button (never on load); the headless
     browser, which has nobody to answer the prompt, refuses, and the page says how to
@@ -337,7 +337,7 @@ async def test_a_courier_who_has_not_allowed_location_is_asked_and_told_when_it_
 
 
 async def test_on_an_insecure_address_the_page_says_why_and_the_steps_still_work(
-    browser, asgi_server, pinot, settings
+    browser, asgi_server, pinot, settings, asgi_lifespan
 ):
     """Browsers give a position only to secure pages (HTTPS, or localhost). Opened at a
     plain-HTTP name (mapped to this server), the page says so, offers no button that cannot
@@ -369,7 +369,9 @@ async def test_on_an_insecure_address_the_page_says_why_and_the_steps_still_work
         await chromium.close()
 
 
-async def test_the_thinning_and_the_budget_copy_keep_their_rule(browser, asgi_server, pinot):
+async def test_the_thinning_and_the_budget_copy_keep_their_rule(
+    browser, asgi_server, pinot, asgi_lifespan
+):
     """gps.js's rule (docs/api.md, "The courier's page") in the page's own module: an
     offline queue is thinned evenly, oldest and newest kept; after a 429 nothing is sent
     before its Retry-After, and then exactly the refused batch fits; a stale point (older

@@ -41,7 +41,7 @@ def _on_the_road() -> Order:
 
 @database_sync_to_async
 def _report(order: Order, point: tuple[float, float]) -> None:
-    fix = services.CourierPosition(order=order, courier=order.courier, lat=point[0], lon=point[1])
+    fix = services.LocationPoint(order=order, courier=order.courier, lat=point[0], lon=point[1])
     assert services.record_locations([fix]) == 1
 
 
@@ -63,7 +63,9 @@ async def _enriched(pinot, order: Order, version: int, point: tuple[float, float
     )
 
 
-async def test_the_customers_courier_moves_on_the_fast_path_and_never_back(page, pinot):
+async def test_the_customers_courier_moves_on_the_fast_path_and_never_back(
+    page, pinot, asgi_lifespan
+):
     order = await _on_the_road()
     await _enriched(pinot, order, 1, START, now_ms() - 5_000)
     await page.emulate_media(reduced_motion="reduce")  # a move lands at once: no glide
@@ -88,7 +90,9 @@ async def test_the_customers_courier_moves_on_the_fast_path_and_never_back(page,
     assert page.js_errors == []
 
 
-async def test_the_fleet_map_moves_each_courier_and_clicks_through_to_its_order(page, pinot):
+async def test_the_fleet_map_moves_each_courier_and_clicks_through_to_its_order(
+    page, pinot, asgi_lifespan
+):
     order = await _on_the_road()
     await sign_in(page, "ops", "pw-ops", "/operations/")
     await expect(page.locator("#live-pill")).to_have_text("Live")

@@ -20,8 +20,9 @@ from playwright.async_api import expect
 from contract.events import now_ms
 from frontend import urls
 from tests.factories import World, amake_world
-from tests.fixtures_browser import axe_violations, sign_in, unnamed_controls
+from tests.fixtures_browser import CSP_VIOLATIONS, axe_violations, sign_in, unnamed_controls
 from tests.fixtures_pinot import item_event, order_event_of
+from tests.waiting import wait_until_async
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
@@ -143,7 +144,9 @@ async def _check(page, visit: Visit, world: World) -> list[str]:
 @pytest.mark.browser
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_every_page_passes_axe_on_a_phone_and_a_desktop(browser, asgi_server, pinot):
+async def test_every_page_passes_axe_on_a_phone_and_a_desktop(
+    browser, asgi_server, pinot, asgi_lifespan
+):
     world = await amake_world(**WORLD)
     await _published(pinot, world)
     by_user: dict[str | None, list[tuple[str, Visit]]] = {}
@@ -175,3 +178,24 @@ async def test_every_page_passes_axe_on_a_phone_and_a_desktop(browser, asgi_serv
                 await context.close()
     assert checked == 2 * sum(len(v) for v in VISITS.values())
     assert problems == {}
+
+
+@pytest.mark.browser
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_script_the_policy_refuses_is_reported_and_does_not_run(page):
+    """The check every browser test ends with (tests/fixtures_browser.py) sees a violation:
+    an inline script, which the policy refuses, is reported and never runs."""
+    await page.goto("/accounts/login/")
+    await page.evaluate(
+        "() => document.head.append(Object.assign(document.createElement('script'),"
+        " {textContent: 'window.ranInline = true'}))"
+    )
+
+    async def reported() -> bool:
+        return bool(CSP_VIOLATIONS)
+
+    await wait_until_async(reported, 5, "the violation's report", interval=0.05)
+    assert "script-src" in CSP_VIOLATIONS[0]
+    assert await page.evaluate("() => window.ranInline") is None
+    CSP_VIOLATIONS.clear()  # expected here: the test passes

@@ -54,7 +54,7 @@ async def _shot(page, name: str) -> None:
 
 
 async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watches(
-    browser, asgi_server, page, pinot
+    browser, asgi_server, page, pinot, asgi_lifespan
 ):
     world, t0 = await _published(pinot, await amake_world(**WORLD))
     order = world.order
@@ -124,7 +124,9 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
     assert page.js_errors == []
 
 
-async def test_the_owner_sees_how_the_restaurant_is_doing_and_only_their_own(page, pinot):
+async def test_the_owner_sees_how_the_restaurant_is_doing_and_only_their_own(
+    page, pinot, asgi_lifespan
+):
     world = await amake_world(**WORLD)
     now = now_ms()
     order, curry_order = world.order, world.second_order
@@ -184,7 +186,9 @@ async def test_the_owner_sees_how_the_restaurant_is_doing_and_only_their_own(pag
     assert page.js_errors == []
 
 
-async def test_operators_pick_any_restaurant_and_customers_have_no_restaurant_pages(page, pinot):
+async def test_operators_pick_any_restaurant_and_customers_have_no_restaurant_pages(
+    page, pinot, asgi_lifespan
+):
     world, _ = await _published(pinot, await amake_world(**WORLD))
     await sign_in(page, "ops", "pw-ops", "/restaurant/")
     await expect(page.get_by_label("Restaurant")).to_be_visible()
@@ -200,7 +204,7 @@ async def test_operators_pick_any_restaurant_and_customers_have_no_restaurant_pa
         assert (await page.goto(path)).status == 403
 
 
-async def test_a_customer_manages_delivery_addresses_with_a_map_pin(page, pinot):
+async def test_a_customer_manages_delivery_addresses_with_a_map_pin(page, pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     await sign_in(page, "alice", "pw-alice", "/addresses/")
     items = page.locator(".address-item")
@@ -250,7 +254,7 @@ async def test_a_customer_manages_delivery_addresses_with_a_map_pin(page, pinot)
 
 
 async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
-    browser, asgi_server, pinot
+    browser, asgi_server, pinot, asgi_lifespan
 ):
     world, t0 = await _published(pinot, await amake_world(**WORLD))
     order = world.order
@@ -289,7 +293,9 @@ async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
         await context.close()
 
 
-async def test_new_pages_fit_a_phone_and_have_no_axe_violations(browser, asgi_server, pinot):
+async def test_new_pages_fit_a_phone_and_have_no_axe_violations(
+    browser, asgi_server, pinot, asgi_lifespan
+):
     world, _ = await _published(pinot, await amake_world(**WORLD))
     await pinot.apublish(
         item_event(world.order.pk, 1, "Margherita", 2, 8.5, restaurant_id=world.restaurant.pk)
@@ -334,7 +340,7 @@ TABLES_CUT = """() => [...document.querySelectorAll('.table-wrap')]
   .map(w => `${w.id}: ${w.scrollWidth} > ${w.clientWidth}`)"""
 
 
-async def test_the_operators_page_is_pushed_not_polled(page, pinot):
+async def test_the_operators_page_is_pushed_not_polled(page, pinot, asgi_lifespan):
     world, _ = await _published(pinot, await amake_world(**WORLD))
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url) if "/api/v1/operations/" in r.url else None)

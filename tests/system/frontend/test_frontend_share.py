@@ -57,7 +57,7 @@ async def _press(page, name: str) -> None:
 
 
 async def test_a_customer_shares_by_keyboard_and_a_stranger_follows_until_it_is_revoked(
-    page, browser, asgi_server, pinot
+    page, browser, asgi_server, pinot, asgi_lifespan
 ):
     order = await _order_on_the_road()
     t0 = now_ms() - 120_000
@@ -142,7 +142,7 @@ async def test_a_customer_shares_by_keyboard_and_a_stranger_follows_until_it_is_
 
 
 async def test_the_shared_page_passes_axe_on_a_phone_and_works_by_keyboard(
-    browser, asgi_server, pinot
+    browser, asgi_server, pinot, asgi_lifespan
 ):
     from tracker.sharing import services as sharing
 

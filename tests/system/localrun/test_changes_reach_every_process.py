@@ -87,6 +87,7 @@ def two_workers(real_pinot):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "REDIS_"))}
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
+        DJANGO_DEBUG="true",  # development settings, as make run's
         DATABASE_URL=f"sqlite:///{var / 'db.sqlite3'}",
         KAFKA_TOPIC_PREFIX=real_pinot.topic_prefix,
         PINOT_BROKER_URL=real_pinot.broker_url,

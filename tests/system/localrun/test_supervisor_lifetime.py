@@ -68,8 +68,13 @@ def _descendant_pids(tmp_path: Path, proc: subprocess.Popen[str]) -> list[int]:
             break
     else:
         pytest.fail("the supervisor did not start its components: " + "".join(lines))
+    # The components' own lines are in their logs (the console shows none during start-up).
+    logs = [(tmp_path / "logs" / f"{name}.log").read_text() for name in ("one", "two")]
     grandchildren = [
-        int(line.split("grandchild ")[1].split()[0]) for line in lines if "grandchild " in line
+        int(line.split("grandchild ")[1].split()[0])
+        for log in logs
+        for line in log.splitlines()
+        if "grandchild " in line
     ]
     children = [  # of every thread: the supervisor starts them from one of its own
         int(p)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from contract.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
-from localrun.pinot_conf import free_ports_env
+from localrun.pinot.conf import free_ports_env
 from tests.conftest import free_port
 from tests.waiting import wait_until
 

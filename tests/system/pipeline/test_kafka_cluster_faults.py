@@ -1,5 +1,5 @@
 """kill -9 of a partition's leader in a three-node Kafka cluster, in the middle of an
-order's journey (issue 54's first fault; the fault drill, bench/bench_fault_drill.py,
+order's journey (issue 54's first fault; the fault drill, bench/scenarios/fault_drill.py,
 does the same to the whole replicated cluster under load).
 
 The test runs a cluster of its own (the suite's broker and Pinot serve every other test
@@ -31,10 +31,10 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from bench.common import socket_verdict
+from bench.harness import socket_verdict
 from config.asgi import application
 from contract.events import LIFECYCLE, Topic, epoch_ms, status_time_field, topic_name
-from localrun.compose_file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
+from localrun.compose.file import CLUSTER_FILE, COMPOSE_FILE, load_project, service_env
 from localrun.kafka import KafkaBroker, image_properties, start_all
 from runtime import kafka
 from runtime.conf import KafkaConfig
@@ -42,7 +42,6 @@ from tests.integration.config.test_cluster_topology import COMPOSE_VARS
 from tests.integration.streaming.test_pipeline_e2e import READ_EVERY, _call, _place_order
 from tests.integration.streaming.test_streaming_job import latest, outputs
 from tests.waiting import wait_until, wait_until_async
-from tracker.live.embedded import stop_embedded_bridge
 from tracker.operations.replicas import partitions_out_of_sync
 from tracker.orders.models import OrderItem, OrderStatusChange
 from tracker.orders.services import locations
@@ -89,7 +88,6 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
         )
         yield brokers
     finally:
-        stop_embedded_bridge()  # its consumer follows this cluster's topics
         for broker in brokers:
             # Throwaway data: no controlled shutdown, which the last node of a quorum
             # that lost two would wait out (30 s) before being killed anyway.
@@ -98,8 +96,8 @@ def kafka_cluster(pinot, tmp_path, monkeypatch):
 
 @pytest.fixture
 def pipeline(spark, kafka_cluster, tmp_path):
-    """The relay and a continuous stream job on the cluster (the bridge starts with the
-    first socket)."""
+    """The relay and a continuous stream job on the cluster (the test's lifespan starts
+    the push bridge on it)."""
     from streaming.job import start_query
     from streaming.settings import Settings
 
@@ -168,7 +166,9 @@ async def _post_point(client, path: str, point: tuple[float, float]) -> int:
     raise AssertionError("unreachable")
 
 
-async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(pipeline):
+async def test_a_killed_partition_leader_loses_no_event_of_an_order_on_its_way(
+    pipeline, asgi_lifespan
+):
     brokers = pipeline
     order_id, tokens, (customer, staff, courier) = await _place_order()
     path = f"/api/v1/orders/{order_id}/"

@@ -36,8 +36,8 @@ import pytest
 
 from contract.events import topic_name
 from localrun.pinot import COMMIT_TIMEOUT, STOP_TIMEOUT
-from localrun.pinot_commit import CommitError, consuming_segments, count_sql, rows_per_segment
-from localrun.pinot_conf import free_ports_env
+from localrun.pinot.commit import CommitError, consuming_segments, count_sql, rows_per_segment
+from localrun.pinot.conf import free_ports_env
 from pinot.definitions import load_tables
 from tests.fixtures_pinot import PinotHarness, delivery_event, item_event, order_event
 from tests.waiting import wait_until

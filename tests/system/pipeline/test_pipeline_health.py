@@ -27,7 +27,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from localrun.pinot_conf import free_ports_env
+from localrun.pinot.conf import free_ports_env
 from runtime.metrics import NAMES
 from tests.conftest import free_port
 from tests.processes import listeners

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import CommandError, call_command
+from django.core.management.base import SystemCheckError
 
 from tracker.simulator.seed import DEMO_PASSWORD, OPERATOR_USERNAME
 
@@ -59,3 +60,32 @@ def test_with_debug_on_make_run_keeps_its_demo_accounts(settings):
     operator = authenticate(username=OPERATOR_USERNAME, password=DEMO_PASSWORD)
     assert operator is not None and operator.is_superuser
     assert authenticate(username="customer1", password=DEMO_PASSWORD) is not None
+
+
+def _seeded_before_the_fix(settings) -> None:
+    """A database seeded by ``make run`` (or before the demo-account fix): the public
+    password, ``operator`` a superuser; the seeder since creates only missing accounts."""
+    settings.DEBUG = True
+    call_command("simulate", seed_only=True, seed=1)
+    settings.DEBUG = False
+
+
+def test_with_debug_off_demo_accounts_with_the_public_password_fail_the_checks(settings):
+    _seeded_before_the_fix(settings)
+    with pytest.raises(SystemCheckError, match="public demo password"):
+        call_command("check", databases=["default"])  # as `migrate` runs them, before the web
+
+
+def test_with_debug_off_the_seeder_retires_the_public_password_of_an_old_database(settings):
+    _seeded_before_the_fix(settings)
+    settings.SIMULATOR_DEMO_PASSWORD = OPERATOR_SECRET
+    call_command("simulate", seed_only=True, seed=1)
+    users = get_user_model().objects
+    assert authenticate(username=OPERATOR_USERNAME, password=DEMO_PASSWORD) is None
+    assert not users.filter(is_superuser=True).exists()
+    for name in (OPERATOR_USERNAME, "customer1", "courier1", "staff1"):
+        assert authenticate(username=name, password=OPERATOR_SECRET) is not None, name
+    call_command("check", databases=["default"])  # passes now
+    users.create_user("customer999", password=DEMO_PASSWORD)  # a name like the demo's
+    with pytest.raises(SystemCheckError, match="customer999"):
+        call_command("check", databases=["default"])

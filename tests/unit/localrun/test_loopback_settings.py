@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from localrun.components import components
-from localrun.pinot_conf import MAINS, ZOOKEEPER_MAIN, Ports, every_interface, zookeeper_args
+from localrun.pinot.conf import MAINS, ZOOKEEPER_MAIN, Ports, every_interface, zookeeper_args
 
 
 def _properties(path: Path) -> dict[str, str]:

@@ -5,7 +5,9 @@
 
 /**
  * Build an element: h("a", {href: "/", class: "x", onclick: fn}, "text", child).
- * Attributes starting with "on" become listeners; `dataset` sets data-*; null/false skip.
+ * Attributes starting with "on" become listeners; `dataset` sets data-*; `style` is an
+ * object of CSS properties, set through the element's style (a style attribute is inline
+ * style, which the Content-Security-Policy refuses); null/false skip.
  */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -15,6 +17,8 @@ export function h(tag, attrs = {}, ...children) {
       el.addEventListener(key.slice(2).toLowerCase(), value);
     } else if (key === "dataset") {
       Object.assign(el.dataset, value);
+    } else if (key === "style") {
+      Object.assign(el.style, value);
     } else if (key === "class") {
       el.className = value;
     } else if (key === "text") {

@@ -59,7 +59,7 @@ export class FleetMap {
   drawLegend(legend) {
     replace(
       legend,
-      BANDS.map((b) => h("span", { class: "legend-item" }, h("span", { class: "legend-swatch", style: `background:${b.color}` }), b.label)),
+      BANDS.map((b) => h("span", { class: "legend-item" }, h("span", { class: "legend-swatch", style: { background: b.color } }), b.label)),
     );
   }
 
