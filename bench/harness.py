@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localrun.kafka import free_port
 from localrun.launch import System
+from localrun.ports import free_port
 
 #: The benchmarks run the development settings, as ``make run`` does (debug is off unless
 #: asked for); the processes they start inherit it, and a production topology sets its own.

@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 
 from localrun.backends import redis_server_argv, wait_for_redis
-from localrun.kafka import free_port  # noqa: F401 - the tests' one helper for ports
+from localrun.ports import free_port  # noqa: F401 - the tests' one helper for ports
 from runtime.conf import KafkaConfig
 from runtime.kafka import ensure_topics
 
@@ -98,6 +98,14 @@ class DatabaseOutage:
         """The server back; from any thread (a timer, for an outage while code runs)."""
         self.connection.settings_dict.update(self.saved)
         self.connection.close()
+
+
+@pytest.fixture
+def no_periodic_recheck(settings):
+    """Sockets re-check their access only when a change's signal or a link's end asks
+    (the periodic re-check is a day away): a socket closed before a test's deadline was
+    closed by what the test did. A test of the periodic re-check sets its own period."""
+    settings.PUSH_RECHECK_SECONDS = 86_400.0
 
 
 @pytest.fixture
