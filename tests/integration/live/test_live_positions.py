@@ -98,7 +98,7 @@ def _report(order: Order, lat: float) -> int:
 
 
 @pytest.mark.asyncio
-async def test_a_point_reaches_its_order_socket_and_the_fleet_and_no_one_else(pinot):
+async def test_a_point_reaches_its_order_socket_and_the_fleet_and_no_one_else(pinot, asgi_lifespan):
     world = await amake_world(**WORLD)
     order = world.order
     tokens = await _role_tokens(order)  # takes the order out for delivery with a courier

@@ -15,6 +15,7 @@ import json
 import pytest
 from channels.db import database_sync_to_async
 
+from config.asgi import application
 from contract.events import Topic
 from localrun.ports import free_port
 from runtime.conf import KafkaConfig
@@ -23,6 +24,7 @@ from tests.engines import start_kafka
 from tests.factories import amake_world
 from tests.fixtures_pinot import order_event_of
 from tests.integration.live.test_live_push import WORLD, _connect
+from tests.lifespan import Lifespan
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM
 from tracker.outbox.models import OutboxEvent
@@ -57,10 +59,14 @@ async def test_a_killed_broker_restarted_loses_nothing_and_sockets_keep_receivin
     # From here on, this test's own broker: the relay, the bridge and the reads below.
     port = free_port()
     broker = start_kafka(tmp_path / "kafka", port=port, log_name="test-kafka-kill.log")
+    lifespan = None
     try:
         monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", broker.bootstrap_servers)
         monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "killed.")
         await asyncio.to_thread(ensure_topics, config=KafkaConfig())
+        # The web started now, as a server would: its push bridge follows this broker.
+        lifespan = Lifespan(application)
+        await lifespan.startup()
         relay = Relay(delivery_timeout=2.0, max_backoff=0.2)
         socket, snapshot = await _connect(f"/ws/orders/{order.pk}/", world.tokens["alice"])
         assert snapshot["type"] == "snapshot"
@@ -103,4 +109,6 @@ async def test_a_killed_broker_restarted_loses_nothing_and_sockets_keep_receivin
         assert statuses[-3:] == ["ORDER_CONFIRMED", "BEING_PREPARED", "BEING_COOKED"]
         assert statuses.count("ORDER_CONFIRMED") == 1
     finally:
+        if lifespan is not None:
+            await lifespan.shutdown()
         broker.stop()
