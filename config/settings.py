@@ -290,7 +290,13 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,  # read-only fields (ids) stay out of request bodies
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
-    "ENUM_NAME_OVERRIDES": {"OrderStatus": "api.serializers.orders.STATUSES"},
+    "ENUM_NAME_OVERRIDES": {
+        "OrderStatus": "api.serializers.orders.STATUSES",
+        "AdvanceTarget": "api.serializers.orders.ADVANCE_TARGETS",
+        # one name per GeoJSON type, or the Feature's shape would take the Polygon's enum
+        "GeoJSONPolygonType": ["Polygon"],
+        "GeoJSONFeatureType": ["Feature"],
+    },
     "TAGS": [
         {"name": "Account", "description": "Signing in and out, who I am, my addresses."},
         {"name": "Menu", "description": "Restaurants and their menus."},
