@@ -235,9 +235,6 @@ class _SlowCache:
         return attr
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 69 N7: the read budget's check-then-write loses concurrent reads"
-)
 def test_concurrent_reads_each_spend_the_budget(monkeypatch):
     """8 clients of one user read 3 times each at once: all 24 count, so a 24/min budget
     refuses the 25th (a check-then-write budget counted some once)."""
