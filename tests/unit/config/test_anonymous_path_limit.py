@@ -8,10 +8,6 @@ import asyncio
 
 import pytest
 
-pytestmark = pytest.mark.xfail(
-    strict=True, reason="issue 69 N7: anonymous paths have no per-client cap before the queue"
-)
-
 
 def request(path: str, client: str = "203.0.113.7", headers=()) -> dict:
     return {"type": "http", "method": "GET", "path": path, "client": (client, 5000),
