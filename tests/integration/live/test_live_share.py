@@ -354,7 +354,6 @@ async def test_a_link_has_a_bounded_number_of_open_sockets(_no_bridge, settings)
     assert refused["code"] == messages.CLOSE_TOO_MANY and "at most 2" in refused["message"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 69 N4: share sockets escape the creator's cap")
 async def test_share_sockets_count_against_the_link_creators_socket_cap(_no_bridge, settings):
     """A link's sockets are its creator's: with every one of the creator's socket slots
     held, the link's next socket is refused with 4429 (5 links x 10 sockets each would
@@ -373,7 +372,6 @@ async def test_share_sockets_count_against_the_link_creators_socket_cap(_no_brid
     assert refused["code"] != messages.CLOSE_TOO_MANY, refused
 
 
-@pytest.mark.xfail(strict=True, reason="issue 69 N4: a share socket wakes every second")
 async def test_a_share_socket_sleeps_until_its_links_end(_no_bridge, monkeypatch):
     """The timer to the link's end sleeps until that end (or until the order ends or a
     re-check moves the end), not a second at a time."""
@@ -388,8 +386,7 @@ async def test_a_share_socket_sleeps_until_its_links_end(_no_bridge, monkeypatch
     )
     socket = ShareSocket()
     socket.viewer = holder
-    socket._order_ended = asyncio.Event()
-    socket._end_moved = asyncio.Event()
+    socket._wake = asyncio.Event()
     socket.delivery = type("Delivery", (), {"closing": False, "recheck": AsyncMock()})()
     timeouts = []
 
