@@ -47,7 +47,6 @@ def _go_replace(pattern: str, value: str, text: str) -> str:
     return re.sub(pattern, re.sub(r"\$\{(\d+)\}", r"\\g<\1>", value), text)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 69 N5: Caddy logs the URI with its tokens")
 def test_no_log_of_the_proxy_keeps_a_token_of_a_uri():
     logs = _adapted().get("logging", {}).get("logs", {})
     assert "default" in logs  # the one that takes the error log
