@@ -12,8 +12,6 @@ import re
 import shutil
 import subprocess
 
-import pytest
-
 from localrun import compose as prod
 from runtime.conf import BASE_DIR
 
