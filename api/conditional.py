@@ -1,28 +1,24 @@
 """Conditional GETs: an ``ETag`` on every read a client polls, and 304 when it still matches.
 
-The tag is a hash of the body, so it changes exactly when anything the client would render
-changes (the read model keeps its bodies free of clock-relative values for this). A
-resource read often (an order's detail) keeps its last rendition (:class:`Renditions`):
-while the read model's answer is equal to the one it was rendered from, the body and its
-tag are reused, so an unchanged order costs neither its serializer nor its hash.
+A polled resource's tag is computed from what its answer depends on, before the answer
+is built (:func:`answer`, Django's ``condition()`` idiom: ``get_conditional_response``),
+and only after the caller's access to it was checked, so a 304 never says that something
+exists. What changes each tag is listed in docs/api.md. A resource without such a
+validator is tagged with its body's hash (:func:`conditional_response`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
-from django.utils.cache import patch_vary_headers
-from django.utils.http import parse_etags
+from django.http import HttpResponseBase
+from django.utils.cache import get_conditional_response, patch_vary_headers
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
-
-from api.renderers import Rendered
-from tracker.tracking.copies import BoundedCache
 
 IF_NONE_MATCH = OpenApiParameter(
     "If-None-Match",
@@ -40,47 +36,43 @@ ETAG = OpenApiParameter(
 NOT_MODIFIED = OpenApiResponse(description="Not modified: what you have (its `ETag`) is current.")
 
 
+def quoted(validator: str) -> str:
+    """A validator as an ETag header's strong tag."""
+    return f'"{validator}"'
+
+
 def tag_of(body: bytes) -> str:
     """The ETag of a body's bytes."""
-    return '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+    return quoted(hashlib.blake2b(body, digest_size=16).hexdigest())
 
 
 def etag_of(data: Any) -> str:
     return tag_of(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode())
 
 
-class Renditions:
-    """The last body (with its JSON, :class:`api.renderers.Rendered`) and ETag rendered for
-    each resource, reused while the read model answers with an equal value (equality, not a version number: whatever the body
-    shows, from any store, is compared). Bodies are shared by every request: never
-    changed after rendering."""
-
-    def __init__(self, size: int, render: Callable[[Any], Any]) -> None:
-        self._kept: BoundedCache[Hashable, tuple[Any, Any, str]] = BoundedCache(size)
-        self._render = render
-
-    def rendition(self, key: Hashable, source: Any) -> tuple[Any, str]:
-        """(body, ETag) of ``source``, the resource under ``key`` as just read."""
-        kept = self._kept.get(key)
-        if kept is not None and (kept[0] is source or kept[0] == source):
-            return kept[1], kept[2]
-        data = Rendered(self._render(source))
-        etag = tag_of(data.json)
-        self._kept.put(key, (source, data, etag))
-        return data, etag
-
-
-def conditional_response(request: Request, data: Any, etag: str | None = None) -> Response:
-    """``data`` with its ETag (``etag``, when the caller has it), or 304 when
-    ``If-None-Match`` names it (or is ``*``)."""
-    etag = etag or etag_of(data)
-    wanted = parse_etags(request.headers.get("If-None-Match", ""))
-    weak = {tag.removeprefix("W/") for tag in wanted}  # GET compares weakly (RFC 9110 13.1.2)
-    if "*" in wanted or etag in weak:
-        response = Response(status=status.HTTP_304_NOT_MODIFIED)
-    else:
-        response = Response(data)
+def tagged(response: HttpResponseBase, etag: str) -> HttpResponseBase:
+    """``response`` with ``etag``, to be revalidated before each use, by one viewer only."""
     response["ETag"] = etag
     response["Cache-Control"] = "private, no-cache"  # per user; revalidate before each use
     patch_vary_headers(response, ("Authorization", "Cookie"))
     return response
+
+
+def not_modified(request: Request, etag: str) -> HttpResponseBase | None:
+    """304 when ``If-None-Match`` names ``etag`` (or is ``*``), else None. Call it after
+    the access check."""
+    response = get_conditional_response(request, etag=etag)
+    return None if response is None else tagged(response, etag)
+
+
+def answer(request: Request, etag: str, build: Callable[[], Any]) -> HttpResponseBase:
+    """304 when ``If-None-Match`` names ``etag``, without calling ``build``; else the body
+    ``build()`` returns, tagged ``etag``. Call it after the access check."""
+    return not_modified(request, etag) or tagged(Response(build()), etag)
+
+
+def conditional_response(request: Request, data: Any, etag: str | None = None) -> Response:
+    """``data`` with its ETag (``etag``, when the caller has it, else its hash), or 304
+    when ``If-None-Match`` names it."""
+    etag = etag or etag_of(data)
+    return answer(request, etag, lambda: data)

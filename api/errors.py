@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from contract.events import EventValidationError
-from runtime.stores import REDIS_UNREACHABLE
+from runtime.redis_errors import REDIS_UNREACHABLE
 from tracker.customers.services import TooManyAddresses
 from tracker.orders.policy import NotVisible, ScopeRequired
 from tracker.orders.services import IllegalTransition, OrderError, TelemetryError

@@ -1,6 +1,6 @@
 """The API's one renderer: DRF's JSON, plus bodies whose JSON is already made.
 
-A detail read often is rendered once per change (:class:`api.conditional.Renditions`);
+A detail read often is rendered once per change (:mod:`tracker.cache.bodies`);
 its body travels as :class:`Rendered`, a dict for everything that reads a response's
 ``data`` (tests, middleware) that carries its own bytes, so each request of an unchanged
 order skips ``json.dumps`` (about a millisecond for a trail of 200 points).

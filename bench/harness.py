@@ -1,7 +1,7 @@
 """The one harness every benchmark scenario runs on (``python -m bench NAME``).
 
 A scenario (bench/scenarios/NAME.py) is a short module: a docstring (its ``--help``),
-``add_arguments(parser)`` and ``run(args) -> dict``. The harness parses the arguments,
+``OPTIONS`` (:func:`add_options`) and ``run(args) -> dict``. The harness parses the arguments,
 starts what the scenario asks for through the one launcher (:func:`system`,
 :func:`production`: :class:`localrun.launch.System`), samples the machine's load average
 all along, prints each table with the load beside its figures, and writes the result with
@@ -12,27 +12,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import importlib
 import json
+import logging
 import math
+import multiprocessing
 import os
 import platform
 import random
 import re
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localrun.kafka import free_port
 from localrun.launch import System
+from localrun.ports import free_port
 
 #: The benchmarks run the development settings, as ``make run`` does (debug is off unless
 #: asked for); the processes they start inherit it, and a production topology sets its own.
@@ -114,10 +118,9 @@ def start(
     seed: bool = False,
     prepare: Callable[[], object] | None = None,
 ) -> System:
-    """The named components (every one by default) as ``make run`` runs them, started on a
-    fresh folder and free ports, with this process's Django on the same database, Kafka
-    and Pinot (migrated first; with ``seed``, the demo world). ``prepare()`` runs after
-    that, before anything starts (seed rows, produce records). The caller stops it."""
+    """The named components (all by default) as ``make run`` runs them, on a fresh folder
+    and free ports, this process's Django on the same stores (migrated; with ``seed``, the
+    demo world; then ``prepare()``). The caller stops it."""
     import django
     from django.core.management import call_command
 
@@ -151,10 +154,9 @@ def system(
 
 
 def start_full_system(multiple: float, read_rate: float = 0) -> System:
-    """Every component with the simulator at ``multiple`` x the book's peak (started; the
-    caller stops it; its folder, with the logs, is kept). ``read_rate``: the REST reads a
-    second the scenario will spread over customers (:func:`readers_for`): the demo world
-    then gets twice as many customers as that takes, all of whom the simulator orders for."""
+    """Every component, the simulator at ``multiple`` x the book's peak (the caller stops
+    it). ``read_rate``: REST reads a second to come, for which the world gets twice the
+    customers :func:`readers_for` says."""
 
     def more_customers() -> None:
         from tracker.customers.models import Customer
@@ -205,6 +207,24 @@ def children_of(pid: int) -> list[int]:
 # ------------------------------------------------------------------ results
 
 
+#: Set by SIGTERM/SIGINT once a long scenario calls :func:`stop_on_signals`: it stops what
+#: it does next and writes the run as it stands, so a run stopped early leaves its evidence.
+STOP = threading.Event()
+
+
+def stop_on_signals() -> None:
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: STOP.set())
+
+
+def in_fresh_process(function: Callable, *args: object) -> object:
+    """``function(*args)`` in a new interpreter: Django's settings and a started system
+    belong to one process, so a scenario that measures several systems starts each there."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(function, *args).result()
+
+
 def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -230,8 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         prog=f"python -m bench {known.scenario}", description=summary, epilog=more or None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    module.add_arguments(sub)
+    add_options(sub, {"--note": ("", "how it was run, stored with the result"), **module.OPTIONS})
+    if hasattr(module, "add_arguments"):  # what a table cannot say (repeated, a path)
+        module.add_arguments(sub)
     args = sub.parse_args(rest)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # else a line per request
     load = LoadSampler()
     load.start()
     started = machine()
@@ -278,11 +301,9 @@ def process_tree_rss(pid: int) -> float:
 
 
 def process_tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process and its descendants have used so far: its
-    own, its reaped children's (``cutime``/``cstime``: PostgreSQL's exited backends, the
-    Python workers Spark forks per task) and its live descendants', whichever thread
-    started them. Descendants are found by every process's parent in one pass over
-    /proc: a thread's ``children`` file is not reliable while the process runs."""
+    """CPU seconds a process and its descendants used so far, reaped children included
+    (``cutime``/``cstime``: PostgreSQL's backends, Spark's Python workers). Descendants come
+    from one pass over /proc: a thread's ``children`` file is unreliable while it runs."""
     stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -298,6 +319,21 @@ def process_tree_cpu(pid: int) -> float:
         total += sum(int(f) for f in stats[current][11:15])
         todo.extend(children.get(current, []))
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def pids_of(children: Iterable) -> dict[str, int]:
+    """Each running component's pid, by name (``System.children``, a production run's)."""
+    return {c.component.name: c.process.pid for c in children if c.process}
+
+
+def cpu_of(pids: Mapping[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each named process tree (:func:`process_tree_cpu`)."""
+    return {name: process_tree_cpu(pid) for name, pid in pids.items()}
+
+
+def cores(before: Mapping[str, float], after: Mapping[str, float], seconds: float) -> dict:
+    """Cores each process used between two :func:`cpu_of` reads ``seconds`` apart."""
+    return {name: (after[name] - before.get(name, 0.0)) / seconds for name in after}
 
 
 def longest_growth_s(series: list[float | None], step_s: float = 10) -> float:
@@ -346,9 +382,8 @@ def histogram_quantiles(
 
 
 def operator_tokens(sockets: int, prefix: str = "bench-ops") -> list[str]:
-    """API tokens of enough operators to hold ``sockets`` WebSockets, at most
-    ``WS_MAX_SOCKETS_PER_USER`` each: benchmarks spread their sockets over users as real
-    clients are, rather than raise the cap. Socket ``i`` uses token ``i // that cap``."""
+    """Tokens of enough operators for ``sockets`` WebSockets at ``WS_MAX_SOCKETS_PER_USER``
+    each (spread as real clients are, not by raising the cap): see :func:`token_of_socket`."""
     from django.conf import settings
 
     return operators(math.ceil(sockets / settings.WS_MAX_SOCKETS_PER_USER), prefix)
@@ -377,9 +412,7 @@ READ_BUDGET_SHARE = 0.8
 
 
 def read_budget(staff: bool = False) -> tuple[int, int]:
-    """(reads, seconds) one user may send: ``API_THROTTLE_READS``, or
-    ``API_THROTTLE_READS_STAFF`` for operators and restaurant staff, as this process reads
-    it (the benchmarks' servers start with this process's environment)."""
+    """(reads, seconds) one user may send (``API_THROTTLE_READS[_STAFF]``)."""
     from django.conf import settings
 
     from tracker.accounts.rates import parse_rate
@@ -403,19 +436,16 @@ def budget_text(staff: bool = False) -> str:
 
 
 def dealt(users: list, n: int, seed: int) -> list:
-    """``n`` turns dealt over ``users`` round robin (in a shuffled order): at a fixed rate,
-    each user's reads come evenly spaced, rate / len(users) a second, where random picks
-    would bunch some users' reads over their budget."""
+    """``n`` turns over ``users``, round robin in a shuffled order: each user's reads come
+    evenly spaced, where random picks would bunch some over their budget."""
     order = list(users)
     random.Random(seed).shuffle(order)
     return [order[i % len(order)] for i in range(n)]
 
 
 def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
-    """``count`` customers of the benchmark's own, each with a delivery address and an API
-    token: (Customer, token key). Made in bulk and without a password (hashing one takes
-    a second by design), so a benchmark can have thousands; the ones a previous call made
-    are kept."""
+    """``count`` customers of the benchmark's own with an address and a token: (Customer,
+    key). In bulk and without passwords (hashing is slow by design); earlier ones are kept."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
     from rest_framework.authtoken.models import Token
@@ -458,10 +488,8 @@ def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
 
 
 def customer_orders(customers: int, timeout: float = 900, newest: int = 5000) -> list[tuple]:
-    """(order id, its customer's API token) for the orders, among the ``newest``, of the
-    ``customers`` customers who ordered last, once the simulator has placed orders for that
-    many (waiting up to ``timeout`` seconds: at the book's peak, 50 orders a minute, a
-    hundred customers take a few minutes). Tokens are made for those customers."""
+    """(order id, its customer's token) for the ``newest`` orders of the last ``customers``
+    customers who ordered, once the simulator has ordered for that many (``timeout`` s)."""
     from django.db import connection
     from rest_framework.authtoken.models import Token
 
@@ -509,25 +537,32 @@ def pinot_rows(table: str) -> int:
     return int(rows[0]["n"]) if rows else 0  # 0.11: an empty table may answer no row
 
 
-def topic_records(table: str) -> int:
-    """Records in the topic ``table`` consumes (the producers are idempotent, never
-    transactional, so offsets count records)."""
+def offsets(topics: Iterable, start: bool = False) -> dict:
+    """Where each topic (a ``Topic`` or a name) ends now, or ``start``s: {topic: {partition:
+    offset}}, through a consumer of its own."""
     from contract.events import Topic, topic_name
     from runtime import kafka
 
+    read = kafka.start_offsets if start else kafka.end_offsets
     consumer = kafka.consumer()
     try:
-        topic = topic_name(Topic(table))
-        ends, starts = kafka.end_offsets(consumer, topic), kafka.start_offsets(consumer, topic)
-        return sum(ends[p] - starts[p] for p in ends)
+        return {t: read(consumer, topic_name(t) if isinstance(t, Topic) else t) for t in topics}
     finally:
         consumer.close()
 
 
+def topic_records(table: str) -> int:
+    """Records in the topic ``table`` consumes (the producers are idempotent, never
+    transactional, so offsets count records)."""
+    from contract.events import Topic
+
+    topic = Topic(table)
+    ends, starts = offsets([topic])[topic], offsets([topic], start=True)[topic]
+    return sum(ends[p] - starts[p] for p in ends)
+
+
 def wait_pinot_caught_up(timeout: float = 300, tables: tuple[str, ...] = ENRICHED_TABLES) -> float:
-    """Until Pinot holds as many rows as there are records in each table's topic (a
-    deduplicated table holds fewer if a line was sent twice: the benchmarks send none);
-    returns the seconds waited."""
+    """Until Pinot holds as many rows as each table's topic has records; the seconds waited."""
     started = time.monotonic()
     wanted = {table: topic_records(table) for table in tables}
     for table, count in wanted.items():
@@ -552,22 +587,22 @@ def disk_mb(path: Path) -> float:
 BOOK_PEAK_PER_MIN = 50
 
 
-def add_multiple(parser: argparse.ArgumentParser, default: float = 1) -> None:
-    """``--multiple``: the simulator's load, as :func:`start_full_system` takes it."""
-    parser.add_argument(
-        "--multiple",
-        type=float,
-        default=default,
-        help=f"simulator load, x the book's peak of {BOOK_PEAK_PER_MIN} orders/min",
-    )
+def multiple(default: float = 1) -> tuple[float, str]:
+    """The ``--multiple`` option: the simulator's load, as :func:`start_full_system` takes it."""
+    return float(default), f"simulator load, x the book's peak of {BOOK_PEAK_PER_MIN} orders/min"
 
 
-def add_duration(
-    parser: argparse.ArgumentParser, minutes: float, every: float, sampled: str
-) -> None:
-    """``--minutes`` a run lasts and ``--every`` how many seconds between its samples."""
-    parser.add_argument("--minutes", type=float, default=minutes)
-    parser.add_argument("--every", type=float, default=every, help=f"seconds between {sampled}")
+def add_options(parser: argparse.ArgumentParser, options: Mapping[str, object]) -> None:
+    """A scenario's ``OPTIONS``: ``"--name": default`` or ``(default, help)``. The type is
+    the default's; ``False`` makes a switch; a type instead of a default: no default."""
+    for flag, spec in options.items():
+        default, text = spec if isinstance(spec, tuple) else (spec, None)
+        if isinstance(default, bool):
+            parser.add_argument(flag, action="store_true", help=text)
+        elif isinstance(default, type):
+            parser.add_argument(flag, type=default, help=text)
+        else:
+            parser.add_argument(flag, type=type(default), default=default, help=text)
 
 
 def print_table(
@@ -587,15 +622,70 @@ def print_table(
             print("  " + "  ".join("-" * w for w in widths))
 
 
+def print_columns(title: str, items: list, columns: Mapping[str, Callable]) -> None:
+    """:func:`print_table` of ``items``, one row each: column name -> its cell from an item."""
+    print_table(title, [tuple(cell(i) for cell in columns.values()) for i in items], tuple(columns))
+
+
+class ConnectionClosedIdle(ConnectionError):
+    """A kept-alive connection the server had closed: the request was not processed."""
+
+
+class Connection:
+    """One HTTP/1.1 keep-alive connection, spoken by hand: the generator must cost far
+    less than the server it measures (an httpx request costs about as much as the
+    handler it calls)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, host: str, port: int) -> Connection:
+        return cls(*await asyncio.open_connection(host, port))
+
+    async def get(
+        self, host: str, path: str, token: str, etag: str | None = None, extra: str = ""
+    ) -> tuple[int, bool, bytes]:
+        """Status, whether the server keeps the connection open, and the body.
+        ``extra``: more header lines, each ending in CRLF."""
+        condition = f"If-None-Match: {etag}\r\n" if etag else ""
+        self.writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n"
+            f"{condition}{extra}\r\n".encode()
+        )
+        status_line = await self.reader.readline()
+        if not status_line:  # closed by the server before answering (its keep-alive timeout)
+            raise ConnectionClosedIdle
+        status = int(status_line.split(b" ", 2)[1])
+        length, chunked, keep = 0, False, True
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value
+            elif name == b"connection":
+                keep = value != b"close"
+        if not chunked:
+            return status, keep, await self.reader.readexactly(length)
+        parts = []
+        while size := int((await self.reader.readline()).split(b";")[0], 16):
+            parts.append((await self.reader.readexactly(size + 2))[:-2])
+        await self.reader.readline()
+        return status, keep, b"".join(parts)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 # ------------------------------------------------------------------ the production-like run
 
 
 @dataclass
 class Endpoint:
-    """Where a benchmark reaches the public API, as a client from outside would: the
-    address, the CA its TLS is verified against (the proxy's local CA in front of several
-    web processes), and what the proxy would add when there is none (uvicorn alone is
-    told ``X-Forwarded-Proto: https``, as Caddy tells it)."""
+    """Where a benchmark reaches the public API as an outside client: the address, the CA
+    of the proxy's TLS, and what the proxy would add when there is none."""
 
     url: str
     ca_file: Path | None = None
@@ -656,9 +746,7 @@ class ProductionSystem:
 
 
 def production_folder(files: list[Path] | None = None) -> Path:
-    """A new folder for a benchmark's ``make run-prod`` under ``var/`` (the unprivileged
-    user the image's processes run as must reach it): ``var/bench-prod-<time>/prod``, or
-    ``.../prod-cluster`` with the cluster override, as ``make run-prod`` names them."""
+    """``var/bench-prod-<time>/prod[-cluster]`` (under ``var/``: the image's user must reach it)."""
     from localrun.compose.file import COMPOSE_FILE
     from localrun.compose.plan import default_var
     from runtime.conf import BASE_DIR
@@ -670,11 +758,8 @@ def production_folder(files: list[Path] | None = None) -> Path:
 def start_production_run(
     multiple: float, files: list[Path] | None = None, var: Path | None = None
 ) -> ProductionSystem:
-    """``make run-prod``'s processes (compose's command lines and environment, of
-    ``files`` merged as ``COMPOSE_FILE`` names them: docker-compose.yml alone by default)
-    with the simulator at ``multiple`` x the book's peak, in ``var`` (default: a new
-    :func:`production_folder`). Django in this process points at its PostgreSQL, Kafka
-    and Pinot."""
+    """``make run-prod``'s processes (``files`` merged as ``COMPOSE_FILE``), the simulator at
+    ``multiple`` x the book's peak, in ``var``; this process's Django on its stores."""
     from localrun import compose as prod
     from localrun.compose.file import COMPOSE_FILE
 
@@ -740,9 +825,8 @@ def wait_for_operator(timeout: float = 300):  # noqa: ANN201 - a User
 
 
 class MemorySampler(threading.Thread):
-    """Every ``every`` seconds: each process's RSS and CPU seconds so far (with children),
-    the orders placed so far and those not yet in Pinot (so the load reached and the
-    process that saturates show beside the memory)."""
+    """Every ``every`` s: each process's RSS and CPU so far, the orders placed and those
+    not yet in Pinot, and the source topics' records (the load reached)."""
 
     def __init__(self, children: list, every: float = 30.0) -> None:
         super().__init__(daemon=True)
@@ -892,10 +976,9 @@ class ProbeFailed(Exception):
 
 
 class OrderFollower:
-    """One order's WebSocket, kept open as the web client keeps it: after a drop it
-    reconnects with live.js's back-off and ``?since=<the newest version it has>``, and
-    stops only at a final close code. Every message is logged with when it arrived (the
-    caller's ``clock``) and on which connection."""
+    """One order's WebSocket kept as the web client keeps it (live.js's back-off,
+    ``?since=``, stop at a final close code); every message logged with its arrival and
+    connection."""
 
     def __init__(
         self, endpoint: Endpoint, path: str, token: str, clock=time.monotonic, seed: int = 0
@@ -1002,21 +1085,13 @@ class OrderFollower:
 
 
 def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> dict:
-    """What a client following an order saw, against the statuses the order went through
-    (``reached``), judged by what the web client shows:
+    """What a client following an order saw, against the statuses it went through:
 
-    * ``missed``: a status the client never showed as reached: not as a fast ``status``,
-      nor as an ``update``'s status or in its ``status_times`` (the order page's
-      timeline), nor in a snapshot's timeline (after a reconnect: ``?since=``);
-    * ``twice``: a fast status pushed again (the bridge sends each once), or an ``update``
-      at a version at or below one the client has (its snapshot's included);
-    * ``out_of_order``: a fast status behind an earlier fast one, or an update's status
-      behind an earlier update's or snapshot's (the fast path runs ahead of the enriched
-      one, so each path is judged against itself);
-    * ``folded`` (not a fault): reached but never the current status of any message, only
-      in a timeline (an enriched update that folded several changes, the fast one
-      skipped because the stream job was quicker).
-    """
+    * ``missed``: never shown as reached (fast ``status``, an ``update``'s status or
+      ``status_times``, a snapshot's timeline);
+    * ``twice``: a fast status again, or an ``update`` at a version the client has;
+    * ``out_of_order``: behind an earlier message of the same path (fast, or enriched);
+    * ``folded`` (no fault): reached but only ever in a timeline."""
     from contract.events import status_rank
 
     seen: set[str] = set()
@@ -1068,10 +1143,8 @@ def socket_verdict(log: list[tuple[float, int, dict]], reached: list[str]) -> di
 
 
 def probe_people(operator, customers: int = 4) -> dict:  # noqa: ANN001 - a User
-    """The probe's parts: customers of its own (so their sockets see only the probe's
-    orders; probe ``n`` is customer ``n % customers``, so probes every few seconds stay
-    within each customer's read budget), an operator who moves the order through the
-    kitchen, every courier's token (the system picks the courier), and a restaurant with
+    """The probe's people: customers of its own (probe ``n`` is customer ``n % customers``,
+    within each one's read budget), the operator's token, every courier's, a restaurant and
     a product."""
     from django.contrib.auth import get_user_model
     from django.db import connection
@@ -1125,18 +1198,11 @@ def courier_token(order_id: int) -> str:
 async def probe(
     endpoint: Endpoint, people: dict, n: int, deliver: bool = False, clock=time.monotonic
 ) -> dict:
-    """Go through the public API as a customer, the kitchen and a courier would: place an
-    order and follow it on a WebSocket (reconnecting as the web client does), advance it
-    to OUT_FOR_DELIVERY, post a GPS point as its courier, and wait until the status and
-    the point are on the socket (the fast path), in an enriched ``update``, and in the
-    REST detail served from Pinot. With ``deliver``, the courier then takes it to
-    DELIVERED, which must reach the socket and the REST detail too, and the socket must
-    have shown every status once, in order (:func:`socket_verdict`).
-
-    Times are the caller's ``clock``: ``accepted`` (each command's answer),
-    ``accept_to_socket`` and ``accept_to_rest`` (seconds from an answer to the socket or
-    REST showing it). A failed step is a result, not a crash: ``ok`` is false and
-    ``step``, ``error`` and the HTTP answers (``http_errors``) say what happened."""
+    """As a customer, the kitchen and a courier: place an order and follow it on a socket,
+    advance it to OUT_FOR_DELIVERY, post a GPS point, and wait for the status and the point
+    on the socket, in an enriched ``update`` and in the REST detail from Pinot; with
+    ``deliver``, on to DELIVERED, judged by :func:`socket_verdict`. Times are ``clock``'s. A
+    failed step is a result (``ok`` false, ``step``, ``error``, ``http_errors``)."""
     t0 = clock()
     row: dict = {"ok": False, "step": "read", "http_errors": [], "rest_polls": []}
     accepted: dict[str, float] = {}
@@ -1314,10 +1380,8 @@ def history_repeats(detail: dict) -> list:
 
 
 def _worker_values(server_pid: int, kind: str) -> dict[int, list[tuple[list, float]]]:
-    """Each worker's samples of ``kind`` (``histogram``, ``counter``) from
-    prometheus-client's per-process files, as (the key's parts: metric, sample, labels;
-    value). The workers of the uvicorn server ``server_pid`` share
-    ``<var>/metrics/web-<server pid>``; empty when the files are not there."""
+    """Each worker's samples of ``kind`` from prometheus-client's files of the uvicorn
+    server ``server_pid``: {worker pid: [(metric, sample, labels), value]}."""
     from prometheus_client.mmap_dict import MmapedDict
 
     from runtime.conf import var_dir

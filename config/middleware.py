@@ -17,7 +17,7 @@ from prometheus_client import Histogram
 from api.errors import UNAVAILABLE_RETRY_AFTER_S
 from frontend.views import MAP_TILE_ENV
 from runtime.conf import env_str
-from runtime.stores import REDIS_UNREACHABLE
+from runtime.redis_errors import REDIS_UNREACHABLE
 from tracker.accounts.security import (
     DEVICE_COOKIE,
     PERMISSIONS_POLICY,

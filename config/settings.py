@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "tracker.outbox",
     "tracker.notices",
     "tracker.tracking",
+    "tracker.cache",
     "tracker.simulator",
     "tracker.operations",
     "tracker.live",
@@ -313,7 +314,7 @@ SPECTACULAR_SETTINGS = {
     ],  # fmt: skip
 }
 
-# Throttle counters and the version register (tracker/tracking/versions.py): per process
+# Throttle counters and the version register (tracker/cache/reads.py): per process
 # in embedded mode, shared through Redis in production (config/stores.py).
 REDIS_URL = env_str("REDIS_URL", "")
 CACHES = cache_settings(REDIS_URL)

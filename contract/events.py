@@ -58,8 +58,8 @@ from contract.rules import (
     PLACED_AT,
     VERSION,
     EventValidationError,
-    Record,
     Rule,
+    Serializable,
     field_specs,
     now_ms,
     ruled,
@@ -86,7 +86,7 @@ MOMENT = Rule(min=1)
 
 
 @dataclasses.dataclass(frozen=True)
-class OrderItem(Record):
+class OrderItem(Serializable):
     """One line of an order as events carry it: product, name, category, quantity, unit price."""
 
     product_id: int = ruled(ID)

@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import ClassVar
 
-from contract.rules import EVENT_TIME, ID, Record, Rule, now_ms, ruled
+from contract.rules import EVENT_TIME, ID, Rule, Serializable, now_ms, ruled
 from contract.topics import Topic
 
 SCHEMA_VERSION = 1
@@ -27,7 +27,7 @@ def new_event_id() -> str:
     return str(uuid.uuid4())
 
 
-class Message(Record):
+class Message(Serializable):
     """A record that is a whole message on a topic: its JSON names the schema version."""
 
     def to_json(self) -> bytes:

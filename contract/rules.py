@@ -1,7 +1,7 @@
 """The contract's rule table machinery: field bounds stated once, and the generic
 validation every contract record runs.
 
-:class:`Rule` says what one field may hold beyond its type; :class:`Record` is the base
+:class:`Rule` says what one field may hold beyond its type; :class:`Serializable` is the base
 of the contract's dataclasses, decoding a dict, checking each field's type and then its
 rules, and raising :class:`EventValidationError` naming the field at fault. The event
 classes themselves, and :func:`contract.events.parse_event`, live in
@@ -143,7 +143,7 @@ def _check_record(cls: Any, name: str, value: Any) -> Any:
 class Rule:
     """What one field may hold beyond its type: the contract's bounds, stated once.
 
-    The Python validator (:meth:`Record.validate`) and the stream job's Spark checks
+    The Python validator (:meth:`Serializable.validate`) and the stream job's Spark checks
     (``streaming.validation``) are both generated from these, and a test holds every bound
     to the narrowest store the value lands in (Pinot column, PostgreSQL column, Spark
     type). Bounds are inclusive. ``min``/``max`` bound a number (a money string as a
@@ -271,7 +271,7 @@ def _field_checks(cls: type) -> tuple[tuple[str, Check, Any], ...]:
     return tuple((name, _type_check(hint), default) for name, hint, default in field_specs(cls))
 
 
-class Record:
+class Serializable:
     """Shared (de)serialisation for the contract's dataclasses."""
 
     @classmethod
@@ -305,6 +305,6 @@ class Record:
         for name, _, _ in field_specs(type(self)):
             value = getattr(self, name)
             if isinstance(value, list):
-                value = [v.to_dict() if isinstance(v, Record) else v for v in value]
+                value = [v.to_dict() if isinstance(v, Serializable) else v for v in value]
             out[name] = value
         return out

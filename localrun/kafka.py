@@ -17,7 +17,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,17 +27,12 @@ from typing import IO
 
 from jvm import maven
 from localrun.lifetime import die_with_parent, refuse_taken_port
+from localrun.ports import free_port
 from runtime.conf import kafka_config, var_dir
 
 CONFIG_DIR = maven.JVM_DIR / "kafka"
 #: Its own stdout's lines that tell start-up is over.
 STARTED = "Kafka Server started"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 #: Variables the apache/kafka image reads itself rather than turning into settings.

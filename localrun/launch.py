@@ -28,8 +28,8 @@ from typing import TextIO
 
 from localrun.components import Component, components
 from localrun.console import Console
-from localrun.kafka import free_port
 from localrun.pinot.conf import free_ports_env
+from localrun.ports import free_port
 from localrun.supervisor import Child, Supervisor
 
 

@@ -53,7 +53,7 @@ def sink(stream: Any, settings: Settings) -> Any:
     """The stream's writer: executor tasks of each micro-batch produce its rows.
 
     ``acks=all`` and idempotence are Kafka's client defaults, stated here as the other
-    producers state them (runtime/kafka.py): set explicitly, a later option that
+    producers state them (runtime/kafka/): set explicitly, a later option that
     conflicts with them fails the query instead of quietly turning them off, and a
     record is acknowledged only once ``min.insync.replicas`` brokers hold it."""
     writer = stream.writeStream.outputMode("update")

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from runtime.conf import kafka_config
-from runtime.positions import PositionReporter
+from runtime.offsets import OffsetReporter
 
 from . import metrics
 from .settings import Settings
@@ -26,7 +26,7 @@ def follow(query: Any, settings: Settings, stop: threading.Event) -> bool:
     the first. Returns whether any batch completed."""
     last_batch = -1
     ready = False
-    reporter = PositionReporter(
+    reporter = OffsetReporter(
         "stream", replace(kafka_config(), bootstrap_servers=settings.bootstrap_servers)
     )
 
@@ -97,7 +97,7 @@ def progress_line(progress: dict[str, Any]) -> str:
 def source_positions(progress: dict[str, Any]) -> dict[str, dict[int, int]]:
     """The next offset of each source partition after this batch (its ``endOffset``):
     topic -> partition -> offset. Spark's Kafka source commits nothing to Kafka, so this
-    is what pipeline health learns the job's position from (:mod:`runtime.positions`)."""
+    is what pipeline health learns the job's position from (:mod:`runtime.offsets`)."""
     out: dict[str, dict[int, int]] = {}
     for source in progress.get("sources") or []:
         end = source.get("endOffset")

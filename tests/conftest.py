@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 
 from localrun.backends import redis_server_argv, wait_for_redis
-from localrun.kafka import free_port  # noqa: F401 - the tests' one helper for ports
+from localrun.ports import free_port  # noqa: F401 - the tests' one helper for ports
 from runtime.conf import KafkaConfig
 from runtime.kafka import ensure_topics
 
@@ -63,15 +63,16 @@ def _fresh_throttle_counters():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_read_copies():
-    """The read model keeps each order's placed part per process, keyed by id; a test's
+def _fresh_read_cache():
+    """The read cache holds each order's placed part per process, keyed by id; a test's
     database is rolled back afterwards, so the next test's orders reuse the same ids.
     The notice listener a test started is stopped: it holds a database connection of its
     own, which would keep PostgreSQL from dropping the test database at the end."""
+    from tracker.cache import bodies, reads
     from tracker.notices import listener
-    from tracker.tracking import copies
 
-    copies.forget_copies()
+    reads.clear()
+    bodies.clear()
     yield
     listener.stop()
 
@@ -97,6 +98,14 @@ class DatabaseOutage:
         """The server back; from any thread (a timer, for an outage while code runs)."""
         self.connection.settings_dict.update(self.saved)
         self.connection.close()
+
+
+@pytest.fixture
+def no_periodic_recheck(settings):
+    """Sockets re-check their access only when a change's signal or a link's end asks
+    (the periodic re-check is a day away): a socket closed before a test's deadline was
+    closed by what the test did. A test of the periodic re-check sets its own period."""
+    settings.PUSH_RECHECK_SECONDS = 86_400.0
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from localrun.kafka import free_port
+from localrun.ports import free_port
 from tests.lifespan import Lifespan
 from tests.waiting import wait_until, wait_until_async
 

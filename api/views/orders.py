@@ -19,9 +19,19 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.conditional import ETAG, IF_NONE_MATCH, NOT_MODIFIED, Renditions, conditional_response
+from api.conditional import (
+    ETAG,
+    IF_NONE_MATCH,
+    NOT_MODIFIED,
+    answer,
+    conditional_response,
+    not_modified,
+    quoted,
+    tagged,
+)
 from api.pagination import PinotPagination
 from api.permissions import IsCourier
+from api.renderers import Rendered
 from api.schema import errors
 from api.serializers.orders import (
     AcceptedSerializer,
@@ -31,6 +41,7 @@ from api.serializers.orders import (
     TransitionSerializer,
 )
 from api.throttles import LocationPointsThrottle, ScopedRateThrottle
+from tracker.cache import bodies
 from tracker.orders import policy, services
 from tracker.orders.models import Order
 from tracker.tracking import read_model, selectors
@@ -55,12 +66,6 @@ PLACE_EXAMPLE_DELIVERY = OpenApiExample(
      "delivery": {"address": "12 MG Road, Bengaluru", "lat": 12.9756, "lon": 77.6066}},
     request_only=True,
 )  # fmt: skip
-
-
-#: Orders whose last rendered detail a process keeps: each is the read model's answer, its
-#: body and the body's JSON, a few KB, up to about 50 KB with a long trail.
-DETAILS_KEPT = 2_000
-DETAILS = Renditions(DETAILS_KEPT, to_json)
 
 
 class OrderView(generics.GenericAPIView):
@@ -96,6 +101,12 @@ class OrderListView(OrderView):
         query.is_valid(raise_exception=True)
         filters = query.validated_data
         scope = policy.list_scope(request.user, filters.get("as"))
+        validator = read_model.list_validator(
+            scope, list(request.query_params.lists()), viewer=request.user
+        )
+        etag = None if validator is None else quoted(validator.etag)
+        if etag is not None and (unchanged := not_modified(request, etag)) is not None:
+            return unchanged
         rows = self.paginator.paginate_query(
             lambda **page: selectors.list_orders(
                 **scope, status=filters.get("status"), state=filters.get("state"), **page
@@ -103,7 +114,9 @@ class OrderListView(OrderView):
             request,
         )
         page = self.get_paginated_response([to_json(read_model.order_summary(r)) for r in rows])
-        return conditional_response(request, page.data)
+        if etag is not None and read_model.list_is_current(validator, rows):
+            return tagged(page, etag)
+        return conditional_response(request, page.data)  # tagged by its hash
 
     @extend_schema(
         operation_id="placeOrder",
@@ -155,8 +168,17 @@ class OrderDetailView(OrderView):
         responses={200: OrderDetailSerializer, 304: NOT_MODIFIED},
     )
     def get(self, request: Request, pk: int) -> Response:
-        data, etag = DETAILS.rendition(pk, read_model.order_detail(pk, viewer=request.user))
-        return conditional_response(request, data, etag)
+        source = read_model.detail_source(pk, viewer=request.user)  # 404 before any 304
+        return answer(request, quoted(source.etag), lambda: detail_body(source))
+
+
+def detail_body(source: read_model.DetailSource) -> Rendered:
+    """The detail's body (with its JSON), built once per content (:mod:`tracker.cache.bodies`)."""
+    body = bodies.get(source.content)
+    if body is None:
+        body = Rendered(to_json(read_model.detail_from(source)))
+        bodies.put(source.content, body)
+    return body
 
 
 class OrderCommandView(OrderView):
@@ -255,7 +277,7 @@ class CourierLocationView(OrderView):
         )
         accepted = services.record_locations(
             [
-                services.CourierPosition(
+                services.LocationPoint(
                     order, order.courier, p["lat"], p["lon"], p.get("recorded_at")
                 )
                 for p in points

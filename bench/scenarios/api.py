@@ -1,53 +1,20 @@
 """API latency and cost: closed-loop concurrency per endpoint, or an open-loop order-detail
 load at a fixed rate with the server CPU each request costs.
 
-The system runs embedded on loopback (Kafka, Apache Pinot, uvicorn). By default the
-tracking tables are filled through Kafka with enriched records for ``--orders``
-orders (and a courier trail for those on the road), as the stream job would write them.
+Every read is a real client's, within its user's read budget (``API_THROTTLE_READS``):
+customers read their own orders, dealt over as many users as the rate takes
+(``harness.readers_for``); a 429 is an error. Open-loop latencies count from each
+request's scheduled send time, so queueing counts; CPU per request is each process's CPU
+over the run less its idle CPU, over the requests answered.
 
-Every read is made as a real client makes it, within its user's read budget
-(``API_THROTTLE_READS``, ``API_THROTTLE_READS_STAFF``): customers read their own orders,
-operators the analytics, and the reads are dealt over as many users as the rate takes
-(``bench.harness.readers_for``), never by raising the budget. A 429 is an error.
+* no ``--rate``: closed loop, ``--clients`` per endpoint, on ``--orders`` seeded orders;
+* ``--rate``: open loop on the seeded stack (Kafka, Pinot, the web), the pipeline idle;
+* ``--rate --multiple N``: beside the whole system, the simulator at N x the book's peak;
+* ``--rate --production``: against ``make run-prod`` (PostgreSQL, Redis, the pushbridge);
+* ``--rate --conditional``: plain against ``If-None-Match`` polls, alternating rounds.
 
-Closed loop (the old mode): N clients, each sending its next request when the last one
-answered, for four endpoints (users enough for ``CLOSED_LOOP_CEILING`` requests a second):
-
-    .venv/bin/python -m bench api --orders 5000 --clients 50 --seconds 10
-
-Open loop (``--rate``): order details, each asked by the order's own customer (the
-customers taking turns), sent at a fixed rate whatever the server does; each latency
-counts from the request's scheduled send time, so time spent queueing (in the generator
-or the server) is counted. Reports p50/p90/p99/max, errors, and CPU milliseconds per
-request of the web server and Pinot (its JVMs; their CPU over the run, less what they used
-at idle over as long, divided by the requests answered), and the load generator's own CPU
-share:
-
-    .venv/bin/python -m bench api --rate 200 --seconds 30
-
-``--multiple 10`` runs the open loop against the full system (``make run``'s processes)
-while the simulator places orders at 10x the book's peak and the stream job runs; the
-requests then ask for the newest orders of as many customers as the rate takes (the demo
-world gets twice that many; at 1x, their orders take a few minutes to come):
-
+    .venv/bin/python -m bench api --rate 200 --seconds 40
     .venv/bin/python -m bench api --rate 200 --seconds 60 --multiple 10
-
-``--production`` runs the same open loop against ``make run-prod``'s processes
-(PostgreSQL, Redis, compose's web workers, the ``pushbridge`` process writing the version
-register to Redis), its simulator at ``--multiple`` x the book's peak (default 1x), with
-the CPU per read of the web, Pinot, the push bridge, Redis and PostgreSQL:
-
-    .venv/bin/python -m bench api --rate 200 --seconds 60 --production
-
-Old against new: run the same command on both commits (docs/performance.md).
-
-``--conditional`` (seeded mode) runs the order detail and "my orders" each as a plain GET
-and as a repeat poll with the ``If-None-Match`` of the answer the client already has (the
-ETag read just before), in alternating rounds, each customer polling one order of theirs;
-a 304 counts as answered (and against the budget), its share and the bytes received are
-reported:
-
-    .venv/bin/python -m bench api --rate 100 --seconds 40 --conditional
 """
 
 from __future__ import annotations
@@ -178,60 +145,6 @@ async def hammer(base: str, name: str, make_request, clients: int, seconds: floa
 # ---------------------------------------------------------------------- open loop
 
 
-class ConnectionClosedIdle(ConnectionError):
-    """A kept-alive connection the server had closed: the request was not processed."""
-
-
-class Connection:
-    """One HTTP/1.1 keep-alive connection, spoken by hand: the generator must cost far
-    less than the server it measures (an httpx request costs about as much as the
-    handler it calls)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, host: str, port: int) -> Connection:
-        return cls(*await asyncio.open_connection(host, port))
-
-    async def get(
-        self, host: str, path: str, token: str, etag: str | None = None, extra: str = ""
-    ) -> tuple[int, bool, int]:
-        """Status, whether the server keeps the connection open, and the body's size.
-        ``extra``: more header lines, each ending in CRLF."""
-        condition = f"If-None-Match: {etag}\r\n" if etag else ""
-        self.writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Token {token}\r\n"
-            f"{condition}{extra}\r\n".encode()
-        )
-        status_line = await self.reader.readline()
-        if not status_line:  # closed by the server before answering (its keep-alive timeout)
-            raise ConnectionClosedIdle
-        status = int(status_line.split(b" ", 2)[1])
-        length, chunked, keep = 0, False, True
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.partition(b":")
-            name, value = name.strip().lower(), value.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value
-            elif name == b"connection":
-                keep = value != b"close"
-        if chunked:
-            length = 0
-            while size := int((await self.reader.readline()).split(b";")[0], 16):
-                await self.reader.readexactly(size + 2)
-                length += size
-            await self.reader.readline()
-        else:
-            await self.reader.readexactly(length)
-        return status, keep, length
-
-    def close(self) -> None:
-        self.writer.close()
-
-
 async def open_loop(
     url: str, requests: list[tuple], rate: float, max_connections: int = 256,
     timeout: float = 30.0, headers: dict[str, str] | None = None,
@@ -248,14 +161,14 @@ async def open_loop(
     http_host = headers.pop("Host", host)
     extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     loop = asyncio.get_running_loop()
-    idle_by_user: dict[str, list[Connection]] = {}
+    idle_by_user: dict[str, list[harness.Connection]] = {}
     opened = 0
     free = asyncio.Condition()
     latencies: list[float] = []
     errors: dict[str, int] = {}
     received = {"bytes": 0, "not_modified": 0, "ok": 0}
 
-    async def connection(user: str, fresh: bool = False) -> Connection:
+    async def connection(user: str, fresh: bool = False) -> harness.Connection:
         nonlocal opened
         async with free:
             while not fresh and not idle_by_user.get(user) and opened >= max_connections:
@@ -265,7 +178,7 @@ async def open_loop(
                 return idle_by_user[user].pop()
             opened += 1
         try:
-            return await Connection.open(host, port)
+            return await harness.Connection.open(host, port)
         except BaseException:  # refused, or cancelled by the timeout: the slot is free again
             opened -= 1
             raise
@@ -280,7 +193,7 @@ async def open_loop(
                 return True
         return False
 
-    async def release(user: str, conn: Connection | None) -> None:
+    async def release(user: str, conn: harness.Connection | None) -> None:
         nonlocal opened
         async with free:
             if conn is None:
@@ -295,17 +208,17 @@ async def open_loop(
         try:
             conn = await asyncio.wait_for(connection(token), timeout)
             try:
-                status, keep, size = await asyncio.wait_for(
+                status, keep, body = await asyncio.wait_for(
                     conn.get(http_host, path, token, etag, extra), timeout
                 )
-            except ConnectionClosedIdle:
+            except harness.ConnectionClosedIdle:
                 # As HTTP clients do: send again on a new connection (in the closed one's
                 # slot); the latency still counts from the scheduled time.
                 conn.close()
                 conn = await asyncio.wait_for(connection(token, fresh=True), timeout)
                 async with free:
                     opened -= 1  # the closed connection's slot went to the new one
-                status, keep, size = await asyncio.wait_for(
+                status, keep, body = await asyncio.wait_for(
                     conn.get(http_host, path, token, etag, extra), timeout
                 )
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
@@ -315,7 +228,7 @@ async def open_loop(
                 await release(token, None)
             return
         latencies.append(loop.time() - at)
-        received["bytes"] += size
+        received["bytes"] += len(body)
         received["not_modified"] += status == 304
         received["ok"] += status == 200
         if status not in (200, 304):
@@ -374,10 +287,10 @@ def measured(
 ) -> dict:  # fmt: skip
     """One open-loop run with each process's CPU per answered request (less idle CPU), and
     the requests each web worker answered."""
-    before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
+    before = harness.cpu_of(pids)
     counted, sources = harness.requests_by_worker(pids["web"]), harness.state_reads(pids["web"])
     result = run_open_loop(url, requests, rate, headers)
-    used = {name: harness.process_tree_cpu(pid) - before[name] for name, pid in pids.items()}
+    used = {name: cpu - before[name] for name, cpu in harness.cpu_of(pids).items()}
     after = harness.requests_by_worker(pids["web"])
     result["requests_by_worker"] = {
         str(pid): n - counted.get(pid, 0) for pid, n in sorted(after.items())
@@ -398,11 +311,9 @@ def measured(
 
 def idle_cpu_rates(pids: dict[str, int], seconds: float) -> dict[str, float]:
     """CPU seconds per second each process uses with no requests (ingestion, push)."""
-    before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
+    before = harness.cpu_of(pids)
     time.sleep(seconds)
-    return {
-        name: (harness.process_tree_cpu(pid) - before[name]) / seconds for name, pid in pids.items()
-    }
+    return harness.cores(before, harness.cpu_of(pids), seconds)
 
 
 def detail_requests(details: list[tuple[int, str]], n: int, seed: int) -> list[tuple[str, str]]:
@@ -440,12 +351,7 @@ def open_loop_conditional(args: argparse.Namespace) -> dict:
     """Plain and conditional polls of the detail and the list, alternating rounds."""
     with harness.system(["kafka", "pinot", "web"], env={"WEB_WORKERS": str(args.workers)}) as stack:
         readers = harness.readers_for(args.rate)
-        if args.pollers and args.pollers < readers:
-            raise SystemExit(
-                f"--pollers {args.pollers}: {args.rate:g} reads/s take at least {readers} "
-                f"customers within {harness.budget_text()}"
-            )
-        data = seed(args.orders, customers=args.pollers or readers)
+        data = seed(args.orders, customers=readers)
         harness.wait_pinot_caught_up()
         warm_up(stack.web_url, data["details"])
         pids = {"web": stack.pid("web"), "pinot": stack.pid("pinot")}
@@ -712,39 +618,19 @@ def closed_loop(args: argparse.Namespace) -> dict:
     return {"results": results, "server_rss_mb": server_rss, "pinot_rss_mb": pinot_rss}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--orders", type=int, default=5000)
-    parser.add_argument("--clients", type=int, default=50, help="closed loop: concurrent clients")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument(
-        "--workers", type=int, default=2, help="uvicorn worker processes (make run: 2)"
-    )
-    parser.add_argument("--rate", type=float, help="open loop: order details per second")
-    parser.add_argument(
-        "--multiple", type=float, help="open loop against the full system, simulator at N x peak"
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=4, help="with --conditional: alternating rounds"
-    )
-    parser.add_argument(
-        "--conditional", action="store_true", help="open loop, seeded: plain vs If-None-Match"
-    )
-    parser.add_argument(
-        "--pollers",
-        type=int,
-        help="with --conditional: customers polling an order each (default: as many as "
-        "--rate takes within API_THROTTLE_READS)",
-    )
-    parser.add_argument(
-        "--production",
-        action="store_true",
-        help="open loop against make run-prod (PostgreSQL, Redis, pushbridge; --multiple: "
-        "its simulator's load, default 1x)",
-    )
-    parser.add_argument("--warmup", type=float, default=60.0, help="full system: seconds first")
-    parser.add_argument(
-        "--idle-seconds", type=float, default=10.0, help="full system: idle CPU window"
-    )
+OPTIONS = {
+    "--orders": 5000,
+    "--clients": (50, "closed loop: concurrent clients"),
+    "--seconds": 10.0,
+    "--workers": (2, "uvicorn worker processes (make run: 2)"),
+    "--rate": (float, "open loop: order details per second"),
+    "--multiple": (float, "open loop beside the whole system, simulator at N x peak"),
+    "--rounds": (4, "with --conditional: alternating rounds"),
+    "--conditional": (False, "open loop, seeded: plain vs If-None-Match"),
+    "--production": (False, "open loop against make run-prod (--multiple: its load, 1x)"),
+    "--warmup": (60.0, "full system: seconds first"),
+    "--idle-seconds": (10.0, "full system: idle CPU window"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

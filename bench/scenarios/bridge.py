@@ -1,43 +1,22 @@
 """What the push bridge costs per second of records at 10x the book's peak.
 
-Each web worker of the embedded system runs its own bridge, and each bridge reads every
-record of ``order_statuses``, ``delivery_locations`` and ``orders_enriched``. At 10x
-that is about 1,100 courier points, 1,050 enriched versions (one per moving order per
-micro-batch) and 35 status changes a second. This builds ``--seconds`` seconds of such
-records (the contract's own events, shuffled as polls mix them), then feeds them through
-``Bridge.handle`` in polls of 500, publishing through a real ``InMemoryChannelLayer``
-on its own event loop thread, with a few groups joined as sockets would (one order's,
-one customer's, one restaurant's, and, in one case, the operators'), and reports the
-process CPU per second of records.
+``--seconds`` of 10x records (about 1,100 courier points, 1,050 enriched versions and
+35 statuses a second, the contract's own events) fed through ``Bridge.handle`` in polls
+of 500, publishing through a real ``InMemoryChannelLayer`` with a few groups joined; the
+process CPU per second of records, each case in a fresh process: ``every group`` (every
+group counts as listening), ``in process`` (the bridge asks the layer who listens and
+skips points nobody wants unparsed), ``in process + operator`` (the fleet wants every
+point). Above one core the bridge cannot keep up at 10x on any machine.
 
-Cases, each in a fresh process:
-
-* ``every group``: every group counts as listening (the bridge through Redis, and the
-  old code did: it always built and sent every message);
-* ``in process``: the bridge asks the layer who listens, and a point that neither its
-  order's sockets nor the fleet want is skipped before it is parsed (``Bridge.worth_parsing``);
-* ``in process + operator``: as above with the operators' page open (the fleet wants
-  every point).
-
-A bridge using more than one core here cannot keep up at 10x on any machine; on a
-two-core machine beside the rest of the system, much less.
-
-Not a test. Usage::
-
-    .venv/bin/python -m bench bridge [--seconds 10]
-
-Prints a table and writes JSON to bench/results/bridge-<timestamp>.json.
+    .venv/bin/python -m bench bridge --seconds 10
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
 
@@ -165,22 +144,11 @@ def one(case: str, seconds: int) -> dict:
     }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--one", metavar="CASE", help=argparse.SUPPRESS)
+OPTIONS = {"--seconds": 10}
 
 
-def run(args: argparse.Namespace) -> dict | None:
-    if args.one:
-        print(json.dumps(one(args.one, args.seconds)))
-        return None
-    rows = []
-    for case in CASES:
-        out = subprocess.run(
-            [sys.executable, "-m", "bench", "bridge", "--seconds", str(args.seconds), "--one", case],
-            cwd=harness.ROOT, capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        rows.append({"case": case, **json.loads(out.stdout.splitlines()[-1])})
+def run(args: argparse.Namespace) -> dict:
+    rows = [{"case": case, **harness.in_fresh_process(one, case, args.seconds)} for case in CASES]
     harness.print_table(
         f"Push bridge, {args.seconds} s of 10x records ({POINTS} points, {ENRICHED} enriched "
         f"versions, {STATUSES} statuses a second), polls of 500",

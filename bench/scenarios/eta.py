@@ -1,39 +1,18 @@
 """Accuracy of the arrival prediction over a simulated day, beside today's fixed-speed rule.
 
-1. The simulator (``tracker/simulator``, seeded, on a virtual clock) runs the demo city for
-   ``--history-hours`` and then the evaluated ``--hours`` (a day from local midnight,
-   Asia/Kolkata), through the real services: kitchens as slow as each restaurant is and as
-   busy as the hour makes them, couriers as fast as the hour's traffic lets them, on streets
-   (two legs, not the diagonal). Status changes land in the database, GPS points in Kafka
-   and in the simulation's log (where the bench takes them from, rather than reading a day
-   of points back out of Kafka).
-2. The orders' final states and every GPS point are written to the enriched topics as the
-   stream job would write them (the Spark job itself is skipped: a day of events through it
-   would take longer than the day's evaluation), and Apache Pinot (``python -m
-   localrun.pinot`` on free ports, as ``make run`` starts it) ingests them.
-3. For every order delivered in the evaluated day, at each step (placed, confirmed,
-   preparing, cooking, picked up, halfway on the road, at the door), the production
-   predictor (``tracker.tracking.eta``) predicts from statistics loaded from Pinot through
-   the selectors **as of** the last refresh before that moment (every ``--refresh``
-   virtual seconds, as a server refreshes its cache), so a prediction uses only orders
-   delivered before it was made.
+The seeded simulator runs the demo city on a virtual clock for ``--history-hours`` and
+the evaluated ``--hours``; the orders' final states and GPS points go to the enriched
+topics as the stream job would write them (the job itself is skipped), and Pinot ingests
+them. For every order delivered in the day, at each step, the production predictor
+(``tracker.tracking.eta``) predicts from statistics loaded as of the last refresh before
+that moment (every ``--refresh`` virtual seconds). The baseline is the retired rule: 20
+km/h on the straight line after pickup, plus the predictor's default kitchen times
+before it.
 
-Baseline, the old rule: after pickup, straight-line distance left at 20 km/h (the stream
-job's retired ``eta_seconds``, :func:`fixed_speed_seconds`); before pickup it showed
-nothing, so the baseline adds a fixed kitchen time for the steps still ahead (the
-predictor's own documented defaults for a city it knows nothing about: 2, 3, 5 and 8
-minutes) to the fixed-speed ride. It showed no range; the table gives its share within +-5 minutes for comparison.
+``--workdir DIR`` keeps the simulated day (reused by the next run there) and every
+prediction (``predictions.pickle``); ``--parts DIR`` takes that file's error apart.
 
-Not a test. Usage::
-
-    .venv/bin/python -m bench eta [--seed 7] [--hours 24] [--history-hours 24]
-        [--rate 3] [--pace 0.25] [--gps-interval 30] [--refresh 300] [--workdir DIR]
-
-Prints a table and writes JSON to bench/results/eta-<timestamp>.json. With ``--workdir``
-the simulated day is kept there and reused by the next run with the same directory (to
-compare predictors on the same day without simulating it again), and every prediction is
-written there (``predictions.pickle``: the order's times, the prediction and its basis,
-with each part's seconds ahead) for taking the error apart.
+    .venv/bin/python -m bench eta --seed 7 --hours 24 --workdir var/eta-day
 """
 
 from __future__ import annotations
@@ -254,23 +233,17 @@ def evaluate(orders: dict, trails: dict, day: tuple[int, int], refresh_ms: int) 
     return {"orders": evaluated, "statistics_loads": len(loaded), "steps": steps, "rows": rows}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--hours", type=float, default=24, help="evaluated hours from midnight")
-    parser.add_argument("--history-hours", type=float, default=24, help="simulated before them")
-    parser.add_argument("--rate", type=float, default=3.0, help="orders per minute")
-    parser.add_argument("--pace", type=float, default=0.25, help="kitchen waits / this")
-    parser.add_argument("--gps-interval", type=float, default=30.0, help="seconds between points")
-    parser.add_argument("--refresh", type=float, default=300.0, help="statistics refresh, s")
-    parser.add_argument(
-        "--workdir",
-        help="keep the simulated day here and reuse it when run again with the same directory "
-        "(the other simulation options are then ignored); also writes every prediction there",
-    )
-    parser.add_argument(
-        "--parts", type=Path, metavar="DIR",
-        help="only analyse the predictions a --workdir run kept: each part's error",
-    )  # fmt: skip
+OPTIONS = {
+    "--seed": 7,
+    "--hours": (24.0, "evaluated hours from midnight"),
+    "--history-hours": (24.0, "simulated before them"),
+    "--rate": (3.0, "orders per minute"),
+    "--pace": (0.25, "kitchen waits / this"),
+    "--gps-interval": (30.0, "seconds between points"),
+    "--refresh": (300.0, "statistics refresh, s"),
+    "--workdir": (str, "keep the simulated day and every prediction here; reuse the day"),
+    "--parts": (Path, "only analyse the predictions a --workdir run kept: each part's error"),
+}
 
 
 def run(args: argparse.Namespace) -> dict | None:

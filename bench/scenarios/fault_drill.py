@@ -1,52 +1,11 @@
 """Fault drill: the replicated cluster under load, one fault at a time (issue 54).
 
-The cluster is docker-compose.yml with docker-compose.cluster.yml, started as ``make
-run-prod COMPOSE_FILE=docker-compose.yml:docker-compose.cluster.yml`` starts it
-(localrun/compose/: three Kafka nodes, two Pinot servers, a Spark master with two
-workers, two web processes behind Caddy, PostgreSQL, Redis), with the simulator at
-``--multiple`` x the book's peak, and Debian's Prometheus scraping every ``/metrics``
-with the production configuration and rules (deploy/prometheus). Throughout the run:
-
-* every ``--probe-every`` seconds a black-box probe (bench/harness.py ``probe``) places
-  an order as a customer, follows it on a WebSocket that reconnects with ``?since=`` as
-  the web client does, moves it through the kitchen, posts a GPS point as its courier,
-  delivers it, and waits for each step on the socket and in the REST detail from Pinot;
-* every ``--sample-every`` seconds: the pipeline health endpoint (each stage's status
-  and lag), every process's ``/metrics``, Prometheus's alerts, the dead letters and the
-  load average; and the operations strip, as the operators' socket pushes it.
-
-First ``--hold-minutes`` without faults. The load holds when every probe passes, no
-stage's lag grows for more than 60 s in a row and the simulator reaches 90% of the rate
-asked; when it does not, the drill stops there (``--faults-anyway`` goes on): run it
-again with a lower ``--multiple``. Then one fault at a time, each followed by the
-pipeline's recovery and ``--settle-minutes`` more:
-
-* ``kafka``: kill -9 the Kafka node leading the busiest partition (the most records in
-  10 s, from the admin client's metadata); start it again after ``--down-seconds`` and
-  wait until every partition is fully in sync;
-* ``pinot``: kill -9 a Pinot server (``--pinot-server``); start it again after
-  ``--down-seconds``;
-* ``spark``: kill -9 the Spark worker running the stream job's executor (the master's
-  and the workers' ``/json/``); the supervisor starts it again, as compose's restart
-  policy would;
-* ``web``: kill -9 the web process holding the most WebSockets; likewise;
-* ``redis``: restart Redis (SIGTERM, then started again);
-* ``postgres``: stop PostgreSQL in immediate mode (SIGQUIT) for ``--postgres-seconds``
-  (20), then start it.
-
-A process is kept down with its hold file (docs/operations.md, 6.3). For each fault:
-the probes that failed and the longest run of failures; p99 of accepted -> socket and
-accepted -> REST during the fault and after it; when every stage was back under its
-threshold; when the fault showed on the operations strip, on ``/metrics`` and as a
-Prometheus alert, and when each cleared; new dead letters; process restarts; the load
-average. Each of these counts in the window its own time falls in, whichever probe
-recorded it: a REST read, a push, a socket's drop, a latency when it was seen, a probe's
-outcome when it ended (a probe begun in one fault's window can read through the next).
-After the last fault the simulator stops, the pipeline drains, and PostgreSQL's
-orders, status changes and items are compared with Pinot's, in all and for the orders
-placed during each fault. Then the issue's targets, met or missed. Prints the tables,
-writes bench/results/fault-drill-*.json, and keeps every log beside it when anything
-failed (otherwise they stay in the run's folder under var/).
+docs/reliability.md, "Faults across a cluster", says what it runs, probes, samples and
+judges. In short: the cluster of ``make run-prod`` with docker-compose.cluster.yml and
+Debian's Prometheus on the production rules; ``--hold-minutes`` without faults (the load
+holds, or the drill stops unless ``--faults-anyway``); then each of ``--faults`` in turn,
+its recovery and ``--settle-minutes``; then a drain and PostgreSQL's counts against
+Pinot's, and the issue's targets. Logs are kept beside the result when anything failed.
 
     nice .venv/bin/python -m bench fault_drill --multiple 5
     nice .venv/bin/python -m bench fault_drill --multiple 3 --faults kafka,pinot
@@ -61,10 +20,10 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -72,7 +31,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -80,19 +39,30 @@ from urllib.parse import urlparse
 from bench import harness
 from localrun.launch import environ
 
-FAULTS = ("kafka", "pinot", "spark", "web", "redis", "postgres")
 #: A state counts as reached (recovered, cleared) once it has held this long.
 STABLE_S = 10.0
 #: The load holds when no stage's lag grows for longer than this in a row (issue 29's bar).
 LAG_GROWTH_LIMIT_S = 60.0
 #: ... and the simulator reaches this share of the rate asked.
 REACHED_SHARE = 0.9
-#: ``/metrics`` shows an outbox backlog above the OutboxBacklogGrowing alert's threshold.
-OUTBOX_ALERT_ROWS = 100
+#: The Pinot server killed (either holds every table) and how long PostgreSQL stays down.
+PINOT_SERVER, POSTGRES_DOWN_S = "server", 20.0
 PROMETHEUS_YML = harness.ROOT / "deploy" / "prometheus" / "prometheus.yml"
 ALERT_RULES = harness.ROOT / "deploy" / "prometheus" / "alerts.yml"
-#: Set by SIGTERM/SIGINT: no further fault starts; the run drains and is written as it stands.
-STOP = threading.Event()
+
+
+def alert_threshold(alert: str, metric: str) -> float:
+    """The ``max(metric) > N`` of ``alert`` in deploy/prometheus/alerts.yml."""
+    import yaml
+
+    rules = [r for g in yaml.safe_load(ALERT_RULES.read_text())["groups"] for r in g["rules"]]
+    expr = next(r["expr"] for r in rules if r.get("alert") == alert)
+    return float(re.search(rf"max\({metric}\) > ([\d.]+)", expr)[1])
+
+
+#: ``/metrics`` shows an outbox backlog above the OutboxBacklogGrowing alert's threshold.
+OUTBOX_ALERT_ROWS = round(alert_threshold("OutboxBacklogGrowing", "ordertrack_outbox_backlog_rows"))
+STOP = harness.STOP  # no further fault starts; the run drains and is written as it stands
 
 
 def cluster_files() -> list[Path]:
@@ -183,17 +153,9 @@ def under_replicated(metadata, topics: Iterable[str]) -> list[str]:  # noqa: ANN
 
 
 def end_offsets_of(topics: list[str]) -> dict[tuple[str, int], int]:
-    from runtime import kafka
-
-    consumer = kafka.consumer()
-    try:
-        return {
-            (topic, partition): offset
-            for topic in topics
-            for partition, offset in kafka.end_offsets(consumer, topic, timeout=10).items()
-        }
-    finally:
-        consumer.close()
+    """(topic, partition) -> where it ends now."""
+    ends = harness.offsets(topics)
+    return {(topic, p): offset for topic in topics for p, offset in ends[topic].items()}
 
 
 def cluster_metadata():  # noqa: ANN201 - confluent_kafka.admin.ClusterMetadata
@@ -203,9 +165,8 @@ def cluster_metadata():  # noqa: ANN201 - confluent_kafka.admin.ClusterMetadata
 
 
 def executor_worker(app_name: str, master: dict, workers: dict[str, dict]) -> str | None:
-    """The UI address of the worker running the most executors of application
-    ``app_name`` (``master``: the Spark master's ``/json/``; ``workers``: each worker's UI
-    address -> its ``/json/``); a tie goes to the first address. None when it runs none."""
+    """The UI address of the worker running the most executors of ``app_name`` (the
+    master's and each worker's ``/json/``); None when none runs one."""
     app = next((a for a in master.get("activeapps") or [] if a.get("name") == app_name), None)
     if app is None:
         return None
@@ -240,18 +201,10 @@ def sockets_open(text: str) -> float:
 def metric_signals(
     texts: dict[str, str | None], errors_before: dict[str, float]
 ) -> tuple[set[str], dict[str, float]]:
-    """What the scraped ``/metrics`` show is wrong, by process (``texts``: its exposition,
-    None when it did not answer), and each web process's count of 5xx answers so far
-    (pass it back next time: ``errors_before``):
-
-    * ``<process> /metrics not answering``;
-    * ``stage <name> behind`` / ``stage <name> stalled`` (the pipeline monitor's gauges,
-      the worst over the web processes);
-    * ``outbox backlog over 100 rows`` (OutboxBacklogGrowing's threshold);
-    * ``<dependency> unreachable`` and ``<store> replicas missing`` (the monitor's
-      ``ordertrack_dependency_up`` at 0, ``ordertrack_replicas_missing`` above 0);
-    * ``<web> answered 5xx`` when its count grew since the last scrape (a count that went
-      down belongs to a restarted process: any 5xx since then counts)."""
+    """What the scraped ``/metrics`` (None: not answering) show is wrong: a process not
+    answering, a stage behind or stalled, the outbox over its alert's threshold, a dependency
+    unreachable, replicas missing, a web process's 5xx count grown since ``errors_before``
+    (returned, to pass back next time; a count gone down is a restarted process's)."""
     signals: set[str] = set()
     errors: dict[str, float] = {}
     stages: dict[str, str] = {}
@@ -293,9 +246,8 @@ def metric_signals(
 
 
 def prometheus_config(targets: dict[str, list[str]], own_address: str) -> dict:
-    """deploy/prometheus/prometheus.yml for this run: its intervals and rules (the
-    production ``alerts.yml`` itself), each of its jobs scraping the local processes of
-    that role (``targets``: job -> addresses) instead of compose's names."""
+    """deploy/prometheus/prometheus.yml with its rules, each job scraping this run's
+    processes of that role (``targets``: job -> addresses)."""
     import yaml
 
     production = yaml.safe_load(PROMETHEUS_YML.read_text())
@@ -404,10 +356,9 @@ def recovered_at(samples: list[dict], start: float, stable_s: float = STABLE_S) 
 def shown_and_cleared(
     points: list[tuple[float, Iterable[str]]], start: float, end: float, stable_s: float = STABLE_S
 ) -> dict:
-    """When something new showed between ``start`` and ``end`` (``points``: (time, what
-    shows), in time order; what showed at the last point before ``start`` is the
-    baseline) and when only the baseline showed again for ``stable_s``, in seconds from
-    ``start``; and everything that showed in between."""
+    """When something beyond the baseline (what showed just before ``start``) first showed
+    in ``[start, end]`` and when only the baseline held again for ``stable_s``, in seconds
+    from ``start``; and all that showed in between."""
     before = [set(what) for t, what in points if t < start]
     baseline = before[-1] if before else set()
     shown = None
@@ -439,17 +390,14 @@ def probes_between(probes: list[dict], start: float, end: float) -> list[dict]:
 
 
 def probes_ended(probes: list[dict], start: float, end: float) -> list[dict]:
-    """The probes whose outcome came between ``start`` and ``end``, in the order they
-    began. An outcome is known when the probe ends: a failed step (an HTTP error among
-    them) ends it, and its socket's verdict and its REST history are judged then. A probe
+    """The probes whose outcome (known when a probe ends) came in ``[start, end)``: a probe
     begun in one fault's window can end in the next one's, and counts there."""
     return sorted((p for p in probes if start <= p["end"] < end), key=lambda p: p["t"])
 
 
 def failure_spans(probes: list[dict], since: float | None = None) -> dict:
-    """Probes failed, and the longest run of failed probes: from the first failure's start
-    to the next passing probe's start (or the last failure's end). A probe begun before
-    ``since`` (the window's start, for a probe that ended in it) counts from ``since``."""
+    """Probes failed and the longest run of failures (first failure's start to the next
+    pass's start); a probe begun before ``since`` counts from ``since``."""
     longest, run, failed = 0.0, None, 0
     for row in probes:
         t = row["t"] if since is None else max(row["t"], since)
@@ -465,9 +413,8 @@ def failure_spans(probes: list[dict], since: float | None = None) -> dict:
 
 
 def latencies(probes: list[dict], key: str) -> list[tuple[float, float]]:
-    """Every latency the probes measured under ``key`` (``accept_to_socket``,
-    ``accept_to_rest``: from a command's answer to the socket or the REST detail showing
-    it) as (when it was seen, seconds): the answer's time plus the latency."""
+    """(when seen, seconds) of every latency under ``key`` (``accept_to_socket``,
+    ``accept_to_rest``)."""
     return [
         (p["accepted"][what] + seconds, seconds)
         for p in probes
@@ -476,9 +423,8 @@ def latencies(probes: list[dict], key: str) -> list[tuple[float, float]]:
 
 
 def p99_of(probes: list[dict], key: str, start: float, end: float) -> dict:
-    """p99 of the latencies under ``key`` seen between ``start`` and ``end``, whichever
-    probe measured them, how many, and how many probes that ended then measured none
-    (failed first)."""
+    """p99 of the latencies under ``key`` seen in ``[start, end)``, their count, and the
+    probes ended then that measured none."""
     values = [seconds for t, seconds in latencies(probes, key) if start <= t < end]
     return {
         "p99_s": round(harness.percentile(values, 99), 3) if values else None,
@@ -496,11 +442,8 @@ def polls_between(probes: list[dict], start: float, end: float) -> list[tuple[fl
 
 
 def reconnects(probe: dict) -> list[float]:
-    """For each reconnect of a probe's socket, when the drop it followed came (it opened
-    within the back-off after it). harness.OrderFollower writes a drop as ``closed ...``
-    when a connection that had opened ended, else (refused, timed out) an attempt that
-    never opened: so each connection opened after the drop before the one that closed it,
-    and one still open at the end after the last drop. The first to open is no reconnect."""
+    """When the drop came that each reconnect of a probe's socket followed: a drop written
+    ``closed ...`` ended an open connection, any other an attempt that never opened."""
     drops = probe.get("drops") or []
     opened_after = [
         drops[i - 1][0] if i else None
@@ -634,54 +577,54 @@ class Drill:
 
     # -------------------------------------------------------------- acting on processes
 
-    def kill(
-        self,
-        rec: FaultRecord,
-        name: str,
-        sig: int = signal.SIGKILL,
-        hold: bool = True,
-        group: bool = True,
-    ) -> int:
-        """Signal process ``name`` (with everything it started, as a container's death
-        would, when ``group``), its hold file first when it must stay down."""
-        child = self.system.child(name)
-        pid = child.process.pid
+    def kill(self, rec: FaultRecord, name: str, sig: int, hold: bool, group: bool = True) -> int:
+        """Signal process ``name`` (with all it started, as a container's death would, when
+        ``group``), its hold file first when it must stay down."""
+        pid = self.system.child(name).process.pid
         if hold:
             (self.hold_dir / name).touch()
         rec.t_inject = self.now()
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
+        (os.killpg if group else os.kill)(pid, sig)
         self.say(f"{rec.name}: signal {signal.Signals(sig).name} to {name} (pid {pid})")
         return pid
-
-    async def keep_down(self, rec: FaultRecord, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, rec.t_inject + seconds - self.now()))
 
     async def release(self, rec: FaultRecord, name: str, pid: int) -> None:
         """Remove the hold file once the supervisor holds the process (else it would take
         the exit for a crash); then wait until it is started again and ready."""
         child = self.system.child(name)
-        deadline = time.monotonic() + 60
-        while not child.held and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
+        await until(lambda: child.held, 60, every=0.2)
         (self.hold_dir / name).unlink(missing_ok=True)
         rec.t_repair = self.now()
         self.say(f"{rec.name}: {name} released")
         await self.wait_ready(rec, name, pid)
 
-    async def wait_ready(self, rec: FaultRecord, name: str, pid: int, timeout: float = 300) -> None:
+    async def wait_ready(self, rec: FaultRecord, name: str, pid: int) -> None:
         child = self.system.child(name)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            process = child.process
-            if process is not None and process.pid != pid and child.ready.is_set():
-                rec.t_ready = self.now()
-                self.say(f"{rec.name}: {name} ready again")
-                return
-            await asyncio.sleep(0.2)
-        self.say(f"{rec.name}: !! {name} not ready {timeout:.0f} s later")
+
+        def again() -> bool:
+            return child.process is not None and child.process.pid != pid and child.ready.is_set()
+
+        if await until(again, 300, every=0.2):
+            rec.t_ready = self.now()
+            self.say(f"{rec.name}: {name} ready again")
+        else:
+            self.say(f"{rec.name}: !! {name} not ready 300 s later")
+
+    async def process_fault(
+        self, rec: FaultRecord, name: str, sig: int, down_s: float | None, group: bool = True,
+        meanwhile: Callable[[], Awaitable] | None = None,
+    ) -> None:  # fmt: skip
+        """Signal ``name`` (then await ``meanwhile()``); keep it down ``down_s`` and release
+        it, or (None) let the supervisor start it again at once, as compose's would."""
+        pid = self.kill(rec, name, sig, hold=down_s is not None, group=group)
+        if meanwhile is not None:
+            await meanwhile()
+        if down_s is None:
+            rec.t_repair = rec.t_inject
+            await self.wait_ready(rec, name, pid)
+            return
+        await asyncio.sleep(max(0.0, rec.t_inject + down_s - self.now()))
+        await self.release(rec, name, pid)
 
     # -------------------------------------------------------------- phases
 
@@ -878,6 +821,18 @@ def max_order_id(timeout: float = 120) -> int:
             connection.close()
 
 
+async def until(check: Callable[[], object], timeout: float, every: float = 1.0) -> object:
+    """``check()`` (in a thread: it may block) every ``every`` s until it returns something
+    true, which is returned; None after ``timeout``. A check that raises counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if found := await asyncio.to_thread(check):
+                return found
+        await asyncio.sleep(every)
+    return None
+
+
 async def kafka_fault(drill: Drill, rec: FaultRecord) -> None:
     topics = product_topics()
     before = await asyncio.to_thread(end_offsets_of, topics)
@@ -888,33 +843,28 @@ async def kafka_fault(drill: Drill, rec: FaultRecord) -> None:
     name = drill.kafka_nodes[leader]
     rec.target = f"{name} (node {leader}), leader of {topic} partition {partition}"
     rec.extra["records_in_10_s"] = after[(topic, partition)] - before.get((topic, partition), 0)
-    pid = drill.kill(rec, name)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the controller elects a leader among the others
-        with contextlib.suppress(Exception):
-            now = leader_of(await asyncio.to_thread(cluster_metadata), topic, partition)
-            if now not in (-1, leader):
-                rec.extra["leader_changed_s"] = round(drill.now() - rec.t_inject, 1)
-                rec.extra["new_leader"] = drill.kafka_nodes.get(now, now)
-                break
-        await asyncio.sleep(0.5)
-    await drill.keep_down(rec, drill.args.down_seconds)
-    await drill.release(rec, name, pid)
-    deadline = time.monotonic() + drill.args.recover_minutes * 60
-    while time.monotonic() < deadline:  # caught up: one broker may be lost again
-        with contextlib.suppress(Exception):
-            lagging = under_replicated(await asyncio.to_thread(cluster_metadata), topics)
-            if not lagging:
-                rec.extra["in_sync_s"] = round(drill.now() - rec.t_ready, 1)
-                return
-        await asyncio.sleep(1)
-    rec.extra["in_sync_s"] = None
+
+    def new_leader() -> int | None:  # the controller elects one among the others
+        now = leader_of(cluster_metadata(), topic, partition)
+        return None if now in (-1, leader) else now
+
+    async def elected() -> None:
+        if (now := await until(new_leader, 120, every=0.5)) is not None:
+            rec.extra["leader_changed_s"] = round(drill.now() - rec.t_inject, 1)
+            rec.extra["new_leader"] = drill.kafka_nodes.get(now, now)
+
+    await drill.process_fault(rec, name, signal.SIGKILL, drill.args.down_seconds, meanwhile=elected)
+    # Caught up: one broker may be lost again.
+    in_sync = lambda: not under_replicated(cluster_metadata(), topics)  # noqa: E731
+    synced = await until(in_sync, drill.args.recover_minutes * 60)
+    rec.extra["in_sync_s"] = round(drill.now() - rec.t_ready, 1) if synced else None
 
 
 async def pinot_fault(drill: Drill, rec: FaultRecord) -> None:
+    """A Pinot server's JVM (its launcher's child, kept down by its own hold file)."""
     import httpx
 
-    name = drill.args.pinot_server
+    name = PINOT_SERVER
     pidfile, hold = drill.pinot_dir / f"{name}.pid", drill.pinot_dir / f"{name}.hold"
     pid = int(pidfile.read_text())
     rec.target = f"Pinot {name} (pid {pid})"
@@ -922,19 +872,19 @@ async def pinot_fault(drill: Drill, rec: FaultRecord) -> None:
     rec.t_inject = drill.now()
     os.kill(pid, signal.SIGKILL)
     drill.say(f"pinot: SIGKILL to {name} (pid {pid})")
-    await drill.keep_down(rec, drill.args.down_seconds)
+    await asyncio.sleep(drill.args.down_seconds)
     hold.unlink(missing_ok=True)
     rec.t_repair = drill.now()
     readiness = f"http://127.0.0.1:{drill.pinot_servers[name]}/health/readiness"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError, httpx.HTTPError):
-            again = int(pidfile.read_text())
-            if again != pid and httpx.get(readiness, timeout=2).status_code == 200:
-                rec.t_ready = drill.now()
-                drill.say(f"pinot: {name} ready again")
-                return
-        await asyncio.sleep(0.5)
+
+    def ready() -> bool:
+        return (
+            int(pidfile.read_text()) != pid and httpx.get(readiness, timeout=2).status_code == 200
+        )
+
+    if await until(ready, 300, every=0.5):
+        rec.t_ready = drill.now()
+        drill.say(f"pinot: {name} ready again")
 
 
 async def spark_fault(drill: Drill, rec: FaultRecord) -> None:
@@ -948,19 +898,12 @@ async def spark_fault(drill: Drill, rec: FaultRecord) -> None:
     def cluster() -> tuple[dict, dict[str, dict]]:
         """The master's state and each alive worker's."""
         master = state(f"http://127.0.0.1:{drill.spark_ui}")
-        workers = {
-            w["webuiaddress"]: state(w["webuiaddress"])
-            for w in master.get("workers") or []
-            if w.get("state") == "ALIVE"
-        }
-        return master, workers
+        alive = [w for w in master.get("workers") or [] if w.get("state") == "ALIVE"]
+        return master, {w["webuiaddress"]: state(w["webuiaddress"]) for w in alive}
 
-    def executors(workers: dict[str, dict], app_id: str) -> int:
+    def executors(workers: dict[str, dict]) -> int:
         return sum(
-            1
-            for w in workers.values()
-            for e in w.get("executors") or []
-            if e.get("appid") == app_id
+            e.get("appid") == app_id for w in workers.values() for e in w.get("executors") or []
         )
 
     master, workers = await asyncio.to_thread(cluster)
@@ -968,20 +911,13 @@ async def spark_fault(drill: Drill, rec: FaultRecord) -> None:
     if url is None:
         raise RuntimeError("no Spark worker runs an executor of the stream job")
     app_id = next(a["id"] for a in master["activeapps"] if a.get("name") == app)
-    had = executors(workers, app_id)
+    had = executors(workers)
     name = drill.spark_workers[urlparse(url).port]
     rec.target = f"{name}, running the stream job's executor ({had} executors in all)"
-    pid = drill.kill(rec, name, hold=False)
-    rec.t_repair = rec.t_inject  # compose's restart policy, the supervisor here
-    await drill.wait_ready(rec, name, pid)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the master starts executors to replace the lost
-        with contextlib.suppress(Exception):
-            if executors((await asyncio.to_thread(cluster))[1], app_id) >= had:
-                rec.extra["executors_back_s"] = round(drill.now() - rec.t_inject, 1)
-                return
-        await asyncio.sleep(1)
-    rec.extra["executors_back_s"] = None
+    await drill.process_fault(rec, name, signal.SIGKILL, None)
+    # The master starts executors to replace the lost.
+    back = await until(lambda: executors(cluster()[1]) >= had, 120)
+    rec.extra["executors_back_s"] = round(drill.now() - rec.t_inject, 1) if back else None
 
 
 async def web_fault(drill: Drill, rec: FaultRecord) -> None:
@@ -990,25 +926,20 @@ async def web_fault(drill: Drill, rec: FaultRecord) -> None:
     sockets = {n: latest.get(n, 0.0) for n in webs}
     name = busiest_web(sockets)
     rec.target = f"{name}, {sockets[name]:.0f} WebSockets open ({sockets})"
-    pid = drill.kill(rec, name, hold=False)
-    rec.t_repair = rec.t_inject
-    await drill.wait_ready(rec, name, pid)
+    await drill.process_fault(rec, name, signal.SIGKILL, None)
 
 
 async def redis_fault(drill: Drill, rec: FaultRecord) -> None:
     rec.target = "Redis, stopped (SIGTERM) and started again"
-    pid = drill.kill(rec, "redis", sig=signal.SIGTERM, group=False)
-    await drill.release(rec, "redis", pid)
+    await drill.process_fault(rec, "redis", signal.SIGTERM, 0, group=False)
 
 
 async def postgres_fault(drill: Drill, rec: FaultRecord) -> None:
-    seconds = drill.args.postgres_seconds
-    rec.target = f"PostgreSQL, stopped in immediate mode (SIGQUIT) for {seconds:g} s"
-    pid = drill.kill(rec, "postgres", sig=signal.SIGQUIT, group=False)
-    await drill.keep_down(rec, seconds)
-    await drill.release(rec, "postgres", pid)
+    rec.target = f"PostgreSQL, stopped in immediate mode (SIGQUIT) for {POSTGRES_DOWN_S:g} s"
+    await drill.process_fault(rec, "postgres", signal.SIGQUIT, POSTGRES_DOWN_S, group=False)
 
 
+#: The fault catalogue, in the default order.
 FAULT_RUNNERS: dict[str, Callable] = {
     "kafka": kafka_fault,
     "pinot": pinot_fault,
@@ -1017,6 +948,7 @@ FAULT_RUNNERS: dict[str, Callable] = {
     "redis": redis_fault,
     "postgres": postgres_fault,
 }
+FAULTS = tuple(FAULT_RUNNERS)
 
 
 def stream_app_name() -> str:
@@ -1124,11 +1056,9 @@ class HealthSampler(threading.Thread):
 def summarise(
     rec: FaultRecord, drill_probes: list[dict], samples: list[dict], strip: list[dict], end: float
 ) -> dict:
-    """One fault's figures from what the probes, the samplers and the strip recorded
-    between the fault and ``end`` (the end of its window). Each observation counts where
-    its own time falls, not where its probe began: a REST read, a push, a drop, a latency
-    when it was seen, a probe's outcome when it ended (:func:`probes_ended`), its read of
-    an earlier order when it began."""
+    """One fault's figures between the fault and ``end``. Each observation counts where its
+    own time falls (a read, a push, a drop, a latency when seen, an outcome when its probe
+    ended), not where its probe began."""
     calm = rec.t_recovered if rec.t_recovered is not None else end
     window = probes_ended(drill_probes, rec.t_inject, end)
     inside = [s for s in samples if rec.t_inject <= s["t"] <= end]
@@ -1240,28 +1170,14 @@ def summarise(
     }
 
 
-@dataclass(frozen=True)
-class Target:
-    """One of the issue's targets: which fault (None: every one), its words, and its check
-    on the fault's figures (True met, False missed, None not measured)."""
-
-    fault: str | None
-    text: str
-    check: Callable[[dict], bool | None]
-
-
 def _at_most(value: float | None, limit: float) -> bool | None:
     return None if value is None else value <= limit
 
 
 def _detected(kind: str) -> Callable[[dict], bool | None]:
-    def check(s: dict) -> bool | None:
-        shown = s[kind]
-        return (
-            shown["shown_s"] is not None
-            and shown["shown_s"] <= 60
-            and shown["cleared_s"] is not None
-        )
+    def check(s: dict) -> bool:
+        shown, cleared = s[kind]["shown_s"], s[kind]["cleared_s"]
+        return shown is not None and shown <= 60 and cleared is not None
 
     return check
 
@@ -1279,139 +1195,81 @@ def _reads_from_pinot(s: dict) -> bool | None:
 
 
 def _nothing_lost(s: dict) -> bool | None:
-    if s.get("counts_equal") is None:
-        return None
-    return s["counts_equal"] and s["socket"]["missed"] == 0
+    return (
+        None if s.get("counts_equal") is None else s["counts_equal"] and not s["socket"]["missed"]
+    )
 
 
 def _reconnected_without_loss(s: dict) -> bool | None:
-    if not s["socket"]["probes_reconnected"]:
-        return None  # no probe's socket was on the process that died
-    return s["socket"]["missed"] == 0
+    # None: no probe's socket was on the process that died.
+    return s["socket"]["missed"] == 0 if s["socket"]["probes_reconnected"] else None
 
 
-TARGETS = (
-    Target("kafka", "no acknowledged event lost (counts equal, no status missed)", _nothing_lost),
-    Target(
-        "kafka",
-        "no probe fails for more than 30 s",
-        lambda s: s["probes"]["longest_failure_s"] <= 30,
-    ),
-    Target(
-        "kafka",
-        "fast socket updates resume within 10 s of the leader change",
-        lambda s: _at_most(s["fast_resumed_s"], 10),
-    ),
-    Target(
-        "pinot",
-        "REST reads answer from the replica: no 503 for longer than 10 s",
-        lambda s: s["rest_503_longest_s"] <= 10,
-    ),
-    Target(
-        "spark", "the job recovers without a manual step", lambda s: s["recovered_s"] is not None
-    ),
-    Target(
-        "spark",
-        "the enriched path resumes within 60 s",
-        lambda s: _at_most(s["enriched_resumed_s"], 60),
-    ),
-    Target("web", "its clients reconnect and miss no status (?since=)", _reconnected_without_loss),
-    Target("redis", "sockets resubscribe within 10 s", lambda s: _at_most(s["fast_resumed_s"], 10)),
-    Target("redis", "no status missed", lambda s: s["socket"]["missed"] == 0),
-    Target("postgres", "commands answer 503 with Retry-After, never 500", _commands_503),
-    Target("postgres", "tracking reads keep answering from Pinot", _reads_from_pinot),
-    Target(
-        "postgres",
-        "the relay resumes without a manual step",
-        lambda s: s["recovered_s"] is not None,
-    ),
-    Target(
-        None,
-        "shows on the operations strip within 60 s and clears after recovery",
-        _detected("strip"),
-    ),
-    Target(None, "shows as its alert within 60 s and clears after recovery", _detected("alert")),
-    Target(None, "equal counts afterwards", lambda s: s.get("counts_equal")),
-    Target(
-        None,
-        "no status twice or out of order on the sockets, no repeated REST row",
-        lambda s: (
-            s["socket"]["twice"] == 0
-            and s["socket"]["out_of_order"] == 0
-            and s["rest_repeats"] == 0
-        ),
-    ),
-    Target(
-        None,
-        "no new dead letters",
-        lambda s: None if s["dead_letters_new"] is None else s["dead_letters_new"] == 0,
-    ),
-)
+def _no_repeats(s: dict) -> bool:
+    return not (s["socket"]["twice"] or s["socket"]["out_of_order"] or s["rest_repeats"])
+
+
+def _recovered(s: dict) -> bool:
+    return s["recovered_s"] is not None
+
+
+#: The issue's targets: (fault, or None for every one; its words; its check on the fault's
+#: figures: True met, False missed, None not measured).
+TARGETS: tuple[tuple[str | None, str, Callable[[dict], bool | None]], ...] = (
+    ("kafka", "no acknowledged event lost (counts equal, no status missed)", _nothing_lost),
+    ("kafka", "no probe fails for more than 30 s", lambda s: s["probes"]["longest_failure_s"] <= 30),
+    ("kafka", "fast socket updates resume within 10 s of the leader change",
+     lambda s: _at_most(s["fast_resumed_s"], 10)),
+    ("pinot", "REST reads answer from the replica: no 503 for longer than 10 s",
+     lambda s: s["rest_503_longest_s"] <= 10),
+    ("spark", "the job recovers without a manual step", _recovered),
+    ("spark", "the enriched path resumes within 60 s", lambda s: _at_most(s["enriched_resumed_s"], 60)),
+    ("web", "its clients reconnect and miss no status (?since=)", _reconnected_without_loss),
+    ("redis", "sockets resubscribe within 10 s", lambda s: _at_most(s["fast_resumed_s"], 10)),
+    ("redis", "no status missed", lambda s: s["socket"]["missed"] == 0),
+    ("postgres", "commands answer 503 with Retry-After, never 500", _commands_503),
+    ("postgres", "tracking reads keep answering from Pinot", _reads_from_pinot),
+    ("postgres", "the relay resumes without a manual step", _recovered),
+    (None, "shows on the operations strip within 60 s and clears after recovery", _detected("strip")),
+    (None, "shows as its alert within 60 s and clears after recovery", _detected("alert")),
+    (None, "equal counts afterwards", lambda s: s.get("counts_equal")),
+    (None, "no status twice or out of order on the sockets, no repeated REST row", _no_repeats),
+    (None, "no new dead letters", lambda s: _at_most(s["dead_letters_new"], 0)),
+)  # fmt: skip
 
 
 def evaluate(summaries: list[dict]) -> list[dict]:
     """Every target of every fault that ran: met, missed or not measured."""
     out = []
     for s in summaries:
-        for target in TARGETS:
-            if target.fault not in (None, s["fault"]):
+        for fault, text, check in TARGETS:
+            if fault not in (None, s["fault"]):
                 continue
             try:
-                verdict = target.check(s)
+                verdict = check(s)
             except (KeyError, TypeError, IndexError):
                 verdict = None
             word = {True: "met", False: "MISSED", None: "not measured"}[verdict]
-            out.append({"fault": s["fault"], "target": target.text, "verdict": word})
+            out.append({"fault": s["fault"], "target": text, "verdict": word})
     return out
 
 
 # ------------------------------------------------------------------ the run
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    harness.add_multiple(parser, default=5)
-    parser.add_argument("--hold-minutes", type=float, default=10, help="fault-free phase first")
-    parser.add_argument("--probe-every", type=float, default=5.0, help="seconds")
-    parser.add_argument("--sample-every", type=float, default=2.0, help="seconds")
-    parser.add_argument(
-        "--faults",
-        default=",".join(FAULTS),
-        help=f"which faults, in order (comma-separated, of {', '.join(FAULTS)})",
-    )
-    parser.add_argument(
-        "--down-seconds",
-        type=float,
-        default=60,
-        help="how long the Kafka node and the Pinot server stay down",
-    )
-    parser.add_argument("--postgres-seconds", type=float, default=20)
-    parser.add_argument("--pinot-server", default="server", help="server or server-2")
-    parser.add_argument(
-        "--recover-minutes",
-        type=float,
-        default=5,
-        help="longest wait for the pipeline to recover after a fault",
-    )
-    parser.add_argument(
-        "--settle-minutes",
-        type=float,
-        default=2,
-        help="after recovery, before the next fault (the 'after' figures)",
-    )
-    parser.add_argument("--drain-minutes", type=float, default=10)
-    parser.add_argument(
-        "--faults-anyway",
-        action="store_true",
-        help="go on with the faults when the load did not hold",
-    )
-    parser.add_argument("--note", default="", help="how it was run (a quiet machine?)")
-    parser.add_argument(
-        "--recompute",
-        type=Path,
-        metavar="RESULT",
-        help="start nothing: print a stored fault-drill-*.json's tables derived again from "
-        "what it recorded, and the figures that changed",
-    )
+OPTIONS = {
+    "--multiple": harness.multiple(5),
+    "--hold-minutes": (10.0, "fault-free phase first"),
+    "--probe-every": (5.0, "seconds"),
+    "--sample-every": (2.0, "seconds"),
+    "--faults": (",".join(FAULTS), "which faults, in order (comma-separated)"),
+    "--down-seconds": (60.0, "how long the Kafka node and the Pinot server stay down"),
+    "--recover-minutes": (5.0, "longest wait for the pipeline to recover after a fault"),
+    "--settle-minutes": (2.0, "after recovery, before the next fault (the 'after' figures)"),
+    "--drain-minutes": 10.0,
+    "--faults-anyway": (False, "go on with the faults when the load did not hold"),
+    "--recompute": (Path, "start nothing: a stored result's figures derived again"),
+}
 
 
 def run(args: argparse.Namespace) -> dict | None:
@@ -1422,9 +1280,7 @@ def run(args: argparse.Namespace) -> dict | None:
     if args.recompute:
         print_recomputed(args.recompute)
         return None
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda *_: STOP.set())
+    harness.stop_on_signals()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     var = harness.production_folder(cluster_files())
     print(f"fault drill: the cluster at {args.multiple:g}x the book's peak, in {var}", flush=True)
@@ -1534,10 +1390,8 @@ def fault_summaries(
     strip: list[dict],
     windows: dict[str, dict | None],
 ) -> list[dict]:
-    """Every injected fault's figures (:func:`summarise`) over its window: from the fault
-    to its end or, in a run that stopped early, to the next fault or the last thing
-    recorded; with the counts in both stores of the orders placed then (``windows``: fault
-    -> PostgreSQL's and Pinot's, when read)."""
+    """Every injected fault's :func:`summarise`, its window ending at its end, else the
+    next fault or the last thing recorded; with both stores' counts of its orders."""
     last = max(
         [*(s["t"] for s in samples), *(p["end"] for p in probes), *(e["t"] for e in strip)],
         default=0.0,
@@ -1561,10 +1415,8 @@ def fault_summaries(
 
 
 def recompute(stored: dict) -> dict:
-    """A stored result with its faults' figures and the targets derived again, by this
-    script's rules, from what the run recorded (its fault records, probes, samples and
-    strip). What came from the stores (the counts) and the fault-free phase stay as
-    stored."""
+    """A stored result's fault figures and targets derived again from what it recorded;
+    the counts and the fault-free phase stay as stored."""
     faults = [FaultRecord(**record) for record in stored["fault_records"]]
     windows = {s["fault"]: s.get("counts") for s in stored["faults"]}
     summaries = fault_summaries(
@@ -1639,8 +1491,41 @@ def _s(value: object) -> str:
     return "–" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _pair(a: object, b: object) -> str:
-    return f"{_s(a)} / {_s(b)}"
+def _span(s: dict, key: str, a: str = "shown_s", b: str = "cleared_s") -> str:
+    return f"{_s(s[key][a])} / {_s(s[key][b])}"
+
+
+def _p99(s: dict, key: str) -> str:
+    return f"{_s(s[key]['during']['p99_s'])} / {_s(s[key]['after']['p99_s'])}"
+
+
+#: The per-fault tables: column -> its cell from a fault's summary.
+FAULT_COLUMNS = {
+    "fault": lambda s: s["fault"],
+    "target": lambda s: s["target"][:60],
+    "probes failed": lambda s: f"{s['probes']['failed']}/{s['probes']['total']}",
+    "longest failure s": lambda s: _s(s["probes"]["longest_failure_s"]),
+    "accepted->socket p99 s during/after": lambda s: _p99(s, "accept_to_socket"),
+    "accepted->REST p99 s during/after": lambda s: _p99(s, "accept_to_rest"),
+    "socket missed/twice/out of order": lambda s: "/".join(
+        str(s["socket"][k]) for k in ("missed", "twice", "out_of_order")
+    ),
+    "reconnects": lambda s: _s(s["socket"]["reconnects"]),
+    "load avg": lambda s: _s(s["load_avg"]["mean"]),
+}
+RECOVERY_COLUMNS = {
+    "fault": lambda s: s["fault"],
+    "repaired": lambda s: _s(s["repaired_s"]),
+    "ready": lambda s: _s(s["ready_s"]),
+    "every stage under threshold": lambda s: _s(s["recovered_s"]),
+    "strip shown/cleared": lambda s: _span(s, "strip"),
+    "/metrics shown/cleared": lambda s: _span(s, "metrics"),
+    "alert shown/cleared": lambda s: _span(s, "alert"),
+    "alerts": lambda s: ", ".join(s["alert"]["what"]) or "none",
+    "new dead letters": lambda s: _s(s["dead_letters_new"]),
+    "counts equal": lambda s: _s(s.get("counts_equal")),
+    "restarts": lambda s: ", ".join(f"{k}+{v}" for k, v in s["restarts"].items()) or "none",
+}
 
 
 def print_tables(result: dict) -> None:
@@ -1648,75 +1533,18 @@ def print_tables(result: dict) -> None:
     held = (
         "held" if hold.get("held") else f"NOT held: {'; '.join(hold.get('why_not') or ['not run'])}"
     )
-    harness.print_table(
+    harness.print_columns(
         f"Fault drill on the replicated cluster: {load['multiple']:g}x the book's peak "
         f"({load['orders_per_min_asked']:g} orders/min asked, "
         f"{_s(load['orders_per_min_reached_in_hold'])} reached without faults), load average "
         f"{_s(load['load_avg_1m']['mean'])} (max {_s(load['load_avg_1m']['max'])}); "
         f"{_s(hold.get('probes_passed'))}/{_s(hold.get('probes'))} probes passed in the "
         f"fault-free phase: {held}",
-        [
-            (
-                s["fault"],
-                s["target"][:60],
-                f"{s['probes']['failed']}/{s['probes']['total']}",
-                _s(s["probes"]["longest_failure_s"]),
-                _pair(
-                    s["accept_to_socket"]["during"]["p99_s"],
-                    s["accept_to_socket"]["after"]["p99_s"],
-                ),
-                _pair(
-                    s["accept_to_rest"]["during"]["p99_s"], s["accept_to_rest"]["after"]["p99_s"]
-                ),
-                f"{s['socket']['missed']}/{s['socket']['twice']}/{s['socket']['out_of_order']}",
-                _s(s["socket"]["reconnects"]),
-                _s(s["load_avg"]["mean"]),
-            )
-            for s in result["faults"]
-        ],
-        header=(
-            "fault",
-            "target",
-            "probes failed",
-            "longest failure s",
-            "accepted->socket p99 s during/after",
-            "accepted->REST p99 s during/after",
-            "socket missed/twice/out of order",
-            "reconnects",
-            "load avg",
-        ),
+        result["faults"],
+        FAULT_COLUMNS,
     )
-    harness.print_table(
-        "Recovery and detection, seconds from the fault",
-        [
-            (
-                s["fault"],
-                _s(s["repaired_s"]),
-                _s(s["ready_s"]),
-                _s(s["recovered_s"]),
-                _pair(s["strip"]["shown_s"], s["strip"]["cleared_s"]),
-                _pair(s["metrics"]["shown_s"], s["metrics"]["cleared_s"]),
-                _pair(s["alert"]["shown_s"], s["alert"]["cleared_s"]),
-                ", ".join(s["alert"]["what"]) or "none",
-                _s(s["dead_letters_new"]),
-                _s(s.get("counts_equal")),
-                ", ".join(f"{k}+{v}" for k, v in s["restarts"].items()) or "none",
-            )
-            for s in result["faults"]
-        ],
-        header=(
-            "fault",
-            "repaired",
-            "ready",
-            "every stage under threshold",
-            "strip shown/cleared",
-            "/metrics shown/cleared",
-            "alert shown/cleared",
-            "alerts",
-            "new dead letters",
-            "counts equal",
-            "restarts",
-        ),
+    harness.print_columns(
+        "Recovery and detection, seconds from the fault", result["faults"], RECOVERY_COLUMNS
     )
     harness.print_table(
         "Targets (issue 54)",

@@ -1,17 +1,10 @@
 """What the operators' fleet map costs: N couriers moving, each reporting a GPS point a
 second, on the server (CPU of each process) and in the browser (frame time of the page).
 
-The whole embedded system runs with the simulator at ``--multiple`` x the book's peak as
-background. The benchmark puts N synthetic deliveries on the road: one ``orders_enriched``
-record each (out for delivery, so the bridge knows the trip and the promised arrival),
-then every second one ``delivery_locations`` point per courier, each moving towards its
-door, as the couriers' app does through the API (telemetry goes straight to Kafka). Three
-phases of ``--seconds`` each: idle (the operations page open, no synthetic couriers),
-N couriers with the page open, N couriers with no operator connected (what the bridge
-costs alone). In the second, Chromium measures the page's frames (requestAnimationFrame
-intervals and long tasks) and how many couriers it draws.
-
-Not a test: prints a table, writes bench/results/fleet-*.json.
+The whole system runs with the simulator at ``--multiple`` x the book's peak; N synthetic
+deliveries go on the road (an ``orders_enriched`` record each, then a point a second).
+Three phases of ``--seconds``: idle with the operations page open, N couriers with it
+open (Chromium measures its frames and the couriers drawn), N couriers with no operator.
 
     nice -n 10 .venv/bin/python -m bench fleet --couriers 1000 --seconds 30
 """
@@ -122,15 +115,7 @@ class Couriers:
 
 
 def cpu_by_component(supervisor) -> dict[str, float]:
-    return {
-        c.component.name: harness.process_tree_cpu(c.process.pid)
-        for c in supervisor.children
-        if c.process
-    }
-
-
-def cores(before: dict, after: dict, seconds: float) -> dict[str, float]:
-    return {name: (after[name] - before.get(name, 0.0)) / seconds for name in after}
+    return harness.cpu_of(harness.pids_of(supervisor.children))
 
 
 async def browser_phase(base: str, seconds: float, phases: list) -> dict:
@@ -186,7 +171,7 @@ def measure(args: argparse.Namespace) -> dict:
         async def idle(page):
             before, t0 = cpu_by_component(supervisor), time.monotonic()
             sample = await page.evaluate(FRAME_SAMPLER, args.seconds)
-            result["idle_cores"] = cores(
+            result["idle_cores"] = harness.cores(
                 before, cpu_by_component(supervisor), time.monotonic() - t0
             )
             return frames(sample)
@@ -202,7 +187,7 @@ def measure(args: argparse.Namespace) -> dict:
             sent0 = couriers.sent
             sample = await page.evaluate(FRAME_SAMPLER, args.seconds)
             elapsed = time.monotonic() - t0
-            result["moving_cores"] = cores(before, cpu_by_component(supervisor), elapsed)
+            result["moving_cores"] = harness.cores(before, cpu_by_component(supervisor), elapsed)
             result["points_per_second"] = (couriers.sent - sent0) / elapsed
             result["drawn"] = await page.evaluate(
                 "() => document.getElementById('fleet-map').fleetMap.couriers.size"
@@ -211,16 +196,6 @@ def measure(args: argparse.Namespace) -> dict:
             if args.screenshot:
                 await page.locator("#fleet-map").screenshot(path=args.screenshot)
             sample = frames(sample)
-            if args.order_screenshot:  # a simulator's order on the road, as the operator sees it
-                order = await page.evaluate(
-                    f"""() => [...document.getElementById('fleet-map').fleetMap.couriers.values()]
-                        .map((c) => c.point.order_id).find((id) => id < {FIRST_ORDER})"""
-                )
-                if order is not None:
-                    await page.goto(f"/orders/{order}/")
-                    await page.locator("#live-pill").filter(has_text="Live").wait_for()
-                    await page.wait_for_timeout(4000)  # a few fixes arrive
-                    await page.screenshot(path=args.order_screenshot, full_page=True)
             return sample
 
         result["frames"] = asyncio.run(
@@ -230,7 +205,7 @@ def measure(args: argparse.Namespace) -> dict:
         time.sleep(2)
         before, t0 = cpu_by_component(supervisor), time.monotonic()
         time.sleep(args.seconds)
-        result["unwatched_cores"] = cores(
+        result["unwatched_cores"] = harness.cores(
             before, cpu_by_component(supervisor), time.monotonic() - t0
         )
     finally:
@@ -239,13 +214,13 @@ def measure(args: argparse.Namespace) -> dict:
     return result
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--couriers", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=30, help="seconds per phase")
-    harness.add_multiple(parser)
-    parser.add_argument("--warmup", type=float, default=20)
-    parser.add_argument("--screenshot", default="", help="save the fleet map here (PNG)")
-    parser.add_argument("--order-screenshot", default="", help="save an order page here (PNG)")
+OPTIONS = {
+    "--couriers": 1000,
+    "--seconds": (30.0, "seconds per phase"),
+    "--multiple": harness.multiple(),
+    "--warmup": 20.0,
+    "--screenshot": ("", "save the fleet map here (PNG)"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

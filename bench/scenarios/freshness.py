@@ -2,26 +2,18 @@
 (a) visible through the REST read and (b) delivered on a subscribed WebSocket; against
 a client polling the REST detail every second.
 
-The whole embedded system runs (every component) with the simulator at a multiple of the
-book's peak (50 orders/min, a GPS point per second per delivery) as background load.
-Probe orders are placed, advanced and tracked through the public API by the benchmark
-itself; each change is also timed by a 1-second poller of the Pinot-backed REST detail.
+Levels (``--multiples``): the whole system, the simulator at N x the book's peak; probe
+orders placed, advanced and tracked through the public API, each change timed on the
+socket (first message and the stream job's ``update``), in REST, and by a 1-second poller.
 
-Watchers (``--watchers 100,1000``): what each delivery design costs the server. For N
-watched orders, three phases of ``--watch-seconds`` each on the same system, each on N
-fresh orders the benchmark advances at ``--changes`` status changes per second: one
-socket (the push bridge runs as it always does: the idle baseline), N WebSockets (push),
-N clients polling the REST detail every second. Each watcher is its order's customer,
-within every per-user limit (sockets, connects, ``API_THROTTLE_READS``). Each phase
-records freshness (change committed -> the watcher sees it) and the CPU seconds of the
-web (Django + push bridge) and Pinot; CPU per watcher-minute is the phase's CPU minus
-the idle phase's, divided by N x minutes. Pollers are one asyncio process with a
-keep-alive raw-HTTP client, so the load generator stays cheap; its CPU is recorded.
+Watchers (``--watchers 100,1000``): three phases of ``--watch-seconds`` on one system, N
+fresh orders advanced at ``--changes`` a second: the idle baseline, N WebSockets, N
+clients polling REST every second (each its order's customer, within every per-user
+limit). Freshness (commit -> the watcher sees it) and the web's and Pinot's CPU per
+watcher-minute over the idle phase.
 
-Not a test: prints tables, writes bench/results/freshness-*.json.
-
-    .venv/bin/python -m bench freshness --multiples 1,10,100 --probes 20 \
-        --watchers 100,1000 --watch-seconds 60
+    .venv/bin/python -m bench freshness --multiples 1,10,100 --probes 20
+        --watchers 100,1000 --watch-seconds 60  (one line)
 """
 
 from __future__ import annotations
@@ -32,15 +24,13 @@ import itertools
 import json
 import math
 import random
-import subprocess
-import sys
 import threading
 import time
 
 from bench import harness
 from contract.events import Topic
 from runtime.conf import var_dir
-from runtime.kafka import Record
+from runtime.kafka import ConsumerRecord
 
 #: The probe's pause between its reads while it waits for the pipeline to know an order.
 KNOWN_EVERY = 0.05
@@ -312,45 +302,6 @@ def bridge_histograms(base: str) -> dict[str, dict[float, float]]:
 # ---------------------------------------------------------------------------- watchers
 
 
-class KeepAliveGet:
-    """One watcher's HTTP/1.1 keep-alive connection, GETs only.
-
-    A general client (httpx) spends about a millisecond of CPU per request; at 1,000
-    polls a second the load generator would take a core from the server it measures.
-    """
-
-    def __init__(self, port: int, headers: dict[str, str]) -> None:
-        self.port = port
-        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._headers = f"Host: 127.0.0.1:{port}\r\n{lines}\r\n"
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def get(self, path: str) -> tuple[int, bytes]:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
-        self._writer.write(f"GET {path} HTTP/1.1\r\n{self._headers}".encode())
-        head = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
-        status = int(head[9:12])
-        if "content-length:" in head:
-            length = int(head.split("content-length:", 1)[1].split("\r\n", 1)[0])
-            body = await self._reader.readexactly(length)
-        else:  # chunked
-            parts = []
-            while size := int((await self._reader.readuntil(b"\r\n")).strip(), 16):
-                parts.append(await self._reader.readexactly(size + 2))
-            await self._reader.readuntil(b"\r\n")
-            body = b"".join(p[:-2] for p in parts)
-        if "connection: close" in head:
-            await self.close()
-        return status, body
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
 def seed_watched(count: int, mode: str) -> list[tuple[int, str]]:
     """``count`` fresh orders, each of a watcher customer of its own: (order id, the
     customer's API token). Each watcher is a user, as real ones are: one socket, one poll a
@@ -394,14 +345,7 @@ def topic_offsets(
     topics: tuple[Topic, ...] = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED),
 ) -> dict:
     """Where ``topics`` end now (a phase's records come after)."""
-    from contract.events import topic_name
-    from runtime import kafka
-
-    cons = kafka.consumer()
-    try:
-        return {topic: kafka.end_offsets(cons, topic_name(topic)) for topic in topics}
-    finally:
-        cons.close()
+    return harness.offsets(topics)
 
 
 def fast_path_stages(changes: list[tuple], produced: dict, followed: dict) -> dict:
@@ -491,7 +435,9 @@ class StageFollower:
         return self.first, self.received
 
 
-def note_produced(first: dict, topic: Topic, record: Record, orders: set[int]) -> tuple | None:
+def note_produced(
+    first: dict, topic: Topic, record: ConsumerRecord, orders: set[int]
+) -> tuple | None:
     """Keep when ``record`` was produced (wall clock, s), if it is one of ``orders``'s:
     under (topic, order, status), or (topic, order, latitude) for a GPS point, the first
     time is kept. The relay produces order_statuses, the stream job orders_enriched.
@@ -535,6 +481,7 @@ async def watch_phase(
     stop = asyncio.Event()
     polls = {"done": 0, "failed": 0}
     orders = [order_id for order_id, _ in watched]
+    tokens = dict(watched)
     headers = {order_id: {"Authorization": f"Token {token}"} for order_id, token in watched}
 
     async def push_watcher(ws, order_id: int) -> None:
@@ -548,18 +495,20 @@ async def watch_phase(
                 seen.append((order_id, message["status"], time.perf_counter()))
 
     async def poll_watcher(port: int, path: str, order_id: int) -> None:
-        client = KeepAliveGet(port, headers[order_id])
-        last = None
+        conn, host, last = None, f"127.0.0.1:{port}", None
         next_at = time.perf_counter() + random.random()  # watchers' phases are random
         try:
             while not stop.is_set():
                 await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
                 try:
-                    status, body = await client.get(path)
-                except (OSError, asyncio.IncompleteReadError, ValueError):
+                    conn = conn or await harness.Connection.open("127.0.0.1", port)
+                    status, keep, body = await conn.get(host, path, tokens[order_id])
+                except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
                     polls["failed"] += 1
-                    await client.close()
-                    status = 0
+                    keep, status = False, 0
+                if not keep and conn:
+                    conn.close()
+                    conn = None
                 if status == 200:
                     polls["done"] += 1
                     now = json.loads(body)["status"]
@@ -571,7 +520,8 @@ async def watch_phase(
                 # Every second on the clock; a reply later than that skips the missed ticks.
                 next_at += max(1.0, math.ceil(time.perf_counter() - next_at))
         finally:
-            await client.close()
+            if conn:
+                conn.close()
 
     sockets, tasks = [], []
     if mode == "idle":
@@ -617,7 +567,7 @@ async def watch_phase(
     rng = random.Random(7)
     offsets = await asyncio.to_thread(topic_offsets)
     wall_minus_perf = time.time() - time.perf_counter()
-    cpu_before = {name: harness.process_tree_cpu(pid) for name, pid in pids.items()}
+    cpu_before = harness.cpu_of(pids)
     client_before, start = time.process_time(), time.perf_counter()
     polls_before = dict(polls)
     next_at = start
@@ -632,7 +582,7 @@ async def watch_phase(
         status, committed = await loop.run_in_executor(executor, advance, order_id)
         changed.append((order_id, status, committed))
     elapsed = time.perf_counter() - start
-    cpu = {name: harness.process_tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu = {name: cpu - cpu_before[name] for name, cpu in harness.cpu_of(pids).items()}
     client_cpu = time.process_time() - client_before
     polls_in_window = {k: v - polls_before[k] for k, v in polls.items()}
     await asyncio.sleep(args.grace)  # the last changes reach the watchers
@@ -779,100 +729,31 @@ def print_watchers(level: dict) -> None:
         print(f"  {phase['mode']}: p50 ms per stage: {stages}")
 
 
-def in_child(arguments: list[str]) -> dict:
-    """Run one measurement in a fresh process (Django and the system start once per
-    process)."""
-    child = subprocess.run(
-        [sys.executable, "-m", "bench", "freshness", *arguments],
-        cwd=harness.ROOT,
-        capture_output=True,
-        text=True,
-    )
-    lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
-    if not lines:
-        print(child.stdout[-3000:], child.stderr[-3000:])
-        raise SystemExit(f"{' '.join(arguments)} failed")
-    return json.loads(lines[-1][len("RESULT ") :])
+OPTIONS = {
+    "--multiples": "1,10,100",
+    "--probes": 20,
+    "--warmup": (30.0, "seconds of load before probing"),
+    "--gps-points": (5, "GPS points per probe order"),
+    "--rest-poll": (0.02, "seconds between the REST visibility reads"),
+    "--fast-only": (False, "time only each change's first message on the socket"),
+    "--watchers": ("100,1000", "watched orders per run"),
+    "--watch-seconds": (60.0, "seconds per phase"),
+    "--changes": (2.0, "status changes per second"),
+    "--watch-multiple": (1.0, "background load"),
+    "--grace": (15.0, "wait for the last changes"),
+}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--multiples", default="1,10,100")
-    parser.add_argument("--probes", type=int, default=20)
-    parser.add_argument("--warmup", type=float, default=30, help="seconds of load before probing")
-    parser.add_argument("--gps-points", type=int, default=5, help="GPS points per probe order")
-    parser.add_argument(
-        "--rest-poll", type=float, default=0.02, help="seconds between the REST visibility reads"
-    )
-    parser.add_argument(
-        "--fast-only",
-        action="store_true",
-        help="time only each change's first message on the socket, then the next change",
-    )
-    parser.add_argument("--watchers", default="100,1000", help="watched orders per run")
-    parser.add_argument("--watch-seconds", type=float, default=60, help="seconds per phase")
-    parser.add_argument("--changes", type=float, default=2, help="status changes per second")
-    parser.add_argument("--watch-multiple", type=float, default=1, help="background load")
-    parser.add_argument("--grace", type=float, default=15, help="wait for the last changes")
-    parser.add_argument("--one-level", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--one-watchers", type=int, help=argparse.SUPPRESS)
-
-
-def run(args: argparse.Namespace) -> dict | None:
-    if args.one_level is not None:  # a child run: one fresh system per load level
-        print(
-            "RESULT "
-            + json.dumps(
-                one_level(
-                    args.one_level,
-                    args.probes,
-                    args.warmup,
-                    args.gps_points,
-                    args.rest_poll,
-                    args.fast_only,
-                )
-            )
-        )
-        return None
-    if args.one_watchers is not None:
-        print("RESULT " + json.dumps(one_watchers(args.one_watchers, args)))
-        return None
+def run(args: argparse.Namespace) -> dict:
     levels, watchers = [], []
     for count in [int(n) for n in args.watchers.split(",") if n]:
-        watchers.append(
-            in_child(
-                [
-                    "--one-watchers",
-                    str(count),
-                    "--warmup",
-                    str(args.warmup),
-                    "--watch-seconds",
-                    str(args.watch_seconds),
-                    "--changes",
-                    str(args.changes),
-                    "--watch-multiple",
-                    str(args.watch_multiple),
-                    "--grace",
-                    str(args.grace),
-                ],
-            )  # fmt: skip
-        )
+        watchers.append(harness.in_fresh_process(one_watchers, count, args))
         print_watchers(watchers[-1])
     for multiple in (float(m) for m in args.multiples.split(",") if m):
-        level = in_child(
-            [
-                "--one-level",
-                str(multiple),
-                "--probes",
-                str(args.probes),
-                "--warmup",
-                str(args.warmup),
-                "--gps-points",
-                str(args.gps_points),
-                "--rest-poll",
-                str(args.rest_poll),
-                *(["--fast-only"] if args.fast_only else []),
-            ],
-        )
+        level = harness.in_fresh_process(
+            one_level, multiple, args.probes, args.warmup, args.gps_points, args.rest_poll,
+            args.fast_only,
+        )  # fmt: skip
         levels.append(level)
         rows = [
             (

@@ -1,42 +1,20 @@
 """Apache Pinot against issue 52's targets: freshness at 10x, the arrival predictor's
-statistics refresh, start-up and memory; and the selectors. (Pinot's CPU per order-detail
-read beside the pipeline: ``python -m bench api --rate 50 --multiple 1``.)
+statistics refresh, start-up and memory; and the selectors.
 
-Pinot runs as ``make run`` runs it (``python -m localrun.pinot``: three JVMs on free
-ports, fresh data), on an Apache Kafka node of the benchmark's own. Parts (``--parts``,
-default all, each part on engines of its own):
+Pinot runs as ``make run`` runs it, on a Kafka node of its own. ``--parts`` (each on
+engines of its own):
 
-* ``queries`` (the old benchmark's, same options): ``--orders`` orders' enriched records
-  (3 versions an order, 2 item lines, 5 courier points for every 5th) produced first, then
-  Pinot started and timed until it holds every record; each named selector of
-  ``tracker.tracking.selectors`` run ``--iterations`` times through pinotdb: p50/p99/max.
-* ``eta``: ``--history-minutes`` (120) of the default load's enriched records, their event
-  times over the last two hours, written as fast as the producer goes; once Pinot holds
-  them, ``tracker.tracking.eta.load_statistics()`` ``--refreshes`` times: wall time, this
-  process's CPU and Pinot's JVMs' CPU per refresh.
-* ``fresh`` (on the ``eta`` part's Pinot and history when both run): the load at
-  ``--multiple`` (10) x the default, produced open loop for ``--seconds`` with the real
-  producer, and every ``--probe-every`` seconds a marker record (a new order's, on each
-  enriched table in turn), polled through ``tracker.tracking.selectors.store.query`` every
-  ``--poll-ms``: produced -> visible, p50/p99/max (target p99, issue 52); Pinot's cores.
+* ``queries``: ``--orders`` orders' enriched records produced, Pinot started and timed
+  until it holds them; each selector of ``tracker.tracking.selectors``, p50/p99/max;
+* ``eta``: ``--history-minutes`` of the default load's records; then
+  ``tracker.tracking.eta.load_statistics()`` ``--refreshes`` times (wall, own and Pinot CPU);
+* ``fresh``: ``--multiple`` x the default load, open loop for ``--seconds``, with a marker
+  record every ``--probe-every`` s polled until visible: produced -> visible p50/p99/max.
 
-The load (as the stream job writes it from the simulator's events at ``make run``'s
-pace): ``50 x multiple`` orders a minute (the book's peak); each order's record and
-``--lines`` item lines at placement, three kitchen statuses ``--kitchen-step`` s apart,
-pickup, then one courier point every ``--gps-interval`` s for ``--ride-seconds`` (each
-point an ``orders_enriched`` and a ``delivery_statuses`` record, as at the job's 100 ms
-trigger), arrival, delivery a minute later: about 1,090 records an order, 450 points and
-900 records a second at the default load once rides overlap (a long run of ``make run``
-measured 418 points/s over its first 37 minutes, still climbing). The open loop starts in
-that steady state (orders placed before it are under way).
+The load is shaped as the stream job writes the simulator's events (about 1,090 records
+an order). Pinot's CPU per order-detail read: ``python -m bench api --rate 50 --multiple 1``.
 
-Not a test. Usage::
-
-    .venv/bin/python -m bench pinot [--parts queries,eta,fresh]
-        [--orders 100000] [--iterations 100] [--history-minutes 120] [--refreshes 20]
-        [--multiple 10] [--seconds 60] [--probe-every 0.5]
-
-Prints a table and writes JSON to bench/results/pinot-<timestamp>.json.
+    .venv/bin/python -m bench pinot --parts queries,eta,fresh
 """
 
 from __future__ import annotations
@@ -553,24 +531,21 @@ def report(result: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--parts", default="queries,eta,fresh")
-    parser.add_argument("--orders", type=int, default=100_000, help="queries: orders")
-    parser.add_argument("--iterations", type=int, default=100, help="queries: runs a selector")
-    parser.add_argument("--history-minutes", type=float, default=120, help="eta: default load")
-    parser.add_argument("--refreshes", type=int, default=20, help="eta: statistics loads timed")
-    harness.add_multiple(parser, default=10)
-    parser.add_argument("--seconds", type=float, default=60, help="fresh: load")
-    parser.add_argument("--probe-every", type=float, default=0.5, help="fresh: s between markers")
-    parser.add_argument(
-        "--poll-ms", type=float, default=50,
-        help="fresh: marker polling (each poll is a Pinot query: finer costs Pinot CPU)",
-    )  # fmt: skip
-    parser.add_argument("--kitchen-step", type=float, default=60, help="load: s between statuses")
-    parser.add_argument("--ride-seconds", type=float, default=540, help="load: a ride")
-    parser.add_argument("--gps-interval", type=float, default=1, help="load: s between points")
-    parser.add_argument("--lines", type=int, default=2, help="load: item lines an order")
-    parser.add_argument("--note", default="", help="stored with the result")
+OPTIONS = {
+    "--parts": "queries,eta,fresh",
+    "--orders": (100_000, "queries: orders"),
+    "--iterations": (100, "queries: runs a selector"),
+    "--history-minutes": (120.0, "eta: default load"),
+    "--refreshes": (20, "eta: statistics loads timed"),
+    "--multiple": harness.multiple(10),
+    "--seconds": (60.0, "fresh: load"),
+    "--probe-every": (0.5, "fresh: s between markers"),
+    "--poll-ms": (50.0, "fresh: marker polling (each poll is a Pinot query)"),
+    "--kitchen-step": (60.0, "load: s between statuses"),
+    "--ride-seconds": (540.0, "load: a ride"),
+    "--gps-interval": (1.0, "load: s between points"),
+    "--lines": (2, "load: item lines an order"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

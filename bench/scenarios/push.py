@@ -1,16 +1,9 @@
 """Push latency: from an orders_enriched record on Kafka to a subscribed WebSocket client.
 
-Starts the parts involved on loopback: a Kafka node of its own, Apache Pinot
-(snapshots), and the Django ASGI server (uvicorn, with the embedded push bridge)
-in a subprocess on its own SQLite database. Opens N sockets (one order each,
-``/ws/orders/<id>/``, token auth), then publishes status updates for random
-orders at a fixed rate (open loop) and measures latency from each update's
-scheduled send time to the client's receipt, so a backlog counts. The load
-generator is one asyncio process (uvloop, the ``websockets`` client without its own
-pings); its CPU share and the server's are measured over the window, as is the
-server's RSS per socket.
-
-Benchmarks are not tests: this prints a table and writes bench/results/push-*.json.
+A Kafka node, Pinot and the ASGI server (with the push bridge) on loopback; N sockets
+(one order each), then status updates for random orders at a fixed rate (open loop),
+each latency from its scheduled send time, so a backlog counts; the generator's and the
+server's CPU share and the server's RSS per socket.
 
     .venv/bin/python -m bench push --sockets 5000 --rate 200 --seconds 30
 """
@@ -25,17 +18,13 @@ import time
 
 from bench import harness
 
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sockets", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=200.0, help="updates per second")
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--workers", type=int, default=2, help="uvicorn worker processes")
-    parser.add_argument(
-        "--no-deflate",
-        action="store_true",
-        help="clients do not offer permessage-deflate (browsers do): its memory and CPU cost",
-    )
+OPTIONS = {
+    "--sockets": 1000,
+    "--rate": (200.0, "updates per second"),
+    "--seconds": 20.0,
+    "--workers": (2, "uvicorn worker processes"),
+    "--no-deflate": (False, "clients do not offer permessage-deflate (browsers do)"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

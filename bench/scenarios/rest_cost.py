@@ -1,13 +1,8 @@
 """What the whole embedded system costs at rest: CPU per component (run it on two commits to compare them).
 
-Starts the whole system (every component, as ``make run`` does, on a fresh workdir and
-free ports), once at the default load (the simulator at the
-book's peak, nobody using it) and once with the simulator off, lets it settle, then
-reads each component's CPU seconds (process and children, from /proc) over a window,
-or several in a row (``--windows``: the stream job's JIT compiles for its first minutes).
-The old code is a baseline commit's tree (``bench.harness.baseline_tree``).
-
-Not a test: prints a table and writes bench/results/rest-cost-*.json.
+The whole system at the default load (the simulator at the book's peak, nobody using
+it) and again with the simulator off; after ``--warmup``, each component's CPU seconds
+over ``--windows`` windows of ``--seconds`` (the stream job's JIT compiles for minutes).
 
     nice .venv/bin/python -m bench rest_cost --seconds 60
 """
@@ -15,7 +10,6 @@ Not a test: prints a table and writes bench/results/rest-cost-*.json.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -28,11 +22,6 @@ def stream_batches(checkpoint: Path) -> int:
     return max((int(f.name) for f in commits.glob("[0-9]*")), default=0)
 
 
-def own_cpu_s() -> float:
-    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(simulator: bool, args: argparse.Namespace) -> list[dict]:
     """CPU per component in each of ``--windows`` consecutive windows after ``--warmup``."""
     env = {"SIMULATOR_ENABLED": "true" if simulator else "false"}
@@ -41,21 +30,20 @@ def measure(simulator: bool, args: argparse.Namespace) -> list[dict]:
         time.sleep(args.warmup)
 
         def cpu() -> dict[str, float]:
-            return {c.component.name: harness.process_tree_cpu(c.process.pid)
-                    for c in system.children if c.process}  # fmt: skip
+            return harness.cpu_of(harness.pids_of(system.children))
 
         windows = []
         for _ in range(args.windows):
             before, own0, batches0, t0 = (
                 cpu(),
-                own_cpu_s(),
+                time.process_time(),
                 stream_batches(checkpoint),
                 time.monotonic(),
             )
             time.sleep(args.seconds)
             after, elapsed = cpu(), time.monotonic() - t0
             cores = {n: round((after[n] - before.get(n, 0.0)) / elapsed, 3) for n in after}
-            cores["supervisor"] = round((own_cpu_s() - own0) / elapsed, 3)
+            cores["supervisor"] = round((time.process_time() - own0) / elapsed, 3)
             cores["total"] = round(sum(cores.values()), 3)
             cores["stream_batches_per_s"] = round(
                 (stream_batches(checkpoint) - batches0) / elapsed, 2
@@ -64,16 +52,12 @@ def measure(simulator: bool, args: argparse.Namespace) -> list[dict]:
     return windows
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--warmup", type=float, default=60)
-    parser.add_argument(
-        "--windows", type=int, default=1, help="consecutive windows of --seconds (JIT warm-up)"
-    )
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument(
-        "--loads", default="default,rest", help="default (the simulator on), rest (off)"
-    )
-    parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
+OPTIONS = {
+    "--warmup": 60.0,
+    "--windows": (1, "consecutive windows of --seconds (JIT warm-up)"),
+    "--seconds": 60.0,
+    "--loads": ("default,rest", "default (the simulator on), rest (off)"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:

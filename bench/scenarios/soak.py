@@ -1,37 +1,25 @@
 """Soak: the whole system with the simulator at a multiple of the book's peak, for a fixed
 time, with REST readers, WebSocket subscribers and a black-box probe attached.
 
-The embedded system (``make run``) by default, or with ``--production`` the
-production-like run (``make run-prod``: PostgreSQL, Redis, the push bridge as its own
-process, Spark on a standalone master and worker). The REST readers read order details
-as the orders' customers, each within its read budget (``API_THROTTLE_READS``); the
-sockets are spread over operators (``WS_MAX_SOCKETS_PER_USER``). Every
-``--probe-every`` seconds a probe places an order as a customer, advances it, posts a GPS
-point as its courier and waits for both on a WebSocket and in the REST detail from Pinot
-(with Kafka's disk beside it). ``--retention-mb`` lowers Kafka's per-partition size
-bound, so retention deletes segments during the run.
-
-Reports events in vs rows in Pinot (equal once the pipeline drains), the readers' and
-subscribers' errors (none), every process's memory and CPU every ``--every`` seconds with
-the orders not yet in Pinot, CPU per 10-minute window, and the RSS plateau. The logs are
-kept beside the result. Not a test.
+``make run``'s system, or ``make run-prod``'s with ``--production``. Readers read order
+details as their customers within the read budget; sockets are spread over operators; a
+probe (``harness.probe``) every ``--probe-every`` s. ``--retention-mb`` lowers Kafka's
+per-partition bound so retention deletes segments during the run. Reports events in
+against rows in Pinot after a drain, readers' and subscribers' errors, memory and CPU
+every ``--every`` s, CPU per 10-minute window and the RSS plateau; logs kept beside.
 
     .venv/bin/python -m bench soak --multiple 10 --minutes 30
-    .venv/bin/python -m bench soak --production --multiple 100 --minutes 10
-    .venv/bin/python -m bench soak --multiple 1 --minutes 120 --every 30 --readers 0 \
-        --sockets 0 --probe-every 120 --retention-mb 32          # the long run at rest
+    .venv/bin/python -m bench soak --multiple 1 --minutes 120 --every 30 --readers 0
+        --sockets 0 --probe-every 120 --retention-mb 32  # the long run at rest (one line)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import random
 import shutil
-import signal
-import threading
 import time
 from pathlib import Path
 
@@ -191,9 +179,7 @@ def plateaus(series: list[dict], names: list[str], at_min: float = 90, last_min:
     return out
 
 
-#: Set by SIGTERM/SIGINT: probing stops and the run is written as it stands (with its
-#: memory series and logs), so a run stopped early still leaves its evidence.
-STOP = threading.Event()
+STOP = harness.STOP
 
 
 async def run_probes(
@@ -258,35 +244,23 @@ def cpu_windows(series: list[dict], names: list[str], minutes: float = 10) -> li
     return rows
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    harness.add_multiple(parser, default=100)
-    harness.add_duration(
-        parser, minutes=10, every=10, sampled="samples of memory, CPU and orders not in Pinot"
-    )
-    parser.add_argument("--readers", type=int, default=20)
-    parser.add_argument("--sockets", type=int, default=200)
-    parser.add_argument("--probe-every", type=float, default=0, help="seconds (0: no probe)")
-    parser.add_argument(
-        "--retention-mb", type=int, default=0,
-        help="KAFKA_RETENTION_BYTES in MiB, per partition (0: the local default)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--plateau-from", type=float, default=90,
-        help="minute whose RSS the rest of the run is held against",
-    )  # fmt: skip
-    parser.add_argument(
-        "--production", action="store_true",
-        help="the production-like run (PostgreSQL, Redis, Spark cluster) instead of make run's",
-    )  # fmt: skip
-    parser.add_argument("--note", default="", help="how it was run (a shared machine?)")
+OPTIONS = {
+    "--multiple": harness.multiple(100),
+    "--minutes": 10.0,
+    "--every": (10.0, "seconds between samples of memory, CPU and orders not in Pinot"),
+    "--readers": 20,
+    "--sockets": 200,
+    "--probe-every": (0.0, "seconds (0: no probe)"),
+    "--retention-mb": (0, "KAFKA_RETENTION_BYTES in MiB, per partition (0: the default)"),
+    "--plateau-from": (90.0, "minute whose RSS the rest of the run is held against"),
+    "--production": (False, "the production-like run instead of make run's"),
+}
 
 
 def run(args: argparse.Namespace) -> dict:
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     if args.retention_mb:
         os.environ["KAFKA_RETENTION_BYTES"] = str(args.retention_mb * 1_048_576)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: STOP.set())
+    harness.stop_on_signals()
     if args.production:
         system = harness.start_production_run(args.multiple)
         children, workdir, endpoint = system.children, system.plan.var / "app", system.endpoint

@@ -2,23 +2,12 @@
 ``var/`` and again over the data the first run left (issue 52's target: <= 90 s with a
 warm Maven cache; issue 51's: the first enriched record within 60 s).
 
-Runs ``python -m localrun`` (what ``make run`` runs after ``make install``) with
-``DJANGO_DEBUG=true``, a fresh ``ORDERTRACK_VAR_DIR`` and free ports for every listener,
-and times from the spawn:
+Times, from the spawn of ``python -m localrun``: each component's ready line and
+"Ordertrack is ready", the first ``orders_enriched`` record, the first REST detail with
+Pinot's tracking; then SIGTERM until every process is gone. ``--runs 2`` runs the second
+over the first one's data.
 
-* each component's ready line and the supervisor's "Ordertrack is ready";
-* the first record on ``orders_enriched`` (read from Kafka);
-* the first order whose REST detail (as the demo operator) carries Pinot's tracking
-  (``tracking.source == "pinot"``);
-
-then SIGTERM and the time until every process is gone. ``--runs 2`` (default) runs the
-second over the first run's data (Kafka's log, Pinot's segments, the checkpoint).
-
-Not a test. Usage::
-
-    .venv/bin/python -m bench startup [--runs 2] [--timeout 240]
-
-Prints a table and writes JSON to bench/results/startup-<timestamp>.json.
+    .venv/bin/python -m bench startup --runs 2
 """
 
 from __future__ import annotations
@@ -161,9 +150,7 @@ class FirstRecord:
         self.consumer.close()
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=240)
+OPTIONS = {"--runs": 2, "--timeout": 240.0}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -1,29 +1,15 @@
 """Benchmark the stream job: micro-batch duration and event -> enriched latency.
 
-Not a test. Starts an Apache Kafka node of its own per run and the job (``python -m
-streaming``, on Spark's Kafka connector) through the launcher, as ``make run`` does, and
-drives a synthetic load shaped like the book's simulator, compressed in time: each order
-is placed, moves through the kitchen statuses 2 s apart, then its courier sends one GPS
-point per second for ``--transit`` seconds before arriving and delivering. Rates are
-multiples of the book's peak (50 orders/min): 1x, 10x, 100x.
+A Kafka node of its own per run and the job through the launcher, driven by a synthetic
+load shaped like the simulator's, compressed in time (kitchen statuses 2 s apart, then a
+GPS point a second for ``--transit`` s), at ``--levels`` x the book's peak. Latency is
+per output record, from the produce of the change that made its version to this
+process's receipt, with p99 per 10 s so a growing lag shows; an order whose last record
+never arrived counts (end of the drain - its last event), a lower bound. Batch durations
+come from the job's progress lines. ``--variant "LABEL:K=V K=V"`` also runs the job with
+those environment variables (``{run}`` in a value: the run's name).
 
-Latency is measured per output record as (wall clock when the bench consumer
-receives it) - (the wall clock at which the change that made its version was
-produced: the order's version-th event, whose ``event_time`` the record usually
-carries; a delivery status re-sent for a status change keeps its position's older
-one), and its p99 is also reported per 10-second window so a growing lag shows.
-Micro-batch durations come from the job's own progress lines.
-
-``--variant "LABEL:K=V K=V"`` (repeatable)
-also runs the job with those environment variables set (``{run}`` in a value
-becomes the run's own name, e.g. for a checkpoint directory), so each of the job's
-switchable levers (``STREAMING_*`` settings, ``SPARK_MASTER``) is measured alone in
-the same run. Latency counts events not yet processed when the run ends: an order
-whose last record never arrived adds a sample of (end of the drain - its last event's
-time), a lower bound. Prints a table and writes JSON to bench/results/.
-
-    .venv/bin/python -m bench streaming [--levels 10,100]
-        [--variant "rawfs:STREAMING_NIO_LOCAL_FS=false SPARK_MASTER=local[2,4]"]
+    .venv/bin/python -m bench streaming --levels 10,100
 """
 
 from __future__ import annotations
@@ -61,10 +47,7 @@ BATCH_RE = re.compile(r"streaming: batch=(\d+) rows=(\d+) duration_ms=(\d+)")
 
 
 def pct(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+    return harness.percentile(values, p) if values else None
 
 
 def order_placed(order_id: int) -> OrderPlaced:
@@ -436,24 +419,22 @@ def run_level(
     }
 
 
+OPTIONS = {
+    "--levels": ("10,100", "multiples of the book's peak"),
+    "--trigger-ms": 100,
+    "--shuffle-partitions": 2,
+    "--spark-conf": ("", "extra Spark settings: k=v;k=v"),
+    "--seconds": (40.0, "load duration per level"),
+    "--warmup": (10.0, "seconds not measured"),
+    "--transit": (20, "GPS points per delivery"),
+    "--linger-ms": (5, "the load generator's producer linger, ms"),
+}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--levels", default="10,100", help="multiples of the book's peak")
     parser.add_argument(
-        "--variant",
-        action="append",
-        default=[],
+        "--variant", action="append", default=[],
         help='also run the job as "LABEL:K=V K=V" (environment overrides); repeatable',
-    )
-    parser.add_argument("--note", default="", help="stored with the result (e.g. a shared machine)")
-    parser.add_argument("--trigger-ms", type=int, default=100)
-    parser.add_argument("--shuffle-partitions", type=int, default=2)
-    parser.add_argument("--spark-conf", default="", help="extra Spark settings: k=v;k=v")
-    parser.add_argument("--seconds", type=float, default=40, help="load duration per level")
-    parser.add_argument("--warmup", type=float, default=10, help="seconds not measured")
-    parser.add_argument("--transit", type=int, default=20, help="GPS points per delivery")
-    parser.add_argument(
-        "--linger-ms", type=int, default=5,
-        help="the load generator's producer linger, ms (how many records share a batch)",
     )  # fmt: skip
 
 
@@ -479,26 +460,25 @@ def run(args: argparse.Namespace) -> dict:
             results.append(result)
             print(json.dumps(result), flush=True)
 
-    cols = [
-        ("code", "code"),
-        ("x peak", "multiple"),
-        ("ev/s", "events_per_s"),
-        ("batches", "batches"),
-        ("rows/b p50", "rows_per_batch_p50"),
-        ("batch p50", "batch_ms_p50"),
-        ("batch p90", "batch_ms_p90"),
-        ("e2e p50", "e2e_ms_p50"),
-        ("e2e p99", "e2e_ms_p99"),
-        ("lag grew s", "lag_growth_longest_s"),
-        ("unprocessed", "unprocessed_at_end"),
-        ("complete", "orders_with_all_versions"),
-        ("orders", "orders_seen"),
-        ("RSS MiB", "rss_mib_at_end"),
-    ]
-    print(f"\ntrigger={args.trigger_ms}ms, {args.seconds:.0f} s per level (times in ms)")
-    print(" | ".join(f"{h:>12}" for h, _ in cols))
+    columns = {
+        head: (lambda r, key=key: str(r.get(key)))
+        for head, key in (
+            ("code", "code"), ("x peak", "multiple"), ("ev/s", "events_per_s"),
+            ("batches", "batches"), ("rows/b p50", "rows_per_batch_p50"),
+            ("batch p50", "batch_ms_p50"), ("batch p90", "batch_ms_p90"),
+            ("e2e p50", "e2e_ms_p50"), ("e2e p99", "e2e_ms_p99"),
+            ("lag grew s", "lag_growth_longest_s"), ("unprocessed", "unprocessed_at_end"),
+            ("complete", "orders_with_all_versions"), ("orders", "orders_seen"),
+            ("RSS MiB", "rss_mib_at_end"),
+        )
+    }  # fmt: skip
+    harness.print_columns(
+        f"trigger={args.trigger_ms}ms, {args.seconds:.0f} s per level (times in ms)",
+        results,
+        columns,
+    )
     for r in results:
-        print(" | ".join(f"{str(r.get(k)):>12}" for _, k in cols))
+        print(f"\n  {r['code']} at {r['multiple']}x:")
         if "failed" in r:
             print(f"{'':>12}   failed: {r['failed']}")
             continue

@@ -72,7 +72,7 @@ from localrun.compose.plan import (
     plan,
     spark_home,
 )
-from localrun.compose.ports import Ports, free_port
+from localrun.compose.ports import Ports
 from localrun.compose.user import prefix_for, prepare_dirs, privileges, run_ids
 from localrun.pinot import STOP_TIMEOUT as PINOT_STOP_TIMEOUT
 from localrun.supervisor import Supervisor
@@ -80,7 +80,7 @@ from runtime.conf import BASE_DIR, env_str
 
 __all__ = [  # with the plan's names, used from here by the tests, benchmarks and backends
     "APP_COMMANDS", "ONE_SHOTS", "STAND_INS", "Plan", "Ports", "ProductionRun", "base_env",
-    "create_database", "free_port", "init_postgres", "interpolate", "localise", "main",
+    "create_database", "init_postgres", "interpolate", "localise", "main",
     "pg_bin", "plan", "prefix_for", "prepare_dirs", "service_env", "spark_home",
 ]  # fmt: skip
 

@@ -9,28 +9,10 @@ its peers and its readers.
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-
-def free_port(taken: set[int] | frozenset[int] = frozenset()) -> int:
-    """A port nothing listens on now, and none of ``taken``."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in taken:
-            return port
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+from localrun.ports import claim, free_port
 
 
 @dataclass
@@ -59,7 +41,7 @@ class Ports:
     def __post_init__(self) -> None:
         for f in fields(self):
             if f.type == "int" and getattr(self, f.name) == 0:
-                setattr(self, f.name, free_port(self.used()))
+                setattr(self, f.name, free_port())
 
     def used(self) -> set[int]:
         fixed = {getattr(self, f.name) for f in fields(self) if f.type == "int"}
@@ -68,20 +50,21 @@ class Ports:
     def of(self, key: str) -> int:
         """The port named ``key``, chosen when first asked for."""
         if key not in self.more:
-            self.more[key] = free_port(self.used())
+            self.more[key] = free_port()
         return self.more[key]
 
     @classmethod
     def kept(cls, var: Path, web: int = 8000) -> Ports:
-        """The ports of the last run in ``var`` that are still free; new ones for the rest."""
+        """The ports of the last run in ``var`` that this process could claim again
+        (:func:`localrun.ports.claim`); new ones for the rest."""
         saved = (
             json.loads((var / "ports.json").read_text()) if (var / "ports.json").exists() else {}
         )
         names = {f.name for f in fields(cls) if f.type == "int"} - {"web"}
-        fixed = {k: v for k, v in saved.items() if k in names and v != web and _is_free(v)}
+        fixed = {k: v for k, v in saved.items() if k in names and v != web and claim(v)}
         ports = cls(**fixed, web=web)
         for key, port in (saved.get("more") or {}).items():
-            if port not in ports.used() and _is_free(port):
+            if port not in ports.used() and claim(port):
                 ports.more[key] = port
         return ports
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jvm import maven
-from localrun.kafka import free_port
+from localrun.ports import free_port
 from runtime.conf import env_int, env_list
 
 CONF_DIR = maven.JVM_DIR / "pinot"

@@ -31,10 +31,10 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import signing
-from django.core.cache import cache
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from tracker.accounts.rates import parse_rate
+from tracker.cache.counters import cache
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser

@@ -50,7 +50,7 @@ from contract.events import (
     parse_event,
     topic_name,
 )
-from tracker.live.decisions import Ledger, Outgoing, Poll, peek_routing
+from tracker.live.decisions import LastSeen, Outgoing, Poll, peek_routing
 from tracker.live.fleet import Fleet
 from tracker.live.messages import (
     OPERATIONS_GROUP,
@@ -85,7 +85,7 @@ class Bridge:
     def __init__(self, publish: Publish, listening: Listening | None = None) -> None:
         self.publish = publish
         self.listening: Listening = listening or (lambda group: True)
-        self.ledger = Ledger()
+        self.ledger = LastSeen()
         self.fleet = Fleet()
         #: The fleet's clock (monotonic seconds): how often each courier is sent.
         self.clock: Callable[[], float] = time.monotonic
@@ -102,9 +102,14 @@ class Bridge:
         self._handling = threading.Lock()
 
     def take_new_versions(self) -> dict[int, int]:
-        """The orders_enriched versions seen since the last call (:class:`Ledger`)."""
+        """The orders_enriched versions seen since the last call (:class:`LastSeen`)."""
         with self._handling:
             return self.ledger.take_new_versions()
+
+    def take_new_scopes(self) -> dict[str, tuple[int, int]]:
+        """The lists changed since the last call (:class:`LastSeen`)."""
+        with self._handling:
+            return self.ledger.take_new_scopes()
 
     def handle(self, records: list[tuple[Topic, bytes]], *, fleet: bool) -> None:
         """Publish one poll's (topic, value) records, and with ``fleet`` the fleet entries
@@ -152,7 +157,13 @@ class Bridge:
         ):
             return True
         with self._handling:
-            self.ledger.enriched(order_id, routing.version, routing.status)
+            self.ledger.enriched(
+                order_id,
+                routing.version,
+                routing.status,
+                routing.customer_id,
+                routing.restaurant_id,
+            )
         return False
 
     def _parse(self, record: tuple[Topic, bytes]) -> Event | None:

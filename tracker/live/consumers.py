@@ -45,7 +45,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from runtime.stores import REDIS_UNREACHABLE
+from runtime.redis_errors import REDIS_UNREACHABLE
 from tracker.live import limits
 from tracker.live import messages as m
 from tracker.live.auth import credential_of, current_user

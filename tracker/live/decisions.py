@@ -13,8 +13,7 @@ asks these decisions, and builds and sends the messages for the groups someone l
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from contract.events import (
     DeliveryLocation,
@@ -24,6 +23,8 @@ from contract.events import (
     OrderStatusChanged,
     status_rank,
 )
+from tracker.cache.maps import bounded
+from tracker.cache.reads import scopes_of
 from tracker.live.messages import (
     OPERATIONS_GROUP,
     customer_group,
@@ -41,14 +42,6 @@ FAST_STATUS_MAX_AGE_MS = 5 * 60 * 1000
 
 ENDED = frozenset({OrderStatus.DELIVERED.value, OrderStatus.CANCELLED.value})
 _STATUSES = frozenset(status.value for status in OrderStatus)
-
-
-def bounded_put(table: OrderedDict, key: Any, value: Any, limit: int) -> None:
-    """Put ``key`` last in ``table``, forgetting the oldest key beyond ``limit``."""
-    table[key] = value
-    table.move_to_end(key)
-    if len(table) > limit:
-        table.popitem(last=False)
 
 
 class Published(NamedTuple):
@@ -114,33 +107,50 @@ def peek_routing(value: bytes | None) -> Routing | None:
     return Routing(customer, restaurant, version, status)
 
 
-class Ledger:
+class LastSeen:
     """What has been published per order, bounded: the last enriched version and status,
     the furthest status by either path, and the time of the last courier point."""
 
     def __init__(self, limit: int = MAX_TRACKED_ORDERS) -> None:
-        self.limit = limit
-        self._seen: OrderedDict[int, Published] = OrderedDict()
+        self._seen = bounded(limit)  # order -> Published
         #: order -> event time of the last fast position published
-        self._located: OrderedDict[int, int] = OrderedDict()
+        self._located = bounded(limit)
         #: order -> its newest enriched version not yet taken (:meth:`take_new_versions`)
         self._new_versions: dict[int, int] = {}
+        #: list scope -> (order, version) of its newest change not yet taken
+        self._new_scopes: dict[str, tuple[int, int]] = {}
 
     def take_new_versions(self) -> dict[int, int]:
         """The newest version of each order seen since the last call (for the register
-        reads consult, :mod:`tracker.tracking.versions`)."""
+        reads consult, :mod:`tracker.cache.reads`)."""
         taken, self._new_versions = self._new_versions, {}
         return taken
 
-    def enriched(self, order_id: int, version: int, status: str) -> bool | None:
+    def take_new_scopes(self) -> dict[str, tuple[int, int]]:
+        """The lists (:func:`tracker.cache.reads.scopes_of`) whose orders changed since
+        the last call, each with its newest change (for the register)."""
+        taken, self._new_scopes = self._new_scopes, {}
+        return taken
+
+    def enriched(
+        self,
+        order_id: int,
+        version: int,
+        status: str,
+        customer_id: int | None = None,
+        restaurant_id: int | None = None,
+    ) -> bool | None:
         """Remember an order's enriched ``version`` and ``status`` when newer than what was
-        seen. None when it is not newer; else whether its status changed."""
+        seen, and that the lists showing it changed. None when it is not newer; else
+        whether its status changed."""
         last = self._seen.get(order_id)
         if last is not None and version <= last.version:
             return None  # a re-emit or replay: already published
         rank = max(status_rank(status), last.rank if last else -1)
-        bounded_put(self._seen, order_id, Published(version, status, rank), self.limit)
+        self._seen[order_id] = Published(version, status, rank)
         self._new_versions[order_id] = version
+        for scope in scopes_of(customer_id, restaurant_id):
+            self._new_scopes[scope] = (order_id, version)
         return last is None or last.status != status
 
     def fast_status(self, event: OrderStatusChanged, now: int) -> bool:
@@ -153,7 +163,7 @@ class Ledger:
         if last is not None and rank <= last.rank:
             return False  # a re-send or replay, or the stream job was quicker
         published = Published(last.version, last.status, rank) if last else Published(0, None, rank)
-        bounded_put(self._seen, event.order_id, published, self.limit)
+        self._seen[event.order_id] = published
         return True
 
     def fast_position(self, point: DeliveryLocation, now: int) -> bool:
@@ -164,7 +174,7 @@ class Ledger:
         last = self._located.get(point.order_id)
         if last is not None and point.event_time <= last:
             return False  # a re-send or replay
-        bounded_put(self._located, point.order_id, point.event_time, self.limit)
+        self._located[point.order_id] = point.event_time
         return True
 
     def ended(self, order_id: int) -> bool:
@@ -182,7 +192,7 @@ class Poll:
     point per order is sent at the end.
     """
 
-    def __init__(self, ledger: Ledger, now: int) -> None:
+    def __init__(self, ledger: LastSeen, now: int) -> None:
         self.ledger, self.now = ledger, now
         self.out: list[Outgoing] = []
         #: position-only enriched updates superseded within the poll
@@ -202,7 +212,9 @@ class Poll:
                 self._points[event.order_id] = event
             return
         assert isinstance(event, OrderEnriched)
-        status_changed = self.ledger.enriched(event.order_id, event.version, event.status)
+        status_changed = self.ledger.enriched(
+            event.order_id, event.version, event.status, event.customer_id, event.restaurant_id
+        )
         if status_changed is None:
             return
         if event.order_id in self._pending:

@@ -30,6 +30,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from tracker.cache.maps import bounded
 from tracker.live import messages as m
 
 MAX_QUEUED_STATUS_UPDATES = 256
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 #: The consumer's answer to "may this socket stay open?": None, or a close code and reason
 #: (runs in a database thread).
 Verdict = Callable[[], tuple[int, str] | None]
+
+
+#: Orders whose last version a socket remembers at most.
+VERSIONS_KEPT = 100_000
 
 
 class Delivery:
@@ -53,8 +58,9 @@ class Delivery:
     ) -> None:
         self._send, self._close, self._verdict = send, close, verdict
         self._checked = checked
-        #: The latest version sent (or in the snapshot) per order.
-        self.versions: dict[int, int] = {}
+        #: The latest version sent (or in the snapshot) per order, for the most recent
+        #: :data:`VERSIONS_KEPT` orders (an operators' socket follows every order).
+        self.versions = bounded(VERSIONS_KEPT)
         self._held: list[dict[str, Any]] | None = []  # deltas during the snapshot
         self._statuses: deque[dict[str, Any]] = deque()
         #: Coalescing, the latest per key: an order's update, or its fast position.
@@ -187,9 +193,6 @@ class CoalescingDelivery(Delivery):
     """Everything coalesces to the latest per order (a page that refreshes its panels on
     any change), and fleet messages into one with each courier's latest point."""
 
-    #: Orders whose version is remembered at most (the oldest half is forgotten).
-    VERSIONS_KEPT = 100_000
-
     def enqueue(self, message: dict[str, Any]) -> None:
         if message["type"] == "fleet":
             self._latest["fleet"] = merge_fleet(self._latest.get("fleet"), message)
@@ -197,9 +200,6 @@ class CoalescingDelivery(Delivery):
             return
         if not self._newer(message):
             return
-        if len(self.versions) > self.VERSIONS_KEPT:  # bounded memory
-            for key in list(self.versions)[: self.VERSIONS_KEPT // 2]:
-                del self.versions[key]
         self._latest[message["order_id"]] = message
         self._wake.set()
 

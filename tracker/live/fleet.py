@@ -9,12 +9,12 @@ pickup (:func:`tracker.tracking.eta.running_late_seconds`).
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from contract.events import IN_TRANSIT_STATUSES, DeliveryLocation, OrderEnriched, now_ms
 from contract.geo import haversine_km
-from tracker.live.decisions import ENDED, MAX_TRACKED_ORDERS, bounded_put
+from tracker.cache.maps import bounded
+from tracker.live.decisions import ENDED, MAX_TRACKED_ORDERS
 from tracker.live.messages import fleet_message
 from tracker.tracking import eta
 from tracker.tracking.formats import iso_ms
@@ -39,10 +39,10 @@ class Fleet:
 
     def __init__(self) -> None:
         #: order -> its trip, while it is on the road
-        self._trips: OrderedDict[int, OnRoad] = OrderedDict()
+        self._trips = bounded(MAX_TRACKED_ORDERS)  # order -> OnRoad
         #: courier -> its newest point not sent yet; when it was last sent
         self._due: dict[int, DeliveryLocation] = {}
-        self._sent: OrderedDict[int, float] = OrderedDict()
+        self._sent = bounded(MAX_TRACKED_COURIERS)  # courier -> monotonic s
         self._carrying: dict[int, int] = {}  # courier -> the order it last carried
         self._gone: list[int] = []
 
@@ -59,7 +59,7 @@ class Fleet:
                     trip, eta.current_statistics(), event.out_for_delivery_at
                 )
             on_road = OnRoad(trip, event.out_for_delivery_at, promised)
-            bounded_put(self._trips, event.order_id, on_road, MAX_TRACKED_ORDERS)
+            self._trips[event.order_id] = on_road
         elif event.status in ENDED:
             self._trips.pop(event.order_id, None)
             courier = event.courier_id
@@ -93,7 +93,7 @@ class Fleet:
             return None
         couriers = [self._entry(self._due.pop(courier)) for courier in due]
         for courier in due:
-            bounded_put(self._sent, courier, now, MAX_TRACKED_COURIERS)
+            self._sent[courier] = now
         message, self._gone = fleet_message(couriers, self._gone), []
         return message
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.cache import cache
 
 from tracker.accounts.rates import parse_rate
 from tracker.accounts.security import Refusal, client_ip, spend
+from tracker.cache.counters import cache
 
 
 def message_size(message: dict[str, Any]) -> int:

@@ -18,22 +18,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework import serializers
+
 from contract.events import (
     IN_TRANSIT_STATUSES,
     DeliveryLocation,
     OrderEnriched,
-    OrderStatus,
     OrderStatusChanged,
-    now_ms,
     status_label,
     status_rank,
-    status_time_field,
 )
 from contract.geo import haversine_km
-from tracker.tracking.eta import Trip
-from tracker.tracking.formats import iso_ms, money
-from tracker.tracking.read_model import arrival
-from tracker.tracking.serializers import to_json
+from tracker.tracking import read_model
+from tracker.tracking.formats import iso_ms
+from tracker.tracking.serializers import (
+    LatLonSerializer,
+    OrderDetailSerializer,
+    OrderUpdateSerializer,
+    PointSerializer,
+    to_json,
+)
 
 #: Close codes a refused or dropped socket ends with.
 CLOSE_UNAUTHENTICATED = 4401  # not signed in; or, on an open socket: signed out, token
@@ -81,33 +85,9 @@ ACCESS_RECHECK = "access.recheck"
 
 
 def update_from_enriched(event: OrderEnriched, status_changed: bool) -> dict[str, Any]:
-    """An ``update`` message from one orders_enriched record (the order's full state)."""
-    return {
-        "type": "update",
-        "kind": "status" if status_changed else "position",
-        "order_id": event.order_id,
-        "customer_id": event.customer_id,
-        "restaurant_id": event.restaurant_id,
-        "version": event.version,
-        "status": event.status,
-        "status_label": status_label(event.status),
-        "status_time": iso_ms(event.status_time),
-        "status_times": {
-            s.value: iso_ms(getattr(event, status_time_field(s)))
-            for s in OrderStatus
-            if getattr(event, status_time_field(s)) is not None
-        },
-        "position": (
-            {"lat": event.courier_lat, "lon": event.courier_lon, "at": iso_ms(event.location_time)}
-            if event.courier_lat is not None and event.location_time is not None
-            else None
-        ),
-        "distance_left_km": None
-        if event.distance_left_km is None
-        else round(event.distance_left_km, 3),
-        "eta": to_json(arrival(Trip.of_enriched(event), now_ms())),
-        "total": money(event.total),
-    }
+    """An ``update`` message from one orders_enriched record (the order's full state),
+    rendered by :class:`tracker.tracking.serializers.OrderUpdateSerializer`."""
+    return {"type": "update", **to_json(read_model.order_update(event, status_changed))}
 
 
 def status_from_event(event: OrderStatusChanged) -> dict[str, Any]:
@@ -146,53 +126,61 @@ def fleet_message(couriers: list[dict[str, Any]], gone: list[int]) -> dict[str, 
 
 #: A field that holds a number, text, boolean or null (in :data:`SHARE_ALLOW_LIST`).
 SCALAR = "scalar"
-_POINT = {"lat": SCALAR, "lon": SCALAR, "at": SCALAR}
-_ARRIVAL_WINDOW = {
-    "arrives_at": SCALAR,
-    "earliest": SCALAR,
-    "latest": SCALAR,
-    "computed_at": SCALAR,
-}
-_STEP = {"status": SCALAR, "label": SCALAR, "state": SCALAR, "entered_at": SCALAR, "left_at": SCALAR,
-         "duration_seconds": SCALAR}  # fmt: skip
 
-#: Everything a shared tracking link's socket may send (issue 56), by message type: each
-#: field a message may carry (SCALAR: a number, text, boolean or null; a dict: an object with
-#: these fields in turn; a one-item list: a list of such items). The status timeline, the
-#: courier's point while on the road, the destination rounded to about 110 m, the distance
-#: left to 100 m and the arrival window: no customer, restaurant, courier, address, items,
-#: total, trail or order id. A message is rebuilt from this, never passed on with fields
-#: taken out, so a field added to the order's own messages stays off it.
+#: What a shared tracking link shows of an order (issue 56), field by field of the order's
+#: own shapes (their serializers say what each field holds): the status timeline, the
+#: courier's point while on the road, the distance left and the arrival window; no
+#: customer, restaurant, courier, address, items, total, trail or order id. A field is
+#: named here to be shared: one added to the order's shapes stays off shared links.
+SHARED_DETAIL = ("status", "status_label", "status_time", "is_active", "timeline", "position",
+                 "distance_left_km", "eta")  # fmt: skip
+SHARED_UPDATE = ("kind", "version", "status", "status_label", "status_time", "status_times",
+                 "position", "distance_left_km", "eta")  # fmt: skip
+SHARED_ARRIVAL = ("arrives_at", "earliest", "latest", "computed_at")  # not what it rests on
+
+
+def allow_list_of(
+    serializer: serializers.Serializer,
+    names: tuple[str, ...] | None = None,
+    narrower: dict[str, tuple[str, ...]] | None = None,
+) -> dict[str, Any]:
+    """The allow-list spec of ``names`` (every field without it) of a serializer's shape:
+    SCALAR for a value, a dict for a nested shape (``narrower[name]``: only those of its
+    fields), a one-item list for a list of such."""
+    fields = serializer.fields
+    spec: dict[str, Any] = {}
+    for name in names or tuple(fields):
+        field, only = fields[name], (narrower or {}).get(name)
+        if isinstance(field, serializers.ListSerializer):
+            spec[name] = [allow_list_of(field.child, only)]
+        elif isinstance(field, serializers.Serializer):
+            spec[name] = allow_list_of(field, only)
+        else:
+            spec[name] = SCALAR
+    return spec
+
+
+#: Everything a shared tracking link's socket may send, by message type: each field a
+#: message may carry (SCALAR: a number, text, boolean or null; a dict: an object with
+#: these fields in turn; a one-item list: a list of such items). The order's snapshot and
+#: update are the order's own shapes narrowed to :data:`SHARED_DETAIL` and
+#: :data:`SHARED_UPDATE`, plus the destination rounded to about 110 m. A message is rebuilt
+#: from this, never passed on with fields taken out.
 SHARE_ALLOW_LIST: dict[str, dict[str, Any]] = {
     "snapshot": {
         "type": SCALAR,
         "version": SCALAR,
         "order": {
-            "status": SCALAR,
-            "status_label": SCALAR,
-            "status_time": SCALAR,
-            "is_active": SCALAR,
-            "timeline": [_STEP],
-            "position": _POINT,
-            "destination": {"lat": SCALAR, "lon": SCALAR},
-            "distance_left_km": SCALAR,
-            "eta": _ARRIVAL_WINDOW,
-        },  # fmt: skip
+            **allow_list_of(OrderDetailSerializer(), SHARED_DETAIL, {"eta": SHARED_ARRIVAL}),
+            "destination": allow_list_of(LatLonSerializer()),
+        },
     },
     "update": {
         "type": SCALAR,
-        "kind": SCALAR,
-        "version": SCALAR,
-        "status": SCALAR,
-        "status_label": SCALAR,
-        "status_time": SCALAR,
-        "status_times": {status.value: SCALAR for status in OrderStatus},
-        "position": _POINT,
-        "distance_left_km": SCALAR,
-        "eta": _ARRIVAL_WINDOW,
-    },  # fmt: skip
+        **allow_list_of(OrderUpdateSerializer(), SHARED_UPDATE, {"eta": SHARED_ARRIVAL}),
+    },
     "status": {"type": SCALAR, "status": SCALAR, "status_label": SCALAR, "status_time": SCALAR},
-    "position": {"type": SCALAR, "position": _POINT},
+    "position": {"type": SCALAR, "position": allow_list_of(PointSerializer())},
     "heartbeat": {"type": SCALAR, "server_time": SCALAR},
     "pong": {"type": SCALAR, "server_time": SCALAR},
     "error": {"type": SCALAR, "code": SCALAR, "message": SCALAR, "retry_after": SCALAR},

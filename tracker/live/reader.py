@@ -3,7 +3,7 @@
 Each reader follows its topics from their end, reconnects by itself after a broker
 failure, skips what no socket would get before parsing it (``worth_parsing``), hands each
 poll to :meth:`tracker.live.bridge.Bridge.handle`, and reports its positions to the broker
-for pipeline health (:mod:`runtime.positions`).
+for pipeline health (:mod:`runtime.offsets`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from contract.events import Topic, now_ms, topic_name
 from runtime import kafka
-from runtime.positions import PositionReporter
+from runtime.offsets import OffsetReporter
+from tracker.cache import reads
 from tracker.live.metrics import BRIDGE_HANDLE, BRIDGE_RECORD_AGE, measure_poll
-from tracker.tracking import versions
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ class Handler(Protocol):
     def handle(self, records: list[tuple[Topic, bytes]], *, fleet: bool) -> None: ...
 
     def take_new_versions(self) -> dict[int, int]: ...
+
+    def take_new_scopes(self) -> dict[str, tuple[int, int]]: ...
 
 
 def run_readers(
@@ -84,11 +86,11 @@ def _follow(
     names = {topic_name(topic): topic for topic in topics}
     fleet = Topic.DELIVERY_LOCATIONS in topics
     # The enriched reader registers the versions it reads, so reads of orders that have
-    # not changed skip Pinot (tracker.tracking.versions); its heartbeat says it reads.
-    registrar = versions.Registrar() if Topic.ORDERS_ENRICHED in topics else None
+    # not changed skip Pinot (tracker.cache.reads); its heartbeat says it reads.
+    registrar = reads.Registrar() if Topic.ORDERS_ENRICHED in topics else None
     ages = {name: BRIDGE_RECORD_AGE.labels(name) for name in names}
     handled = BRIDGE_HANDLE.labels(",".join(names))
-    reporter = PositionReporter(reader)  # one per reader of each process
+    reporter = OffsetReporter(reader)  # one per reader of each process
     #: (topic, partition) -> next offset
     positions: dict[tuple[str, int], int] = {}
     while not stop.is_set():
@@ -135,7 +137,7 @@ def _follow(
                 if records:
                     handled.observe(time.perf_counter() - started)
                 if registrar is not None:
-                    registrar.register(handler.take_new_versions())
+                    registrar.register(handler.take_new_versions(), handler.take_new_scopes())
                 measure_poll(seen, len(batch) < POLL_RECORDS)
         except Exception:  # noqa: BLE001 - the bridge must outlive broker restarts
             log.exception("push bridge: consumer failed; reconnecting in 1s")

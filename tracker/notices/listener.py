@@ -34,6 +34,7 @@ Handler = Callable[[int], None]
 
 _handlers: dict[str, list[Handler]] = {}
 _resync: list[Callable[[], None]] = []
+_on_read: list[Callable[[float], None]] = []
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _stop = threading.Event()
@@ -50,6 +51,13 @@ def on_resync(handler: Callable[[], None]) -> None:
     """Call ``handler()`` whenever notices may have been missed (start, a failed read)."""
     with _lock:
         _resync.append(handler)
+
+
+def on_read(handler: Callable[[float], None]) -> None:
+    """Call ``handler(until)`` after each good read: the caller may trust what it keeps
+    until ``until`` (monotonic), :data:`STALE_SECONDS` later, unless told again."""
+    with _lock:
+        _on_read.append(handler)
 
 
 def ensure_started() -> None:
@@ -130,6 +138,8 @@ def _run() -> None:
             for old in [k for k, at in seen.items() if at < horizon]:
                 del seen[old]
             _read_at = time.monotonic()
+            for handler in list(_on_read):
+                handler(_read_at + STALE_SECONDS)
             _stop.wait(POLL_SECONDS)
     finally:
         connection.close()

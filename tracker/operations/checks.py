@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from django.core.cache import cache
 from django.db import connection
+
+from tracker.cache.counters import cache
 
 
 def database_check() -> str:

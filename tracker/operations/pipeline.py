@@ -5,7 +5,7 @@ process cannot report on itself. Every few seconds one thread per web process sa
 
 * the outbox: rows written (its input) and rows not yet published (the relay's lag);
 * for each Kafka reader, the end offsets of the topics it reads (its input) and its
-  position (:mod:`runtime.positions`; Pinot's from its controller,
+  position (:mod:`runtime.offsets`; Pinot's from its controller,
   :class:`~tracker.operations.pinot_controller.PinotController`): lag = end - position.
 
 Each stage is judged ok, behind or stalled (:mod:`tracker.operations.stages`) against
@@ -40,7 +40,7 @@ from prometheus_client import Gauge
 from contract.events import ENRICHED_TOPICS, SOURCE_TOPICS, topic_name
 from runtime import kafka
 from runtime.conf import env_float, env_int
-from runtime.positions import GroupOffsets, positions_by_reader
+from runtime.offsets import GroupOffsets, offsets_by_reader
 from tracker.operations.checks import cache_check
 from tracker.operations.pinot_controller import PinotController
 from tracker.operations.replicas import partitions_out_of_sync
@@ -267,7 +267,7 @@ class PipelineMonitor:
         ends = {name: kafka.end_offsets(self._cons, name, timeout=5) for name in names}
         for name, parts in ends.items():
             TOPIC_END.labels(name).set(sum(parts.values()))
-        reported = positions_by_reader(self._admin, names, self._offsets)
+        reported = offsets_by_reader(self._admin, names, self._offsets)
         if pinot is not None:
             reported["pinot"] = pinot
         out = {}

@@ -306,9 +306,7 @@ class Simulation:
         for order_id in sorted(list(self.transits)):
             transit = self.transits[order_id]
             lat, lon = self._position(transit, now)
-            positions.append(
-                services.CourierPosition(transit.order, transit.courier, lat, lon, now)
-            )
+            positions.append(services.LocationPoint(transit.order, transit.courier, lat, lon, now))
             left = geo.haversine_km(lat, lon, *transit.waypoints[-1])
             if not transit.arriving and left <= self.config.arrive_radius_km:
                 transit.arriving = True

@@ -7,6 +7,7 @@ parsed by the API's own serializers.
 
 from __future__ import annotations
 
+import hashlib
 from decimal import ROUND_HALF_UP
 from typing import Any
 
@@ -135,21 +136,27 @@ class EtaSerializer(serializers.Serializer):
     basis = EtaBasisSerializer()
 
 
-class OrderHeadSerializer(serializers.Serializer):
-    """What a list and a detail both show of an order."""
+class OrderStateSerializer(serializers.Serializer):
+    """What every shape of an order (a list's row, a detail, a pushed update) says of its
+    state, declared once."""
 
-    id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=STATUSES)
     status_label = serializers.CharField()
     status_time = EpochMillisField()
-    is_active = serializers.BooleanField()
-    created_at = EpochMillisField()
     total = MoneyField()
-    customer = NamedSerializer()
     distance_left_km = serializers.FloatField(allow_null=True)
     eta = EtaSerializer(
         allow_null=True, help_text="From placement until delivered; null when finished."
     )
+
+
+class OrderHeadSerializer(OrderStateSerializer):
+    """What a list and a detail both show of an order."""
+
+    id = serializers.IntegerField()
+    is_active = serializers.BooleanField()
+    created_at = EpochMillisField()
+    customer = NamedSerializer()
 
 
 class OrderDetailSerializer(OrderHeadSerializer):
@@ -166,6 +173,26 @@ class OrderDetailSerializer(OrderHeadSerializer):
     tracking = TrackingSourceSerializer()
 
 
+class StatusTimesSerializer(serializers.Serializer):
+    """When the order entered each status it reached (a status not reached is absent)."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {s: EpochMillisField(required=False) for s in STATUSES}
+
+
+class OrderUpdateSerializer(OrderStateSerializer):
+    """An order's pushed ``update`` (the WebSocket's; docs/api.md, "Live updates"): its
+    state rendered as the detail's is, with what a socket client applies it by."""
+
+    kind = serializers.ChoiceField(choices=["status", "position"])
+    order_id = serializers.IntegerField()
+    customer_id = serializers.IntegerField()
+    restaurant_id = serializers.IntegerField()
+    version = serializers.IntegerField()
+    status_times = StatusTimesSerializer()
+    position = PointSerializer(allow_null=True)
+
+
 class SummaryItemSerializer(serializers.Serializer):
     name = serializers.CharField(allow_null=True)
     quantity = serializers.IntegerField(allow_null=True)
@@ -180,6 +207,13 @@ class OrderSummarySerializer(OrderHeadSerializer):
     version = serializers.IntegerField()
 
 
+#: Part of every validator of a rendered shape (:func:`tracker.tracking.read_model.detail_source`):
+#: raise it with any change to how a shape renders that its declared fields do not show
+#: (a field's format, a rounding), so clients holding the old body get the new one.
+#: A change to the declared fields changes the validators by itself (:data:`SHAPES_VERSION`).
+RENDERING_VERSION = 1
+
+
 #: One serializer per shape, built once: a serializer deep-copies its declared fields
 #: when it is created, a large part of a warm detail read's own work for this nested
 #: shape (docs/performance.md), while rendering through them keeps no state.
@@ -187,12 +221,30 @@ _RENDERERS: dict[type, serializers.Serializer] = {
     shapes.OrderDetail: OrderDetailSerializer(),
     shapes.OrderSummary: OrderSummarySerializer(),
     shapes.Arrival: EtaSerializer(),
+    shapes.OrderUpdate: OrderUpdateSerializer(),
 }
 
 
-Shown = shapes.OrderDetail | shapes.OrderSummary | shapes.Arrival
+Shown = shapes.OrderDetail | shapes.OrderSummary | shapes.Arrival | shapes.OrderUpdate
 
 
 def to_json(shown: Shown | None) -> dict[str, Any] | None:
     """The JSON every channel sends for one of the read model's shapes (None: null)."""
     return None if shown is None else _RENDERERS[type(shown)].to_representation(shown)
+
+
+def _fields_of(serializer: serializers.Serializer) -> tuple:
+    return tuple(
+        (name, type(field).__name__, _fields_of(field) if isinstance(field, serializers.Serializer)
+         else _fields_of(field.child) if isinstance(getattr(field, "child", None), serializers.Serializer)
+         else ())
+        for name, field in serializer.fields.items()
+    )  # fmt: skip
+
+
+#: The rendering's version and its shapes' declared fields: what a release changes in a
+#: body changes this, and with it every ETag.
+SHAPES_VERSION = hashlib.blake2b(
+    repr((RENDERING_VERSION, [_fields_of(s) for s in _RENDERERS.values()])).encode(),
+    digest_size=8,
+).hexdigest()

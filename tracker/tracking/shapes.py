@@ -110,7 +110,7 @@ class PlacedOrder:
     """What a detail shows that is fixed when the order is placed: who ordered from which
     restaurant, the lines at their prices, the total and the delivery address (the
     services never change these and the admin shows them read-only), with the owners a
-    visibility check needs. Kept per process (:mod:`tracker.tracking.copies`)."""
+    visibility check needs. Cached per process (:mod:`tracker.cache.reads`)."""
 
     id: int
     customer_user_id: int
@@ -145,6 +145,26 @@ class OrderDetail:
     distance_left_km: float | None
     eta: Arrival | None
     tracking: TrackingSource
+
+
+@dataclass(frozen=True, slots=True)
+class OrderUpdate:
+    """An order's pushed ``update``: its state as one orders_enriched record has it (no
+    items, names or trail: a client has those from its snapshot or detail)."""
+
+    kind: str  # "status": its status moved; "position": only the courier did
+    order_id: int
+    customer_id: int
+    restaurant_id: int
+    version: int
+    status: str
+    status_label: str
+    status_time: Millis
+    status_times: dict[str, Millis]  # the statuses reached, each when it was entered
+    position: Point | None
+    distance_left_km: float | None
+    eta: Arrival | None
+    total: Money
 
 
 @dataclass(frozen=True, slots=True)

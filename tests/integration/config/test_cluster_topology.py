@@ -246,7 +246,8 @@ def test_topics_are_planned_with_three_replicas_and_two_in_sync(cluster):
 def test_every_producer_waits_for_all_in_sync_replicas_without_duplicates(monkeypatch):
     """The settings the product's producers are built with (whom they write to does not
     matter here: the client's own settings are what a broker's loss tests)."""
-    from runtime import kafka, kafka_clients
+    from runtime import kafka
+    from runtime.kafka import clients as kafka_clients
 
     settings = {}
     monkeypatch.setattr(kafka_clients, "Producer", lambda config: settings.update(config))

@@ -354,7 +354,7 @@ def test_gps_points_more_than_30_seconds_ahead_are_refused(kafka_topics):
     with pytest.raises(EventValidationError, match="in the future"):
         services.record_locations(
             [
-                services.CourierPosition(
+                services.LocationPoint(
                     order, rider, 12.9, 77.6, timezone.now() + timedelta(minutes=2)
                 )
             ]

@@ -143,9 +143,10 @@ def test_the_walk_sees_imports_that_point_up():
 
 def test_importing_the_contract_and_the_plumbing_loads_no_framework():
     modules = sorted(
-        f"{package}.{p.stem}"
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         for package in ("contract", "runtime")
-        for p in (ROOT / package).glob("[!_]*.py")
+        for p in (ROOT / package).rglob("*.py")
+        if p.name == "__init__.py" or not p.name.startswith("_")
     )
     assert "contract.events" in modules and "runtime.kafka" in modules
     code = (
@@ -197,3 +198,29 @@ def test_no_import_cycles_between_modules():
         if module not in state:
             visit(module, [module])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+#: What makes a bounded map: a cache library, or an ordered dict trimmed by hand.
+BOUNDED_MAP_MARKS = ("cachetools", "OrderedDict", "move_to_end", "popitem(last=False)")
+
+
+def test_only_the_cache_package_caches():
+    """One package (``tracker/cache``) talks to Django's cache and defines the bounded maps
+    (cachetools'); everything else reaches them through it, so one table (its docstring)
+    says everything a process or Redis keeps for reads."""
+    talks_to_a_cache = {
+        path: names
+        for package in PRODUCTION
+        for path, names in _offending(package, ("django.core.cache", "cachetools")).items()
+        if not path.startswith("tracker/cache/")
+    }
+    assert talks_to_a_cache == {}
+    bounded_by_hand = sorted(
+        str(path.relative_to(ROOT))
+        for package in PRODUCTION
+        for path in (ROOT / package).rglob("*.py")
+        if "tracker/cache/" not in path.as_posix()
+        and any(mark in path.read_text() for mark in BOUNDED_MAP_MARKS)
+    )
+    assert bounded_by_hand == []
+    assert "django.core.cache" in imports_of("tracker/cache")["tracker/cache/reads.py"]

@@ -28,7 +28,7 @@ from config.stores import cache_settings, channel_layer_settings
 from tests.conftest import RedisServer
 from tests.factories import make_customer
 from tests.sockets import closed_with
-from tracker.tracking import copies
+from tracker.cache import reads
 
 UNAVAILABLE = 4503
 FEED = "/ws/operations/"  # its snapshot needs no tracking store
@@ -70,7 +70,7 @@ def test_while_redis_is_down_reads_writes_and_sign_ins_are_503_with_retry_after(
     assert page.status_code == 503 and page["Retry-After"] == str(UNAVAILABLE_RETRY_AFTER_S)
     health = Client().get("/healthz")
     assert health.status_code == 503 and health.json()["checks"]["cache"].startswith("error")
-    assert copies.registered(1) == (None, None)  # the version register: unknown, ask Pinot
+    assert reads.registered(1) == (None, None)  # the version register: unknown, ask Pinot
 
     on_redis.start()
     answers = requests()

@@ -81,7 +81,7 @@ def test_rest_reads_answer_right_after_redis_restarts(on_redis):
 
 
 def test_the_version_register_answers_right_after_redis_restarts(on_redis):
-    """Its readers take an error for "unknown" and ask Pinot (tracker/tracking/copies.py),
+    """Its readers take an error for "unknown" and ask Pinot (tracker/cache/reads.py),
     so a failure would not show as an error: the register itself must answer."""
     register = caches["versions"]
     register.set("alive", ("run", 1), 60)

@@ -19,34 +19,29 @@ from django.test import Client
 
 from config.asgi import application
 from contract.events import now_ms
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.factories import amake_world
 from tests.fixtures_pinot import order_event_of
+from tests.sockets import DEADLINE
 from tracker.live import messages
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
 from tracker.outbox.relay import Relay
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.asyncio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_periodic_recheck"),
+]
+
+#: Alice's three orders out of the kitchen, the first carried by rider1; rider2 idle.
+WORLD = {
+    "restaurant": "Indiranagar Pizza Co.",
+    "orders": ("OUT_FOR_DELIVERY", "BEING_COOKED", "BEING_COOKED"),
+    "couriers": ("rider1", "rider2"),
+}
 
 ROOT = Path(__file__).resolve().parents[3]
-WITHIN = 1.0  # seconds: an assignment or a reassignment reaches the socket within it
-#: The new snapshot follows the notice by the tracking reads of its deliveries.
-SNAPSHOT_WITHIN = WITHIN + 2.0
-
-
-@database_sync_to_async
-def _world() -> dict[str, Any]:
-    alice = make_customer("alice")
-    restaurant = make_restaurant("Indiranagar Pizza Co.")
-    first, second = make_courier("rider1"), make_courier("rider2")
-    orders = [place(alice, restaurant) for _ in range(3)]
-    for order in orders:
-        for _ in range(3):
-            services.advance_order(order.pk, by=SYSTEM)
-    services.advance_order(orders[0].pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=first)
-    return {"alice": alice, "first": first, "second": second,
-            "orders": [Order.objects.select_related("courier").get(pk=o.pk) for o in orders]}  # fmt: skip
 
 
 def _session(username: str) -> list:
@@ -72,7 +67,7 @@ async def _next(socket: WebsocketCommunicator, timeout: float = 10) -> dict[str,
             return message
 
 
-async def _next_snapshot(socket: WebsocketCommunicator, timeout: float = SNAPSHOT_WITHIN) -> dict:
+async def _next_snapshot(socket: WebsocketCommunicator, timeout: float = DEADLINE) -> dict:
     """The next snapshot, within ``timeout``: what comes before it of the deliveries it
     replaces (their own updates) is skipped."""
     import asyncio
@@ -113,8 +108,8 @@ def _documented_snapshot(message: dict[str, Any]) -> None:
 
 
 async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pinot, asgi_lifespan):
-    world = await _world()
-    first_order, second_order, other = world["orders"]
+    world = await amake_world(**WORLD)
+    first_order, second_order, other = world.orders
     t0 = now_ms() - 120_000
     await pinot.apublish(
         _road(first_order, 1, (12.9719, 77.6412), t0),
@@ -130,7 +125,7 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     assert shown["position"]["lat"] == 12.9719
 
     # Its own point comes back on the fast path; the stream job's update follows.
-    point = services.CourierPosition(first_order, first_order.courier, 12.9700, 77.6300)
+    point = services.LocationPoint(first_order, first_order.courier, 12.9700, 77.6300)
     assert await database_sync_to_async(services.record_locations)([point]) == 1
     moved = await _next(socket)
     assert moved["type"] == "position" and moved["order_id"] == first_order.pk
@@ -143,9 +138,10 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     await pinot.apublish(order_event_of(other, 2, "OUT_FOR_DELIVERY", created_at=t0))
     assert await socket.receive_nothing(timeout=1)
 
-    # A second delivery is handed to the courier: a fresh snapshot within a second.
+    # A second delivery is handed to the courier: a fresh snapshot (its signal's, not a
+    # periodic re-check's).
     await database_sync_to_async(services.advance_order)(
-        second_order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=world["first"]
+        second_order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=world.couriers[0]
     )
     both = await _next_snapshot(socket)
     _documented_snapshot(both)
@@ -155,7 +151,7 @@ async def test_the_courier_follows_the_deliveries_they_carry_and_only_those(pino
     theirs, theirs_first = await _open("rider2")
     assert theirs_first == {"type": "snapshot", "orders": []}
     await database_sync_to_async(services.advance_order)(
-        first_order.pk, by=SYSTEM, to="ARRIVING_AT_DOOR", courier=world["second"]
+        first_order.pk, by=SYSTEM, to="ARRIVING_AT_DOOR", courier=world.couriers[1]
     )
     left = await _next_snapshot(socket)
     assert [o["id"] for o in left["orders"]] == [second_order.pk]
@@ -180,8 +176,8 @@ async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(
     pinot, settings, asgi_lifespan
 ):
     settings.PUSH_RECHECK_SECONDS = 0.5
-    world = await _world()
-    order = world["orders"][0]
+    world = await amake_world(**WORLD)
+    order = world.orders[0]
     t0 = now_ms() - 120_000
     await pinot.apublish(_road(order, 1, (12.9719, 77.6412), t0))
     socket, snapshot = await _open("rider1")
@@ -189,22 +185,20 @@ async def test_a_finished_delivery_leaves_at_the_next_periodic_recheck(
 
     def deliver() -> None:
         for status in ("ARRIVING_AT_DOOR", "DELIVERED"):
-            services.advance_order(order.pk, by=world["first"].user, to=status, via="api")
+            services.advance_order(order.pk, by=world.couriers[0].user, to=status, via="api")
 
     await database_sync_to_async(deliver)()
     await _relay()
-    empty = await _next_snapshot(
-        socket, timeout=settings.PUSH_RECHECK_SECONDS * 2 + SNAPSHOT_WITHIN
-    )
+    empty = await _next_snapshot(socket)
     assert empty == {"type": "snapshot", "orders": []}
     await socket.disconnect()
 
 
 async def test_signing_out_closes_the_couriers_socket(pinot, asgi_lifespan):
-    world = await _world()
-    await pinot.apublish(_road(world["orders"][0], 1, (12.9719, 77.6412), now_ms() - 60_000))
+    world = await amake_world(**WORLD)
+    await pinot.apublish(_road(world.orders[0], 1, (12.9719, 77.6412), now_ms() - 60_000))
     browser = Client()
-    await database_sync_to_async(browser.force_login)(world["first"].user)
+    await database_sync_to_async(browser.force_login)(world.couriers[0].user)
     cookie = f"sessionid={browser.cookies['sessionid'].value}".encode()
     socket = WebsocketCommunicator(
         application,
@@ -214,7 +208,7 @@ async def test_signing_out_closes_the_couriers_socket(pinot, asgi_lifespan):
     assert (await socket.connect(timeout=20))[0]
     assert (await socket.receive_json_from(timeout=20))["type"] == "snapshot"
     await database_sync_to_async(browser.post)("/accounts/logout/")
-    error = await socket.receive_json_from(timeout=WITHIN)
+    error = await socket.receive_json_from(timeout=DEADLINE)
     assert error["code"] == messages.CLOSE_UNAUTHENTICATED
 
 

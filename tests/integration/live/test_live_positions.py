@@ -12,8 +12,9 @@ from channels.db import database_sync_to_async
 from rest_framework.test import APIClient
 
 from contract.events import DeliveryLocation, Topic, new_event_id, now_ms
+from tests.factories import amake_world
 from tests.fixtures_pinot import order_event, order_event_of
-from tests.integration.live.test_live_push import _connect, _role_tokens, _world
+from tests.integration.live.test_live_push import WORLD, _connect, _role_tokens
 from tracker.live.bridge import Bridge
 from tracker.orders import services
 from tracker.orders.models import Order
@@ -92,24 +93,24 @@ def _on_the_road(order_id: int) -> Order:
 
 @database_sync_to_async
 def _report(order: Order, lat: float) -> int:
-    point = services.CourierPosition(order=order, courier=order.courier, lat=lat, lon=77.59)
+    point = services.LocationPoint(order=order, courier=order.courier, lat=lat, lon=77.59)
     return services.record_locations([point])
 
 
 @pytest.mark.asyncio
 async def test_a_point_reaches_its_order_socket_and_the_fleet_and_no_one_else(pinot):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     tokens = await _role_tokens(order)  # takes the order out for delivery with a courier
     order = await _on_the_road(order.pk)
     await pinot.apublish(order_event_of(order, 1))
-    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
+    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world.tokens["alice"])
     couriers, _ = await _connect(f"/ws/orders/{order.pk}/", tokens["courier"])
     fleet, _ = await _connect("/ws/operations/", tokens["operator"])
     # Everyone else who has a socket: another customer's list, the restaurant's own
     # board (staff see the order's status there, not its courier), another's board.
-    bobs_list, _ = await _connect("/ws/orders/", world["bob"])
-    owners_list, _ = await _connect("/ws/orders/", world["alice"])
+    bobs_list, _ = await _connect("/ws/orders/", world.tokens["bob"])
+    owners_list, _ = await _connect("/ws/orders/", world.tokens["alice"])
     board, _ = await _connect(f"/ws/restaurants/{order.restaurant_id}/", tokens["staff"])
 
     assert await _report(order, 12.9876) == 1
@@ -152,9 +153,9 @@ def _rest_views(order: Order, tokens: dict[str, str]) -> dict[str, int]:
 
 @pytest.mark.asyncio
 async def test_no_one_else_reads_the_couriers_position_over_rest(pinot):
-    world = await _world()
-    tokens = await _role_tokens(world["order"])
-    order = await _on_the_road(world["order"].pk)
+    world = await amake_world(**WORLD)
+    tokens = await _role_tokens(world.order)
+    order = await _on_the_road(world.order.pk)
     at = now_ms()
     await pinot.apublish(
         order_event_of(order, 1, "OUT_FOR_DELIVERY", courier=(order.courier_id, 12.97, 77.59, at))

@@ -24,7 +24,7 @@ from contract.events import (
     now_ms,
     topic_name,
 )
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.factories import amake_world, make_courier, make_customer, make_restaurant
 from tests.fixtures_pinot import order_event, order_event_of
 from tracker.live import bridge as bridge_module
 from tracker.live import messages
@@ -36,20 +36,8 @@ from tracker.outbox.relay import Relay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-@database_sync_to_async
-def _world():
-    alice, bob = make_customer("alice"), make_customer("bob")
-    restaurant = make_restaurant()
-    make_courier()
-    order = place(alice, restaurant)
-    return {
-        "order": order,
-        "alice": Token.objects.create(user=alice.user).key,
-        "bob": Token.objects.create(user=bob.user).key,
-        "alice_id": alice.pk,
-        "bob_id": bob.pk,
-    }
+#: Alice's order, a courier, bob; their tokens.
+WORLD = {"couriers": ("rider",), "bob": True, "tokens": True}
 
 
 def _socket(path: str, token: str | None) -> WebsocketCommunicator:
@@ -68,32 +56,32 @@ async def _connect(path: str, token: str | None) -> tuple[WebsocketCommunicator,
 async def test_anonymous_and_foreign_sockets_are_refused_with_documented_codes(
     pinot, asgi_lifespan
 ):
-    world = await _world()
-    socket, message = await _connect(f"/ws/orders/{world['order'].pk}/", None)
+    world = await amake_world(**WORLD)
+    socket, message = await _connect(f"/ws/orders/{world.order.pk}/", None)
     assert message["type"] == "error" and message["code"] == messages.CLOSE_UNAUTHENTICATED
     assert (await socket.receive_output(timeout=5))["code"] == messages.CLOSE_UNAUTHENTICATED
-    socket, message = await _connect(f"/ws/orders/{world['order'].pk}/", world["bob"])
+    socket, message = await _connect(f"/ws/orders/{world.order.pk}/", world.tokens["bob"])
     assert message["code"] == messages.CLOSE_NOT_FOUND
-    socket, message = await _connect("/ws/orders/999999/", world["alice"])
+    socket, message = await _connect("/ws/orders/999999/", world.tokens["alice"])
     assert message["code"] == messages.CLOSE_NOT_FOUND
 
 
 @pytest.mark.asyncio
 async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot, asgi_lifespan):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     t0 = now_ms() - 30_000
     await pinot.apublish(order_event_of(order, 1, created_at=t0))
 
-    mine, snapshot = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
+    mine, snapshot = await _connect(f"/ws/orders/{order.pk}/", world.tokens["alice"])
     assert snapshot["type"] == "snapshot" and snapshot["version"] == 1
     assert snapshot["order"]["status"] == "PLACED_ORDER"
     assert snapshot["order"]["tracking"]["source"] == "pinot"
     assert snapshot["order"]["eta"]["basis"]["kitchen"] == "default"  # no history yet
-    my_list, list_snapshot = await _connect("/ws/orders/", world["alice"])
+    my_list, list_snapshot = await _connect("/ws/orders/", world.tokens["alice"])
     assert [o["id"] for o in list_snapshot["orders"]] == [order.pk]
     assert list_snapshot["orders"][0]["eta"]["arrives_at"]
-    bobs_list, bobs_snapshot = await _connect("/ws/orders/", world["bob"])
+    bobs_list, bobs_snapshot = await _connect("/ws/orders/", world.tokens["bob"])
     assert bobs_snapshot == {"type": "snapshot", "orders": []}
 
     await pinot.apublish(
@@ -128,30 +116,30 @@ async def test_snapshot_then_every_change_and_nothing_for_other_customers(pinot,
 
 @pytest.mark.asyncio
 async def test_reconnect_with_a_version_resumes_or_gets_a_fresh_snapshot(pinot, asgi_lifespan):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     t0 = now_ms() - 30_000
     await pinot.apublish(
         order_event_of(order, 1, created_at=t0),
         order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=t0 + 1000),
     )
-    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=2", world["alice"])
+    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=2", world.tokens["alice"])
     assert message == {"type": "resumed", "order_id": order.pk, "version": 2}
     await socket.disconnect()
     # It missed version 2 while away: a fresh snapshot has everything.
-    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=1", world["alice"])
+    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=1", world.tokens["alice"])
     assert message["type"] == "snapshot" and message["version"] == 2
     assert [s["state"] for s in message["order"]["timeline"][:3]] == ["done", "current", "pending"]
     await socket.disconnect()
-    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=abc", world["alice"])
+    socket, message = await _connect(f"/ws/orders/{order.pk}/?since=abc", world.tokens["alice"])
     assert message["code"] == messages.CLOSE_BAD_REQUEST
 
 
 @pytest.mark.asyncio
 async def test_ping_gets_pong(pinot, asgi_lifespan):
-    world = await _world()
-    await pinot.apublish(order_event_of(world["order"], 1))
-    socket, _ = await _connect(f"/ws/orders/{world['order'].pk}/", world["alice"])
+    world = await amake_world(**WORLD)
+    await pinot.apublish(order_event_of(world.order, 1))
+    socket, _ = await _connect(f"/ws/orders/{world.order.pk}/", world.tokens["alice"])
     await socket.send_json_to({"type": "ping"})
     assert (await socket.receive_json_from(timeout=5))["type"] == "pong"
     await socket.disconnect()
@@ -328,12 +316,12 @@ def _advance_and_relay(order, steps: int = 1) -> None:
 
 @pytest.mark.asyncio
 async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot, asgi_lifespan):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     await pinot.apublish(order_event_of(order, 1))
-    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
-    my_list, _ = await _connect("/ws/orders/", world["alice"])
-    bobs_list, _ = await _connect("/ws/orders/", world["bob"])
+    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world.tokens["alice"])
+    my_list, _ = await _connect("/ws/orders/", world.tokens["alice"])
+    bobs_list, _ = await _connect("/ws/orders/", world.tokens["bob"])
 
     await _advance_and_relay(order)
     for socket in (mine, my_list):
@@ -342,7 +330,7 @@ async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot,
         assert message == {
             "type": "status",
             "order_id": order.pk,
-            "customer_id": world["alice_id"],
+            "customer_id": world.alice.pk,
             "restaurant_id": order.restaurant_id,
             "status": "ORDER_CONFIRMED",
             "status_label": "Order confirmed",
@@ -355,10 +343,10 @@ async def test_a_status_change_reaches_its_sockets_without_the_stream_job(pinot,
 
 @pytest.mark.asyncio
 async def test_a_replayed_status_event_is_not_pushed_twice(pinot, asgi_lifespan):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     await pinot.apublish(order_event_of(order, 1))
-    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
+    mine, _ = await _connect(f"/ws/orders/{order.pk}/", world.tokens["alice"])
     await _advance_and_relay(order, steps=2)
     statuses = [(await mine.receive_json_from(timeout=10))["status"] for _ in range(2)]
     assert statuses == ["ORDER_CONFIRMED", "BEING_PREPARED"]
@@ -415,8 +403,8 @@ WS_MATRIX = {
 
 @pytest.mark.asyncio
 async def test_websocket_routes_against_every_role(pinot, asgi_lifespan):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     await pinot.apublish(order_event_of(order, 1))
     tokens = {"anonymous": None, **(await _role_tokens(order))}
     for role, expected in WS_MATRIX.items():
@@ -429,10 +417,10 @@ async def test_websocket_routes_against_every_role(pinot, asgi_lifespan):
 
 @pytest.mark.asyncio
 async def test_foreign_origin_is_refused_but_apps_without_origin_are_not(pinot, asgi_lifespan):
-    world = await _world()
-    await pinot.apublish(order_event_of(world["order"], 1))
-    path = f"/ws/orders/{world['order'].pk}/"
-    token = f"Token {world['alice']}".encode()
+    world = await amake_world(**WORLD)
+    await pinot.apublish(order_event_of(world.order, 1))
+    path = f"/ws/orders/{world.order.pk}/"
+    token = f"Token {world.tokens['alice']}".encode()
 
     def from_origin(origin: bytes) -> WebsocketCommunicator:
         headers = [(b"origin", origin), (b"authorization", token)]

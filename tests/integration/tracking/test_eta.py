@@ -16,8 +16,8 @@ import pytest
 from contract import geo
 from contract.events import LIFECYCLE, now_ms
 from tests.fixtures_pinot import ID_BLOCK, delivery_event, order_event
+from tracker.cache import statistics as eta_cache
 from tracker.tracking import eta
-from tracker.tracking.eta import cache as eta_cache
 from tracker.tracking.eta import stats as eta_stats
 from tracker.tracking.selectors import orders as order_selectors
 

@@ -1,8 +1,8 @@
 """An order that has not changed is read without asking Pinot, and never served stale.
 
 The push bridge registers each order's newest orders_enriched version
-(:mod:`tracker.tracking.versions`); a read keeps the state Pinot last returned while no
-newer version is registered (:func:`tracker.tracking.copies.order_state`). The register counts only while the bridge run that wrote it
+(:mod:`tracker.cache.reads`); a read caches the state Pinot last returned while no
+newer version is registered (:func:`tracker.cache.reads.order_state`). The register counts only while the bridge run that wrote it
 beats, so a stopped bridge, a new run or an unreadable register send reads to Pinot.
 """
 
@@ -14,17 +14,17 @@ import time
 import pytest
 from django.core.cache import caches
 
-from api.conditional import Renditions
 from tests.fixtures_pinot import order_event
 from tests.waiting import wait_until
+from tracker.cache import reads
 from tracker.live.bridge import Bridge
 from tracker.live.embedded import stop_embedded_bridge
 from tracker.live.reader import run_readers
-from tracker.tracking import copies, selectors, versions
+from tracker.tracking import selectors
 
 
 def _version(order_id: int) -> int | None:
-    return copies.registered(order_id)[1]
+    return reads.registered(order_id)[1]
 
 
 @pytest.fixture(autouse=True)
@@ -32,23 +32,23 @@ def _empty_register():
     """No bridge of an earlier test beating, an empty register, no kept states."""
     stop_embedded_bridge()
     caches["versions"].clear()
-    copies.forget_copies()
+    reads.clear()
     yield
     caches["versions"].clear()
-    copies.forget_copies()
+    reads.clear()
 
 
 def test_a_version_counts_only_while_the_run_that_registered_it_beats(monkeypatch):
-    old = versions.Registrar()
+    old = reads.Registrar()
     old.register({7: 3})
     assert _version(7) == 3
     assert _version(8) is None  # nothing registered for it
-    new = versions.Registrar()  # a restarted bridge: it may have missed records meanwhile
+    new = reads.Registrar()  # a restarted bridge: it may have missed records meanwhile
     new.register({})
     assert _version(7) is None
     new.register({7: 5})
     assert _version(7) == 5
-    later = time.time() + (versions.ALIVE_MS + 1_000) / 1000
+    later = time.time() + (reads.ALIVE_MS + 1_000) / 1000
     monkeypatch.setattr(time, "time", lambda: later)
     assert _version(7) is None  # no heartbeat for longer than ALIVE_MS
 
@@ -59,14 +59,14 @@ def test_a_stopped_runs_entry_does_not_keep_a_read_from_registering(pinot, monke
     order = pinot.base + 3
     pinot.publish(order_event(order, 2, "DELIVERED"))
     pinot.sync()
-    versions.Registrar().register({order: 1})  # a run that then stopped
-    versions.Registrar().register({})  # the live run, which has seen nothing of it
-    assert copies.order_state(order).version == 2
+    reads.Registrar().register({order: 1})  # a run that then stopped
+    reads.Registrar().register({})  # the live run, which has seen nothing of it
+    assert reads.order_state(order).version == 2
     assert _version(order) == 2
 
 
 def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
-    versions.Registrar().register({7: 3})
+    reads.Registrar().register({7: 3})
 
     def down(*args, **kwargs):
         raise ConnectionError("register down")
@@ -75,27 +75,11 @@ def test_an_unreadable_register_means_unknown_not_unchanged(monkeypatch):
     assert _version(7) is None
 
 
-def test_a_rendition_is_reused_while_the_answer_is_equal_and_remade_when_it_changes():
-    made = []
-
-    def render(source):
-        made.append(source)
-        return {"shown": source["n"]}
-
-    renditions = Renditions(10, render)
-    body, etag = renditions.rendition(1, {"n": 1})
-    again, same = renditions.rendition(1, {"n": 1})  # equal, not the same object
-    assert again is body and same == etag and len(made) == 1
-    assert body.json == b'{"shown":1}'
-    changed, other = renditions.rendition(1, {"n": 2})
-    assert changed == {"shown": 2} and other != etag and len(made) == 2
-
-
 def _reads() -> dict[str, float]:
     """``ordertrack_order_state_reads_total`` by source, as /metrics shows it."""
     return {
         sample.labels["source"]: sample.value
-        for metric in copies.STATE_READS.collect()
+        for metric in reads.STATE_READS.collect()
         for sample in metric.samples
         if sample.name.endswith("_total")
     }
@@ -136,14 +120,14 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     wait_until(lambda: _version(order) == 1, 20, "the bridge to register v1")
     before = _reads()
     for _ in range(5):
-        assert copies.order_state(order).version == 1
+        assert reads.order_state(order).version == 1
     assert len(asked) == 1
     assert _reads_since(before) == {"not_kept": 1, "kept": 4}  # what operators see
 
     pinot.publish(order_event(order, 2, "ORDER_CONFIRMED"))
     wait_until(lambda: _version(order) == 2, 20, "the bridge to register v2")
     state = wait_until(
-        lambda: (s := copies.order_state(order)) is not None and s.version == 2 and s,
+        lambda: (s := reads.order_state(order)) is not None and s.version == 2 and s,
         30,
         "the read to show v2 once Pinot has it",
         interval=0.05,
@@ -153,7 +137,7 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     asked.clear()
     before = _reads()
     for _ in range(5):
-        assert copies.order_state(order).version == 2
+        assert reads.order_state(order).version == 2
     assert asked == []
     assert _reads_since(before) == {"kept": 5}
 
@@ -161,7 +145,7 @@ def test_an_unchanged_order_asks_pinot_once_and_a_new_version_is_read_again(
     wait_until(lambda: _version(order) is None, 20, "the register to go stale")
     before = _reads()
     for _ in range(3):
-        assert copies.order_state(order).version == 2
+        assert reads.order_state(order).version == 2
     assert len(asked) == 3
     assert _reads_since(before) == {"unknown": 3}
 
@@ -174,14 +158,14 @@ def test_an_order_with_no_record_since_the_bridge_started_is_registered_by_its_f
     order = pinot.base + 2
     pinot.publish(order_event(order, 4, "DELIVERED"))
     pinot.sync()
-    run = versions.Registrar()
+    run = reads.Registrar()
     run.register({})  # a live run that has seen nothing of this order
     asked = []
     real_order_state = selectors.order_state
     monkeypatch.setattr(selectors, "order_state", lambda o: asked.append(o) or real_order_state(o))
     before = _reads()
     for _ in range(4):
-        assert copies.order_state(order).version == 4
+        assert reads.order_state(order).version == 4
     assert len(asked) == 1
     assert _reads_since(before) == {"unregistered": 1, "kept": 3}
     assert _version(order) == 4

@@ -265,12 +265,9 @@ def test_restaurant_dashboard_windows_and_top_dishes(pinot):
 
 
 def test_unreachable_pinot_raises_tracking_unavailable(monkeypatch):
-    import socket
+    from localrun.ports import free_port
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("PINOT_BROKER_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("PINOT_BROKER_URL", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(TrackingUnavailable):
         s.order_state(1)
 

@@ -12,11 +12,10 @@ import re
 
 import pytest
 from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 from playwright.async_api import expect
 
 from contract.events import now_ms
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.factories import World, amake_world, place
 from tests.fixtures_browser import screenshot, sign_in
 from tests.fixtures_pinot import delivery_event, item_event, order_event_of
 from tracker.orders.models import Order
@@ -29,46 +28,35 @@ PHONE = {"width": 390, "height": 844}
 CENTRE = (12.9716, 77.5946)  # the operations map opens centred here
 TIME = r"\d\d?:\d\d(?: ?[AP]M)?"  # a clock time as the browser's locale writes it
 
-
-@database_sync_to_async
-def _world():
-    alice = make_customer("alice")
-    restaurant = make_restaurant("Indiranagar Pizza Co.")
-    for product in restaurant.products.all():
-        product.image_url = f"/static/menu/{product.category.lower()}.svg"
-        product.save(update_fields=["image_url"])
-    courier = make_courier()
-    order = place(alice, restaurant)
-    past = place(alice, restaurant)
-    get_user_model().objects.create_user("ops", password="pw-ops", is_staff=True)
-    return {
-        "alice": alice,
-        "restaurant": restaurant,
-        "courier": courier,
-        "order": order,
-        "past": past,
-    }
+#: Alice's order and her past one (both placed here), a courier, the operator "ops".
+WORLD = {
+    "restaurant": "Indiranagar Pizza Co.",
+    "orders": ("PLACED_ORDER", "PLACED_ORDER"),
+    "couriers": ("rider",),
+    "operator": True,
+    "menu_images": True,
+}
 
 
-async def _tracked_world(pinot):
-    """Alice with one active order (placed a minute ago) and one delivered order."""
-    world = await _world()
+async def _tracked_world(pinot) -> tuple[World, int]:
+    """Alice with one active order (placed a minute ago, at the time returned) and one
+    delivered order."""
+    world = await amake_world(**WORLD)
     t0 = now_ms() - 60_000
-    world["t0"] = t0
     old = t0 - 3_600_000
     await pinot.apublish(
-        order_event_of(world["order"], 1, created_at=t0),
+        order_event_of(world.order, 1, created_at=t0),
         order_event_of(
-            world["past"], 7, "DELIVERED", created_at=old, status_time=old + 1_800_000,
+            world.orders[1], 7, "DELIVERED", created_at=old, status_time=old + 1_800_000,
             status_times={"ORDER_CONFIRMED": old + 60_000, "OUT_FOR_DELIVERY": old + 900_000},
         ),
     )  # fmt: skip
-    return world
+    return world, t0
 
 
 async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot, asgi_lifespan):
-    world = await _tracked_world(pinot)
-    order = world["order"]
+    world, t0 = await _tracked_world(pinot)
+    order = world.order
     await page.goto("/")
     await expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/$"))
     await page.get_by_label("Username").fill("alice")
@@ -87,7 +75,7 @@ async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot, asgi_life
     await expect(page.locator("#live-pill")).to_have_text("Live")
 
     await pinot.apublish(
-        order_event_of(order, 2, "ORDER_CONFIRMED", created_at=world["t0"], status_time=now_ms()),
+        order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0, status_time=now_ms()),
     )
     await expect(card).to_contain_text("Confirmed")  # no reload
     await expect(card.locator(".fact-eta")).to_have_text(arrives)  # a step fewer ahead
@@ -95,7 +83,7 @@ async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot, asgi_life
 
     # Finishing moves the card from the active list to the past list.
     await pinot.apublish(
-        order_event_of(order, 3, "DELIVERED", created_at=world["t0"], status_time=now_ms()),
+        order_event_of(order, 3, "DELIVERED", created_at=t0, status_time=now_ms()),
     )
     await expect(page.locator(f'#past-orders [data-order-id="{order.pk}"]')).to_contain_text(
         "Delivered"
@@ -112,8 +100,8 @@ async def test_sign_in_my_orders_update_live_and_sign_out(page, pinot, asgi_life
 async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_drop(
     page, pinot, asgi_lifespan
 ):
-    world = await _tracked_world(pinot)
-    order, t0 = world["order"], world["t0"]
+    world, t0 = await _tracked_world(pinot)
+    order = world.order
     sockets = []
 
     async def proxy(ws):  # a transparent proxy, so the test can cut the connection
@@ -140,7 +128,7 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
              "BEING_COOKED": t0 + 30_000}  # fmt: skip
     await pinot.apublish(
         order_event_of(order, 2, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
-                       status_times=times, courier=(world["courier"].pk, 12.9719, 77.6412, t_out),
+                       status_times=times, courier=(world.couriers[0].pk, 12.9719, 77.6412, t_out),
                        distance_left_km=4.2),
     )  # fmt: skip
     current = page.locator('.step[aria-current="step"]')
@@ -157,7 +145,7 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     # A position-only record: the marker glides to it and the trail grows.
     await pinot.apublish(
         order_event_of(order, 3, "OUT_FOR_DELIVERY", created_at=t0, status_time=t_out,
-                       status_times=times, courier=(world["courier"].pk, 12.9650, 77.6300, now_ms()),
+                       status_times=times, courier=(world.couriers[0].pk, 12.9650, 77.6300, now_ms()),
                        distance_left_km=2.6),
     )  # fmt: skip
     await expect(page.locator("#distance-left")).to_have_text("2.6 km")
@@ -179,7 +167,7 @@ async def test_order_page_timeline_and_courier_move_live_then_resume_after_a_dro
     await pinot.apublish(
         order_event_of(order, 4, "ARRIVING_AT_DOOR", created_at=t0, status_time=now_ms(),
                        status_times={**times, "OUT_FOR_DELIVERY": t_out},
-                       courier=(world["courier"].pk, 12.9755, 77.6050, now_ms()),
+                       courier=(world.couriers[0].pk, 12.9755, 77.6050, now_ms()),
                        distance_left_km=0.1),
     )  # fmt: skip
     await expect(current).to_contain_text("Arriving at your door")
@@ -203,8 +191,8 @@ def _advance_and_relay(order, steps: int) -> None:
 async def test_a_fast_status_shows_at_once_and_an_older_enriched_update_does_not_undo_it(
     page, pinot, asgi_lifespan
 ):
-    world = await _tracked_world(pinot)
-    order, t0 = world["order"], world["t0"]
+    world, t0 = await _tracked_world(pinot)
+    order = world.order
     await sign_in(page, "alice", "pw-alice", f"/orders/{order.pk}/")
     current = page.locator('.step[aria-current="step"]')
     await expect(current).to_contain_text("Order placed")
@@ -230,7 +218,7 @@ async def test_a_fast_status_shows_at_once_and_an_older_enriched_update_does_not
 async def test_place_an_order_through_the_ui_once_despite_a_double_click(
     page, pinot, asgi_lifespan
 ):
-    world = await _world()
+    world = await amake_world(**WORLD)
     await sign_in(page, "alice", "pw-alice", "/order/new/")
     await expect(page.get_by_role("heading", name="Pizza")).to_be_visible()
     await page.get_by_role("button", name="Add Margherita to cart").click()
@@ -252,7 +240,7 @@ async def test_place_an_order_through_the_ui_once_despite_a_double_click(
     await expect(page.locator("#order-total")).to_contain_text("18.50")
 
     orders = await database_sync_to_async(
-        lambda: list(Order.objects.filter(customer=world["alice"]).order_by("-id"))
+        lambda: list(Order.objects.filter(customer=world.alice).order_by("-id"))
     )()
     assert await database_sync_to_async(Order.objects.count)() == before + 1
     assert orders[0].pk == order_id and orders[0].idempotency_key
@@ -262,7 +250,7 @@ async def test_place_an_order_through_the_ui_once_despite_a_double_click(
 async def _operations_data(pinot, world):
     """Orders across statuses for the dashboard, and one courier in transit near the centre."""
     now = now_ms()
-    order, past = world["order"], world["past"]
+    order, past = world.order, world.orders[1]
     stuck_since = now - 25 * 60_000
     await pinot.apublish(
         order_event_of(
@@ -275,11 +263,11 @@ async def _operations_data(pinot, world):
         item_event(order.pk, 2, "Pepsi", 1, 1.5, restaurant_id=order.restaurant_id),
         item_event(past.pk, 1, "Margherita", 1, 8.5, restaurant_id=order.restaurant_id),
     )
-    transit = await database_sync_to_async(place)(world["alice"], world["restaurant"])
+    transit = await database_sync_to_async(place)(world.alice, world.restaurant)
     await pinot.apublish(
         order_event_of(transit, 4, "OUT_FOR_DELIVERY", created_at=now - 20 * 60_000,
-                       status_time=now - 60_000, courier=(world["courier"].pk, *CENTRE, now)),
-        delivery_event(transit.pk, 4, *CENTRE, courier_id=world["courier"].pk,
+                       status_time=now - 60_000, courier=(world.couriers[0].pk, *CENTRE, now)),
+        delivery_event(transit.pk, 4, *CENTRE, courier_id=world.couriers[0].pk,
                        restaurant_id=transit.restaurant_id),
     )  # fmt: skip
     return transit
@@ -289,7 +277,7 @@ async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courie
     page, pinot, monkeypatch, asgi_lifespan
 ):
     monkeypatch.setattr(read_model, "PREDICTION_STEP_MS", 86_400_000)  # one clock for the test
-    world = await _world()
+    world = await amake_world(**WORLD)
     await sign_in(page, "ops", "pw-ops", "/operations/")
     # Every restaurant's figures: the run's Pinot holds other tests' orders too, so the
     # page must add this test's (two active, one of them stuck) to what it showed.
@@ -305,15 +293,17 @@ async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courie
     await expect(active).to_have_text(str(shown[0] + 2), timeout=8_000)
     await expect(stuck_count).to_have_text(str(shown[1] + 1), timeout=8_000)
     board = page.locator("#restaurant-board")
-    await expect(board).to_contain_text(f"Restaurant {world['restaurant'].pk}")  # Pinot's name
-    await expect(board.locator(".top-dishes li").first).to_contain_text("Margherita")
+    await expect(board).to_contain_text(f"Restaurant {world.restaurant.pk}")  # Pinot's name
+    # This test's row: other tests' restaurants on the run's Pinot may come first.
+    row = board.locator(f'tr[data-restaurant-id="{world.restaurant.pk}"]')
+    await expect(row.locator(".top-dishes li").first).to_contain_text("Margherita")
     # every restaurant's sales, this test's among them
     await expect(page.locator("#sales-chart svg rect.chart-bar-current").first).to_be_visible()
     await page.get_by_text("7 days").click()
     await expect(board.locator("caption")).to_contain_text("last 7 days")
     await expect(page.locator("#time-in-status")).to_contain_text("In the oven")
     stuck = page.locator("#stuck-orders")
-    await expect(stuck).to_contain_text(f"#{world['order'].pk}")
+    await expect(stuck).to_contain_text(f"#{world.order.pk}")
     await expect(stuck).to_contain_text("Indiranagar Pizza Co.")
 
     # Draw a polygon around the city centre: click four corners, then finish.
@@ -348,7 +338,7 @@ async def test_operator_dashboard_renders_and_the_polygon_query_finds_the_courie
 
 
 async def test_operations_is_for_staff_only(page, pinot, asgi_lifespan):
-    await _world()
+    await amake_world(**WORLD)
     await sign_in(page, "alice", "pw-alice")
     response = await page.goto("/operations/")
     assert response.status == 403
@@ -356,14 +346,14 @@ async def test_operations_is_for_staff_only(page, pinot, asgi_lifespan):
 
 
 async def test_phone_width_layout(browser, asgi_server, pinot, asgi_lifespan):
-    world = await _tracked_world(pinot)
+    world, _ = await _tracked_world(pinot)
     context = await browser.new_context(base_url=asgi_server.url, viewport=PHONE, is_mobile=True,
                                         has_touch=True, device_scale_factor=2)  # fmt: skip
     try:
         page = await context.new_page()
         await sign_in(page, "alice", "pw-alice")
-        await expect(page.locator(f'[data-order-id="{world["order"].pk}"]')).to_be_visible()
-        for path, name in [("/", "my-orders-phone"), (f"/orders/{world['order'].pk}/", "order-phone"),
+        await expect(page.locator(f'[data-order-id="{world.order.pk}"]')).to_be_visible()
+        for path, name in [("/", "my-orders-phone"), (f"/orders/{world.order.pk}/", "order-phone"),
                            ("/order/new/", "place-order-phone")]:  # fmt: skip
             await page.goto(path)
             await page.wait_for_load_state("networkidle")
@@ -384,7 +374,7 @@ async def test_the_skip_link_is_the_first_stop_and_moves_focus_to_the_content(
     """Keyboard: the skip link is the first stop and moves focus to the content. (axe-core
     and the check that every control has a name run on every page the frontend serves, on a
     phone and a desktop: tests/system/frontend/test_frontend_pages.py.)"""
-    await _world()
+    await amake_world(**WORLD)
     await sign_in(page, "ops", "pw-ops", "/operations/")
     await expect(page.locator("#kpi-active")).to_be_visible()
     await page.keyboard.press("Tab")

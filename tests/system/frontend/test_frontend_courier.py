@@ -22,7 +22,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from playwright.async_api import expect
 
 from contract.events import now_ms
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.factories import amake_world
 from tests.fixtures_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -50,19 +50,12 @@ ROUTE = [
 CLOCK_SECONDS = r"\d\d?:\d\d:\d\d(?: ?[AP]M)?"
 FIX_EVERY_MS = 1200  # a little over the page's one point a second
 
-
-@database_sync_to_async
-def _world(status: str = "OUT_FOR_DELIVERY") -> Order:
-    """Alice's order, on the road with the courier ``rider`` (who has no customer account)."""
-    order = place(make_customer("alice"), make_restaurant("Indiranagar Pizza Co."))
-    for _ in range(3):
-        services.advance_order(order.pk, by=SYSTEM)
-    services.advance_order(
-        order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=make_courier("rider")
-    )
-    if status == "ARRIVING_AT_DOOR":
-        services.advance_order(order.pk, by=SYSTEM, to=status)
-    return Order.objects.select_related("courier").get(pk=order.pk)
+#: Alice's order, on the road with the courier "rider" (who has no customer account).
+WORLD = {
+    "restaurant": "Indiranagar Pizza Co.",
+    "orders": ("OUT_FOR_DELIVERY",),
+    "couriers": ("rider",),
+}
 
 
 def _record(order: Order, version: int, status: str = "OUT_FOR_DELIVERY"):
@@ -141,7 +134,7 @@ async def _moved(page, before: str, timeout: float = 15_000) -> str:
 async def test_a_courier_rides_goes_offline_and_back_and_delivers_while_the_customer_watches(
     browser, asgi_server, page, pinot, asgi_lifespan
 ):
-    order = await _world()
+    order = (await amake_world(**WORLD)).order
     await pinot.apublish(_record(order, 1))
     # The customer follows the order on a desktop.
     await page.emulate_media(reduced_motion="reduce")  # a move lands at once: no glide
@@ -243,7 +236,7 @@ async def test_a_courier_rides_goes_offline_and_back_and_delivers_while_the_cust
 async def test_a_refused_step_shows_the_apis_reason_and_the_button_stays(
     browser, asgi_server, pinot, asgi_lifespan
 ):
-    order = await _world()
+    order = (await amake_world(**WORLD)).order
     await pinot.apublish(_record(order, 1))
     context, phone = await _phone(browser, asgi_server.url)
     try:
@@ -279,7 +272,7 @@ async def _tab_to(page, selector: str, limit: int = 40) -> None:
 async def test_by_keyboard_alone_a_courier_signs_in_and_marks_the_delivery_delivered(
     browser, asgi_server, pinot, asgi_lifespan
 ):
-    order = await _world("ARRIVING_AT_DOOR")
+    order = (await amake_world(**{**WORLD, "orders": ("ARRIVING_AT_DOOR",)})).order
     await pinot.apublish(_record(order, 1, "ARRIVING_AT_DOOR"))
     context, phone = await _phone(browser, asgi_server.url)
     try:
@@ -315,7 +308,7 @@ async def test_a_courier_who_has_not_allowed_location_is_asked_and_told_when_it_
     """No permission given: the page asks with a button (never on load); the headless
     browser, which has nobody to answer the prompt, refuses, and the page says how to
     allow it. The steps work all along."""
-    order = await _world()
+    order = (await amake_world(**WORLD)).order
     await pinot.apublish(_record(order, 1))
     context, phone = await _phone(browser, asgi_server.url, located=False)
     try:
@@ -350,7 +343,7 @@ async def test_on_an_insecure_address_the_page_says_why_and_the_steps_still_work
     plain-HTTP name (mapped to this server), the page says so, offers no button that cannot
     work, and the courier can still mark the delivery."""
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "courier.test"]
-    order = await _world()
+    order = (await amake_world(**WORLD)).order
     await pinot.apublish(_record(order, 1))
     chromium = await browser.browser_type.launch(
         executable_path=CHROMIUM,
@@ -383,7 +376,7 @@ async def test_the_thinning_and_the_budget_copy_keep_their_rule(
     offline queue is thinned evenly, oldest and newest kept; after a 429 nothing is sent
     before its Retry-After, and then exactly the refused batch fits; a stale point (older
     than 20 minutes, or than its order) is dropped before sending."""
-    order = await _world()
+    order = (await amake_world(**WORLD)).order
     await pinot.apublish(_record(order, 1))
     context, phone = await _phone(browser, asgi_server.url)
     try:

@@ -41,7 +41,7 @@ def _on_the_road() -> Order:
 
 @database_sync_to_async
 def _report(order: Order, point: tuple[float, float]) -> None:
-    fix = services.CourierPosition(order=order, courier=order.courier, lat=point[0], lon=point[1])
+    fix = services.LocationPoint(order=order, courier=order.courier, lat=point[0], lon=point[1])
     assert services.record_locations([fix]) == 1
 
 

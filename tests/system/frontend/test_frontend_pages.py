@@ -13,21 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 from playwright.async_api import expect
 
 from contract.events import now_ms
 from frontend import urls
-from tests.factories import make_courier, make_customer, make_restaurant, place
+from tests.factories import World, amake_world
 from tests.fixtures_browser import CSP_VIOLATIONS, axe_violations, sign_in, unnamed_controls
 from tests.fixtures_pinot import item_event, order_event_of
 from tests.waiting import wait_until_async
-from tracker.orders import services
-from tracker.orders.policy import SYSTEM
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
@@ -41,11 +36,22 @@ class Visit:
     page has drawn its data; ``sign_out``: the page is where the Sign out button lands."""
 
     who: str | None
-    path: Callable[[dict[str, Any]], str]
+    path: Callable[[World], str]
     status: int = 200
     ready: str | None = None
     sign_out: bool = False
 
+
+#: Alice's active order; a second one on the road with the courier "rider", shared; the
+#: cook of its restaurant; an operator.
+WORLD = {
+    "restaurant": "Indiranagar Pizza Co.",
+    "orders": ("PLACED_ORDER", "OUT_FOR_DELIVERY"),
+    "couriers": ("rider",),
+    "cooks": True,
+    "operator": True,
+    "shared": 1,
+}
 
 #: Every URL pattern of frontend/urls.py (by its route, as ``str(pattern.pattern)``
 #: writes it) and the visits that check what it serves: its page, and its refusals where
@@ -53,7 +59,7 @@ class Visit:
 VISITS: dict[str, list[Visit]] = {
     "": [Visit("alice", lambda w: "/", ready="#active-orders .order-card")],
     "orders/<int:order_id>/": [
-        Visit("alice", lambda w: f"/orders/{w['order'].pk}/", ready=".timeline .step"),
+        Visit("alice", lambda w: f"/orders/{w.order.pk}/", ready=".timeline .step"),
         Visit("alice", lambda w: "/orders/999999999/", ready=".state-error"),
     ],
     "order/new/": [Visit("alice", lambda w: "/order/new/", ready=".product")],
@@ -74,10 +80,10 @@ VISITS: dict[str, list[Visit]] = {
     "accounts/login/": [Visit(None, lambda w: "/accounts/login/")],
     "accounts/logout/": [Visit("alice", lambda w: "/", sign_out=True)],
     "t/<str:token>/": [
-        Visit(None, lambda w: f"/t/{w['token']}/", ready=".timeline .step"),
+        Visit(None, lambda w: f"/t/{w.share_token}/", ready=".timeline .step"),
         Visit(None, lambda w: "/t/" + "x" * 43 + "/", status=404),
     ],
-    "^t/(?P<token>.+)$": [Visit(None, lambda w: f"/t/{w['token']}", ready=".timeline .step")],
+    "^t/(?P<token>.+)$": [Visit(None, lambda w: f"/t/{w.share_token}", ready=".timeline .step")],
 }
 
 
@@ -94,42 +100,20 @@ def test_every_page_of_the_frontend_has_its_axe_visits():
     assert set(VISITS) - set(routes) == set(), "VISITS names routes frontend/urls.py lost"
 
 
-@database_sync_to_async
-def _world() -> dict[str, Any]:
-    """Alice's active order; a second one on the road with the courier ``rider``, shared;
-    the cook of its restaurant; an operator."""
-    from tracker.sharing import services as sharing
-
-    alice = make_customer("alice")
-    restaurant = make_restaurant("Indiranagar Pizza Co.")
-    users = get_user_model().objects
-    restaurant.staff.add(users.create_user("cook", password="pw-cook"))
-    users.create_user("ops", password="pw-ops", is_staff=True)
-    order, riding = place(alice, restaurant), place(alice, restaurant)
-    for _ in range(3):
-        services.advance_order(riding.pk, by=SYSTEM)
-    services.advance_order(
-        riding.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=make_courier("rider")
-    )
-    riding.refresh_from_db()
-    _, token = sharing.create_link(riding.pk, by=alice.user)
-    return {"order": order, "riding": riding, "restaurant": restaurant, "token": token}
-
-
-async def _published(pinot, world: dict[str, Any]) -> None:
+async def _published(pinot, world: World) -> None:
     t0 = now_ms() - 600_000
-    riding = world["riding"]
+    riding = world.orders[1]
     await pinot.apublish(
-        order_event_of(world["order"], 1, created_at=t0),
+        order_event_of(world.order, 1, created_at=t0),
         order_event_of(
             riding, 2, "OUT_FOR_DELIVERY", created_at=t0, status_time=now_ms() - 120_000,
             courier=(riding.courier_id, 12.9725, 77.63, now_ms() - 5_000), distance_left_km=2.4,
         ),
-        item_event(world["order"].pk, 1, "Margherita", 2, 8.5, restaurant_id=riding.restaurant_id),
+        item_event(world.order.pk, 1, "Margherita", 2, 8.5, restaurant_id=riding.restaurant_id),
     )  # fmt: skip
 
 
-async def _check(page, visit: Visit, world: dict[str, Any]) -> list[str]:
+async def _check(page, visit: Visit, world: World) -> list[str]:
     """Open the visit's page and return what is wrong with it (nothing: [])."""
     path = visit.path(world)
     problems = []
@@ -163,7 +147,7 @@ async def _check(page, visit: Visit, world: dict[str, Any]) -> list[str]:
 async def test_every_page_passes_axe_on_a_phone_and_a_desktop(
     browser, asgi_server, pinot, asgi_lifespan
 ):
-    world = await _world()
+    world = await amake_world(**WORLD)
     await _published(pinot, world)
     by_user: dict[str | None, list[tuple[str, Visit]]] = {}
     for route in _routes():  # the URL patterns decide what is checked

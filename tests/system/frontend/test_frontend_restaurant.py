@@ -13,11 +13,10 @@ import re
 
 import pytest
 from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 from playwright.async_api import expect
 
 from contract.events import now_ms
-from tests.factories import make_customer, make_restaurant, place
+from tests.factories import World, amake_world, place
 from tests.fixtures_browser import axe_violations, order_status_becomes, sign_in
 from tests.fixtures_pinot import item_event, order_event_of
 from tracker.customers.models import Address
@@ -29,34 +28,23 @@ pytestmark = [pytest.mark.browser, pytest.mark.asyncio, pytest.mark.django_db(tr
 PHONE = {"width": 390, "height": 844}
 SHOTS = "/tmp"
 
-
-@database_sync_to_async
-def _world():
-    alice = make_customer("alice")
-    pizza, curry = make_restaurant("Indiranagar Pizza Co."), make_restaurant("Koramangala Curry")
-    users = get_user_model().objects
-    cook = users.create_user("cook", password="pw-cook")
-    curry_cook = users.create_user("curry-cook", password="pw-curry-cook")
-    users.create_user("ops", password="pw-ops", is_staff=True)
-    pizza.staff.add(cook)
-    curry.staff.add(curry_cook)
-    return {
-        "alice": alice,
-        "pizza": pizza,
-        "curry": curry,
-        "order": place(alice, pizza),
-        "curry_order": place(alice, curry),
-    }
+#: Alice's orders at two restaurants, each with its cook ("cook", "curry-cook"); "ops".
+WORLD = {
+    "restaurant": "Indiranagar Pizza Co.",
+    "second_restaurant": "Koramangala Curry",
+    "cooks": True,
+    "operator": True,
+}
 
 
-async def _published(pinot, world):
+async def _published(pinot, world: World) -> tuple[World, int]:
+    """``world`` with both orders in Pinot, placed at the time returned."""
     t0 = now_ms() - 90_000
-    world["t0"] = t0
     await pinot.apublish(
-        order_event_of(world["order"], 1, created_at=t0),
-        order_event_of(world["curry_order"], 1, created_at=t0),
+        order_event_of(world.order, 1, created_at=t0),
+        order_event_of(world.second_order, 1, created_at=t0),
     )
-    return world
+    return world, t0
 
 
 async def _shot(page, name: str) -> None:
@@ -68,8 +56,8 @@ async def _shot(page, name: str) -> None:
 async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watches(
     browser, asgi_server, page, pinot, asgi_lifespan
 ):
-    world = await _published(pinot, await _world())
-    order, t0 = world["order"], world["t0"]
+    world, t0 = await _published(pinot, await amake_world(**WORLD))
+    order = world.order
     await sign_in(page, "cook", "pw-cook", "/restaurant/board/")
     new = page.locator('[data-column="new"]')
     confirmed = page.locator('[data-column="confirmed"]')
@@ -77,9 +65,7 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
     await expect(new.locator(ticket)).to_contain_text("2× Margherita")
     await expect(page.locator("#live-pill")).to_have_text("Live")
     # Another restaurant's order is never on this board.
-    await expect(page.locator(f'.ticket[data-order-id="{world["curry_order"].pk}"]')).to_have_count(
-        0
-    )
+    await expect(page.locator(f'.ticket[data-order-id="{world.second_order.pk}"]')).to_have_count(0)
 
     customer = await browser.new_context(base_url=asgi_server.url)
     watcher = await customer.new_page()
@@ -116,8 +102,8 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
         await customer.close()
 
     # A new order arrives: it appears in "New", flagged; the other restaurant's does not.
-    fresh = await database_sync_to_async(place)(world["alice"], world["pizza"])
-    other = await database_sync_to_async(place)(world["alice"], world["curry"])
+    fresh = await database_sync_to_async(place)(world.alice, world.restaurant)
+    other = await database_sync_to_async(place)(world.alice, world.second)
     await pinot.apublish(order_event_of(other, 1), order_event_of(fresh, 1))
     fresh_ticket = new.locator(f'.ticket[data-order-id="{fresh.pk}"]')
     await expect(fresh_ticket).to_have_class(re.compile(r"ticket-new"))
@@ -133,7 +119,7 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
     await order_status_becomes(fresh.pk, "CANCELLED")
 
     # The page never shows another restaurant's board.
-    response = await page.goto(f"/restaurant/board/?restaurant={world['curry'].pk}")
+    response = await page.goto(f"/restaurant/board/?restaurant={world.second.pk}")
     assert response.status == 403
     assert page.js_errors == []
 
@@ -141,12 +127,12 @@ async def test_the_kitchen_runs_an_order_from_the_board_while_the_customer_watch
 async def test_the_owner_sees_how_the_restaurant_is_doing_and_only_their_own(
     page, pinot, asgi_lifespan
 ):
-    world = await _world()
+    world = await amake_world(**WORLD)
     now = now_ms()
-    order, curry_order = world["order"], world["curry_order"]
-    pizza, curry = world["pizza"], world["curry"]
-    past = await database_sync_to_async(place)(world["alice"], pizza)
-    cancelled = await database_sync_to_async(place)(world["alice"], pizza)
+    order, curry_order = world.order, world.second_order
+    pizza, curry = world.restaurant, world.second
+    past = await database_sync_to_async(place)(world.alice, pizza)
+    cancelled = await database_sync_to_async(place)(world.alice, pizza)
     await pinot.apublish(
         order_event_of(order, 3, "BEING_COOKED", created_at=now - 20 * 60_000,
                        status_time=now - 5 * 60_000, total=18.5),
@@ -187,7 +173,7 @@ async def test_the_owner_sees_how_the_restaurant_is_doing_and_only_their_own(
     await expect(page.locator("#kpi-orders .kpi-value")).to_have_text("2")
 
     # Pushed: a status change of their order refreshes the figures without a reload.
-    newest = await database_sync_to_async(place)(world["alice"], pizza)
+    newest = await database_sync_to_async(place)(world.alice, pizza)
     await pinot.apublish(order_event_of(newest, 1, total=11.5))
     await expect(page.locator("#kpi-orders .kpi-value")).to_have_text("3")
     await _shot(page, "restaurant-dashboard-desktop")
@@ -203,17 +189,15 @@ async def test_the_owner_sees_how_the_restaurant_is_doing_and_only_their_own(
 async def test_operators_pick_any_restaurant_and_customers_have_no_restaurant_pages(
     page, pinot, asgi_lifespan
 ):
-    world = await _published(pinot, await _world())
+    world, _ = await _published(pinot, await amake_world(**WORLD))
     await sign_in(page, "ops", "pw-ops", "/restaurant/")
     await expect(page.get_by_label("Restaurant")).to_be_visible()
-    await page.get_by_label("Restaurant").select_option(str(world["curry"].pk))
+    await page.get_by_label("Restaurant").select_option(str(world.second.pk))
     await page.get_by_role("button", name="Show").click()
     await expect(page.get_by_role("heading", level=1)).to_have_text("Koramangala Curry")
-    await page.goto(f"/restaurant/board/?restaurant={world['curry'].pk}")
-    await expect(
-        page.locator(f'.ticket[data-order-id="{world["curry_order"].pk}"]')
-    ).to_be_visible()
-    await expect(page.locator(f'.ticket[data-order-id="{world["order"].pk}"]')).to_have_count(0)
+    await page.goto(f"/restaurant/board/?restaurant={world.second.pk}")
+    await expect(page.locator(f'.ticket[data-order-id="{world.second_order.pk}"]')).to_be_visible()
+    await expect(page.locator(f'.ticket[data-order-id="{world.order.pk}"]')).to_have_count(0)
     await page.get_by_role("button", name="Sign out").click()
     await sign_in(page, "alice", "pw-alice")
     for path in ("/restaurant/", "/restaurant/board/"):
@@ -221,7 +205,7 @@ async def test_operators_pick_any_restaurant_and_customers_have_no_restaurant_pa
 
 
 async def test_a_customer_manages_delivery_addresses_with_a_map_pin(page, pinot, asgi_lifespan):
-    world = await _world()
+    world = await amake_world(**WORLD)
     await sign_in(page, "alice", "pw-alice", "/addresses/")
     items = page.locator(".address-item")
     await expect(items).to_have_count(1)
@@ -262,7 +246,7 @@ async def test_a_customer_manages_delivery_addresses_with_a_map_pin(page, pinot,
 
     rows = await database_sync_to_async(
         lambda: list(
-            Address.objects.filter(customer=world["alice"]).values_list("line1", "is_default")
+            Address.objects.filter(customer=world.alice).values_list("line1", "is_default")
         )
     )()
     assert rows == [("1 Church St", True)]
@@ -272,8 +256,8 @@ async def test_a_customer_manages_delivery_addresses_with_a_map_pin(page, pinot,
 async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
     browser, asgi_server, pinot, asgi_lifespan
 ):
-    world = await _published(pinot, await _world())
-    order = world["order"]
+    world, t0 = await _published(pinot, await amake_world(**WORLD))
+    order = world.order
     context = await browser.new_context(base_url=asgi_server.url)
     await context.grant_permissions(["notifications"], origin=asgi_server.url)
     # Headless Chromium has no window to put in the background: the page is told it is
@@ -294,12 +278,12 @@ async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
         await expect(page.locator("#notify-state")).to_have_text("Notifications on")
         await expect(page.locator("#live-pill")).to_have_text("Live")
         # Visible: no notification, only the title.
-        await pinot.apublish(order_event_of(order, 2, "ORDER_CONFIRMED", created_at=world["t0"]))
+        await pinot.apublish(order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0))
         await expect(page).to_have_title(re.compile(r"^Confirmed · Order #"))
         assert await page.evaluate("window.__shown.length") == 0
         # In the background: one notification per change.
         await page.evaluate("window.__hidden = true")
-        await pinot.apublish(order_event_of(order, 3, "BEING_PREPARED", created_at=world["t0"]))
+        await pinot.apublish(order_event_of(order, 3, "BEING_PREPARED", created_at=t0))
         await expect(page).to_have_title(re.compile(r"^Being prepared · Order #"))
         shown = await page.evaluate("window.__shown")
         assert [(n["title"], n["tag"]) for n in shown] == [
@@ -312,9 +296,9 @@ async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
 async def test_new_pages_fit_a_phone_and_have_no_axe_violations(
     browser, asgi_server, pinot, asgi_lifespan
 ):
-    world = await _published(pinot, await _world())
+    world, _ = await _published(pinot, await amake_world(**WORLD))
     await pinot.apublish(
-        item_event(world["order"].pk, 1, "Margherita", 2, 8.5, restaurant_id=world["pizza"].pk)
+        item_event(world.order.pk, 1, "Margherita", 2, 8.5, restaurant_id=world.restaurant.pk)
     )
     problems: dict[str, object] = {}
     for who, password, paths in [
@@ -357,7 +341,7 @@ TABLES_CUT = """() => [...document.querySelectorAll('.table-wrap')]
 
 
 async def test_the_operators_page_is_pushed_not_polled(page, pinot, asgi_lifespan):
-    world = await _published(pinot, await _world())
+    world, _ = await _published(pinot, await amake_world(**WORLD))
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url) if "/api/v1/operations/" in r.url else None)
     await sign_in(page, "ops", "pw-ops", "/operations/")
@@ -371,7 +355,7 @@ async def test_the_operators_page_is_pushed_not_polled(page, pinot, asgi_lifespa
     assert len(requests) == before
     # A new order anywhere: the figures follow within seconds, without a reload.
     shown = int(await active.text_content())
-    fresh = await database_sync_to_async(place)(world["alice"], world["curry"])
+    fresh = await database_sync_to_async(place)(world.alice, world.second)
     await pinot.apublish(order_event_of(fresh, 1))
     await expect(active).to_have_text(str(shown + 1), timeout=8_000)
     assert len(requests) > before

@@ -2,11 +2,12 @@
 
 Two real web processes (uvicorn, as ``make run`` starts them with ``WEB_WORKERS=2``)
 share one SQLite file and nothing else: each has its own in-memory channel layer and
-its own kept copies of orders. A socket held by one is closed within a second when the
-other signs its user out, and a third process (a shell, as an operator's script or the
-admin's saves) deactivates a user, reassigns an order, moves a customer profile to
-another user or renames what an order shows: every process acts on it within a second.
-The periodic socket re-check is set to ten minutes, so it cannot be what closes them.
+its own kept copies of orders. A socket held by one is closed when the other signs its
+user out, and a third process (a shell, as an operator's script or the admin's saves)
+deactivates a user, reassigns an order, moves a customer profile to another user or
+renames what an order shows: every process acts on it. The periodic socket re-check is
+set to ten minutes and kept copies have no expiry, so only the change's notice can do it
+before the deadline (how soon it does is bench/'s to measure).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from runtime.conf import BASE_DIR
 from tests.conftest import free_port
 from tests.waiting import wait_until
 
-WITHIN = 1.0  # seconds: the promise
+#: How long a change may take to reach a process here: far more than a loaded machine
+#: needs, far less than the ten-minute periodic re-check.
+DEADLINE = 20.0
 
 SETUP = """
 from django.core.management import call_command
@@ -130,12 +133,11 @@ def _socket(url: str, path: str, token: str) -> Iterator[ClientConnection]:
         yield socket
 
 
-def _closed_within(socket, code: int, since: float) -> None:
-    """The socket says why and closes with ``code``, at most WITHIN after ``since``
-    (wall-clock time, so a change made by another process can be timed)."""
+def _closed_with(socket, code: int) -> None:
+    """The socket says why and closes with ``code``, before the deadline."""
     # The operations socket also carries the pipeline strip's samples and the fleet:
     # read past them (they are not what this test is about), never past an error.
-    deadline = time.monotonic() + WITHIN + 1
+    deadline = time.monotonic() + DEADLINE
     while (error := json.loads(socket.recv(timeout=deadline - time.monotonic())))["type"] in (
         "pipeline",
         "fleet",
@@ -143,9 +145,8 @@ def _closed_within(socket, code: int, since: float) -> None:
         pass
     assert error["type"] == "error" and error["code"] == code, error
     with pytest.raises(ConnectionClosed) as closed:
-        socket.recv(timeout=WITHIN)
+        socket.recv(timeout=DEADLINE)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == code
-    assert time.time() - since <= WITHIN, f"closed {time.time() - since:.2f}s after the change"
 
 
 def test_sign_out_deactivation_and_reassignment_close_sockets_on_the_other_worker(two_workers):
@@ -153,30 +154,28 @@ def test_sign_out_deactivation_and_reassignment_close_sockets_on_the_other_worke
     tokens, order = two_workers["tokens"], two_workers["order"]
     # Sign-out through the API of the worker that does not hold the socket.
     with _socket(one, f"/ws/orders/{order}/", tokens["alice"]) as alices:
-        started = time.time()
         signed_out = httpx.post(
             f"http://{other}/api/v1/auth/logout/",
             headers={"Authorization": f"Token {tokens['alice']}"},
         )
         assert signed_out.status_code == 204
-        _closed_within(alices, 4401, started)
+        _closed_with(alices, 4401)
     # Deactivation and reassignment, made by a third process (a shell, the admin's saves).
     with (
         _socket(one, "/ws/operations/", tokens["ops"]) as ops,
         _socket(other, f"/ws/orders/{order}/", tokens["rider1"]) as riders,
     ):
-        deactivated = _django(
+        _django(
             two_workers["env"],
             """
 from django.contrib.auth import get_user_model
 user = get_user_model().objects.get(username="ops")
 user.is_active = False
 user.save()
-out["at"] = time.time()
 """,
         )
-        _closed_within(ops, 4401, deactivated["at"])
-        reassigned = _django(
+        _closed_with(ops, 4401)
+        _django(
             two_workers["env"],
             f"""
 from tracker.couriers.models import Courier
@@ -184,16 +183,15 @@ from tracker.orders import services
 from tracker.orders.policy import SYSTEM
 services.advance_order({order}, by=SYSTEM, to="ARRIVING_AT_DOOR",
                        courier=Courier.objects.get(user__username="rider2"))
-out["at"] = time.time()
 """,
         )
-        _closed_within(riders, 4404, reassigned["at"])
+        _closed_with(riders, 4404)
 
 
 def test_admin_changes_to_kept_orders_reach_every_worker(two_workers):
     """Finding 5: each worker keeps the orders it has shown; moving a customer profile to
     another user, or renaming a restaurant, a product or a courier (the admin's saves,
-    made here by a third process) changes what every worker shows within a second."""
+    made here by a third process) changes what every worker shows."""
     tokens, order = two_workers["tokens"], two_workers["daves"]
 
     def detail(url: str, who: str) -> httpx.Response:
@@ -210,7 +208,7 @@ def test_admin_changes_to_kept_orders_reach_every_worker(two_workers):
             assert kept.status_code == 200
             assert shown(kept.json()) == ("dave", "Old Pizza", "Margherita", "rider1")
         assert detail(url, "erin").status_code == 404
-    changed = _django(
+    _django(
         two_workers["env"],
         f"""
 from django.contrib.auth import get_user_model
@@ -229,16 +227,14 @@ product.save()
 rider = Courier.objects.get(user__username="rider1").user
 rider.first_name = "Rita"
 rider.save()
-out["at"] = time.time()
 """,
     )
     NEW_NAMES = ("erin", "New Pizza", "Margherita Nuova", "Rita")  # noqa: N806
     for url in two_workers["urls"]:
-        while True:
+
+        def changed(url: str = url) -> bool:
             theirs, old_owner = detail(url, "erin"), detail(url, "dave")
             now_shown = shown(theirs.json()) if theirs.status_code == 200 else None
-            if old_owner.status_code == 404 and now_shown == NEW_NAMES:
-                break
-            late = time.time() - changed["at"]
-            assert late <= WITHIN, (url, old_owner.status_code, theirs.status_code, theirs.text)
-            time.sleep(0.05)
+            return old_owner.status_code == 404 and now_shown == NEW_NAMES
+
+        wait_until(changed, DEADLINE, f"{url} to show the new owner and names", interval=0.05)

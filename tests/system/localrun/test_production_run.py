@@ -25,7 +25,9 @@ import httpx
 import pytest
 
 from localrun import compose as prod
+from localrun.ports import free_port
 from runtime.conf import BASE_DIR
+from tests.processes import cmdline
 from tests.waiting import wait_until
 
 COMPOSE_VARS = {
@@ -140,12 +142,19 @@ print(json.dumps({"tokens": tokens, "restaurant": restaurant.pk,
 
 
 def _worker_pids(master_pid: int) -> list[int]:
-    """uvicorn's worker processes (not multiprocessing's resource tracker)."""
-    out = subprocess.run(
-        ["ps", "-o", "pid=,args=", "--ppid", str(master_pid)], capture_output=True, text=True
-    )
-    rows = [line.split(None, 1) for line in out.stdout.strip().splitlines()]
-    return [int(pid) for pid, args in rows if "resource_tracker" not in args]
+    """uvicorn's worker processes: the master's children but multiprocessing's resource
+    tracker, told apart by the whole command line (``/proc/PID/cmdline``; ``ps`` cuts it
+    at 80 columns without a terminal, and the tracker then passed for a third worker)."""
+    workers = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(stat.parent.name)
+        if ppid == master_pid and not any("resource_tracker" in arg for arg in cmdline(pid)):
+            workers.append(pid)
+    return workers
 
 
 @pytest.fixture
@@ -160,7 +169,7 @@ def test_the_production_run_carries_an_order_through_every_process(tmp_path, run
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    p = prod.plan(var=run_dir, ports=prod.Ports(web=prod.free_port()), overrides=COMPOSE_VARS)
+    p = prod.plan(var=run_dir, ports=prod.Ports(web=free_port()), overrides=COMPOSE_VARS)
     out = (tmp_path / "run.log").open("w")
     # every socket the test opens is closed before the run stops (reconnects replace them)
     with prod.ProductionRun(p, out=out) as run, ExitStack() as sockets:

@@ -16,12 +16,13 @@ import pytest
 from channels.db import database_sync_to_async
 
 from contract.events import Topic
-from localrun.kafka import free_port
+from localrun.ports import free_port
 from runtime.conf import KafkaConfig
 from runtime.kafka import ensure_topics, read_topic
 from tests.engines import start_kafka
+from tests.factories import amake_world
 from tests.fixtures_pinot import order_event_of
-from tests.integration.live.test_live_push import _connect, _world
+from tests.integration.live.test_live_push import WORLD, _connect
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM
 from tracker.outbox.models import OutboxEvent
@@ -49,8 +50,8 @@ async def _next_status(socket) -> str:
 async def test_a_killed_broker_restarted_loses_nothing_and_sockets_keep_receiving(
     pinot, monkeypatch, tmp_path
 ):
-    world = await _world()
-    order = world["order"]
+    world = await amake_world(**WORLD)
+    order = world.order
     await pinot.apublish(order_event_of(order, 1))  # the snapshot's tracking row
 
     # From here on, this test's own broker: the relay, the bridge and the reads below.
@@ -61,7 +62,7 @@ async def test_a_killed_broker_restarted_loses_nothing_and_sockets_keep_receivin
         monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "killed.")
         await asyncio.to_thread(ensure_topics, config=KafkaConfig())
         relay = Relay(delivery_timeout=2.0, max_backoff=0.2)
-        socket, snapshot = await _connect(f"/ws/orders/{order.pk}/", world["alice"])
+        socket, snapshot = await _connect(f"/ws/orders/{order.pk}/", world.tokens["alice"])
         assert snapshot["type"] == "snapshot"
 
         await database_sync_to_async(services.advance_order)(order.pk, by=SYSTEM)

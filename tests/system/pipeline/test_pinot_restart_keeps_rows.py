@@ -10,10 +10,11 @@ Pinot starts again over the same folder:
 
 * stopped gracefully (SIGTERM, as the supervisor stops it), it committed its consuming
   segments first, and every order is still there;
-* (not tested here, to keep ``make test`` within its budget: each restart of a Pinot of
-  its own costs a minute) killed instead, its consuming segments would be rebuilt from
-  the first offset Kafka still has, and those orders would be gone: what a graceful stop
-  prevents, and what it cannot prevent after a crash (docs/pinot.md).
+* killed instead (kill -9 of the launcher and its JVMs: a crash), it committed nothing,
+  and its consuming segments are rebuilt from the first offset Kafka still has: no row
+  may be lost then either. Today they are (docs/pinot.md, "What it does not cover"), so
+  that test is an expected failure, strict, until retention outlives Pinot's commit
+  (issue 70); it fails as expected only on the lost rows (:class:`RowsLost`).
 
 The parts that need no engine (which segments consume, the rows each holds, the stop
 budgets of ``make run`` and ``make run-prod``) are checked without them.
@@ -130,24 +131,30 @@ class PinotProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, timeout: float = 240.0) -> None:
-        """Start it and wait until it is ready."""
-        self.lines = lines = []
-        self.proc = proc = subprocess.Popen(
-            [sys.executable, "-m", "localrun.pinot"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # its JVMs share its process group, as under make run
-        )
-        threading.Thread(target=self._read, args=(proc, lines), daemon=True).start()
-        wait_until(
-            lambda: "pinot: ready" in self.output() or proc.poll() is not None,
-            timeout,
-            "python -m localrun.pinot to print 'pinot: ready'",
-        )
+    def start(self, attempts: int = 1, timeout: float = 240.0) -> None:
+        """Start it and wait until it is ready; up to ``attempts`` times, as the supervisor
+        starts a component again that exited during its start (after a kill -9, Helix may
+        still see the dead instances' ZooKeeper sessions)."""
+        for attempt in range(1, attempts + 1):
+            self.lines = lines = []
+            self.proc = proc = subprocess.Popen(
+                [sys.executable, "-m", "localrun.pinot"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,  # its JVMs share its process group, as under make run
+            )
+            threading.Thread(target=self._read, args=(proc, lines), daemon=True).start()
+            wait_until(
+                lambda proc=proc: "pinot: ready" in self.output() or proc.poll() is not None,
+                timeout,
+                "python -m localrun.pinot to print 'pinot: ready'",
+            )
+            if proc.poll() is None or attempt == attempts:
+                break
+            proc.wait()
         assert self.running(), self.output()[-4000:]
 
     @staticmethod
@@ -161,6 +168,12 @@ class PinotProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(STOP_TIMEOUT)
+
+    def kill(self) -> None:
+        """kill -9 of the launcher and its JVMs: what a crash leaves."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
 
     def use(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Publish to its topics and read through its broker (the product's selectors)."""
@@ -278,3 +291,68 @@ def test_a_graceful_stop_commits_consuming_segments_so_a_restart_after_retention
     harness.publish(order_event(ids[0], 2, "ORDER_CONFIRMED"))
     harness.sync(timeout=60)
     assert s.order_state(ids[0]).status == "ORDER_CONFIRMED"
+
+
+class RowsLost(AssertionError):
+    """Rows Pinot held before a crash and lacks after its restart: the one failure the
+    crash test expects until issue 70 (any other failure is a real one)."""
+
+
+def _rows(table: str, ids: list[int]) -> int:
+    sql = (
+        f"SELECT COUNT(*) AS n FROM {table} WHERE order_id IN ({', '.join(map(str, ids))}) "
+        "OPTION(skipUpsert=true)"
+    )
+    return s.query(sql)[0]["n"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=RowsLost,
+    reason="docs/pinot.md: a crash commits nothing, so after Kafka's retention the rows only "
+    "consuming segments held are gone, and the restarted consumers sit on the deleted offsets; "
+    "until issue 70 (retention that outlives Pinot's commit)",
+)
+def test_a_crash_after_retention_loses_no_row(own_pinot, id_base, monkeypatch):
+    """What the graceful stop gives, after a crash: nothing was committed, and the
+    restarted server resumes at the first offset Kafka still has; every row published
+    before the crash, and every row published after the restart, must be there."""
+    if not own_pinot.running():
+        own_pinot.start()
+    own_pinot.use(monkeypatch)
+    ids = [id_base + n for n in range(1, ORDERS + 1)]
+    harness = PinotHarness(id_base)
+    harness.publish(*_records(ids))
+    harness.sync(timeout=60)
+    before = {table: _rows(table, ids) for table in TABLES}
+    assert all(before.values()), before
+
+    own_pinot.kill()
+    _retention_deletes_everything(own_pinot.prefix)
+    # As often as the supervisor would start it again (max_restarts): the server's
+    # readiness waits for its consuming segments to catch up, and they sit on their
+    # deleted start offsets, so a start can run out of its budget.
+    own_pinot.start(attempts=5)
+    later = [id_base + 1000 + n for n in range(1, ORDERS + 1)]
+    PinotHarness(id_base).publish(*_records(later))
+
+    whole = {table: 2 * rows for table, rows in before.items()}  # the same records again
+
+    held: dict[str, int] = {}
+
+    def complete() -> bool:
+        held.update({table: _rows(table, ids + later) for table in TABLES})
+        return held == whole
+
+    try:
+        wait_until(
+            complete,
+            120,
+            "every row published before the crash and after the restart",
+            ignoring=TrackingUnavailable,
+        )
+    except AssertionError as exc:
+        raise RowsLost(
+            f"rows per table before the crash: {before}; of those and as many published "
+            f"after the restart ({whole}), Pinot holds {held}"
+        ) from exc

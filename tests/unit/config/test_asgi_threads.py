@@ -334,7 +334,7 @@ async def test_a_request_that_waits_too_long_for_a_thread_gets_503_with_retry_af
     hold.release()
     assert await held == 200
 
-    assert 0.29 <= waited < 5
+    assert waited >= 0.29  # it waited its queue timeout (the held thread never came free)
     status, headers, body = _answer(api)
     assert status == 503 and headers[b"retry-after"] == str(UNAVAILABLE_RETRY_AFTER_S).encode()
     assert headers[b"content-type"] == b"application/json"

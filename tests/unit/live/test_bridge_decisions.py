@@ -10,7 +10,7 @@ from contract.events import DeliveryLocation, OrderStatusChanged, new_event_id, 
 from tests.fixtures_pinot import order_event
 from tracker.live.decisions import (
     FAST_STATUS_MAX_AGE_MS,
-    Ledger,
+    LastSeen,
     Outgoing,
     Poll,
     Routing,
@@ -46,7 +46,7 @@ def _sent(out: list[Outgoing]) -> list[tuple[str, int | None, list[str]]]:
 
 
 def test_an_enriched_version_is_news_once_and_says_whether_its_status_moved():
-    ledger = Ledger()
+    ledger = LastSeen()
     assert ledger.enriched(5, 1, "ORDER_CONFIRMED") is True  # first seen: a status
     assert ledger.enriched(5, 2, "ORDER_CONFIRMED") is False  # newer, same status: a move
     assert ledger.enriched(5, 2, "BEING_PREPARED") is None  # same version: a re-emit
@@ -55,7 +55,7 @@ def test_an_enriched_version_is_news_once_and_says_whether_its_status_moved():
 
 
 def test_a_raw_status_is_news_only_when_further_along_than_either_path_published():
-    ledger = Ledger()
+    ledger = LastSeen()
     assert not ledger.fast_status(_status(5, "PLACED_ORDER", None), NOW)  # a placement
     confirmed = _status(5, "ORDER_CONFIRMED", "PLACED_ORDER")
     assert ledger.fast_status(confirmed, NOW)
@@ -70,7 +70,7 @@ def test_a_raw_status_is_news_only_when_further_along_than_either_path_published
 
 
 def test_a_raw_status_or_point_older_than_the_limit_is_no_news():
-    ledger = Ledger()
+    ledger = LastSeen()
     stale = NOW - FAST_STATUS_MAX_AGE_MS - 1
     assert not ledger.fast_status(_status(5, "ORDER_CONFIRMED", "PLACED_ORDER", at=stale), NOW)
     assert not ledger.fast_position(_point(5, stale), NOW)
@@ -78,7 +78,7 @@ def test_a_raw_status_or_point_older_than_the_limit_is_no_news():
 
 
 def test_a_point_is_news_only_when_newer_than_the_last_one_published_for_its_order():
-    ledger = Ledger()
+    ledger = LastSeen()
     assert ledger.fast_position(_point(5, NOW - 1000), NOW)
     assert not ledger.fast_position(_point(5, NOW - 1000), NOW)  # the re-send
     assert not ledger.fast_position(_point(5, NOW - 2000), NOW)  # an older one
@@ -87,7 +87,7 @@ def test_a_point_is_news_only_when_newer_than_the_last_one_published_for_its_ord
 
 
 def test_the_ledger_forgets_its_oldest_order_beyond_its_limit():
-    ledger = Ledger(limit=2)
+    ledger = LastSeen(limit=2)
     for order_id in (1, 2, 3):
         ledger.enriched(order_id, 4, "ORDER_CONFIRMED")
     assert ledger.enriched(1, 4, "ORDER_CONFIRMED") is True  # forgotten: news again
@@ -95,7 +95,7 @@ def test_the_ledger_forgets_its_oldest_order_beyond_its_limit():
 
 
 def test_a_poll_sends_statuses_at_once_and_only_the_newest_move_of_an_order_last():
-    poll = Poll(Ledger(), NOW)
+    poll = Poll(LastSeen(), NOW)
     for version in (1, 2, 3, 4):
         poll.take(_enriched(5, version))
     poll.take(_enriched(6, 1, "ORDER_CONFIRMED"))
@@ -112,7 +112,7 @@ def test_a_poll_sends_statuses_at_once_and_only_the_newest_move_of_an_order_last
 
 
 def test_a_status_change_drops_the_move_waiting_before_it_in_the_poll():
-    poll = Poll(Ledger(), NOW)
+    poll = Poll(LastSeen(), NOW)
     poll.take(_enriched(5, 1))
     poll.take(_enriched(5, 2))  # a move, waiting for the end of the poll
     poll.take(_enriched(5, 3, "ARRIVING_AT_DOOR"))  # carries the full state
@@ -123,7 +123,7 @@ def test_a_status_change_drops_the_move_waiting_before_it_in_the_poll():
 
 
 def test_a_poll_sends_each_orders_newest_point_once_to_its_order_and_to_the_fleet():
-    ledger = Ledger()
+    ledger = LastSeen()
     poll = Poll(ledger, NOW)
     for at in (NOW - 2000, NOW, NOW - 1000):
         poll.take(_point(5, at))
@@ -140,7 +140,7 @@ def test_a_poll_sends_each_orders_newest_point_once_to_its_order_and_to_the_flee
 
 
 def test_a_late_point_of_a_finished_ride_reaches_its_order_but_not_the_fleet():
-    ledger = Ledger()
+    ledger = LastSeen()
     ledger.enriched(5, 7, "DELIVERED")
     poll = Poll(ledger, NOW)
     poll.take(_point(5, NOW))

@@ -1,8 +1,9 @@
 """An open WebSocket signed in before a password change closes (issue 69, N1).
 
 The socket re-checks its credential (``tracker.live.auth.current_user``) when its user
-is saved (the signal path: within a second) and every ``PUSH_RECHECK_SECONDS`` (a change
-that sends no signal). The operators' socket needs no Pinot, so this runs without engines,
+is saved (the signal path; the periodic re-check is a day away in those tests, so the
+signal is what closes the socket) and every ``PUSH_RECHECK_SECONDS`` (a change that sends
+no signal). How soon is bench/'s to measure, not a test's. The operators' socket needs no Pinot, so this runs without engines,
 on the real ASGI application with the in-memory channel layer.
 """
 
@@ -22,9 +23,11 @@ from config.asgi import application
 from tests.sockets import closed_with
 from tracker.live import messages
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
-
-WITHIN = 1.0  # seconds: the promise for a password saved through the model
+pytestmark = [
+    pytest.mark.asyncio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_periodic_recheck"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -74,7 +77,7 @@ async def test_a_password_change_closes_the_token_socket_but_not_other_users():
     (mine, my_key), (_, their_key) = ops["ops"], ops["ops2"]
     phished, theirs = await _open(_token(my_key)), await _open(_token(their_key))
     await database_sync_to_async(_set_password)(mine)
-    await closed_with(phished, messages.CLOSE_UNAUTHENTICATED, within=WITHIN, after_others=True)
+    await closed_with(phished, messages.CLOSE_UNAUTHENTICATED, after_others=True)
     await _still_open(theirs)
     await (await _open(_token(their_key))).disconnect()  # and a new one still opens
     await theirs.disconnect()
@@ -91,7 +94,7 @@ async def test_a_password_change_closes_the_session_socket():
     cookie = f"sessionid={browser.cookies['sessionid'].value}".encode()
     socket = await _open([(b"cookie", cookie), (b"origin", b"http://127.0.0.1:8000")])
     await database_sync_to_async(_set_password)(ops["ops"][0])
-    await closed_with(socket, messages.CLOSE_UNAUTHENTICATED, within=WITHIN, after_others=True)
+    await closed_with(socket, messages.CLOSE_UNAUTHENTICATED, after_others=True)
 
 
 async def test_a_password_changed_without_a_signal_closes_at_the_periodic_recheck(settings):
@@ -107,9 +110,4 @@ async def test_a_password_changed_without_a_signal_closes_at_the_periodic_rechec
             .update(password=make_password("Reset-by-operators-69"))
         )
     )()
-    await closed_with(
-        socket,
-        messages.CLOSE_UNAUTHENTICATED,
-        within=settings.PUSH_RECHECK_SECONDS + WITHIN,
-        after_others=True,
-    )
+    await closed_with(socket, messages.CLOSE_UNAUTHENTICATED, after_others=True)

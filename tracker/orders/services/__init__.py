@@ -17,7 +17,7 @@ from tracker.orders.services.lifecycle import advance_order, cancel_order
 from tracker.orders.services.locations import (
     MAX_GPS_CLOCK_SKEW_MS,
     MAX_POINTS_PER_REQUEST,
-    CourierPosition,
+    LocationPoint,
     record_locations,
 )
 from tracker.orders.services.placing import (
@@ -37,7 +37,7 @@ __all__ = [
     "place_order",
     "advance_order",
     "cancel_order",
-    "CourierPosition",
+    "LocationPoint",
     "MAX_GPS_CLOCK_SKEW_MS",
     "MAX_POINTS_PER_REQUEST",
     "record_locations",

@@ -37,7 +37,7 @@ telemetry = kafka.SharedProducer(**{"linger.ms": 2, "message.timeout.ms": 10_000
 
 
 @dataclass(frozen=True)
-class CourierPosition:
+class LocationPoint:
     """One GPS point reported by ``courier`` while carrying ``order``."""
 
     order: Order
@@ -54,7 +54,7 @@ _POINT_FIELDS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def record_locations(positions: Sequence[CourierPosition], *, timeout: float = 10.0) -> int:
+def record_locations(positions: Sequence[LocationPoint], *, timeout: float = 10.0) -> int:
     """Publish courier GPS points straight to Kafka; return how many the broker acked.
 
     All points are validated before any is sent: OrderError when a courier does

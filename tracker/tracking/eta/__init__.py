@@ -2,11 +2,11 @@
 
 The parts, each with one concern: ``stats`` (what is known of the city's kitchens, doors
 and roads, measured in Pinot), ``prediction`` (the arrival of one order from them) and
-``cache`` (one copy of the statistics per process, refreshed in the background). Callers
-import this package; each name has one home module.
+:mod:`tracker.cache.statistics` (the statistics cached per process, refreshed in the
+background). Callers import this package; each name has one home module.
 """
 
-from tracker.tracking.eta.cache import current_statistics, refresh
+from tracker.cache.statistics import current_statistics, refresh
 from tracker.tracking.eta.prediction import (
     Prediction,
     Trip,

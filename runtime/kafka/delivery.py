@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from contract.events import Event, topic_name
 from runtime.conf import KafkaConfig
-from runtime.kafka_clients import produce, producer
+from runtime.kafka.clients import produce, producer
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 
 from contract.events import Topic, topic_name
 from runtime.conf import KafkaConfig, kafka_config
-from runtime.kafka_clients import consumer
-from runtime.kafka_topics import partitions_of
+from runtime.kafka.clients import consumer
+from runtime.kafka.topics import partitions_of
 
 
 @dataclass(frozen=True)
-class Record:
+class ConsumerRecord:
     """A consumed message, detached from librdkafka."""
 
     topic: str
@@ -28,7 +28,7 @@ class Record:
     timestamp: int
 
 
-def read_topic(topic: Topic | str, **options: Any) -> list[Record]:
+def read_topic(topic: Topic | str, **options: Any) -> list[ConsumerRecord]:
     """Read a whole topic (or from ``start`` offsets) until every partition is idle
     (``options``: those of :func:`iter_topic`, but ``follow``).
 
@@ -47,7 +47,7 @@ def iter_topic(
     max_wait: float = 30.0,
     follow: bool = False,
     stop: threading.Event | None = None,
-) -> Iterator[Record]:
+) -> Iterator[ConsumerRecord]:
     """Yield records of ``topic`` in per-partition order; stop when idle unless ``follow``,
     and in any case once ``stop`` is set (a follower of a quiet topic yields nothing, so
     its caller cannot otherwise end it)."""
@@ -74,7 +74,7 @@ def iter_topic(
                 if err is None:
                     at_eof.discard(msg.partition())
                     last_activity = time.monotonic()
-                    yield Record(
+                    yield ConsumerRecord(
                         topic=msg.topic(),
                         partition=msg.partition(),
                         offset=msg.offset(),

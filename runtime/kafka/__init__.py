@@ -1,15 +1,15 @@
 """The Kafka layer: producers, consumers and topics over confluent-kafka.
 
 The one name callers import (``from runtime import kafka``); each part lives in a module
-of its own: the clients and their settings (``kafka_clients``), knowing what the broker
-acknowledged (``kafka_delivery``), the topics and their offsets (``kafka_topics``) and
-reading a topic (``kafka_reading``).
+of its own: the clients and their settings (``clients``), knowing what the broker
+acknowledged (``delivery``), the topics and their offsets (``topics``) and
+reading a topic (``reading``).
 """
 
-from runtime.kafka_clients import FETCH_WAIT_MS, admin, consumer, produce, producer, publish
-from runtime.kafka_delivery import IN_DOUBT_ERRORS, Deliveries, SharedProducer, Undelivered
-from runtime.kafka_reading import Record, iter_topic, read_topic
-from runtime.kafka_topics import (
+from runtime.kafka.clients import FETCH_WAIT_MS, admin, consumer, produce, producer, publish
+from runtime.kafka.delivery import IN_DOUBT_ERRORS, Deliveries, SharedProducer, Undelivered
+from runtime.kafka.reading import ConsumerRecord, iter_topic, read_topic
+from runtime.kafka.topics import (
     end_offsets,
     ensure_topics,
     partitions_of,
@@ -22,7 +22,7 @@ __all__ = [
     "FETCH_WAIT_MS",
     "IN_DOUBT_ERRORS",
     "Deliveries",
-    "Record",
+    "ConsumerRecord",
     "SharedProducer",
     "Undelivered",
     "admin",

@@ -1,4 +1,6 @@
-"""One process-wide cache holds the prediction's statistics: the first read loads them (five queries and
+"""The arrival prediction's statistics, cached per process and shared through Redis.
+
+One process-wide entry holds them: the first read loads them (five queries and
 two for the trails), later reads never wait; a read after ``ETA_REFRESH_SECONDS`` starts
 a refresh in the background. When Pinot cannot answer, the defaults stand in (the basis
 says so) and the load is retried later.
@@ -18,10 +20,12 @@ import logging
 import threading
 import time
 
+from cachetools import LRUCache
 from django.core.cache import caches
 
 from contract.events import now_ms
 from runtime.conf import env_float
+from tracker.cache.maps import bounded
 from tracker.tracking import selectors
 from tracker.tracking.eta.stats import Statistics, load_statistics
 from tracker.tracking.exceptions import TrackingUnavailable
@@ -35,12 +39,15 @@ def refresh_seconds() -> float:
 
 _lock = threading.Lock()
 #: Broker URL -> (statistics, monotonic time loaded); the URLs whose refresh is running.
-_cache: dict[str, tuple[Statistics, float]] = {}
+_cache: LRUCache = bounded(8)
 _refreshing: set[str] = set()
+#: The statistics last loaded and until when (monotonic) they need no refresh: what every
+#: read asks for, answered without reading the settings (the broker's URL, the window).
+_fresh: tuple[Statistics, float] | None = None
 #: A failed load is retried after this many seconds (the defaults stand in meanwhile), and
 #: a process whose window another process claimed looks for that one's result as often.
 RETRY_SECONDS = 15.0
-#: The shared copies' keys: a window's statistics, and who loads them. The version changes
+#: The shared entries' keys: a window's statistics, and who loads them. The version changes
 #: with :class:`Statistics`, so processes of two releases never read each other's.
 SHARED_KEY = "eta-statistics:v1:{}:{}"
 CLAIM_KEY = "eta-statistics-claim:v1:{}:{}"
@@ -52,13 +59,13 @@ def _load(key: str, *, shared: bool = True) -> Statistics:
     """Statistics as of the start of the current refresh window: every process then
     predicts from the same numbers, so one order reads the same whichever worker answers
     (and its ETag holds), and all move on at the window's end. With ``shared``, another
-    process's copy of this window is taken, or this process claims the window and loads
+    process's entry of this window is taken, or this process claims the window and loads
     it, or (claimed by another) keeps what it had and looks again soon."""
     step_ms = int(refresh_seconds() * 1000)
     now = now_ms()
     window = now - now % step_ms
     due = time.monotonic() - (now - window) / 1000  # when this window began, monotonic
-    stats = _shared_copy(key, window) if shared else None
+    stats = _shared_entry(key, window) if shared else None
     loaded = due
     if stats is None and shared and not _claim(key, window):
         stats = _cache.get(key, (Statistics(), 0.0))[0]
@@ -73,16 +80,18 @@ def _load(key: str, *, shared: bool = True) -> Statistics:
             _unclaim(key, window)  # whichever process looks next loads it
         else:
             _share(key, window, stats)
+    global _fresh
     with _lock:
         _cache[key] = (stats, loaded)
+        _fresh = (stats, loaded + refresh_seconds())
         _refreshing.discard(key)
     return stats
 
 
-def _shared_copy(key: str, window: int) -> Statistics | None:
+def _shared_entry(key: str, window: int) -> Statistics | None:
     try:
         found = caches["default"].get(SHARED_KEY.format(key, window))
-    except Exception:  # noqa: BLE001 - no shared copy: this process loads its own
+    except Exception:  # noqa: BLE001 - nothing shared: this process loads its own
         return None
     return found if isinstance(found, Statistics) else None
 
@@ -110,6 +119,9 @@ def _share(key: str, window: int, stats: Statistics) -> None:
 def current_statistics() -> Statistics:
     """The cached statistics of this process's Pinot; loads them on first use, and starts
     a background refresh when they are older than ``ETA_REFRESH_SECONDS``."""
+    fresh = _fresh
+    if fresh is not None and time.monotonic() <= fresh[1]:
+        return fresh[0]
     key = selectors.broker_url()
     with _lock:
         cached = _cache.get(key)

@@ -2,12 +2,12 @@
 
 Each reader reports the next offset it will read on each topic as the committed
 offsets of the consumer group ``ordertrack-position.<reader>``
-(:class:`PositionReporter`): the push bridge from its own consumers, the stream job
+(:class:`OffsetReporter`): the push bridge from its own consumers, the stream job
 from its query's progress (Spark's Kafka source commits
 nothing to Kafka, so its driver reports each batch's end offsets). The readers
 assign their partitions, so the group is a label for those offsets, never joined.
 The operators' pipeline view compares them with the topics' ends
-(:func:`positions_by_reader`); in production the same groups are there to read.
+(:func:`offsets_by_reader`); in production the same groups are there to read.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ GROUP_PREFIX = "ordertrack-position."
 REPORT_EVERY = 1.0
 
 
-def position_group(reader: str) -> str:
+def offsets_group(reader: str) -> str:
     return f"{GROUP_PREFIX}{reader}"
 
 
@@ -69,12 +69,12 @@ class GroupOffsets:
         self.keep_only(set())
 
 
-class PositionReporter:
+class OffsetReporter:
     """Reports one reader's next offsets, at most every ``REPORT_EVERY`` seconds."""
 
     def __init__(self, reader: str, config: KafkaConfig | None = None) -> None:
         self.reader = reader
-        self.group = position_group(reader)
+        self.group = offsets_group(reader)
         self.offsets = GroupOffsets(config)
         self._last = 0.0
 
@@ -102,7 +102,7 @@ class PositionReporter:
         self.offsets.close()
 
 
-def positions_by_reader(
+def offsets_by_reader(
     client: AdminClient, topics: list[str], offsets: GroupOffsets
 ) -> dict[str, dict[str, dict[int, int]]]:
     """Every reader's reported positions on ``topics``: reader -> topic -> partition ->

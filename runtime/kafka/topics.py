@@ -10,7 +10,7 @@ from confluent_kafka.admin import NewTopic
 
 from contract.events import Topic, topic_name
 from runtime.conf import KafkaConfig, kafka_config
-from runtime.kafka_clients import admin, consumer
+from runtime.kafka.clients import admin, consumer
 
 
 def topic_specs(names: Iterable[str], config: KafkaConfig | None = None) -> list[NewTopic]:

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class CacheConfig(AppConfig):
+    name = "tracker.cache"
+    verbose_name = "Read-side cache"
+
+    def ready(self) -> None:
+        """Subscribe the cache to the admin's saves and to the notices that announce them."""
+        from tracker.cache import invalidation
+
+        invalidation.connect()
