@@ -90,6 +90,11 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _area(points: list[tuple[float, float]]) -> float:
+    """Twice the ring's signed area (the shoelace formula): 0 when its points are on a line."""
+    return sum(x1 * y2 - x2 * y1 for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False))
+
+
 def outer_ring(rings: Any, where: str) -> list[tuple[float, float]]:
     """The outer ring's (lon, lat) points, every ring checked against :data:`RINGS_SCHEMA`
     and closed; a ValidationError names the bad ring or position."""
@@ -127,6 +132,10 @@ def outer_ring(rings: Any, where: str) -> list[tuple[float, float]]:
                         "a linear ring must be closed: its last position repeats the first"
                     ]
                 }
+            )
+        if _area(points) == 0:  # Pinot's geometry library refuses it (a 503, not a 400)
+            raise serializers.ValidationError(
+                {f"{where}[{r}]": ["a linear ring must enclose an area (not all on one line)"]}
             )
         outer = outer or points
     return outer

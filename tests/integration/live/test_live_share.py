@@ -351,14 +351,14 @@ async def test_share_sockets_count_against_the_link_creators_socket_cap(_no_brid
     from tracker.live import limits
 
     settings.WS_MAX_SOCKETS_PER_USER = 2
-    world = await _world()
-    alice = world["alice"].user
+    world = await amake_world(**WORLD)
+    alice = world.alice.user
     held = [limits.SocketSlots(alice.pk, f"app-{n}") for n in range(2)]
     assert all([await database_sync_to_async(slot.claim)() for slot in held])
-    _, refused = await _open(f"/ws/share/{world['token']}/")
+    _, refused = await _open(f"/ws/share/{world.share_token}/")
     assert refused["code"] == messages.CLOSE_TOO_MANY, refused
     await database_sync_to_async(held[0].release)()
-    _, refused = await _open(f"/ws/share/{world['token']}/")  # a slot free: the link's now
+    _, refused = await _open(f"/ws/share/{world.share_token}/")  # a slot free: the link's now
     assert refused["code"] != messages.CLOSE_TOO_MANY, refused
 
 
@@ -370,9 +370,9 @@ async def test_a_share_socket_sleeps_until_its_links_end(_no_bridge, monkeypatch
 
     from tracker.sharing import selectors
 
-    world = await _world()
+    world = await amake_world(**WORLD)
     holder = await database_sync_to_async(selectors.holder_for_digest)(
-        tokens.digest(world["token"])
+        tokens.digest(world.share_token)
     )
     socket = ShareSocket()
     socket.viewer = holder
