@@ -16,8 +16,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
+from api.serializers.fields import QuerySerializer
 
-class PageQuerySerializer(serializers.Serializer):
+
+class PageQuerySerializer(QuerySerializer):
     limit = serializers.IntegerField(min_value=1, max_value=100, default=20)
     offset = serializers.IntegerField(min_value=0, max_value=100_000, default=0)
 
@@ -54,6 +56,28 @@ class PinotPagination(LimitOffsetPagination):
                 "next": self.get_next_link(),
             }  # fmt: skip
         )
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """``limit`` and ``offset`` with the bounds :class:`PageQuerySerializer` holds them to."""
+        fields = PageQuerySerializer().fields
+        return [
+            {
+                "name": name,
+                "required": False,
+                "in": "query",
+                "description": description,
+                "schema": {
+                    "type": "integer",
+                    "minimum": fields[name].min_value,
+                    "maximum": fields[name].max_value,
+                    "default": fields[name].default,
+                },
+            }
+            for name, description in (
+                (self.limit_query_param, "Number of results to return per page."),
+                (self.offset_query_param, "The initial index from which to return the results."),
+            )
+        ]
 
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular import openapi
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.plumbing import is_list_serializer, is_serializer
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework.permissions import AllowAny
 
@@ -115,6 +117,13 @@ class AutoSchema(openapi.AutoSchema):
         statuses.append(503)  # every operation: the database or Redis can be unreachable
         return statuses
 
+    def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:
+        """A body that is one of several shapes (``oneOf``) is required: none matches nothing."""
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        shaped = schema and is_serializer(serializer) and not is_list_serializer(serializer)
+        component = self.resolve_serializer(serializer, direction) if shaped else None
+        return schema, required or bool(component and "oneOf" in component.schema)
+
     def _get_response_headers_for_code(
         self, status_code: str, direction: str = "response"
     ) -> dict[str, Any]:
@@ -122,3 +131,41 @@ class AutoSchema(openapi.AutoSchema):
         if status_code in RETRY_AFTER:
             headers["Retry-After"] = RETRY_AFTER[status_code]
         return headers
+
+
+class GeoJSONPolygonSchema(OpenApiSerializerExtension):
+    """The deliveries-in-area request: a Polygon or a Feature (``oneOf``) of linear rings."""
+
+    target_class = "api.serializers.operations.GeoJSONPolygonSerializer"
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
+        from api.serializers.operations import GEOJSON_POLYGON_SCHEMA
+
+        return GEOJSON_POLYGON_SCHEMA
+
+
+class LocationBatchSchema(OpenApiSerializerExtension):
+    """The courier's report: one point (``lat``/``lon``) or a batch (``points``), never both:
+    a ``oneOf`` whose shapes exclude each other's fields, as the server does."""
+
+    target_class = "api.serializers.orders.LocationBatchSerializer"
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
+        from api.serializers.orders import LocationBatchSerializer, LocationPointSerializer
+
+        point = auto_schema.resolve_serializer(LocationPointSerializer, direction).ref
+        batch = auto_schema._map_serializer_field(
+            LocationBatchSerializer().fields["points"], direction
+        )
+        return {
+            "description": LocationBatchSerializer.__doc__,
+            "oneOf": [
+                {"allOf": [point], "not": {"required": ["points"]}},
+                {
+                    "type": "object",
+                    "properties": {"points": batch},
+                    "required": ["points"],
+                    "not": {"anyOf": [{"required": ["lat"]}, {"required": ["lon"]}]},
+                },
+            ],
+        }

@@ -48,7 +48,8 @@ class ScopedRateThrottle(DRFScopedRateThrottle):
 
 
 class ReadRateThrottle(SimpleRateThrottle):
-    """A signed-in user's reads in any window of the rate's period: ``reads``
+    """A signed-in user's reads in any window of the rate's period (counted atomically in
+    buckets of a sixtieth of it, :meth:`allow_request`): ``reads``
     (``API_THROTTLE_READS``) for customers and couriers, ``reads_staff``
     (``API_THROTTLE_READS_STAFF``) for restaurant staff and operators, whose pages and
     kitchen tablets (often several on one account) read many orders. A read is a GET,
@@ -70,11 +71,15 @@ class ReadRateThrottle(SimpleRateThrottle):
     scope = "reads"
     staff_scope = "reads_staff"
 
+    #: Buckets a window is counted in: ``kept / SLICES`` seconds each (1 s for a minute).
+    SLICES = 60
+
     def __init__(self) -> None:  # DRF's parses one rate; the role picks one of two per request
         self.rates = [
             self.parse_rate(self.THROTTLE_RATES[s]) for s in (self.scope, self.staff_scope)
         ]
         self.kept = max(period for _, period in self.rates)
+        self.step = max(1, self.kept // self.SLICES)
 
     def applies(self, view: APIView, method: str) -> bool:
         return not is_write(method) or getattr(view, "query_in_body", False)
@@ -83,30 +88,52 @@ class ReadRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
 
     def allow_request(self, request: Request, view: APIView) -> bool:
+        """Count the read first (an atomic ``incr`` of this second's bucket), then decide on
+        the window's sum: concurrent reads each count, and a refused one takes its count back.
+        At the limit, racing reads may both be refused, never both admitted."""
         if not request.user.is_authenticated or not self.applies(view, request.method):
             return True
-        self.key = self.get_cache_key(request, view)
+        key = self.get_cache_key(request, view)
         self.now = self.timer()
-        self.history = [t for t in self.cache.get(self.key, []) if t > self.now - self.kept]
+        current = int(self.now // self.step)
+        buckets = range(current - self.kept // self.step, current + 1)
+        keys = [f"{key}:{i}" for i in buckets]
+        self.cache.add(keys[-1], 0, self.kept + self.step)
+        try:
+            self.cache.incr(keys[-1])
+        except ValueError:  # expired or evicted between add and incr
+            self.cache.set(keys[-1], 1, self.kept + self.step)
+        counts = self.cache.get_many(keys)
+        self.counts = [
+            (i * self.step, counts.get(k, 0)) for i, k in zip(buckets, keys, strict=True)
+        ]
         self.num_requests, self.duration = self.rates[0]
-        if self.spent() >= self.num_requests and holds_staff_budget(request.user):
+        if self.spent() > self.num_requests and holds_staff_budget(request.user):
             self.num_requests, self.duration = self.rates[1]
-        if self.spent() >= self.num_requests:
-            return False
-        self.history.insert(0, self.now)  # newest first, as DRF keeps it
-        self.cache.set(self.key, self.history, self.kept)
-        return True
+        if self.spent() <= self.num_requests:
+            return True
+        self.cache.decr(keys[-1])  # a refused read spends nothing
+        self.counts[-1] = (self.counts[-1][0], self.counts[-1][1] - 1)
+        return False
+
+    def window(self) -> list[tuple[float, int]]:
+        """The buckets (start, reads) of the current window, oldest first."""
+        return [(t, n) for t, n in self.counts if t > self.now - self.duration]
 
     def spent(self) -> int:
-        """Reads in the current window (the history is newest first)."""
-        start = self.now - self.duration
-        return next((i for i, t in enumerate(self.history) if t <= start), len(self.history))
+        """Reads in the current window."""
+        return sum(n for _, n in self.window())
 
     def wait(self) -> float:
-        """Until the read that fills the window has aged out of it: then one more fits."""
+        """Until enough of the oldest reads have aged out of the window that one more fits."""
         if self.num_requests <= 0:
             return float(self.duration)
-        return self.duration - (self.now - self.history[self.num_requests - 1])
+        left = self.spent()
+        for start, reads in self.window():
+            left -= reads
+            if left < self.num_requests:
+                return max(start + self.duration - self.now, 1)
+        return float(self.duration)
 
 
 def holds_staff_budget(user: Any) -> bool:

@@ -56,5 +56,5 @@ urlpatterns = [
     ),
     path("asyncapi/", docs.asyncapi, name="asyncapi"),
     *[path(f"v1/{p.pattern}", p.callback, name=p.name) for p in v1],
-    re_path(r"^.*$", errors.not_found),
+    re_path(r"^[\s\S]*$", errors.not_found),  # any path, a newline in it too: the JSON 404
 ]

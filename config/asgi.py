@@ -35,7 +35,7 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from config.asgi_limits import BodySizeLimit  # noqa: E402
+from config.asgi_limits import AnonymousPathLimit, BodySizeLimit  # noqa: E402
 from config.lifespan import lifespan  # noqa: E402
 from config.metrics_listener import serve_web_metrics  # noqa: E402
 from tracker.live.auth import websocket_stack  # noqa: E402
@@ -44,7 +44,7 @@ from tracker.tracking import eta  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": BodySizeLimit(django_asgi_app),
+        "http": AnonymousPathLimit(BodySizeLimit(django_asgi_app)),
         "websocket": websocket_stack(URLRouter(websocket_urlpatterns)),
         "lifespan": lifespan,
     }

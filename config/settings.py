@@ -188,6 +188,10 @@ LOGGING = {
 #: reads the raw stream, so Django's own form limit below does not cover the API.
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES
+#: Per client, before a request waits for a thread (config.asgi_limits.AnonymousPathLimit):
+#: health, readiness, share pages, the sign-in page and the API's docs, per web worker.
+ANONYMOUS_PATH_RATE = env_float("ANONYMOUS_PATH_RATE", 20.0)
+ANONYMOUS_PATH_BURST = env_int("ANONYMOUS_PATH_BURST", 120)
 #: Reverse proxies in front of the app that append to X-Forwarded-For (Caddy in
 #: docker-compose.yml: 1). 0 = ignore the header: the client is REMOTE_ADDR.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
@@ -291,7 +295,13 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,  # read-only fields (ids) stay out of request bodies
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
-    "ENUM_NAME_OVERRIDES": {"OrderStatus": "api.serializers.orders.STATUSES"},
+    "ENUM_NAME_OVERRIDES": {
+        "OrderStatus": "api.serializers.orders.STATUSES",
+        "AdvanceTarget": "api.serializers.orders.ADVANCE_TARGETS",
+        # one name per GeoJSON type, or the Feature's shape would take the Polygon's enum
+        "GeoJSONPolygonType": ["Polygon"],
+        "GeoJSONFeatureType": ["Feature"],
+    },
     "TAGS": [
         {"name": "Account", "description": "Signing in and out, who I am, my addresses."},
         {"name": "Menu", "description": "Restaurants and their menus."},

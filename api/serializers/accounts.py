@@ -8,24 +8,25 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from api.serializers.fields import StrictBooleanField, text
 from tracker.customers.models import Address, one_line_problem
 from tracker.orders import policy
 
 
 class LoginSerializer(serializers.Serializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(
-        max_length=128, style={"input_type": "password"}, trim_whitespace=False
-    )
+    username = serializers.CharField(**text(max_length=150))
+    password = serializers.CharField(**text(max_length=128, style={"input_type": "password"}))
 
 
 class AddressSerializer(serializers.ModelSerializer):
     lat = serializers.FloatField(min_value=-90, max_value=90)
     lon = serializers.FloatField(min_value=-180, max_value=180)
+    is_default = StrictBooleanField(required=False)
 
     class Meta:
         model = Address
         fields = ["id", "label", "line1", "city", "lat", "lon", "is_default"]
+        extra_kwargs = {name: text() for name in ("label", "line1", "city")}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """The street and city must fit an order's delivery address as one line."""

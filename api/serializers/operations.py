@@ -11,7 +11,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.serializers.fields import RoundedFloatField, results_of
+from api.serializers.fields import QuerySerializer, RoundedFloatField, results_of
 from contract.events import DeadLetter
 from contract.rules import ID
 from tracker.tracking.selectors import WINDOWS, WindowStats
@@ -20,7 +20,7 @@ from tracker.tracking.serializers import STATUSES, EpochMillisField, EtaSerializ
 # --------------------------------------------------------------------------- requests
 
 
-class RestaurantQuerySerializer(serializers.Serializer):
+class RestaurantQuerySerializer(QuerySerializer):
     restaurant = serializers.IntegerField(
         min_value=ID.min, max_value=ID.max, required=False,
         help_text="Operators: any restaurant (default all); staff: one of theirs "
@@ -36,78 +36,132 @@ class StuckOrdersQuerySerializer(RestaurantQuerySerializer):
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=50)
 
 
-class DeadLettersQuerySerializer(serializers.Serializer):
+class DeadLettersQuerySerializer(QuerySerializer):
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
 
 
-#: GeoJSON linear rings: [[[lon, lat], ...], ...] (only the outer ring is used).
+#: A polygon's bounds: rings (the outer one is searched) and positions in each.
+MAX_RINGS, MIN_POSITIONS, MAX_POSITIONS = 10, 4, 1000
+
+#: GeoJSON linear rings, [[[lon, lat], ...], ...]: what the schema can say of them. That a
+#: ring is closed and a latitude within ±90 it cannot (OpenAPI 3.0 has no tuples): the
+#: server checks both and names the position.
 RINGS_SCHEMA = {
     "type": "array",
-    "items": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+    "minItems": 1,
+    "maxItems": MAX_RINGS,
+    "items": {
+        "type": "array",
+        "minItems": MIN_POSITIONS,
+        "maxItems": MAX_POSITIONS,
+        "description": "A closed linear ring: the last position repeats the first.",
+        "items": {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": 2,
+            "description": "[lon, lat]",
+            "items": {"type": "number", "minimum": -180, "maximum": 180},
+        },
+    },
+}
+POLYGON_SCHEMA = {
+    "type": "object",
+    "properties": {"type": {"type": "string", "enum": ["Polygon"]}, "coordinates": RINGS_SCHEMA},
+    "required": ["type", "coordinates"],
+}
+#: The request: a Polygon geometry, or a Feature wrapping one.
+GEOJSON_POLYGON_SCHEMA = {
+    "description": "A GeoJSON Polygon geometry, or a Feature wrapping one ([lon, lat] positions).",
+    "oneOf": [
+        POLYGON_SCHEMA,
+        {
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": ["Feature"]},
+                "geometry": POLYGON_SCHEMA,
+            },
+            "required": ["type", "geometry"],
+        },
+    ],
 }
 
 
-@extend_schema_field(RINGS_SCHEMA)
-class RingsField(serializers.JSONField):
-    """Checked in :meth:`GeoJSONPolygonSerializer.validate`, which names the bad position."""
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-@extend_schema_field(
-    {
-        "type": "object",
-        "properties": {
-            "type": {"type": "string", "enum": ["Polygon"]},
-            "coordinates": RINGS_SCHEMA,
-        },
-        "required": ["type", "coordinates"],
-    }
-)
-class PolygonGeometryField(serializers.JSONField):
-    """Checked in :meth:`GeoJSONPolygonSerializer.validate`."""
+def _area(points: list[tuple[float, float]]) -> float:
+    """Twice the ring's signed area (the shoelace formula): 0 when its points are on a line."""
+    return sum(x1 * y2 - x2 * y1 for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False))
 
 
-class GeoJSONPolygonSerializer(serializers.Serializer):
-    """A GeoJSON Polygon geometry, or a Feature wrapping one ([lon, lat] positions)."""
-
-    type = serializers.ChoiceField(choices=["Polygon", "Feature"])
-    coordinates = RingsField(required=False)
-    geometry = PolygonGeometryField(required=False)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        geometry = attrs if attrs["type"] == "Polygon" else attrs.get("geometry")
-        if not isinstance(geometry, dict) or geometry.get("type") != "Polygon":
-            raise serializers.ValidationError({"geometry": ["must be a GeoJSON Polygon"]})
-        rings = geometry.get("coordinates")
-        if not isinstance(rings, list) or not rings or not isinstance(rings[0], list):
-            raise serializers.ValidationError({"coordinates": ["must be a list of linear rings"]})
-        if len(rings[0]) > 1000:
-            raise serializers.ValidationError({"coordinates": ["at most 1000 positions"]})
+def outer_ring(rings: Any, where: str) -> list[tuple[float, float]]:
+    """The outer ring's (lon, lat) points, every ring checked against :data:`RINGS_SCHEMA`
+    and closed; a ValidationError names the bad ring or position."""
+    if not isinstance(rings, list) or not 1 <= len(rings) <= MAX_RINGS:
+        raise serializers.ValidationError({where: [f"must be 1 to {MAX_RINGS} linear rings"]})
+    outer = []
+    for r, ring in enumerate(rings):
+        if not isinstance(ring, list) or not MIN_POSITIONS <= len(ring) <= MAX_POSITIONS:
+            raise serializers.ValidationError(
+                {
+                    f"{where}[{r}]": [
+                        f"a linear ring has {MIN_POSITIONS} to {MAX_POSITIONS} positions"
+                    ]
+                }
+            )
         points = []
-        for index, position in enumerate(rings[0]):
+        for p, position in enumerate(ring):
             if (
                 not isinstance(position, list)
-                or len(position) < 2
-                or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in position[:2]
-                )
+                or len(position) != 2
+                or not all(map(_number, position))
             ):
-                raise serializers.ValidationError(
-                    {f"coordinates[0][{index}]": ["must be [lon, lat]"]}
-                )
+                raise serializers.ValidationError({f"{where}[{r}][{p}]": ["must be [lon, lat]"]})
             try:  # a 400-digit integer is valid JSON, but no float
                 lon, lat = float(position[0]), float(position[1])
             except OverflowError:
                 lon = lat = math.inf
             if not (-180 <= lon <= 180 and -90 <= lat <= 90):
-                raise serializers.ValidationError({f"coordinates[0][{index}]": ["out of range"]})
+                raise serializers.ValidationError({f"{where}[{r}][{p}]": ["out of range"]})
             points.append((lon, lat))
-        if len(points) < 4 or points[0] != points[-1]:
+        if points[0] != points[-1]:
             raise serializers.ValidationError(
-                {"coordinates": ["a linear ring needs at least 4 positions and must be closed"]}
+                {
+                    f"{where}[{r}]": [
+                        "a linear ring must be closed: its last position repeats the first"
+                    ]
+                }
             )
-        if len(points) > 1000:
-            raise serializers.ValidationError({"coordinates": ["at most 1000 positions"]})
-        return {"points": points}
+        if _area(points) == 0:  # Pinot's geometry library refuses it (a 503, not a 400)
+            raise serializers.ValidationError(
+                {f"{where}[{r}]": ["a linear ring must enclose an area (not all on one line)"]}
+            )
+        outer = outer or points
+    return outer
+
+
+class GeoJSONPolygonSerializer(serializers.Serializer):
+    """A GeoJSON Polygon geometry, or a Feature wrapping one ([lon, lat] positions)."""
+
+    # The schema is GEOJSON_POLYGON_SCHEMA (api.schema maps this serializer to it).
+    type = serializers.ChoiceField(choices=["Polygon", "Feature"])
+    coordinates = serializers.JSONField(required=False)
+    geometry = serializers.JSONField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["type"] == "Polygon":
+            if "coordinates" not in attrs:
+                raise serializers.ValidationError({"coordinates": ["a Polygon needs coordinates"]})
+            return {"points": outer_ring(attrs["coordinates"], "coordinates")}
+        geometry = attrs.get("geometry")
+        if not isinstance(geometry, dict) or geometry.get("type") != "Polygon":
+            raise serializers.ValidationError({"geometry": ["must be a GeoJSON Polygon"]})
+        if "coordinates" not in geometry:
+            raise serializers.ValidationError(
+                {"geometry.coordinates": ["a Polygon needs coordinates"]}
+            )
+        return {"points": outer_ring(geometry["coordinates"], "geometry.coordinates")}
 
 
 # --------------------------------------------------------------------------- responses

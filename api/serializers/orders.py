@@ -11,6 +11,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from api.serializers.fields import QuerySerializer, text
 from tracker.customers.models import DELIVERY_ADDRESS_MAX, one_line_problem
 from tracker.orders.policy import ROLES
 from tracker.orders.services import (
@@ -31,7 +32,7 @@ class OrderLineSerializer(serializers.Serializer):
 
 
 class DeliverySerializer(serializers.Serializer):
-    address = serializers.CharField(max_length=DELIVERY_ADDRESS_MAX)
+    address = serializers.CharField(**text(max_length=DELIVERY_ADDRESS_MAX))
     lat = serializers.FloatField(min_value=-90, max_value=90)
     lon = serializers.FloatField(min_value=-180, max_value=180)
 
@@ -44,7 +45,9 @@ class PlaceOrderSerializer(serializers.Serializer):
     # lat, lon) whichever way it was given. Needs the customer in the context.
 
     restaurant_id = serializers.IntegerField(min_value=1)
-    items = OrderLineSerializer(many=True, allow_empty=False, max_length=MAX_LINES_PER_ORDER)
+    items = OrderLineSerializer(
+        many=True, allow_empty=False, min_length=1, max_length=MAX_LINES_PER_ORDER
+    )
     address_id = serializers.IntegerField(min_value=1, required=False)
     delivery = DeliverySerializer(required=False)
 
@@ -75,10 +78,18 @@ class PlaceOrderSerializer(serializers.Serializer):
         return attrs
 
 
+#: Where ``advance`` may move an order: not back to the start, and not to CANCELLED (the
+#: cancel endpoint does that, with its own rules).
+ADVANCE_TARGETS = [s for s in STATUSES if s not in ("PLACED_ORDER", "CANCELLED")]
+
+
 class TransitionSerializer(serializers.Serializer):
     status = serializers.ChoiceField(
-        choices=STATUSES, required=False,
-        help_text="The status to move to; defaults to the next one on the lifecycle.",
+        choices=ADVANCE_TARGETS, required=False,
+        help_text="The status to move to; defaults to the next one on the lifecycle. "
+        "CANCELLED is the cancel endpoint's.",
+        error_messages={"invalid_choice": '"{input}" is not a status advance moves to; '
+                        "cancel with the cancel endpoint"},
     )  # fmt: skip
 
 
@@ -123,7 +134,7 @@ class LocationBatchSerializer(serializers.Serializer):
         return attrs
 
 
-class OrderListQuerySerializer(serializers.Serializer):
+class OrderListQuerySerializer(QuerySerializer):
     """Filters of the order list (``limit``/``offset`` belong to the pagination)."""
 
     status = serializers.ChoiceField(choices=STATUSES, required=False)
@@ -132,7 +143,8 @@ class OrderListQuerySerializer(serializers.Serializer):
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
         # ``as`` is a Python keyword, so it cannot be declared as a class attribute.
-        fields["as"] = serializers.CharField(
+        fields["as"] = serializers.ChoiceField(
+            choices=ROLES,
             required=False,
             help_text=f"The role to list as, when you hold several: one of {', '.join(ROLES)} "
             "(default: the first you hold).",

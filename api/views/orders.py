@@ -49,7 +49,7 @@ from tracker.tracking.serializers import OrderDetailSerializer, OrderSummarySeri
 
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {"type": "string", "maxLength": 100},
     OpenApiParameter.HEADER,
     description="Retry-safe key (at most 100 characters): sending the same key again "
     "returns the order the first request placed, with 200 instead of 201.",

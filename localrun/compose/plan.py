@@ -161,6 +161,7 @@ def default_variables(var: Path) -> dict[str, str]:
     wanted = {
         "DJANGO_SECRET_KEY": saved.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(48),
         "POSTGRES_PASSWORD": saved.get("POSTGRES_PASSWORD") or secrets.token_urlsafe(18),
+        "REDIS_PASSWORD": saved.get("REDIS_PASSWORD") or secrets.token_urlsafe(18),
         "ORDERTRACK_DOMAIN": saved.get("ORDERTRACK_DOMAIN") or "localhost",
         "SIMULATOR_DEMO_PASSWORD": saved.get("SIMULATOR_DEMO_PASSWORD")
         or secrets.token_urlsafe(12),
@@ -242,6 +243,7 @@ def plan(
     mapping = {
         "@postgres:5432/": f"@127.0.0.1:{ports.postgres}/",
         "redis://redis:6379": f"redis://127.0.0.1:{ports.redis}",
+        "@redis:6379/": f"@127.0.0.1:{ports.redis}/",  # a REDIS_URL with its password
         "http://pinot-broker:8099": f"http://127.0.0.1:{ports.pinot}",
         "http://pinot-controller:9000": f"http://127.0.0.1:{ports.pinot_controller}",
         "spark://spark-master:7077": f"spark://127.0.0.1:{ports.spark}",

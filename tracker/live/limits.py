@@ -10,7 +10,8 @@
   ``retry_after``. Operators are counted like everyone else.
 * A shared tracking link's socket has no user: its connects are counted per client
   address (``SHARE_CONNECT_RATE``, before the token is even looked up, so guessing costs
-  the guesser's budget), and its open sockets per link (``SHARE_MAX_SOCKETS_PER_LINK``).
+  the guesser's budget), and its open sockets per link (``SHARE_MAX_SOCKETS_PER_LINK``)
+  and against the link's creator's ``WS_MAX_SOCKETS_PER_USER`` (:class:`SlotPair`).
 
 The socket count and connect rate live in the cache: Redis in production, shared by every
 web process; in embedded mode (no ``REDIS_URL``) each web process counts its own.
@@ -112,13 +113,39 @@ def _admit_share(client: str) -> Refusal | None:
     return None
 
 
-def _claim_share(slots: SocketSlots) -> Refusal | None:
-    if slots.claim():
-        return None
-    return Refusal(
-        slots.LEASE_SECONDS // 3,
-        f"Too many open pages for this link: at most {slots.size}; close one first.",
-    )
+class SlotPair:
+    """A shared link's socket holds two slots: one of its link's and one of the link's
+    creator's (``WS_MAX_SOCKETS_PER_USER``, shared with the creator's own sockets), so the
+    links of one customer hold no more sockets than the customer may."""
+
+    LEASE_SECONDS, RENEW_SECONDS = SocketSlots.LEASE_SECONDS, SocketSlots.RENEW_SECONDS
+
+    def __init__(self, link: SocketSlots, creator: SocketSlots) -> None:
+        self.link, self.creator = link, creator
+
+    def renew(self) -> None:
+        self.link.renew()
+        self.creator.renew()
+
+    def release(self) -> None:
+        self.link.release()
+        self.creator.release()
+
+
+def _claim_share(slots: SlotPair) -> Refusal | None:
+    if not slots.link.claim():
+        return Refusal(
+            slots.LEASE_SECONDS // 3,
+            f"Too many open pages for this link: at most {slots.link.size}; close one first.",
+        )
+    if not slots.creator.claim():
+        slots.link.release()
+        return Refusal(
+            slots.LEASE_SECONDS // 3,
+            "Too many open pages for this order's links: their creator's sockets "
+            f"(at most {slots.creator.size}) are all open; close one first.",
+        )
+    return None
 
 
 #: Count one connect of a user, then take a socket slot: a Refusal when either is spent
@@ -128,8 +155,8 @@ admit = sync_to_async(_admit, thread_sensitive=False)
 #: looked up), and later take one of its link's slots.
 admit_share = sync_to_async(_admit_share, thread_sensitive=False)
 claim_share = sync_to_async(_claim_share, thread_sensitive=False)
-renew = sync_to_async(SocketSlots.renew, thread_sensitive=False)
-release = sync_to_async(SocketSlots.release, thread_sensitive=False)
+renew = sync_to_async(lambda slots: slots.renew(), thread_sensitive=False)
+release = sync_to_async(lambda slots: slots.release(), thread_sensitive=False)
 
 
 class MessageRate:

@@ -41,6 +41,7 @@ class ShareSocket(TrackingSocket):
     credential_gone = (m.CLOSE_NOT_FOUND, "This tracking link has expired or was revoked.")
     NO_SUCH_LINK = "No such tracking link, or it has expired or was revoked."
     _token_hash: str | None = None
+    _order_ended = False  # a status said the order ended: re-check at once
     _shown: str | None = None  # the status the page shows (messages.furthest)
     #: The order's exact delivery point, from its snapshot: points near it are held back.
     _destination: tuple[float, float] | None = None
@@ -56,11 +57,15 @@ class ShareSocket(TrackingSocket):
         if holder is None:
             return m.CLOSE_NOT_FOUND, self.NO_SUCH_LINK, {}
         size = settings.SHARE_MAX_SOCKETS_PER_LINK
-        self._slots = limits.SocketSlots(f"share-{holder.link_id}", self.channel_name, size)
-        refusal = await limits.claim_share(self._slots)
+        slots = limits.SlotPair(
+            limits.SocketSlots(f"share-{holder.link_id}", self.channel_name, size),
+            limits.SocketSlots(holder.creator_id, self.channel_name),
+        )
+        refusal = await limits.claim_share(slots)
         if refusal is not None:
             return m.CLOSE_TOO_MANY, refusal.reason, {"retry_after": refusal.retry_after}
-        self._order_ended = asyncio.Event()
+        self._slots = slots
+        self._wake = asyncio.Event()  # the order ended, or a re-check ran
         return None
 
     def current_viewer(self) -> policy.LinkHolder | None:
@@ -72,6 +77,13 @@ class ShareSocket(TrackingSocket):
         if holder is not None:
             self.viewer = holder
         return holder
+
+    async def _follow_moves(self) -> None:
+        """After every re-check that kept the socket: the link's end may have come closer,
+        so the timer to it (:meth:`_close_at_the_end`) sleeps again to the end as it stands."""
+        await super()._follow_moves()
+        if getattr(self, "_wake", None) is not None:
+            self._wake.set()
 
     def own_groups(self) -> list[str]:
         return []  # revocations reach it through its order's group (follows)
@@ -99,22 +111,27 @@ class ShareSocket(TrackingSocket):
     async def order_update(self, event: dict[str, Any]) -> None:
         await super().order_update(event)
         if event["payload"].get("status") in TERMINAL_STATUSES:
-            self._order_ended.set()
+            self._order_ended = True
+            self._wake.set()
 
     def background(self) -> list:
         return [self._close_at_the_end()]
 
     async def _close_at_the_end(self) -> None:
         """Re-check when the link's end comes (it closes the socket then), and as soon as
-        a status says the order ended. The end is looked at every second: the periodic
-        re-check may have brought it closer."""
+        a status says the order ended. It sleeps until that end; a re-check that kept the
+        socket wakes it (:meth:`_follow_moves`: the end may have come closer) to sleep
+        again until the end as it now stands."""
         while not self.delivery.closing:
             left = (self.viewer.ends_at - timezone.now()).total_seconds()
             if left > 0:
                 try:
-                    await asyncio.wait_for(self._order_ended.wait(), timeout=min(left, 1.0))
+                    await asyncio.wait_for(self._wake.wait(), timeout=left)
                 except TimeoutError:
                     continue
-                self._order_ended.clear()
+                self._wake.clear()
+                if not self._order_ended:
+                    continue
+                self._order_ended = False
             await self.delivery.recheck()
             await asyncio.sleep(0.1)

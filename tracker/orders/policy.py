@@ -73,6 +73,8 @@ class LinkHolder:
     link_id: int
     #: When the link stops working, as its order stood when it was found.
     ends_at: datetime
+    #: Who made the link: its sockets count against that user's open sockets.
+    creator_id: int
 
     is_authenticated: ClassVar[bool] = False
     is_staff: ClassVar[bool] = False

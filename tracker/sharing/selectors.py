@@ -33,13 +33,25 @@ def holder_for_digest(token_hash: str, now: datetime | None = None) -> LinkHolde
     link = (
         ShareLink.objects.live(now)
         .select_related("order")
-        .only("id", "order_id", "expires_at", "order__status", "order__status_changed_at")
+        .only(
+            "id",
+            "order_id",
+            "created_by_id",
+            "expires_at",
+            "order__status",
+            "order__status_changed_at",
+        )  # fmt: skip
         .filter(token_hash=token_hash)
         .first()
     )
     if link is None:
         return None
-    return LinkHolder(order_id=link.order_id, link_id=link.pk, ends_at=link.ends_at())
+    return LinkHolder(
+        order_id=link.order_id,
+        link_id=link.pk,
+        ends_at=link.ends_at(),
+        creator_id=link.created_by_id,
+    )
 
 
 def live_links(order: Order, now: datetime | None = None) -> QuerySet[ShareLink]:

@@ -351,7 +351,7 @@ def test_other_peoples_orders_answer_404(world):
         assert client.get(f"/api/v1/orders/{order.pk}/").status_code == 404
         assert client.post(f"/api/v1/orders/{order.pk}/cancel/").status_code == 404
         assert client.post(f"/api/v1/orders/{order.pk}/advance/").status_code == 404
-        named = {"status": "CANCELLED"}  # a step the command refuses: still absent first
+        named = {"status": "DELIVERED"}  # a step they may not take: still absent first
         answer = client.post(f"/api/v1/orders/{order.pk}/advance/", named, format="json")
         assert answer.status_code == 404
     other_staff = get_user_model().objects.create_user("other-chef")

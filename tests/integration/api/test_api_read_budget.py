@@ -7,7 +7,11 @@ operation that can answer so declares it in the schema. Writes keep their own bu
 from __future__ import annotations
 
 import runpy
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from django.conf import settings as django_settings
@@ -209,3 +213,46 @@ def test_a_304_spends_the_read_budget_like_a_200(pinot, budgets):
         for tag in (first["ETag"], "*", "*")
     ]
     assert again == [304, 304, 429]
+
+
+class _SlowCache:
+    """The throttle's cache, each read answered 20 ms late: concurrent reads interleave, as they do
+    across the web workers of a busy deployment."""
+
+    def __init__(self, cache):
+        self._cache = cache
+
+    def __getattr__(self, name):
+        attr = getattr(self._cache, name)
+        if name in ("get", "get_many"):
+
+            def slow(*args, **kwargs):
+                value = attr(*args, **kwargs)
+                time.sleep(0.02)  # between reading the count and writing it back
+                return value
+
+            return slow
+        return attr
+
+
+def test_concurrent_reads_each_spend_the_budget(monkeypatch):
+    """8 clients of one user read 3 times each at once: all 24 count, so a 24/min budget
+    refuses the 25th (a check-then-write budget counted some once)."""
+    from django.core.cache import cache
+
+    rates = {**ReadRateThrottle.THROTTLE_RATES, "reads": "24/min", "reads_staff": "48/min"}
+    monkeypatch.setattr(ReadRateThrottle, "THROTTLE_RATES", rates)
+    monkeypatch.setattr(ReadRateThrottle, "cache", _SlowCache(cache))
+    user = make_customer("alice").user
+    request = SimpleNamespace(user=user, method="GET")
+    view = SimpleNamespace()
+    start = threading.Barrier(8)
+
+    def client() -> list[bool]:
+        start.wait()
+        return [ReadRateThrottle().allow_request(request, view) for _ in range(3)]
+
+    with ThreadPoolExecutor(8) as pool:
+        admitted = [ok for answers in pool.map(lambda _: client(), range(8)) for ok in answers]
+    assert admitted == [True] * 24
+    assert ReadRateThrottle().allow_request(request, view) is False  # the 25th read

@@ -367,7 +367,8 @@ def test_two_web_processes_share_one_address_and_one_channel_layer(cluster):
     assert cluster.public_url == f"https://localhost:{cluster.ports.web}"
     # One Redis carries the channel layer for both and for the push bridge.
     redis = {cluster.processes[n][1]["REDIS_URL"] for n in [*webs, "pushbridge"]}
-    assert redis == {f"redis://127.0.0.1:{cluster.ports.redis}/0"}
+    password = cluster.variables["REDIS_PASSWORD"]
+    assert redis == {f"redis://:{password}@127.0.0.1:{cluster.ports.redis}/0"}
     assert {cluster.processes[w][1]["PUSH_BRIDGE_EMBEDDED"] for w in webs} == {"false"}
     metrics = {cluster.processes[w][1]["WEB_METRICS_PORT"] for w in webs}
     assert len(metrics) == 2  # each its own, as each container has its own 9100

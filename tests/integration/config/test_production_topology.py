@@ -53,6 +53,7 @@ CODE_DIRS = (
 TEST_SECRETS = {
     "DJANGO_SECRET_KEY": "test-only-Vq7#kP2m!Zr9xL4t$Wd8Nf6Hj3Bs1Yc5Ga0Ue_Ri-Oq+Pl=Mn^Vb&X",
     "POSTGRES_PASSWORD": "test-only-password",
+    "REDIS_PASSWORD": "test-only-redis-password",
 }
 
 _VAR = re.compile(

@@ -344,6 +344,54 @@ async def test_a_link_has_a_bounded_number_of_open_sockets(_no_bridge, settings)
     assert refused["code"] == messages.CLOSE_TOO_MANY and "at most 2" in refused["message"]
 
 
+async def test_share_sockets_count_against_the_link_creators_socket_cap(_no_bridge, settings):
+    """A link's sockets are its creator's: with every one of the creator's socket slots
+    held, the link's next socket is refused with 4429 (5 links x 10 sockets each would
+    otherwise be 50 sockets of one customer, 24 h each)."""
+    from tracker.live import limits
+
+    settings.WS_MAX_SOCKETS_PER_USER = 2
+    world = await amake_world(**WORLD)
+    alice = world.alice.user
+    held = [limits.SocketSlots(alice.pk, f"app-{n}") for n in range(2)]
+    assert all([await database_sync_to_async(slot.claim)() for slot in held])
+    _, refused = await _open(f"/ws/share/{world.share_token}/")
+    assert refused["code"] == messages.CLOSE_TOO_MANY, refused
+    await database_sync_to_async(held[0].release)()
+    _, refused = await _open(f"/ws/share/{world.share_token}/")  # a slot free: the link's now
+    assert refused["code"] != messages.CLOSE_TOO_MANY, refused
+
+
+async def test_a_share_socket_sleeps_until_its_links_end(_no_bridge, monkeypatch):
+    """The timer to the link's end sleeps until that end (or until the order ends or a
+    re-check moves the end), not a second at a time."""
+    import asyncio
+    from unittest.mock import AsyncMock
+
+    from tracker.sharing import selectors
+
+    world = await amake_world(**WORLD)
+    holder = await database_sync_to_async(selectors.holder_for_digest)(
+        tokens.digest(world.share_token)
+    )
+    socket = ShareSocket()
+    socket.viewer = holder
+    socket._wake = asyncio.Event()
+    socket.delivery = type("Delivery", (), {"closing": False, "recheck": AsyncMock()})()
+    timeouts = []
+
+    async def wait_for(awaitable, timeout):
+        awaitable.close()
+        timeouts.append(timeout)
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(asyncio, "wait_for", wait_for)
+    with pytest.raises(asyncio.CancelledError):
+        await socket._close_at_the_end()
+    left = (holder.ends_at - timezone.now()).total_seconds()
+    assert timeouts and timeouts[0] > left - 5, timeouts  # the whole way to the end
+
+
 # ---------------------------------------------------------------------- live (Pinot, Kafka)
 
 
