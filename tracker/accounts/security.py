@@ -134,24 +134,42 @@ class Refusal:
     reason: str
 
 
+#: Buckets a budget's window is counted in (1 s each for a minute).
+WINDOW_SLICES = 60
+
+
 def spend(kind: str, ident: str, rate: tuple[int, int]) -> int | None:
-    """Count one use of ``ident``'s ``kind`` budget, a fixed window of ``rate`` (count,
-    seconds) in the cache (Redis in production, shared by every process): None while it
-    lasts, else the seconds until the window ends."""
+    """Count one use of ``ident``'s ``kind`` budget, ``rate`` (count, seconds) in any window
+    of that length, in the cache (Redis in production, shared by every process): None while
+    it lasts, else the seconds until enough uses have aged out for one more.
+
+    A sliding window counted in buckets of a sixtieth of it: a fixed window would let twice
+    the budget through across its boundary, and would forget a guesser's count whenever a
+    minute turns. Each use is an atomic ``incr`` of its bucket, so concurrent attempts each
+    count; a refused one counts too (a guesser gains nothing by hammering)."""
     limit, period = rate
-    now = int(time.time())
-    window = now // period
+    step = max(1, period // WINDOW_SLICES)
+    now = time.time()
+    current = int(now // step)
     digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
-    key = f"throttle:{kind}:{digest}:{window}"
-    cache.add(key, 0, timeout=period + 1)
+    buckets = range(current - period // step, current + 1)
+    keys = [f"throttle:{kind}:{digest}:{i}" for i in buckets]
+    cache.add(keys[-1], 0, timeout=period + step)
     try:
-        count = cache.incr(key)
+        cache.incr(keys[-1])
     except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=period + 1)
-        count = 1
-    if count > limit:
-        return period - now % period or 1
-    return None
+        cache.set(keys[-1], 1, timeout=period + step)
+    counts = cache.get_many(keys)
+    window = [(i * step, counts.get(k, 0)) for i, k in zip(buckets, keys, strict=True)]
+    window = [(start, n) for start, n in window if start > now - period]
+    left = sum(n for _, n in window)
+    if left <= limit:
+        return None
+    for start, n in window:
+        left -= n
+        if left <= limit - 1:
+            return max(1, int(start + period - now + 0.999))
+    return period
 
 
 class TokenBucket:
@@ -227,7 +245,7 @@ def device_of(cookie: str | None, username: str) -> str | None:
 
 
 class LoginRateLimiter:
-    """Fixed-window counters in the cache (:func:`spend`).
+    """Sliding-window counters in the cache (:func:`spend`).
 
     Every attempt counts, successful or not: a correct guess must not reset the budget.
     Limiting per user name stops a distributed guess at one account; limiting per
