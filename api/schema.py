@@ -139,9 +139,28 @@ class GeoJSONPolygonSchema(OpenApiSerializerExtension):
     target_class = "api.serializers.operations.GeoJSONPolygonSerializer"
 
     def map_serializer(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
-        from api.serializers.operations import GEOJSON_POLYGON_SCHEMA
+        """The Polygon is one named component, referenced by both shapes: inline twice,
+        generated clients name both copies alike and drop one."""
+        from drf_spectacular.plumbing import ResolvedComponent
 
-        return GEOJSON_POLYGON_SCHEMA
+        from api.serializers.operations import GEOJSON_POLYGON_SCHEMA, POLYGON_SCHEMA
+
+        polygon = ResolvedComponent(
+            name="GeoJSONPolygon",
+            type=ResolvedComponent.SCHEMA,
+            object="GeoJSONPolygon",
+            schema=POLYGON_SCHEMA,
+        )
+        auto_schema.registry.register_on_missing(polygon)
+        shapes = [
+            polygon.ref if shape is POLYGON_SCHEMA else _with_geometry(shape, polygon.ref)
+            for shape in GEOJSON_POLYGON_SCHEMA["oneOf"]
+        ]
+        return {**GEOJSON_POLYGON_SCHEMA, "oneOf": shapes}
+
+
+def _with_geometry(shape: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    return {**shape, "properties": {**shape["properties"], "geometry": ref}}
 
 
 class LocationBatchSchema(OpenApiSerializerExtension):

@@ -58,7 +58,8 @@ NODE_OWN = frozenset(
 def cluster_settings() -> dict[str, str]:
     """What docker-compose.cluster.yml sets on every Kafka node (min.insync.replicas, the
     replication of the brokers' own topics), as the image reads its environment."""
-    node = load_project(COMPOSE_VARS, [COMPOSE_FILE, CLUSTER_FILE]).services["kafka"]
+    variables = {**COMPOSE_VARS, "REDIS_PASSWORD": "test-only-redis-password"}
+    node = load_project(variables, [COMPOSE_FILE, CLUSTER_FILE]).services["kafka"]
     return {k: v for k, v in image_properties(service_env(node)).items() if k not in NODE_OWN}
 
 
