@@ -176,15 +176,21 @@ class LocationBatchSchema(OpenApiSerializerExtension):
         batch = auto_schema._map_serializer_field(
             LocationBatchSerializer().fields["points"], direction
         )
+        from drf_spectacular.plumbing import ResolvedComponent
+
+        points = ResolvedComponent(  # named, so a generated client's model has a plain name
+            name="LocationPointsRequest",
+            type=ResolvedComponent.SCHEMA,
+            object="LocationPointsRequest",
+            schema={
+                "type": "object",
+                "properties": {"points": batch},
+                "required": ["points"],
+                "not": {"anyOf": [{"required": ["lat"]}, {"required": ["lon"]}]},
+            },
+        )
+        auto_schema.registry.register_on_missing(points)
         return {
             "description": LocationBatchSerializer.__doc__,
-            "oneOf": [
-                {"allOf": [point], "not": {"required": ["points"]}},
-                {
-                    "type": "object",
-                    "properties": {"points": batch},
-                    "required": ["points"],
-                    "not": {"anyOf": [{"required": ["lat"]}, {"required": ["lon"]}]},
-                },
-            ],
+            "oneOf": [{"allOf": [point], "not": {"required": ["points"]}}, points.ref],
         }

@@ -168,7 +168,7 @@ def test_a_generated_python_client_follows_an_order_through_its_life(
     assert "can no longer be cancelled" in refused.parsed.error.message
 
     accepted = api["report_courier_locations"].sync(
-        order.id, client=courier, body=models.LocationBatchRequest(lat=12.9731, lon=77.6201)
+        order.id, client=courier, body=models.LocationPointRequest(lat=12.9731, lon=77.6201)
     )
     assert isinstance(accepted, models.Accepted) and accepted.accepted == 1
     for expected in ["ARRIVING_AT_DOOR", "DELIVERED"]:
