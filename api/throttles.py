@@ -23,6 +23,7 @@ from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 from rest_framework.throttling import ScopedRateThrottle as DRFScopedRateThrottle
 
 from tracker.accounts.security import TokenBucket, client_ip
+from tracker.cache.counters import SlidingWindow
 from tracker.orders import policy
 
 if TYPE_CHECKING:  # rest_framework.views imports this module (DEFAULT_THROTTLE_CLASSES)
@@ -48,8 +49,8 @@ class ScopedRateThrottle(DRFScopedRateThrottle):
 
 
 class ReadRateThrottle(SimpleRateThrottle):
-    """A signed-in user's reads in any window of the rate's period (counted atomically in
-    buckets of a sixtieth of it, :meth:`allow_request`): ``reads``
+    """A signed-in user's reads in any window of the rate's period
+    (:class:`~tracker.cache.counters.SlidingWindow`): ``reads``
     (``API_THROTTLE_READS``) for customers and couriers, ``reads_staff``
     (``API_THROTTLE_READS_STAFF``) for restaurant staff and operators, whose pages and
     kitchen tablets (often several on one account) read many orders. A read is a GET,
@@ -71,15 +72,11 @@ class ReadRateThrottle(SimpleRateThrottle):
     scope = "reads"
     staff_scope = "reads_staff"
 
-    #: Buckets a window is counted in: ``kept / SLICES`` seconds each (1 s for a minute).
-    SLICES = 60
-
     def __init__(self) -> None:  # DRF's parses one rate; the role picks one of two per request
         self.rates = [
             self.parse_rate(self.THROTTLE_RATES[s]) for s in (self.scope, self.staff_scope)
         ]
         self.kept = max(period for _, period in self.rates)
-        self.step = max(1, self.kept // self.SLICES)
 
     def applies(self, view: APIView, method: str) -> bool:
         return not is_write(method) or getattr(view, "query_in_body", False)
@@ -88,52 +85,28 @@ class ReadRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
 
     def allow_request(self, request: Request, view: APIView) -> bool:
-        """Count the read first (an atomic ``incr`` of this second's bucket), then decide on
-        the window's sum: concurrent reads each count, and a refused one takes its count back.
-        At the limit, racing reads may both be refused, never both admitted."""
+        """Count the read first, then decide on the window's sum: concurrent reads each
+        count, and a refused one takes its count back. At the limit, racing reads may both
+        be refused, never both admitted."""
         if not request.user.is_authenticated or not self.applies(view, request.method):
             return True
-        key = self.get_cache_key(request, view)
-        self.now = self.timer()
-        current = int(self.now // self.step)
-        buckets = range(current - self.kept // self.step, current + 1)
-        keys = [f"{key}:{i}" for i in buckets]
-        self.cache.add(keys[-1], 0, self.kept + self.step)
-        try:
-            self.cache.incr(keys[-1])
-        except ValueError:  # expired or evicted between add and incr
-            self.cache.set(keys[-1], 1, self.kept + self.step)
-        counts = self.cache.get_many(keys)
-        self.counts = [
-            (i * self.step, counts.get(k, 0)) for i, k in zip(buckets, keys, strict=True)
-        ]
+        self.window = SlidingWindow(self.get_cache_key(request, view), self.kept, self.timer())
+        self.window.count()
         self.num_requests, self.duration = self.rates[0]
         if self.spent() > self.num_requests and holds_staff_budget(request.user):
             self.num_requests, self.duration = self.rates[1]
         if self.spent() <= self.num_requests:
             return True
-        self.cache.decr(keys[-1])  # a refused read spends nothing
-        self.counts[-1] = (self.counts[-1][0], self.counts[-1][1] - 1)
+        self.window.take_back()  # a refused read spends nothing
         return False
-
-    def window(self) -> list[tuple[float, int]]:
-        """The buckets (start, reads) of the current window, oldest first."""
-        return [(t, n) for t, n in self.counts if t > self.now - self.duration]
 
     def spent(self) -> int:
         """Reads in the current window."""
-        return sum(n for _, n in self.window())
+        return self.window.spent(self.duration)
 
     def wait(self) -> float:
         """Until enough of the oldest reads have aged out of the window that one more fits."""
-        if self.num_requests <= 0:
-            return float(self.duration)
-        left = self.spent()
-        for start, reads in self.window():
-            left -= reads
-            if left < self.num_requests:
-                return max(start + self.duration - self.now, 1)
-        return float(self.duration)
+        return self.window.wait(self.num_requests, self.duration)
 
 
 def holds_staff_budget(user: Any) -> bool:

@@ -34,7 +34,7 @@ from django.core import signing
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from tracker.accounts.rates import parse_rate
-from tracker.cache.counters import cache
+from tracker.cache.counters import SlidingWindow, cache
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -134,42 +134,18 @@ class Refusal:
     reason: str
 
 
-#: Buckets a budget's window is counted in (1 s each for a minute).
-WINDOW_SLICES = 60
-
-
 def spend(kind: str, ident: str, rate: tuple[int, int]) -> int | None:
     """Count one use of ``ident``'s ``kind`` budget, ``rate`` (count, seconds) in any window
-    of that length, in the cache (Redis in production, shared by every process): None while
-    it lasts, else the seconds until enough uses have aged out for one more.
-
-    A sliding window counted in buckets of a sixtieth of it: a fixed window would let twice
-    the budget through across its boundary, and would forget a guesser's count whenever a
-    minute turns. Each use is an atomic ``incr`` of its bucket, so concurrent attempts each
-    count; a refused one counts too (a guesser gains nothing by hammering)."""
+    of that length, shared by every process (:class:`~tracker.cache.counters.SlidingWindow`):
+    None while it lasts, else the seconds until enough uses have aged out for one more. A
+    refused use counts too: a guesser gains nothing by hammering."""
     limit, period = rate
-    step = max(1, period // WINDOW_SLICES)
-    now = time.time()
-    current = int(now // step)
     digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
-    buckets = range(current - period // step, current + 1)
-    keys = [f"throttle:{kind}:{digest}:{i}" for i in buckets]
-    cache.add(keys[-1], 0, timeout=period + step)
-    try:
-        cache.incr(keys[-1])
-    except ValueError:  # expired between add and incr
-        cache.set(keys[-1], 1, timeout=period + step)
-    counts = cache.get_many(keys)
-    window = [(i * step, counts.get(k, 0)) for i, k in zip(buckets, keys, strict=True)]
-    window = [(start, n) for start, n in window if start > now - period]
-    left = sum(n for _, n in window)
-    if left <= limit:
+    window = SlidingWindow(f"throttle:{kind}:{digest}", period)
+    window.count()
+    if window.spent() <= limit:
         return None
-    for start, n in window:
-        left -= n
-        if left <= limit - 1:
-            return max(1, int(start + period - now + 0.999))
-    return period
+    return max(1, int(window.wait(limit) + 0.999))
 
 
 class TokenBucket:
