@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from bench import harness
+from contract.load import Load
 
 #: A REST reader's pause after each answer: it reads at most 1 / this a second.
 READER_PAUSE = 0.2
@@ -353,7 +354,7 @@ def report(args, children, workdir, series, soak, probes, events_in, rows) -> di
         "logs": str(logs.relative_to(harness.ROOT)) if logs.exists() else None,
     }
     harness.print_table(
-        f"Soak ({result['system']}): {args.multiple:g}x the book's peak for {args.minutes:g} "
+        f"Soak ({result['system']}): {Load(args.multiple).describe()} for {args.minutes:g} "
         f"min, {args.readers} REST readers, {args.sockets} sockets",
         [(k, str(events_in[k]), str(rows[k]), "yes" if events_in[k] == rows[k] else "NO")
          for k in events_in],
