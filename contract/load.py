@@ -88,3 +88,19 @@ def equivalent(multiple: float, events_per_order: float) -> Load:
     orders each bringing ``events_per_order`` events: the stream benchmark's orders bring
     27 (placed, 6 statuses, 20 points), so its "100x" is 100 x 27 / 997.9 = 2.7x."""
     return Load(multiple * events_per_order / EVENTS_PER_ORDER)
+
+
+#: The capacity ladder's levels (``python -m bench capacity``). Kafka's local byte cap and
+#: Pinot's flush thresholds are sized together for the highest (pinot/deployment.py).
+CAPACITY_LEVELS = (1.0, 2.0, 3.0, 5.0, 8.0)
+
+#: What the stream job writes to each enriched topic per GPS point at the simulator's mix:
+#: (records a point, bytes a record takes in Kafka's log, after the sink's compression).
+#: Measured in a ``make run``-like system at 1x (docs/performance.md, "Kafka bytes per GPS
+#: point"); a micro-batch folds an order's changes within it into one record, so at the
+#: 2 s trigger a point makes about half a record of each.
+ENRICHED_PER_POINT: dict[str, tuple[float, float]] = {
+    "orders_enriched": (0.54, 200.0),
+    "delivery_statuses": (0.53, 76.0),
+    "order_items_enriched": (0.0061, 90.0),
+}
