@@ -95,12 +95,13 @@ def equivalent(multiple: float, events_per_order: float) -> Load:
 CAPACITY_LEVELS = (1.0, 2.0, 3.0, 5.0, 8.0)
 
 #: What the stream job writes to each enriched topic per GPS point at the simulator's mix:
-#: (records a point, bytes a record takes in Kafka's log, after the sink's compression).
-#: Measured in a ``make run``-like system at 1x (docs/performance.md, "Kafka bytes per GPS
-#: point"); a micro-batch folds an order's changes within it into one record, so at the
-#: 2 s trigger a point makes about half a record of each.
+#: (records a point, bytes a record takes in Kafka's log, after the sink's zstd). Measured
+#: over 8 minutes (minutes 4-12) of a ``make run``-like system at 1x on 2026-12-07, the
+#: broker's log files before and after (docs/performance.md, "Kafka bytes per GPS point");
+#: a micro-batch folds an order's changes within it into one record, so at the 2 s
+#: trigger a point makes about half a record of each.
 ENRICHED_PER_POINT: dict[str, tuple[float, float]] = {
-    "orders_enriched": (0.54, 200.0),
-    "delivery_statuses": (0.53, 76.0),
-    "order_items_enriched": (0.0061, 90.0),
+    "orders_enriched": (0.54, 205.0),
+    "delivery_statuses": (0.53, 85.0),
+    "order_items_enriched": (0.007, 158.0),
 }
