@@ -124,7 +124,8 @@ def settle(level: Load, args: argparse.Namespace) -> dict:
             start = old[-1]
             rate = (seen[-1][1] - start[1]) / (now - start[0])
             if abs(rate / level.points_per_second - 1) <= args.tolerance:
-                return {"settle_s": round(now - began), "points_per_s": round(rate), "steady": True}
+                return {"settle_s": round(now - began), "settle_points_per_s": round(rate),
+                        "steady": True}  # fmt: skip
         if now - began >= args.settle_minutes * 60:
             break
         print(
@@ -135,7 +136,7 @@ def settle(level: Load, args: argparse.Namespace) -> dict:
         harness.STOP.wait(args.every)
     return {
         "settle_s": round(time.monotonic() - began),
-        "points_per_s": round(rate),
+        "settle_points_per_s": round(rate),
         "steady": False,
     }
 
