@@ -175,7 +175,8 @@ class Console:
 
         if self._consumer is None:
             self._consumer = kafka.consumer()
-        ends = kafka.end_offsets(self._consumer, topic_name(Topic.DELIVERY_LOCATIONS))
+        # As short as the other status reads: a broker out of reach must not hold the line.
+        ends = kafka.end_offsets(self._consumer, topic_name(Topic.DELIVERY_LOCATIONS), timeout=2.0)
         return sum(ends.values())
 
     def _outbox(self, elapsed: float) -> str:
