@@ -128,8 +128,9 @@ def settle(level: Load, args: argparse.Namespace) -> dict:
                         "steady": True}  # fmt: skip
         if now - began >= args.settle_minutes * 60:
             break
+        so_far = f"{rate:,.0f}" if old else "(a minute to measure)"
         print(
-            f"  {level.multiple:g}x: {rate:,.0f} GPS points/s of {level.points_per_second:,.0f}"
+            f"  {level.multiple:g}x: {so_far} GPS points/s of {level.points_per_second:,.0f}"
             f" after {now - began:.0f} s",
             flush=True,
         )
