@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contract.load import REFERENCE_TRAFFIC, Load
 from localrun.launch import System
 from localrun.ports import free_port
 
@@ -45,8 +46,6 @@ os.environ.setdefault("DJANGO_DEBUG", "true")
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = RESULTS.parent.parent
 SCENARIOS = sorted(p.stem for p in (ROOT / "bench" / "scenarios").glob("[a-z]*.py"))
-#: The book's peak load: orders a minute (the simulator's ``--multiple`` 1).
-BOOK_PEAK_PER_MIN = 50
 #: Writes raised (a benchmark places and moves orders faster than people do); reads are
 #: not: benchmarks spread them over users (:func:`readers_for`).
 BENCH_ENV = {
@@ -154,8 +153,8 @@ def system(
 
 
 def start_full_system(multiple: float, read_rate: float = 0) -> System:
-    """Every component, the simulator at ``multiple`` x the book's peak (the caller stops
-    it). ``read_rate``: REST reads a second to come, for which the world gets twice the
+    """Every component, the simulator at ``multiple`` x the book's peak
+    (:func:`simulator_env`; the caller stops it). ``read_rate``: REST reads a second to come, for which the world gets twice the
     customers :func:`readers_for` says."""
 
     def more_customers() -> None:
@@ -164,8 +163,7 @@ def start_full_system(multiple: float, read_rate: float = 0) -> System:
         if read_rate and (more := 2 * readers_for(read_rate) - Customer.objects.count()) > 0:
             bench_customers(more, "bench-customer")
 
-    env = {"SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple), "SIMULATOR_PACE": "4"}
-    return start(env=env, seed=True, prepare=more_customers)
+    return start(env=simulator_env(multiple), seed=True, prepare=more_customers)
 
 
 @dataclass
@@ -584,12 +582,21 @@ def disk_mb(path: Path) -> float:
     return round(total / 1_048_576, 1)
 
 
-BOOK_PEAK_PER_MIN = 50
-
-
 def multiple(default: float = 1) -> tuple[float, str]:
     """The ``--multiple`` option: the simulator's load, as :func:`start_full_system` takes it."""
-    return float(default), f"simulator load, x the book's peak of {BOOK_PEAK_PER_MIN} orders/min"
+    return float(default), f"simulator load, x the book's peak: 1x is {Load(1).describe()[3:]}"
+
+
+def simulator_env(multiple: float) -> dict[str, str]:
+    """The simulator's variables for ``multiple`` x the book's peak, in every topology: the
+    orders a minute, ``make run``'s kitchen pace, and the traffic pinned at the one that
+    gives the reference points an order (contract/load.py), so a level carries the same
+    GPS points a second at any hour of the day."""
+    return {
+        "SIMULATOR_RATE": str(Load(multiple).orders_per_minute),
+        "SIMULATOR_PACE": "4",
+        "SIMULATOR_TRAFFIC": str(REFERENCE_TRAFFIC),
+    }
 
 
 def add_options(parser: argparse.ArgumentParser, options: Mapping[str, object]) -> None:
@@ -766,11 +773,7 @@ def start_production_run(
     files = files or [COMPOSE_FILE]
     var = var or production_folder(files)
     var.parent.mkdir(parents=True)
-    overrides = {
-        "SIMULATOR_RATE": str(BOOK_PEAK_PER_MIN * multiple),
-        "SIMULATOR_PACE": "4",
-        "LOG_LEVEL": "WARNING",
-    }
+    overrides = {**simulator_env(multiple), "LOG_LEVEL": "WARNING"}
     p = prod.plan(
         var=var, ports=prod.Ports(web=free_port()), overrides=overrides, demo=True, files=files
     )

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from contract.load import BOOK_PEAK_ORDERS_PER_MINUTE
 from localrun.pinot import STOP_TIMEOUT as PINOT_STOP_TIMEOUT
 from runtime.conf import BASE_DIR, env_bool, env_float, env_int, env_str, kafka_config
 
@@ -51,7 +52,7 @@ def components() -> list[Component]:
     frames = ["--ws-max-size", str(env_int("WS_MAX_MESSAGE_BYTES", 4096))]
     web = ["-m", "uvicorn", "config.asgi:application", "--no-access-log", *workers, *frames]
     listen = ["--host", host, "--port", str(port)]
-    rate = ["--rate", str(env_float("SIMULATOR_RATE", 50.0))]
+    rate = ["--rate", str(env_float("SIMULATOR_RATE", BOOK_PEAK_ORDERS_PER_MINUTE))]
     pace = ["--pace", str(env_float("SIMULATOR_PACE", 4.0))]
     # The stream job's first micro-batch needs input, so it starts beside the simulator.
     return [

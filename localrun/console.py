@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from contract.load import Load
 from localrun.components import web_address
 from runtime.conf import env_float, env_str
 
@@ -75,6 +76,7 @@ class Console:
     _batches: _Batches = field(default_factory=_Batches)
     _last: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _consumer: Any = None
 
     # ------------------------------------------------------------ child lines
 
@@ -151,10 +153,31 @@ class Console:
         if new is None or moved is None:
             return ""
         active = Order.objects.exclude(status__in=["DELIVERED", "CANCELLED"]).count()
-        return (
+        text = (
             f"orders {orders:,} ({active:,} active), {new / elapsed * 60:.0f} placed/min, "
             f"{moved / elapsed:.1f} status changes/s"
         )
+        try:
+            points = self._delta("points", self._points())
+        except Exception as exc:  # noqa: BLE001 - Kafka not reachable from here: orders still show
+            return text + f"; GPS points unavailable: {exc.__class__.__name__}"
+        if points is None:
+            return text
+        # The level in real units (contract/load.py): GPS points are 99% of the events.
+        level = Load.of_points(points / elapsed).multiple
+        return text + f", {points / elapsed:,.0f} GPS points/s ({level:.2f}x in points)"
+
+    def _points(self) -> int:
+        """GPS points Kafka has taken so far (``delivery_locations``' end offsets), through
+        one consumer kept for the console's life."""
+        from contract.events import Topic, topic_name
+        from runtime import kafka
+
+        if self._consumer is None:
+            self._consumer = kafka.consumer()
+        # As short as the other status reads: a broker out of reach must not hold the line.
+        ends = kafka.end_offsets(self._consumer, topic_name(Topic.DELIVERY_LOCATIONS), timeout=2.0)
+        return sum(ends.values())
 
     def _outbox(self, elapsed: float) -> str:
         from django.utils import timezone

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.events import topic_name
+from contract.load import CAPACITY_LEVELS, ENRICHED_PER_POINT, Load
 from pinot.definitions import TableDef
 from runtime.conf import env_int, kafka_config
 
@@ -24,6 +25,10 @@ PINOT_VERSION = "0.11.0"
 CONSUMER_FACTORY = "org.apache.pinot.plugin.stream.kafka20.KafkaConsumerFactory"
 
 _FLUSH_TIME = "realtime.segment.flush.threshold.time"
+_FLUSH_ROWS = "realtime.segment.flush.threshold.rows"
+#: The share of Kafka's byte cap a consuming segment may span at the highest capacity level:
+#: the rest covers Kafka deleting whole log segments, the commit's own time and bursts.
+CAP_SHARE = 0.5
 
 
 class LoaderError(RuntimeError):
@@ -39,6 +44,9 @@ class Settings:
     topic_prefix: str = field(default_factory=lambda: kafka_config().topic_prefix)
     #: Kafka's retention of the topics: a table's flush time must stay below it.
     kafka_retention_ms: int = field(default_factory=lambda: kafka_config().retention_ms)
+    #: Kafka's byte cap per partition (-1: none): a consuming segment must commit before
+    #: the cap deletes its start, at the highest level of load (:func:`check_flush_time`).
+    kafka_retention_bytes: int = field(default_factory=lambda: kafka_config().retention_bytes)
     #: The topic's partitions, which a table partitioned by order_id must state: None asks
     #: Kafka for each table's topic (:func:`pinot.loader.load`), the only count that can be trusted.
     kafka_partitions: int | None = None
@@ -109,8 +117,12 @@ def table_config(table: TableDef, settings: Settings) -> dict[str, Any]:
 
 
 def check_flush_time(table: TableDef, settings: Settings) -> None:
-    """LoaderError when the table's flush time is not below Kafka's retention: a server
-    restarted later would re-consume from deleted offsets and lose orders' latest state."""
+    """LoaderError when a consuming segment can outlive the Kafka records it would be
+    rebuilt from: its flush time not below Kafka's retention, or its flush thresholds (time
+    or rows) letting it span more than :data:`CAP_SHARE` of the byte cap at the highest
+    capacity level (:func:`segment_span_bytes`). A server restarted after a crash re-reads
+    its consuming segments from Kafka; from deleted offsets it would lose orders' latest
+    state (docs/pinot.md, "Graceful stop")."""
     stream = table.config["tableIndexConfig"]["streamConfigs"]
     flush = stream.get(_FLUSH_TIME, "6h")
     if duration_ms(flush) >= settings.kafka_retention_ms:
@@ -120,3 +132,33 @@ def check_flush_time(table: TableDef, settings: Settings) -> None:
             "restarted later would re-consume from deleted offsets and lose orders' latest "
             "state. Lower the flush time in pinot/tables/ or raise the retention."
         )
+    if settings.kafka_retention_bytes < 0:
+        return
+    partitions = settings.kafka_partitions or kafka_config().partitions
+    span = segment_span_bytes(table, partitions)
+    if span > CAP_SHARE * settings.kafka_retention_bytes:
+        top = Load(max(CAPACITY_LEVELS))
+        raise LoaderError(
+            f"{table.name}: at {top.describe()} a consuming segment spans up to "
+            f"{span / 1_048_576:,.0f} MiB of a partition of {table.topic.value} before "
+            f"{_FLUSH_TIME} {flush!r} or {_FLUSH_ROWS} {stream.get(_FLUSH_ROWS, '0')} "
+            f"commits it, over {CAP_SHARE:.0%} of Kafka's byte cap "
+            f"({settings.kafka_retention_bytes / 1_048_576:,.0f} MiB, KAFKA_RETENTION_BYTES): "
+            "a server restarted after a crash would re-consume from deleted offsets and "
+            "lose orders' latest state. Lower the thresholds in pinot/tables/ or raise the cap."
+        )
+
+
+def segment_span_bytes(table: TableDef, partitions: int) -> float:
+    """Kafka bytes of one partition a consuming segment of ``table`` can span at the
+    highest capacity level: it commits at its flush time or rows, whichever comes first
+    (Pinot 0.11 divides the rows among the partitions a server consumes, so the table's
+    figure is an upper bound). No rows threshold (0): the time alone."""
+    stream = table.config["tableIndexConfig"]["streamConfigs"]
+    records_per_point, record_bytes = ENRICHED_PER_POINT[table.topic.value]
+    records_per_s = Load(max(CAPACITY_LEVELS)).points_per_second * records_per_point / partitions
+    seconds = duration_ms(stream.get(_FLUSH_TIME, "6h")) / 1000
+    rows = int(stream.get(_FLUSH_ROWS, "0") or 0)
+    if rows > 0:
+        seconds = min(seconds, rows / records_per_s)
+    return seconds * records_per_s * record_bytes

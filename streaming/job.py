@@ -24,6 +24,7 @@ from typing import Any
 
 from contract.events import Topic
 from runtime.conf import kafka_config
+from runtime.kafka.clients import COMPRESSION
 from runtime.metrics import serve_metrics
 
 from . import enrich, progress
@@ -55,13 +56,22 @@ def sink(stream: Any, settings: Settings) -> Any:
     ``acks=all`` and idempotence are Kafka's client defaults, stated here as the other
     producers state them (runtime/kafka/): set explicitly, a later option that
     conflicts with them fails the query instead of quietly turning them off, and a
-    record is acknowledged only once ``min.insync.replicas`` brokers hold it."""
+    record is acknowledged only once ``min.insync.replicas`` brokers hold it.
+
+    Its batches are compressed as our producers' are (zstd, with their 5 ms linger so a
+    batch holds many records): an enriched record repeats the whole order for each GPS
+    point, and uncompressed the sink wrote about 750 of the 840 bytes Kafka stored per
+    point (issue 70; docs/performance.md, "Kafka bytes per GPS point"). The broker keeps
+    the producer's compression (``compression.type=producer``) and Pinot's consumer reads
+    it."""
     writer = stream.writeStream.outputMode("update")
     return (
         writer.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("kafka.acks", "all")
         .option("kafka.enable.idempotence", "true")
+        .option("kafka.compression.type", COMPRESSION)
+        .option("kafka.linger.ms", "5")
     )
 
 

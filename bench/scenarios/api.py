@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from bench import harness
 from contract.events import LIFECYCLE, OrderStatus
+from contract.load import Load
 
 STATUSES = [s.value for s in LIFECYCLE]
 ON_THE_ROAD = STATUSES.index(OrderStatus.OUT_FOR_DELIVERY.value) + 1
@@ -468,7 +469,7 @@ def open_loop_system(args: argparse.Namespace) -> dict:
         result, rss = beside_the_pipeline(args, pids, supervisor.web_url)
     finally:
         supervisor.stop()
-    return {"load": f"full system, simulator at {args.multiple:g}x the book's peak",
+    return {"load": f"full system, simulator at {Load(args.multiple).describe()}",
             "results": {"new": result}, "rss_mb": rss}  # fmt: skip
 
 
@@ -498,7 +499,7 @@ def open_loop_production(args: argparse.Namespace) -> dict:
         )
     finally:
         system.stop()
-    return {"load": f"make run-prod, simulator at {args.multiple or 1:g}x the book's peak",
+    return {"load": f"make run-prod, simulator at {Load(args.multiple or 1).describe()}",
             "results": {"new": result}, "rss_mb": rss}  # fmt: skip
 
 

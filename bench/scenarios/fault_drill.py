@@ -37,6 +37,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from bench import harness
+from contract.load import Load
 from localrun.launch import environ
 
 #: A state counts as reached (recovered, cleared) once it has held this long.
@@ -679,7 +680,7 @@ class Drill:
                 [s for s in self.samples() if start <= s["t"] < end],
                 (first, last),
                 minutes,
-                harness.BOOK_PEAK_PER_MIN * self.args.multiple,
+                Load(self.args.multiple).orders_per_minute,
                 self.args.sample_every,
             ),
         }
@@ -1283,7 +1284,7 @@ def run(args: argparse.Namespace) -> dict | None:
     harness.stop_on_signals()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     var = harness.production_folder(cluster_files())
-    print(f"fault drill: the cluster at {args.multiple:g}x the book's peak, in {var}", flush=True)
+    print(f"fault drill: the cluster at {Load(args.multiple).describe()}, in {var}", flush=True)
     try:
         system = harness.start_production_run(args.multiple, files=cluster_files(), var=var)
     except BaseException:
@@ -1346,7 +1347,7 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> dict:
     logs = harness.RESULTS / f"{name}-logs"
     if failed:
         keep_logs(system.plan.var, system.workdir, logs)
-    asked = harness.BOOK_PEAK_PER_MIN * args.multiple
+    asked = Load(args.multiple).orders_per_minute
     result = {
         "label": f"{args.multiple:g}x",
         "failed": failed,

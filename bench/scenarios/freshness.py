@@ -29,6 +29,7 @@ import time
 
 from bench import harness
 from contract.events import Topic
+from contract.load import Load
 from runtime.conf import var_dir
 from runtime.kafka import ConsumerRecord
 
@@ -271,7 +272,8 @@ def one_level(
         supervisor.stop()
     return {
         "multiple": multiple,
-        "orders_per_min": harness.BOOK_PEAK_PER_MIN * multiple,
+        "orders_per_min": Load(multiple).orders_per_minute,
+        "points_per_s_asked": Load(multiple).points_per_second,
         "rest": summary(measured["rest"]),
         "websocket": summary(measured["push"]),
         "rest_polling": summary(measured["rest_polling"]),
@@ -775,7 +777,7 @@ def run(args: argparse.Namespace) -> dict:
             )
         ]
         harness.print_table(
-            f"Freshness at {multiple:g}x the book's peak ({harness.BOOK_PEAK_PER_MIN * multiple:g} orders/min)",
+            f"Freshness at {Load(multiple).describe()}",
             rows, header=("path", "n", "p50 ms", "p95 ms", "p99 ms", "max ms"),
         )  # fmt: skip
         push = level["websocket"]

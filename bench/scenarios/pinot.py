@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from bench import harness
 from contract import geo
+from contract import load as real
 from contract.events import Event, now_ms
 from localrun.launch import System
 from runtime import kafka
@@ -188,7 +189,7 @@ class Load:
     @property
     def per_s(self) -> float:
         """Orders placed a second."""
-        return harness.BOOK_PEAK_PER_MIN * self.multiple / 60
+        return real.Load(self.multiple).orders_per_second
 
     @property
     def lifetime_s(self) -> float:

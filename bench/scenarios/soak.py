@@ -10,7 +10,7 @@ every ``--every`` s, CPU per 10-minute window and the RSS plateau; logs kept bes
 
     .venv/bin/python -m bench soak --multiple 10 --minutes 30
     .venv/bin/python -m bench soak --multiple 1 --minutes 120 --every 30 --readers 0
-        --sockets 0 --probe-every 120 --retention-mb 32  # the long run at rest (one line)
+        --sockets 0 --probe-every 120  # the long run at rest (one line)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from bench import harness
+from contract.load import Load
 
 #: A REST reader's pause after each answer: it reads at most 1 / this a second.
 READER_PAUSE = 0.2
@@ -251,7 +252,11 @@ OPTIONS = {
     "--readers": 20,
     "--sockets": 200,
     "--probe-every": (0.0, "seconds (0: no probe)"),
-    "--retention-mb": (0, "KAFKA_RETENTION_BYTES in MiB, per partition (0: the default)"),
+    "--retention-mb": (
+        0,
+        "KAFKA_RETENTION_BYTES in MiB, per partition (0: the default); Pinot's loader refuses "
+        "a cap its flush thresholds can outrun at the capacity ladder's top level (about 220)",
+    ),
     "--plateau-from": (90.0, "minute whose RSS the rest of the run is held against"),
     "--production": (False, "the production-like run instead of make run's"),
 }
@@ -353,7 +358,7 @@ def report(args, children, workdir, series, soak, probes, events_in, rows) -> di
         "logs": str(logs.relative_to(harness.ROOT)) if logs.exists() else None,
     }
     harness.print_table(
-        f"Soak ({result['system']}): {args.multiple:g}x the book's peak for {args.minutes:g} "
+        f"Soak ({result['system']}): {Load(args.multiple).describe()} for {args.minutes:g} "
         f"min, {args.readers} REST readers, {args.sockets} sockets",
         [(k, str(events_in[k]), str(rows[k]), "yes" if events_in[k] == rows[k] else "NO")
          for k in events_in],

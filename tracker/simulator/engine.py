@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from contract import geo
 from contract.events import CANCELLABLE_STATUSES, OrderStatus
+from contract.load import BOOK_PEAK_ORDERS_PER_MINUTE
 from tracker.couriers.models import Courier
 from tracker.customers.models import Address
 from tracker.orders import services
@@ -98,7 +99,8 @@ class VirtualClock:
 
 @dataclass(frozen=True)
 class SimConfig:
-    orders_per_minute: float = 50.0
+    #: The level of load (contract/load.py states it in orders, statuses and points).
+    orders_per_minute: float = BOOK_PEAK_ORDERS_PER_MINUTE
     #: Divides kitchen waits; travel is at courier speed in the hour's traffic, never paced.
     pace: float = 1.0
     cancel_rate: float = 0.03
@@ -109,6 +111,10 @@ class SimConfig:
     #: 0: none, for a simulator running for days, whose memory would otherwise grow with
     #: every action until the window is full).
     log_limit: int | None = None
+    #: Courier speed factor for every hour (None: the hour's, ``TRAFFIC_BY_HOUR``). A ride's
+    #: length in points follows it, so benchmarks pin it (``contract.load.REFERENCE_TRAFFIC``)
+    #: to carry the same points an order at any hour.
+    traffic: float | None = None
 
 
 @dataclass
@@ -282,7 +288,8 @@ class Simulation:
         )
 
     def _speed_kmh(self) -> float:
-        return geo.COURIER_SPEED_KMH * TRAFFIC_BY_HOUR[self._hour()] * self.rng.uniform(0.85, 1.15)
+        traffic = self.config.traffic or TRAFFIC_BY_HOUR[self._hour()]
+        return geo.COURIER_SPEED_KMH * traffic * self.rng.uniform(0.85, 1.15)
 
     def _position(self, transit: Transit, now: datetime) -> tuple[float, float]:
         fraction = min((now - transit.started).total_seconds() / transit.seconds, 1.0)

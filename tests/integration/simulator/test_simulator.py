@@ -86,3 +86,17 @@ def test_a_simulator_without_an_action_log_keeps_no_state_per_order(kafka_topics
     # Only orders still riding are tracked; finished rides are let go.
     riding = Order.objects.filter(status__in=["OUT_FOR_DELIVERY", "ARRIVING_AT_DOOR"]).count()
     assert len(sim.transits) <= riding
+
+
+@pytest.mark.django_db
+def test_a_pinned_traffic_rides_at_the_same_speed_at_every_hour():
+    """Benchmarks pin the traffic (``SIMULATOR_TRAFFIC``) so a level carries the same GPS
+    points an order at any hour; unpinned, the rush hour slows the couriers."""
+    seed_small_world()
+
+    def speed(traffic: float | None, hour: int) -> float:
+        clock = VirtualClock(START.replace(hour=hour))
+        return Simulation(random.Random(1), SimConfig(traffic=traffic), clock)._speed_kmh()
+
+    assert speed(1.06, 3) == speed(1.06, 18)
+    assert speed(None, 18) < speed(None, 3)  # 0.6 against 1.3 times the free speed

@@ -9,6 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
+from contract.load import BOOK_PEAK_ORDERS_PER_MINUTE, Load
+from runtime.conf import env_float
 from tracker.simulator.engine import (
     DB_RETRY_SECONDS,
     RealClock,
@@ -35,8 +37,17 @@ class Command(BaseCommand):
         parser.add_argument(
             "--seed", type=int, default=None, help="random seed (deterministic run)"
         )
-        parser.add_argument("--rate", type=float, default=50.0, help="orders per minute")
+        parser.add_argument(
+            "--rate", type=float, default=BOOK_PEAK_ORDERS_PER_MINUTE, help="orders per minute"
+        )
         parser.add_argument("--pace", type=float, default=1.0, help="divide kitchen waits by this")
+        parser.add_argument(
+            "--traffic",
+            type=float,
+            default=env_float("SIMULATOR_TRAFFIC", 0.0),
+            help="courier speed factor at every hour (0: the hour's traffic; benchmarks pin "
+            "it so a level carries the same GPS points at any hour)",
+        )
         parser.add_argument("--duration", type=float, default=None, help="seconds to run")
         parser.add_argument("--max-orders", type=int, default=None)
         parser.add_argument("--seed-only", action="store_true", help="create demo data and exit")
@@ -50,8 +61,9 @@ class Command(BaseCommand):
         self,
         *args,
         seed=None,
-        rate=50.0,
+        rate=BOOK_PEAK_ORDERS_PER_MINUTE,
         pace=1.0,
+        traffic=0.0,
         duration=None,
         max_orders=None,
         seed_only=False,
@@ -59,8 +71,8 @@ class Command(BaseCommand):
         **options,
     ):
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-        if rate < 0 or pace <= 0:
-            raise CommandError("--rate must be >= 0 and --pace > 0")
+        if rate < 0 or pace <= 0 or traffic < 0:
+            raise CommandError("--rate and --traffic must be >= 0 and --pace > 0")
         try:
             accounts = demo_accounts()
         except DemoAccountsRefused as exc:
@@ -88,14 +100,15 @@ class Command(BaseCommand):
         else:
             clock = RealClock()
         # Nothing reads the action log of a running simulator (replays and tests do).
-        config = SimConfig(orders_per_minute=rate, pace=pace, log_limit=0)
+        config = SimConfig(orders_per_minute=rate, pace=pace, log_limit=0, traffic=traffic or None)
         sim = Simulation(rng, config, clock)
         resumed = sim.resume_open_orders()
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stop.set())
         signal.signal(signal.SIGINT, lambda *a: stop.set())
         self.stdout.write(
-            f"simulator: running at {rate:g} orders/min, pace {pace:g}"
+            f"simulator: running at {Load.of_orders(rate).describe()}, pace {pace:g}"
+            + (f", traffic x{traffic:g}" if traffic else "")
             + (f", resumed {resumed} open orders" if resumed else "")
         )
         self.stdout.flush()
