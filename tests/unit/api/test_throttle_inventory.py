@@ -50,6 +50,10 @@ BUDGETS = {
     "api/v1/orders/<int:pk>/advance/": "POST: scope writes",
     "api/v1/orders/<int:pk>/locations/": "POST: scope locations, LocationPointsThrottle",
     "api/v1/orders/<int:pk>/share/": "GET: reads; POST: scope shares; DELETE: scope shares",
+    "api/v1/notifications/subscriptions/": "GET: reads; POST: scope writes",
+    "api/v1/notifications/subscriptions/<int:pk>/": "GET: reads; DELETE: scope writes",
+    "api/v1/notifications/preferences/": "GET: reads; PATCH: scope writes",
+    "api/v1/notifications/vapid-key/": READS,
     "api/v1/operations/time-in-status/": READS,
     "api/v1/operations/stuck-orders/": READS,
     "api/v1/operations/deliveries-in-area/": "POST: reads",  # a query in a body
