@@ -57,9 +57,6 @@ async function show(note) {
     renotify: true,
     data: { url: note.url, orderId: note.orderId, moment: note.moment },
   });
-  // The open pages hear of it too (they may refresh what they show).
-  const windows = await self.clients.matchAll({ type: "window", includeUncontrolled: true });
-  for (const client of windows) client.postMessage({ type: "notification-shown", tag: note.tag, url: note.url });
 }
 
 self.addEventListener("push", (event) => {
