@@ -66,6 +66,8 @@ BUDGETS = {
     "orders/<int:order_id>/": PAGE,
     "order/new/": PAGE,
     "addresses/": PAGE,
+    "settings/notifications/": PAGE,
+    "sw.js": "none: the service worker, a static file read once per process",
     "restaurant/": PAGE,
     "restaurant/board/": PAGE,
     "operations/": PAGE,
