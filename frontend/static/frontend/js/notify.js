@@ -35,11 +35,12 @@ export function tagFor(orderId, moment) {
   return rule.tagFormat.replace("{order_id}", String(orderId)).replace("{moment}", moment);
 }
 
-/** Our service worker's registration, if this browser has one (null: show directly). */
+/** Our service worker's registration, if this browser has an active one (null: show directly). */
 async function workerRegistration() {
   if (!("serviceWorker" in navigator)) return null;
   try {
-    return (await navigator.serviceWorker.getRegistration(config.urls.serviceWorker || "/sw.js")) || null;
+    const registration = await navigator.serviceWorker.getRegistration(config.urls.serviceWorker || "/sw.js");
+    return registration && registration.active ? registration : null;
   } catch {
     return null;
   }
