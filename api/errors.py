@@ -19,6 +19,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from contract.events import EventValidationError
 from runtime.redis_errors import REDIS_UNREACHABLE
 from tracker.customers.services import TooManyAddresses
+from tracker.notifications.endpoints import Refused as EndpointRefused
+from tracker.notifications.services import TooManySubscriptions
 from tracker.orders.policy import NotVisible, ScopeRequired
 from tracker.orders.services import IllegalTransition, OrderError, TelemetryError
 from tracker.sharing.services import ShareRefused
@@ -84,7 +86,9 @@ def _translate(exc: Exception) -> Exception:
         return exceptions.NotFound(str(exc))
     if isinstance(exc, ScopeRequired):
         return exceptions.ValidationError({exc.field: [str(exc)]})
-    if isinstance(exc, OrderError | TooManyAddresses):
+    if isinstance(exc, EndpointRefused):
+        return exceptions.ValidationError({"endpoint": [str(exc)]})
+    if isinstance(exc, OrderError | TooManyAddresses | TooManySubscriptions):
         return exceptions.ValidationError({exc.field or "non_field_errors": [str(exc)]})
     if isinstance(exc, EventValidationError):
         return exceptions.ValidationError({exc.field: [exc.reason]})

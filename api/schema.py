@@ -27,6 +27,7 @@ TAGS = {
     "me": "Account",
     "restaurants": "Menu",
     "orders": "Orders",
+    "notifications": "Notifications",
     "operations": "Operations",
 }
 _ERRORS = {

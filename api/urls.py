@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 
 from api import errors
-from api.views import accounts, docs, menu, operations, orders, sharing
+from api.views import accounts, docs, menu, notifications, operations, orders, sharing
 
 app_name = "api"
 addresses = accounts.AddressViewSet.as_view
@@ -28,6 +28,22 @@ v1 = [
         "orders/<int:pk>/locations/", orders.CourierLocationView.as_view(), name="order-locations"
     ),
     path("orders/<int:pk>/share/", sharing.ShareLinksView.as_view(), name="order-share"),
+    path(
+        "notifications/subscriptions/",
+        notifications.PushSubscriptionsView.as_view(),
+        name="push-subscriptions",
+    ),
+    path(
+        "notifications/subscriptions/<int:pk>/",
+        notifications.PushSubscriptionView.as_view(),
+        name="push-subscription",
+    ),
+    path(
+        "notifications/preferences/",
+        notifications.NotificationPreferencesView.as_view(),
+        name="notification-preferences",
+    ),
+    path("notifications/vapid-key/", notifications.VapidKeyView.as_view(), name="vapid-key"),
     path(
         "operations/time-in-status/", operations.TimeInStatusView.as_view(), name="time-in-status"
     ),

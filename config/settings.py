@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "tracker.sharing",
     "tracker.outbox",
     "tracker.notices",
+    "tracker.notifications",
     "tracker.tracking",
     "tracker.cache",
     "tracker.simulator",
@@ -307,6 +308,10 @@ SPECTACULAR_SETTINGS = {
         {"name": "Menu", "description": "Restaurants and their menus."},
         {"name": "Orders", "description": "Placing, following and moving orders; GPS points."},
         {
+            "name": "Notifications",
+            "description": "Web Push subscriptions, notification preferences, the VAPID key.",
+        },
+        {
             "name": "Operations",
             "description": "Analytics for operators, and for restaurant "
             "staff on their own restaurant.",
@@ -365,6 +370,40 @@ SHARE_MAX_LINKS_PER_ORDER = env_int("SHARE_MAX_LINKS_PER_ORDER", 5)
 SHARE_VIEW_RATE = env_str("SHARE_VIEW_RATE", "60/min")
 SHARE_CONNECT_RATE = env_str("SHARE_CONNECT_RATE", "30/min")
 SHARE_MAX_SOCKETS_PER_LINK = env_int("SHARE_MAX_SOCKETS_PER_LINK", 10)
+
+# --- notifications (tracker/notifications) ----------------------------------------------
+#: The https hosts of the browser push services a subscription may name (``*.`` matches any
+#: subdomain): Chrome and Edge's FCM, Firefox's autopush, Safari's, Windows' WNS.
+WEBPUSH_ALLOWED_HOSTS = env_list(
+    "WEBPUSH_ALLOWED_HOSTS",
+    [
+        "fcm.googleapis.com",
+        "updates.push.services.mozilla.com",
+        "*.push.apple.com",
+        "*.notify.windows.com",
+    ],
+)
+#: A push service on loopback (http too) for ``make run`` and the tests; never with debug
+#: off. Private, link-local and metadata addresses stay refused even then.
+WEBPUSH_ALLOW_LOCAL = env_bool("WEBPUSH_ALLOW_LOCAL", False)
+if WEBPUSH_ALLOW_LOCAL and not DEBUG:
+    raise ImproperlyConfigured(
+        "WEBPUSH_ALLOW_LOCAL lets subscriptions name loopback addresses: for make run and the "
+        "tests only, never with DJANGO_DEBUG off."
+    )
+#: The VAPID key (tracker/notifications/vapid.py): PEM or base64url, else this PEM file
+#: (made on first use with debug on).
+WEBPUSH_VAPID_PRIVATE_KEY = env_str("WEBPUSH_VAPID_PRIVATE_KEY", "")
+WEBPUSH_VAPID_KEY_FILE = env_str("WEBPUSH_VAPID_KEY_FILE", str(var_dir() / "vapid" / "private.pem"))
+#: Make that file when it is missing (a new key: every subscription made with the old one
+#: stops working): the embedded mode's default, never in production.
+WEBPUSH_VAPID_GENERATE = env_bool("WEBPUSH_VAPID_GENERATE", DEBUG)
+#: The contact a push service may write to about our traffic (VAPID's ``sub`` claim).
+WEBPUSH_VAPID_SUBJECT = env_str("WEBPUSH_VAPID_SUBJECT", "mailto:notifications@ordertrack.invalid")
+#: Subscriptions one user may keep (400 beyond: delete one first).
+WEBPUSH_MAX_SUBSCRIPTIONS_PER_USER = env_int("WEBPUSH_MAX_SUBSCRIPTIONS_PER_USER", 20)
+#: The customers' time zone, for the times in notifications (the demo city is Bengaluru).
+NOTIFY_TIME_ZONE = env_str("NOTIFY_TIME_ZONE", "Asia/Kolkata")
 
 # --- the simulator (tracker/simulator/seed.py) ------------------------------------
 #: With debug off, the only password the demo accounts may get (refused when unset, the

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from frontend.views import service_worker
 from tracker.operations.views import healthz, metrics, readyz
 
 admin.site.site_header = "Ordertrack operations"
@@ -10,6 +11,8 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),
+    # The service worker at the root, so that it may control every page (frontend/views.py).
+    path("sw.js", service_worker, name="service-worker"),
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
     path("", include("frontend.urls")),

@@ -11,6 +11,7 @@ urlpatterns = [
     path("orders/<int:order_id>/", views.order_page, name="order"),
     path("order/new/", views.place_order, name="place-order"),
     path("addresses/", views.addresses, name="addresses"),
+    path("settings/notifications/", views.notification_settings, name="notification-settings"),
     path("restaurant/", views.restaurant_dashboard, name="restaurant-dashboard"),
     path("restaurant/board/", views.kitchen_board, name="kitchen-board"),
     path("operations/", views.operations, name="operations"),

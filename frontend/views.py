@@ -9,7 +9,8 @@ need no inline script).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
+from functools import cache, wraps
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from contract.events import LIFECYCLE
 from runtime.conf import env_str
 from tracker.accounts.rates import parse_rate
 from tracker.accounts.security import client_ip, spend
+from tracker.notifications import moments
 from tracker.orders import policy
 from tracker.orders.services import MAX_GPS_CLOCK_SKEW_MS, MAX_POINTS_PER_REQUEST
 from tracker.sharing import selectors as sharing
@@ -66,11 +68,14 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         },
         "map": map_config(),
         "lifecycle": [status.value for status in LIFECYCLE],
+        "notifications": moments.page_rule(),
         "urls": {
             "order": reverse("frontend:order", args=[0]).replace("/0/", "/{id}/"),
             "myOrders": reverse("frontend:my-orders"),
             "placeOrder": reverse("frontend:place-order"),
             "addresses": reverse("frontend:addresses"),
+            "notificationSettings": reverse("frontend:notification-settings"),
+            "serviceWorker": reverse("service-worker"),
             "restaurantDashboard": reverse("frontend:restaurant-dashboard"),
             "kitchenBoard": reverse("frontend:kitchen-board"),
             "courier": reverse("frontend:courier"),
@@ -203,6 +208,37 @@ def kitchen_board(request: HttpRequest) -> HttpResponse:
     return _restaurant_page(
         request, "kitchen_board.html", "board", lambda name: f"Kitchen · {name}"
     )
+
+
+@page_view
+def notification_settings(request: HttpRequest) -> HttpResponse:
+    """How the customer hears about their orders: push on this device (subscribe with the
+    server's VAPID key, register over REST; or unsubscribe and delete), email, which
+    moments. Customers only (others get a 403 page), as the API's preferences are."""
+    if policy.customer_of(request.user) is None:
+        raise PermissionDenied("Notification settings belong to customer accounts.")
+    return _page(request, "notification_settings.html", "notifications", "Notifications")
+
+
+#: The service worker's source: a static file, served from the site's root (below).
+SERVICE_WORKER = Path(__file__).resolve().parent / "static" / "frontend" / "js" / "sw.js"
+
+
+@cache
+def _service_worker_source() -> bytes:
+    return SERVICE_WORKER.read_bytes()
+
+
+@csrf_exempt  # it changes nothing: any other method gets require_safe's 405
+@require_safe
+def service_worker(request: HttpRequest) -> HttpResponse:
+    """``/sw.js``: the service worker, at the root so that its scope is every page (a
+    worker controls only the paths under its script's; from ``/static/`` it would need a
+    ``Service-Worker-Allowed`` header). Public, as every static file: it holds nothing of
+    anyone. Revalidated on every update check, so a new release reaches the browsers."""
+    response = HttpResponse(_service_worker_source(), content_type="text/javascript")
+    response["Cache-Control"] = "no-cache"
+    return response
 
 
 @page_view

@@ -21,6 +21,7 @@ from api.serializers.accounts import (
 from tracker.accounts.security import issue_token
 from tracker.customers import services
 from tracker.customers.models import Address
+from tracker.notifications import services as notifications
 from tracker.orders import policy
 
 
@@ -55,7 +56,8 @@ class TokenLoginView(APIView):
 
 
 class LogoutView(APIView):
-    """Revoke the caller's token (every device using it) and end the browser session."""
+    """Sign out everywhere: revoke the caller's token (every device using it), delete every
+    Web Push subscription of theirs, and end the browser session."""
 
     @extend_schema(
         operation_id="signOut",
@@ -65,6 +67,7 @@ class LogoutView(APIView):
     )
     def post(self, request: Request) -> Response:
         Token.objects.filter(user=request.user).delete()
+        notifications.forget_user(request.user)
         logout(request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -67,6 +67,10 @@ VISITS: dict[str, list[Visit]] = {
         Visit("alice", lambda w: "/addresses/", ready=".address-item"),
         Visit("rider", lambda w: "/addresses/", status=403),
     ],
+    "settings/notifications/": [
+        Visit("alice", lambda w: "/settings/notifications/", ready="#moment-list input"),
+        Visit("rider", lambda w: "/settings/notifications/", status=403),
+    ],
     "restaurant/": [Visit("cook", lambda w: "/restaurant/", ready="#kpis .kpi-value")],
     "restaurant/board/": [Visit("cook", lambda w: "/restaurant/board/", ready=".ticket")],
     "operations/": [

@@ -281,13 +281,21 @@ async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
         await pinot.apublish(order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0))
         await expect(page).to_have_title(re.compile(r"^Confirmed · Order #"))
         assert await page.evaluate("window.__shown.length") == 0
-        # In the background: one notification per change.
+        # In the background: a kitchen step only moves the title; a moment notifies, with
+        # the tag the server's push of that moment carries (one replaces the other).
         await page.evaluate("window.__hidden = true")
         await pinot.apublish(order_event_of(order, 3, "BEING_PREPARED", created_at=t0))
         await expect(page).to_have_title(re.compile(r"^Being prepared · Order #"))
+        await pinot.apublish(order_event_of(order, 4, "CANCELLED", created_at=t0))
+        await expect(page).to_have_title(re.compile(r"^Cancelled · Order #"))
+        await page.wait_for_function("window.__shown.length > 0")
         shown = await page.evaluate("window.__shown")
-        assert [(n["title"], n["tag"]) for n in shown] == [
-            (f"Order #{order.pk}: Being prepared", f"order-{order.pk}")
+        assert [(n["title"], n["tag"], n["body"]) for n in shown] == [
+            (
+                f"Order #{order.pk}: Cancelled",
+                f"order-{order.pk}-cancelled",
+                "Tap to follow your order",
+            )
         ]
     finally:
         await context.close()

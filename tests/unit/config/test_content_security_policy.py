@@ -87,6 +87,8 @@ def _pages() -> dict[str, Client]:
         f"/orders/{order.pk}/": c,
         "/order/new/": c,
         "/addresses/": c,
+        "/settings/notifications/": c,
+        "/sw.js": anonymous,
         "/courier/": as_user["courier"],
         "/operations/": as_user["operator"],
         "/restaurant/": as_user["staff"],

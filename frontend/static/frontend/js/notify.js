@@ -2,11 +2,19 @@
  * Status changes while the page is in the background: a browser notification,
  * only after the customer said yes (the "Notify me" button asks; nothing asks on
  * page load). The tab title carries the status too, so it shows in the tab strip.
+ *
+ * Only the moments the server pushes are announced, each with the server's tag
+ * (`config.notifications`, from tracker/notifications/moments.py): the open tab's
+ * notification and the pushed one of the same moment replace each other, never double.
+ * Where the browser has our service worker, the notification is shown through it (the
+ * only way some browsers show one at all), and tapping it opens the order's page there.
  */
+import { config, orderUrl } from "./config.js";
 import { h, replace, toast } from "./dom.js";
 import { label } from "./status.js";
 
 const supported = typeof window !== "undefined" && "Notification" in window;
+const rule = config.notifications || { tagFormat: "order-{order_id}-{moment}", momentOfStatus: {}, moments: {} };
 
 /** "In the oven · Order #12 · Ordertrack" */
 export function titleForStatus(orderId, status) {
@@ -17,42 +25,76 @@ export function setTitleStatus(orderId, status) {
   document.title = titleForStatus(orderId, status);
 }
 
-/** Notify about an order's new status, if allowed and nobody is looking at the page. */
-export function notifyStatus(orderId, status, { restaurant = null, url = null } = {}) {
-  if (!supported || Notification.permission !== "granted" || !document.hidden) return null;
+/** The moment a status is ("confirmed", …), or null for a kitchen step nobody is told of. */
+export function momentOf(status) {
+  return rule.momentOfStatus[status] || null;
+}
+
+/** The notification tag of an order's moment: the server's rule (moments.tag). */
+export function tagFor(orderId, moment) {
+  return rule.tagFormat.replace("{order_id}", String(orderId)).replace("{moment}", moment);
+}
+
+/** Our service worker's registration, if this browser has an active one (null: show directly). */
+async function workerRegistration() {
+  if (!("serviceWorker" in navigator)) return null;
   try {
-    const note = new Notification(`Order #${orderId}: ${label(status)}`, {
-      body: restaurant ? `${restaurant} · tap to follow your order` : "Tap to follow your order",
-      tag: `order-${orderId}`, // one notification per order: a newer status replaces it
-      renotify: true,
-    });
+    const registration = await navigator.serviceWorker.getRegistration(config.urls.serviceWorker || "/sw.js");
+    return registration && registration.active ? registration : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Notify about an order's new status, if it is a moment, notifications are allowed and
+ * nobody is looking at the page. Resolves to whether one was shown.
+ */
+export async function notifyStatus(orderId, status) {
+  const moment = momentOf(status);
+  if (!moment || !supported || Notification.permission !== "granted" || !document.hidden) return false;
+  const url = orderUrl(orderId);
+  const title = `Order #${orderId}: ${rule.moments[moment] || label(status)}`;
+  // No names, address or items: what a lock screen may show (as the pushed payload).
+  const options = { body: "Tap to follow your order", tag: tagFor(orderId, moment), renotify: true, data: { url } };
+  const registration = await workerRegistration();
+  try {
+    if (registration) {
+      await registration.showNotification(title, options);
+      return true;
+    }
+    const note = new Notification(title, options);
     note.onclick = () => {
       window.focus();
-      if (url && location.pathname !== url) location.assign(url);
+      if (location.pathname !== url) location.assign(url);
       note.close();
     };
-    return note;
+    return true;
   } catch {
-    return null; // e.g. a browser that only notifies from a service worker
+    return false; // e.g. a browser that only notifies from a service worker it lacks
   }
 }
 
 /**
  * The "Notify me" control in `slot`: a button while permission is undecided, a note
- * once granted or blocked. Clicking asks the browser (a user gesture, as required).
+ * once granted or blocked, and the way to the settings page (push with the page closed,
+ * email). Clicking asks the browser (a user gesture, as required).
  */
 export function notificationControl(slot) {
   if (!slot) return;
+  const settings = config.urls.notificationSettings
+    ? h("a", { class: "notify-settings", href: config.urls.notificationSettings }, "Notification settings")
+    : null;
   const draw = () => {
     if (!supported) {
-      replace(slot);
+      replace(slot, settings);
       return;
     }
     const permission = Notification.permission;
     if (permission === "granted") {
-      replace(slot, h("span", { class: "muted notify-state", id: "notify-state" }, "Notifications on"));
+      replace(slot, h("span", { class: "muted notify-state", id: "notify-state" }, "Notifications on"), settings);
     } else if (permission === "denied") {
-      replace(slot, h("span", { class: "muted notify-state", id: "notify-state" }, "Notifications blocked in the browser"));
+      replace(slot, h("span", { class: "muted notify-state", id: "notify-state" }, "Notifications blocked in the browser"), settings);
     } else {
       replace(
         slot,
@@ -71,6 +113,7 @@ export function notificationControl(slot) {
           },
           "Notify me",
         ),
+        settings,
       );
     }
   };

@@ -158,7 +158,7 @@ function applyStatus(message) {
 function statusMoved(order, status) {
   const name = order.restaurant && order.restaurant.name ? ` from ${order.restaurant.name}` : "";
   announce(`Order #${order.id}${name} is now: ${label(status)}.`);
-  notifyStatus(order.id, status, { restaurant: order.restaurant ? order.restaurant.name : null, url: orderUrl(order.id) });
+  notifyStatus(order.id, status);
 }
 
 function onMessage(message) {

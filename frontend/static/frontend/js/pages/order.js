@@ -51,7 +51,7 @@ function statusMoved() {
   renderHeader();
   renderTimeline();
   announce(`Order #${orderId} is now: ${label(state.status)}.`);
-  notifyStatus(orderId, state.status, { restaurant: state.order.restaurant.name, url: location.pathname });
+  notifyStatus(orderId, state.status);
   if (state.status === "DELIVERED") toast("Your order has been delivered. Enjoy your meal!", "success");
 }
 
@@ -255,7 +255,7 @@ function onMessage(message) {
     renderAll();
     if (previous && previous !== state.status) {
       announce(`Order #${orderId} is now: ${label(state.status)}.`);
-      notifyStatus(orderId, state.status, { restaurant: state.order.restaurant.name, url: location.pathname });
+      notifyStatus(orderId, state.status);
     }
   } else if (message.type === "update" && message.order_id === orderId) {
     state.applyUpdate(message);
