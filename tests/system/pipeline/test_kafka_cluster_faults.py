@@ -283,12 +283,6 @@ def _gauge(name: str, **labels: str) -> float | None:
     return REGISTRY.get_sample_value(name, labels)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 69: the monitor's watermark query times out on the dead leader's "
-    "partitions and the sample reports Kafka down: assert _gauge('ordertrack_dependency_up', "
-    "dependency='kafka') == 1 fails with 0.0",
-)
 async def test_the_monitor_reports_replicas_missing_not_kafka_down_when_one_node_dies(kafka_nodes):
     """The drill's finding: for the seconds before the cluster fences a killed node, the
     node still leads its partitions, and the monitor said "kafka unreachable"
