@@ -8,15 +8,24 @@ from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
 
 from tracker.accounts.security import token_expired, token_of
+from tracker.cache import outage
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
     """DRF's token authentication, refusing expired tokens (``API_TOKEN_TTL_DAYS``) with
-    one query per request.
+    one query per request; while the database cannot be reached, the sign-in kept from
+    the key's last check (:mod:`tracker.cache.outage`), else the 503.
     """
 
     def authenticate_credentials(self, key: str) -> tuple:
-        token = token_of(key)
+        since = outage.generation()
+        try:
+            token = token_of(key)
+        except outage.DATABASE_UNREACHABLE:
+            user = outage.signed_in(key)
+            if user is None:
+                raise
+            return user, None
         if token is None:
             raise AuthenticationFailed(_("Invalid token."))
         if not token.user.is_active:
@@ -25,4 +34,5 @@ class ExpiringTokenAuthentication(TokenAuthentication):
             # Its open WebSockets are closed too (tracker/live/signals.py).
             Token.objects.filter(key=key).delete()
             raise AuthenticationFailed("Token expired; sign in again.")
+        outage.keep_sign_in(key, token.user, since)
         return token.user, token

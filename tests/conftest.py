@@ -68,11 +68,12 @@ def _fresh_read_cache():
     database is rolled back afterwards, so the next test's orders reuse the same ids.
     The notice listener a test started is stopped: it holds a database connection of its
     own, which would keep PostgreSQL from dropping the test database at the end."""
-    from tracker.cache import bodies, reads
+    from tracker.cache import bodies, outage, reads
     from tracker.notices import listener
 
     reads.clear()
     bodies.clear()
+    outage.clear()
     yield
     listener.stop()
 
@@ -81,7 +82,9 @@ class DatabaseOutage:
     """The default database's server gone, as far as this process can tell: its settings
     point at a loopback port nothing listens on, so every new connection is refused for real
     (as when PostgreSQL is stopped in the fault drill). The settings are every thread's; a
-    connection is its thread's, so each call closes the calling thread's."""
+    connection is its thread's, so each call closes the calling thread's, and the start
+    stops the notice listener, whose thread would read on through the connection it holds
+    (it starts again when next asked for, and cannot connect until the end)."""
 
     def __init__(self) -> None:
         from django.db import connection
@@ -91,8 +94,11 @@ class DatabaseOutage:
 
     def start(self) -> None:
         """From the thread that reads next (an async test: its database thread)."""
+        from tracker.notices import listener
+
         self.connection.close()
         self.connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+        listener.stop()
 
     def end(self) -> None:
         """The server back; from any thread (a timer, for an outage while code runs)."""

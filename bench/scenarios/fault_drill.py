@@ -937,7 +937,68 @@ async def redis_fault(drill: Drill, rec: FaultRecord) -> None:
 
 async def postgres_fault(drill: Drill, rec: FaultRecord) -> None:
     rec.target = f"PostgreSQL, stopped in immediate mode (SIGQUIT) for {POSTGRES_DOWN_S:g} s"
-    await drill.process_fault(rec, "postgres", signal.SIGQUIT, POSTGRES_DOWN_S, group=False)
+    await drill.process_fault(
+        rec, "postgres", signal.SIGQUIT, POSTGRES_DOWN_S, group=False,
+        meanwhile=lambda: reads_while_database_down(drill, rec),
+    )  # fmt: skip
+
+
+#: Reads while PostgreSQL is down: the first this long after it stopped, then this often.
+READ_CHECK_FIRST_S, READ_CHECK_EVERY_S = 3.0, 5.0
+
+
+async def reads_while_database_down(drill: Drill, rec: FaultRecord) -> None:
+    """The PostgreSQL fault's read check (issue 69): within the time the web keeps what
+    the database answered (:data:`tracker.cache.outage.OUTAGE_SECONDS`) and the fault's
+    hold, every probe customer reads their last order, as each probe does before it places
+    one (each customer every few probes, so every web process has answered them within the
+    last minutes): 200; a customer who never read (:func:`unread_customer`) reads their
+    list: the 503 with ``Retry-After`` of anyone the web kept nothing for. What the web
+    keeps is each process's own: a read that only another process answered before the
+    outage is not "read lately" for this one."""
+    from tracker.cache.outage import OUTAGE_SECONDS
+
+    people, counts = drill.people, {"read_lately": Counter(), "never_read": Counter()}
+    rec.extra["reads"] = counts
+    until = rec.t_inject + min(POSTGRES_DOWN_S, OUTAGE_SECONDS) - 1.0
+    at = rec.t_inject + READ_CHECK_FIRST_S
+    async with drill.system.endpoint.client() as client:
+        while at < until:
+            await asyncio.sleep(max(0.0, at - drill.now()))
+            for customer, last in list(people["last_orders"].items()):
+                path = f"/api/v1/orders/{last}/"
+                counts["read_lately"][await _status(client, path, customer)] += 1
+            counts["never_read"][await _status(client, "/api/v1/orders/", people["unread"])] += 1
+            at += READ_CHECK_EVERY_S
+    drill.say(f"{rec.name}: reads while down: {dict(counts['read_lately'])} read lately, "
+              f"{dict(counts['never_read'])} never read")  # fmt: skip
+
+
+async def _status(client, path: str, token: str) -> str:  # noqa: ANN001 - an httpx client
+    """The answer's code (with ``Retry-After`` when a 503 says when to retry), or the error."""
+    try:
+        response = await client.get(path, headers={"Authorization": f"Token {token}"})
+    except Exception as exc:  # noqa: BLE001 - a refused read is a result
+        return type(exc).__name__
+    retry = (
+        " Retry-After" if response.status_code == 503 and "Retry-After" in response.headers else ""
+    )
+    return f"{response.status_code}{retry}"
+
+
+def unread_customer() -> str:
+    """The token of a customer who reads nothing before the PostgreSQL fault."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from rest_framework.authtoken.models import Token
+
+    from tracker.customers.models import Customer
+
+    user, _ = get_user_model().objects.get_or_create(username="drill-never-read")
+    Customer.objects.get_or_create(user=user)
+    key = Token.objects.get_or_create(user=user)[0].key
+    connection.close()
+    return key
 
 
 #: The fault catalogue, in the default order.
@@ -1190,6 +1251,13 @@ def _commands_503(s: dict) -> bool | None:
     return all(k.split()[1] == "503" and k.endswith("Retry-After") for k in refused)
 
 
+def _reads_kept(s: dict) -> bool | None:
+    reads = (s.get("extra") or {}).get("reads")
+    if not reads or not reads["read_lately"]:
+        return None
+    return set(reads["read_lately"]) == {"200"} and set(reads["never_read"]) == {"503 Retry-After"}
+
+
 def _reads_from_pinot(s: dict) -> bool | None:
     reads = s["reads_while_down"]
     return None if not reads else set(reads) == {"200 pinot"}
@@ -1230,6 +1298,7 @@ TARGETS: tuple[tuple[str | None, str, Callable[[dict], bool | None]], ...] = (
     ("redis", "no status missed", lambda s: s["socket"]["missed"] == 0),
     ("postgres", "commands answer 503 with Retry-After, never 500", _commands_503),
     ("postgres", "tracking reads keep answering from Pinot", _reads_from_pinot),
+    ("postgres", "reads of users read lately: 200 for the kept minute; others: 503", _reads_kept),
     ("postgres", "the relay resumes without a manual step", _recovered),
     (None, "shows on the operations strip within 60 s and clears after recovery", _detected("strip")),
     (None, "shows as its alert within 60 s and clears after recovery", _detected("alert")),
@@ -1296,6 +1365,7 @@ def run(args: argparse.Namespace) -> dict | None:
     windows: dict[str, dict] = {}
     try:
         people = harness.probe_people(harness.wait_for_operator())
+        people["unread"] = unread_customer()
         drill = Drill(system, args, people)
         prometheus = Prometheus.start(system.workdir, drill.prometheus_targets())
         drill.prometheus_url = prometheus.url

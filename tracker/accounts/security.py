@@ -34,6 +34,7 @@ from django.core import signing
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from tracker.accounts.rates import parse_rate
+from tracker.cache import outage
 from tracker.cache.counters import SlidingWindow, cache
 
 if TYPE_CHECKING:
@@ -348,7 +349,12 @@ def token_of(key: str):
 
 def user_for_token(key: str):
     """The active user a token key belongs to, or None (unknown, expired, deactivated, or
-    issued before the user's password last changed)."""
+    issued before the user's password last changed). While the database cannot be
+    reached, the user it signed in as lately (:func:`tracker.cache.outage.sign_in`)."""
+    return outage.sign_in(key, _checked_user)
+
+
+def _checked_user(key: str):
     token = token_of(key)
     if token is None or token_expired(token) or not token.user.is_active:
         return None

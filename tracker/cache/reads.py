@@ -47,6 +47,7 @@ from django.core.cache import caches
 from prometheus_client import Counter
 
 from contract.events import now_ms
+from tracker.cache import outage
 from tracker.cache.maps import LOCK, bounded
 from tracker.notices import listener
 from tracker.tracking import selectors
@@ -262,11 +263,19 @@ def _trusted() -> bool:
 
 def _read_through(cache: LRUCache, key: Hashable, load: Callable[[], Any]) -> Any:
     """The entry under ``key``, else ``load()``'s value (None: nothing), cached while the
-    notice listener vouches for what is cached and no notice came during the load."""
+    notice listener vouches for what is cached and no notice came during the load. While
+    the database cannot be reached, the entry as long as :mod:`tracker.cache.outage`
+    keeps answers (the listener heard every change until the outage began)."""
     trusted, generation = _trusted(), _generation
     value = _get(cache, key) if trusted else None
     if value is None:
-        value = load()
+        try:
+            value = load()
+        except outage.DATABASE_UNREACHABLE:
+            value = _get(cache, key) if outage.riding() else None
+            if value is None:
+                raise
+            return value
         if value is not None and trusted:
             _put(cache, key, value, generation)
     return value

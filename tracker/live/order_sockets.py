@@ -11,6 +11,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from django.core.exceptions import PermissionDenied
 
+from tracker.cache import reads
 from tracker.live import messages as m
 from tracker.live.consumers import TrackingSocket, shown_detail
 from tracker.orders import policy
@@ -36,7 +37,8 @@ class OrderSocket(TrackingSocket):
     def follows(self, user: Any) -> list[str]:
         self.order_id = int(self.scope["url_route"]["kwargs"]["order_id"])
         self.since = _since(self.scope)
-        if not policy.can_see(user, self.order_id):
+        placed = reads.placed_order(self.order_id)  # its customer: no query, as in REST
+        if placed is None or not policy.can_see(user, self.order_id, placed.customer_user_id):
             raise PermissionError("No such order.")
         return [m.order_group(self.order_id)]
 

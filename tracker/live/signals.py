@@ -35,6 +35,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_init, post_save, pre_save
 from rest_framework.authtoken.models import Token
 
+from tracker.cache import outage
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.live import messages as m
@@ -58,18 +59,27 @@ def _send(group: str, reason: str) -> None:
 
 
 def notify_user(user_id: int | None, reason: str) -> None:
+    """Also drops what this process kept of the user for an outage (other processes: on
+    the notice), at once: the database may be gone before the listener reads again."""
     if user_id is not None:
-        transaction.on_commit(lambda: _send(m.user_group(user_id), reason))
+        outage.drop_user(user_id)  # now, and again after the commit (a read meanwhile)
+        transaction.on_commit(
+            lambda: (outage.drop_user(user_id), _send(m.user_group(user_id), reason))
+        )
         announce(USER_TOPIC, user_id)
 
 
 def notify_order(order_id: int, reason: str) -> None:
-    transaction.on_commit(lambda: _send(m.order_group(order_id), reason))
+    outage.drop_order(order_id)
+    transaction.on_commit(
+        lambda: (outage.drop_order(order_id), _send(m.order_group(order_id), reason))
+    )
     announce(ORDER_TOPIC, order_id)
 
 
-#: Notice topics (tracker.notices) of the two groups a re-check goes to.
-USER_TOPIC, ORDER_TOPIC = "access.user", "access.order"
+#: Notice topics (tracker.notices) of the two groups a re-check goes to; the answers kept
+#: for an outage are dropped on them too (:mod:`tracker.cache.outage`).
+USER_TOPIC, ORDER_TOPIC = outage.USER_TOPIC, outage.ORDER_TOPIC
 _relays: dict[asyncio.AbstractEventLoop, Any] = {}
 _relays_lock = threading.Lock()
 

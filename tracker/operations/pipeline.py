@@ -29,9 +29,11 @@ import contextlib
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+from confluent_kafka import TopicPartition
 from django.conf import settings
 from django.db import close_old_connections
 from django.db.models import Max
@@ -172,12 +174,19 @@ class PipelineMonitor:
         try:
             measured.update(self._readers(pinot))
             DEPENDENCY_UP.labels("kafka").set(1)
-        except Exception as exc:  # noqa: BLE001 - broker down: the Kafka stages are unknown
+            self._kafka_replicas()
+        except Exception as exc:  # noqa: BLE001 - the Kafka stages are unknown
+            # A node that died still leads its partitions until the cluster fences it (a
+            # few seconds): asked about them, the client times out. The others answering
+            # means copies are missing (ReplicasMissing), not that Kafka is down.
             self._drop_clients()
-            DEPENDENCY_UP.labels("kafka").set(0)
+            missing = self._replicas_unanswered()
+            DEPENDENCY_UP.labels("kafka").set(int(missing is not None))
+            if missing is not None:
+                REPLICAS_MISSING.labels("kafka").set(missing)
+            cause = "broker" if missing is None else "replicas missing"
             for stage in STAGES[1:]:
-                measured[stage.name] = f"broker: {exc.__class__.__name__}: {exc}"[:200]
-        self._kafka_replicas()
+                measured[stage.name] = f"{cause}: {exc.__class__.__name__}: {exc}"[:200]
         if self._segments_at is None or now - self._segments_at >= self.replicas_seconds:
             self._segments_at = now
             self._pinot_replicas()
@@ -221,14 +230,49 @@ class PipelineMonitor:
 
     def _kafka_replicas(self) -> None:
         """Partitions missing in-sync copies, from the cluster's metadata."""
-        if self._cons is None:
-            return
         try:
-            names = [topic_name(t) for t in (*SOURCE_TOPICS, *ENRICHED_TOPICS)]
             metadata = self._cons.list_topics(timeout=5)
-            REPLICAS_MISSING.labels("kafka").set(partitions_out_of_sync(metadata, names))
+            missing = partitions_out_of_sync(metadata, _replicated_topics())
+            REPLICAS_MISSING.labels("kafka").set(missing)
         except Exception as exc:  # noqa: BLE001 - counted as the broker being unreachable
             log.debug("pipeline monitor: Kafka metadata: %s", exc)
+
+    def _replicas_unanswered(self, timeout: float = 3.0) -> int | None:
+        """Partitions missing copies when the stages could not be measured: out of sync, or
+        their end unreadable (each asked on its own, all at once, by a fresh client, so one
+        dead leader's do not hold up the others). None when no partition answers or the
+        cluster's metadata cannot be read: Kafka is unreachable."""
+        cons = kafka.consumer()
+        try:
+            metadata = cons.list_topics(timeout=timeout)
+            partitions = [
+                (name, p)
+                for name in _replicated_topics()
+                if (topic := metadata.topics.get(name)) is not None
+                for p in topic.partitions
+            ]
+
+            def unanswered(partition: tuple[str, int]) -> bool:
+                try:
+                    cons.get_watermark_offsets(TopicPartition(*partition), timeout=timeout)
+                except Exception:  # noqa: BLE001 - timed out: its leader is gone
+                    return True
+                return False
+
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                failed = {
+                    p
+                    for p, bad in zip(partitions, pool.map(unanswered, partitions), strict=True)
+                    if bad
+                }
+        except Exception as exc:  # noqa: BLE001 - no metadata: Kafka is unreachable
+            log.debug("pipeline monitor: Kafka metadata: %s", exc)
+            return None
+        finally:
+            cons.close()
+        if not partitions or len(failed) == len(partitions):
+            return None
+        return partitions_out_of_sync(metadata, _replicated_topics(), failed)
 
     def _pinot_replicas(self) -> None:
         """Segments short of their replicas: the controller's ideal state against what the
@@ -287,6 +331,10 @@ class PipelineMonitor:
                     lag += max(0, end - at)
             out[stage.name] = (total, lag)
         return out
+
+
+def _replicated_topics() -> list[str]:
+    return [topic_name(t) for t in (*SOURCE_TOPICS, *ENRICHED_TOPICS)]
 
 
 _monitor: PipelineMonitor | None = None

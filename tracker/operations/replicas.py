@@ -5,20 +5,26 @@ the clients' own answers, so tests/unit/operations/test_replica_health.py runs i
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 #: States in which a server holds a segment and answers for it.
 _SERVING = {"ONLINE", "CONSUMING"}
 
 
-def partitions_out_of_sync(metadata: Any, topics: list[str]) -> int:
+def partitions_out_of_sync(
+    metadata: Any, topics: list[str], unanswered: Collection[tuple[str, int]] = ()
+) -> int:
     """Partitions of ``topics`` (in a ``list_topics`` answer) that have no leader or fewer
-    in-sync replicas than replicas: a broker is down or falling behind."""
+    in-sync replicas than replicas, or whose leader did not answer (``unanswered``, as
+    (topic, partition): a node that died before the cluster noticed): a broker is down or
+    falling behind."""
     count = 0
     for name in topics:
         topic = metadata.topics.get(name)
-        for partition in topic.partitions.values() if topic is not None else ():
-            if partition.leader < 0 or len(partition.isrs) < len(partition.replicas):
+        for number, partition in topic.partitions.items() if topic is not None else ():
+            short = partition.leader < 0 or len(partition.isrs) < len(partition.replicas)
+            if short or (name, number) in unanswered:
                 count += 1
     return count
 

@@ -25,6 +25,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from contract.events import LIFECYCLE, TERMINAL_STATUSES, OrderStatus
+from tracker.cache import outage
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
 from tracker.orders.models import Order
@@ -191,7 +192,12 @@ def can_see(user: Actor, order_id: int, customer_user_id: int | None = None) -> 
         return False
     if user.pk == customer_user_id or is_operator(user):
         return True
-    return visible_orders(user).filter(pk=order_id).exists()
+    return outage.answer(  # kept: the answer through a database outage (tracker.cache.outage)
+        user.pk,
+        ("can_see", order_id),
+        lambda: visible_orders(user).filter(pk=order_id).exists(),
+        about=lambda _: (order_id,),
+    )
 
 
 def visible_restaurants(user: User) -> QuerySet[Restaurant]:
@@ -268,8 +274,18 @@ def list_scope(user: User, role: str | None = None) -> dict[str, Any]:
     a restaurant's, or all.
 
     ``role`` picks one when a user holds several (default: the first of :data:`ROLES`).
-    The result is the keyword scope of :func:`tracker.tracking.selectors.list_orders`.
+    The result is the keyword scope of :func:`tracker.tracking.selectors.list_orders`,
+    kept for a database outage (:mod:`tracker.cache.outage`).
     """
+    return outage.answer(
+        user.pk,
+        ("list_scope", role),
+        lambda: _list_scope(user, role),
+        about=lambda scope: scope.get("order_ids", ()),
+    )
+
+
+def _list_scope(user: User, role: str | None) -> dict[str, Any]:
     held = roles_of(user)
     wanted = role or (held[0] if held else None)
     if wanted not in held:

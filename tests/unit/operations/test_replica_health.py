@@ -32,6 +32,17 @@ def test_a_partition_short_of_in_sync_replicas_or_without_a_leader_is_out_of_syn
     assert partitions_out_of_sync(metadata, []) == 0
 
 
+def test_a_partition_whose_leader_did_not_answer_is_out_of_sync_though_its_metadata_is_whole():
+    """A node that died still leads its partitions, in sync, until the cluster fences it:
+    the monitor counts the partitions whose end it could not read (issue 69's drill)."""
+    metadata = ClusterMetadata()
+    topic = metadata.topics.setdefault("orders", TopicMetadata())
+    topic.partitions = {n: _partition(n, n + 1, [1, 2, 3]) for n in range(3)}
+    assert partitions_out_of_sync(metadata, ["orders"]) == 0
+    assert partitions_out_of_sync(metadata, ["orders"], {("orders", 0), ("other", 1)}) == 1
+    assert partitions_out_of_sync(metadata, ["orders"], {("orders", 0), ("orders", 2)}) == 2
+
+
 def test_a_segment_served_by_fewer_servers_than_assigned_is_short():
     ideal = {
         "t__0__1": {"Server_a": "CONSUMING", "Server_b": "CONSUMING"},
