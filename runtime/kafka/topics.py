@@ -3,10 +3,11 @@ and what retention has cut from them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from contract.events import Topic, topic_name
 from runtime.conf import KafkaConfig, kafka_config
@@ -38,7 +39,8 @@ def ensure_topics(
     config: KafkaConfig | None = None,
     timeout: float = 15.0,
 ) -> list[str]:
-    """Create missing topics as :func:`topic_specs` says.
+    """Create missing topics as :func:`topic_specs` says, and return once the broker's
+    metadata names every partition of each with a leader.
 
     Returns the physical names created (empty when all existed). Safe to call
     concurrently and repeatedly: "already exists" is success.
@@ -59,7 +61,34 @@ def ensure_topics(
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+    _wait_led(client, created, timeout)
     return created
+
+
+def _wait_led(client: AdminClient, names: list[str], timeout: float) -> None:
+    """Wait until the broker's metadata has a leader for every partition of ``names``.
+
+    CreateTopics answers once the controller has committed the topics; a broker learns
+    of them from the metadata log a moment later (longer on a busy machine), and until
+    then a client asking it for their partitions is told they do not exist."""
+    deadline = time.monotonic() + timeout
+    while names:
+        listed = client.list_topics(timeout=max(deadline - time.monotonic(), 1.0)).topics
+        pending = [
+            name
+            for name in names
+            if name not in listed
+            or listed[name].error is not None
+            or not listed[name].partitions
+            or any(part.leader < 0 for part in listed[name].partitions.values())
+        ]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, f"no leader yet for {', '.join(pending)}")
+            )
+        time.sleep(0.05)
 
 
 def partitions_of(cons: Consumer, topic: str, timeout: float = 10.0) -> list[int]:

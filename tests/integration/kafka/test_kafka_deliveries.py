@@ -29,3 +29,30 @@ def test_an_unreachable_broker_is_an_undelivered_batch_naming_what_is_missing():
     assert (caught.value.total, caught.value.acked) == (2, [])
     assert set(caught.value.errors) == {0, 1}  # untagged messages are tagged by position
     assert str(caught.value).startswith("2 of 2 messages not acknowledged")
+
+
+def test_topics_ensure_topics_created_are_known_with_leaders_at_once(kafka_broker):
+    """CreateTopics answers before the broker's metadata has the topics: a client that
+    asked at once (here one already connected, as a running reader is) was told they do
+    not exist, 60 times in 60 on this machine; a test's first read of its fresh topics
+    (``kafka_topics``) is such a question, and a busy machine widens the gap."""
+    import uuid
+
+    from runtime.kafka import consumer, ensure_topics
+    from tests.engines import delete_topics_with_prefix
+
+    config = KafkaConfig(topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
+    cons = consumer(config)
+    created: list[str] = []
+    try:
+        cons.list_topics(timeout=10)  # connected before the topics exist
+        created = ensure_topics(config=config)
+        assert created
+        for name in created:
+            listed = cons.list_topics(name, timeout=10).topics[name]
+            assert listed.error is None, (name, listed.error)
+            assert len(listed.partitions) == config.partitions, name
+            assert all(part.leader >= 0 for part in listed.partitions.values()), name
+    finally:
+        cons.close()
+        delete_topics_with_prefix(config.topic_prefix, also=created)

@@ -3,8 +3,8 @@ Pinot (all three of its JVMs) and Apache Kafka while the simulator runs the busi
 prove that every order's final state and full timeline in Pinot equal the system of
 record, with no duplicate in the append-only items table.
 
-The components run exactly as ``make run`` starts them (the supervisor and the
-component list), on their own SQLite file, broker port and Pinot port. The supervisor
+The components run exactly as ``make run`` starts them (the one launcher,
+:class:`localrun.launch.System`), on their own SQLite file and free ports. The supervisor
 notices each death, reports it and restarts the component: the stream job resumes from
 its checkpoint, and Kafka from its log on disk (nothing acknowledged with acks=all is
 lost), while the relay and the simulator's GPS producer retry what it did not
@@ -26,8 +26,7 @@ from pathlib import Path
 import pytest
 
 from contract.events import STATUS_TIME_FIELDS, OrderStatus, status_time_field
-from localrun.pinot.conf import free_ports_env
-from tests.conftest import free_port
+from localrun.launch import LaunchError, System
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
@@ -71,7 +70,7 @@ def _kill_group(child) -> None:
     os.killpg(child.process.pid, signal.SIGKILL)
 
 
-def _wait_restarted(supervisor, child, old_pid: int, timeout: float = 240.0) -> None:
+def _wait_restarted(child, old_pid: int, timeout: float = 240.0) -> None:
     def restarted() -> bool:
         proc = child.process
         return proc is not None and proc.pid != old_pid and child.ready.is_set()
@@ -80,18 +79,13 @@ def _wait_restarted(supervisor, child, old_pid: int, timeout: float = 240.0) -> 
 
 
 def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch):
-    env = {
-        "ORDERTRACK_VAR_DIR": str(tmp_path),
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
-        "KAFKA_TOPIC_PREFIX": "",
-        "KAFKA_EMBEDDED": "true",
-        **free_ports_env(),
-        "STREAMING_CHECKPOINT_DIR": str(tmp_path / "checkpoint"),
-        "LOG_LEVEL": "WARNING",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+    wanted = ("kafka", "relay", "pinot", "streaming")
+    env = {"KAFKA_TOPIC_PREFIX": "", "KAFKA_EMBEDDED": "true", "LOG_LEVEL": "WARNING"}
     monkeypatch.delenv("DATABASE_URL", raising=False)
+    log = io.StringIO()
+    system = System(wanted, workdir=tmp_path, env=env, out=log, max_restarts=3)
+    for key, value in system.env.items():  # the commands below and the reads: this run's
+        monkeypatch.setenv(key, value)
     db = tmp_path / "ordertrack.sqlite3"
     subprocess.run([*MANAGE, "migrate", "-v0"], cwd=ROOT, check=True)
     subprocess.run(
@@ -100,27 +94,22 @@ def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch)
         check=True,
         capture_output=True,
     )
-
-    from localrun.components import components
-    from localrun.supervisor import Supervisor
-
-    wanted = ("kafka", "relay", "pinot", "streaming")
-    log = io.StringIO()
-    supervisor = Supervisor([c for c in components() if c.name in wanted], out=log, max_restarts=3)
-    children = {c.component.name: c for c in supervisor.children}
     # The business runs on virtual time while components die under it.
     load = subprocess.Popen(
         [*MANAGE, "simulate", "--fast", "--duration", "1200", "--rate", "12", "--pace", "30", "--seed", "9"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        assert supervisor.start(), log.getvalue()[-3000:]
+        try:
+            system.start()
+        except LaunchError:
+            pytest.fail(log.getvalue()[-3000:])
         for name in ("streaming", "relay", "pinot", "kafka"):
             time.sleep(3)
-            child = children[name]
+            child = system.child(name)
             old_pid = child.process.pid
             _kill_group(child)
-            _wait_restarted(supervisor, child, old_pid)
+            _wait_restarted(child, old_pid)
         assert load.wait(300) == 0
         # After the last restart (the broker), the system must converge.
         from tracker.tracking.selectors import query
@@ -148,4 +137,4 @@ def test_kill_minus_nine_every_component_and_lose_nothing(tmp_path, monkeypatch)
     finally:
         if load.poll() is None:
             load.kill()
-        supervisor.stop()
+        system.stop()

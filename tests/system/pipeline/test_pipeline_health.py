@@ -1,7 +1,7 @@
 """Every stage reports its lag, with real processes: Apache Kafka, the relay, Apache
 Pinot, the web (two uvicorn workers, multi-process metrics) and the Spark stream job
-run as ``make run`` starts them, with the simulator placing orders, and Debian's
-Prometheus scraping them all.
+run as ``make run`` starts them (the one launcher, :class:`localrun.launch.System`),
+with the simulator placing orders, and Debian's Prometheus scraping them all.
 
 * every documented process serves every documented metric name on its documented port;
 * every process listens on loopback only (issue 69, N2), but for one allow-listed port;
@@ -27,7 +27,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from localrun.pinot.conf import free_ports_env
+from localrun.launch import LaunchError, System
 from runtime.metrics import NAMES
 from tests.conftest import free_port
 from tests.processes import listeners
@@ -52,42 +52,40 @@ UNANSWERED = (httpx.HTTPError, KeyError, ValueError)
 @pytest.fixture(scope="module")
 def system(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipeline-health")
-    ports = {name: free_port() for name in ("web", "relay", "streaming", "prometheus")}
     env = {
-        "ORDERTRACK_VAR_DIR": str(tmp),
-        "KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
         "KAFKA_TOPIC_PREFIX": "",
         "KAFKA_EMBEDDED": "true",
-        **free_ports_env(),
-        "STREAMING_CHECKPOINT_DIR": str(tmp / "checkpoint"),
-        "WEB_PORT": str(ports["web"]),
         "WEB_WORKERS": "2",
-        "RELAY_METRICS_PORT": str(ports["relay"]),
-        "STREAMING_METRICS_PORT": str(ports["streaming"]),
         "PIPELINE_SAMPLE_SECONDS": "1",
         "PIPELINE_STALL_SECONDS": str(STALL_SECONDS),
         "LOG_LEVEL": "WARNING",
     }
     patch = pytest.MonkeyPatch()
-    for key, value in env.items():
-        patch.setenv(key, value)
     # The defaults make run has on a plain shell: no outside servers, nothing preset.
     for key in ("DATABASE_URL", "REDIS_URL", "PROMETHEUS_MULTIPROC_DIR", "SPARK_LOCAL_IP"):
         patch.delenv(key, raising=False)
+    log = io.StringIO()
+    wanted = ("kafka", "relay", "pinot", "web", "streaming")
+    launched = System(wanted, workdir=tmp, env=env, out=log, max_restarts=0)
+    for key, value in launched.env.items():  # the commands below and the reads: this run's
+        patch.setenv(key, value)
+    ports = {
+        "web": int(launched.env["WEB_PORT"]),
+        "relay": int(launched.env["RELAY_METRICS_PORT"]),
+        "streaming": int(launched.env["STREAMING_METRICS_PORT"]),
+        "prometheus": free_port(),
+    }
     subprocess.run([*MANAGE, "migrate", "-v0"], cwd=ROOT, check=True)
     subprocess.run([*MANAGE, "simulate", "--seed-only", "--seed", "4"], cwd=ROOT, check=True,
                    capture_output=True)  # fmt: skip
 
-    from localrun.components import components
-    from localrun.supervisor import Supervisor
-
-    wanted = ("kafka", "relay", "pinot", "web", "streaming")
-    log = io.StringIO()
-    supervisor = Supervisor([c for c in components() if c.name in wanted], out=log, max_restarts=0)
     prometheus = None
     load = None
     try:
-        assert supervisor.start(), log.getvalue()[-3000:]
+        try:
+            launched.start()
+        except LaunchError:
+            pytest.fail(log.getvalue()[-3000:])
         # Real time, busy enough that every stage's input grows each second.
         load = subprocess.Popen(
             [*MANAGE, "simulate", "--rate", "240", "--pace", "30", "--seed", "5"],
@@ -97,7 +95,7 @@ def system(tmp_path_factory):
             prometheus = start_prometheus(tmp, ports)
         yield {
             "ports": ports,
-            "children": {c.component.name: c for c in supervisor.children},
+            "children": {c.component.name: c for c in launched.children},
             "web": f"http://127.0.0.1:{ports['web']}",
             "prometheus": f"http://127.0.0.1:{ports['prometheus']}" if prometheus else None,
             "log": log,
@@ -108,7 +106,7 @@ def system(tmp_path_factory):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        supervisor.stop()
+        launched.stop()
         patch.undo()
 
 
