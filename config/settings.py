@@ -9,6 +9,7 @@ development key. Production sets the variables listed in README.md's configurati
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 
 import dj_database_url
@@ -428,6 +429,9 @@ NOTIFY_PER_DESTINATION = env_int("NOTIFY_PER_DESTINATION", 8)
 #: A push logged as sending this long ago, by a notifier that stopped, is sent again; an
 #: email is then counted unknown, never resent.
 NOTIFY_SENDING_LEASE_SECONDS = env_float("NOTIFY_SENDING_LEASE_SECONDS", 60.0)
+#: The notifier's member id in its consumer group (static membership): unique per replica;
+#: a restart under the same id resumes its partitions at once. The host name by default.
+NOTIFIER_INSTANCE_ID = env_str("NOTIFIER_INSTANCE_ID", f"notifier-{socket.gethostname()}")
 #: Where the emails' links point (the site's public origin).
 NOTIFY_SITE_URL = env_str("NOTIFY_SITE_URL", "http://127.0.0.1:8000")
 #: The page where a customer changes their notification preferences.

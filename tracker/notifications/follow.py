@@ -47,6 +47,10 @@ def run(stop: threading.Event, ready: threading.Event | None = None) -> None:
                     "group.id": offsets_group(READER),
                     "enable.partition.eof": False,
                     "auto.offset.reset": "earliest",
+                    # Static membership: a notifier restarted (or killed and restarted) with
+                    # its instance id takes its partitions back at once, without waiting
+                    # for the group to notice the old member is gone.
+                    "group.instance.id": settings.NOTIFIER_INSTANCE_ID,
                     "session.timeout.ms": 10_000,
                     "heartbeat.interval.ms": 1_000,
                 }

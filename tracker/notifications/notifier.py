@@ -266,6 +266,10 @@ class Dispatcher:
             if not self._closed:
                 self._start(task)
 
+    def in_flight_ids(self) -> list[int]:
+        with self._lock:
+            return list(self.in_flight)
+
     def idle(self) -> bool:
         with self._lock:
             return self._pending == 0
@@ -430,7 +434,7 @@ class Notifier:
         lease = timezone.now() - timedelta(seconds=settings.NOTIFY_SENDING_LEASE_SECONDS)
         stale = Delivery.objects.filter(state=DeliveryState.SENDING, updated_at__lt=lease)
         taken = 0
-        for row in stale.exclude(pk__in=list(self.dispatcher.in_flight))[:1000]:
+        for row in stale.exclude(pk__in=self.dispatcher.in_flight_ids())[:1000]:
             if row.channel == ChannelName.EMAIL:
                 if Delivery.objects.filter(pk=row.pk, state=DeliveryState.SENDING).update(
                     state=DeliveryState.UNKNOWN, detail="a notifier stopped during SMTP"
