@@ -198,6 +198,8 @@ class Dispatcher:
             _finish(task, Outcome(Result.FAILED, "queue full"))
 
     def _start(self, task: Task) -> None:  # with the lock held
+        if self._closed:
+            return  # stopping: the row stays sending, and the next notifier's sweep sends it
         if self._running[task.destination] < settings.NOTIFY_PER_DESTINATION:
             self._running[task.destination] += 1
             self._pool.submit(self._run, task)
@@ -241,7 +243,7 @@ class Dispatcher:
         with self._lock:
             self._running[task.destination] -= 1
             waiting = self._waiting.get(task.destination)
-            if waiting:
+            if waiting and not self._closed:
                 nxt = waiting.popleft()
                 self._running[nxt.destination] += 1
                 self._pool.submit(self._run, nxt)
