@@ -437,6 +437,7 @@ NOTIFY_SITE_URL = env_str("NOTIFY_SITE_URL", "http://127.0.0.1:8000")
 #: The page where a customer changes their notification preferences.
 NOTIFY_PREFERENCES_PATH = env_str("NOTIFY_PREFERENCES_PATH", "/settings/notifications/")
 #: Email: Django's SMTP backend, to the relay the environment names.
+NOTIFY_EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
 EMAIL_PORT = env_int("EMAIL_PORT", 1025)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
