@@ -409,6 +409,8 @@ class Notifier:
             targets.append((ChannelName.EMAIL, job, None))
         tasks = []
         for channel, job, sub in targets:
+            if not dropped:  # what a stopped notifier left of this order, first: in order
+                tasks += self._take_over(order.pk, channel, digest(job.address))
             try:
                 with transaction.atomic():
                     row = Delivery.objects.create(
@@ -430,6 +432,35 @@ class Notifier:
 
     # -- after a crash -----------------------------------------------------------
 
+    def _take_over(self, order_id: int, channel: str, target: str) -> list[Task]:
+        """The order's earlier rows to this target that a stopped notifier left sending,
+        taken over now (before the lease runs out), so a restart keeps the order's moments
+        in order on the device: pushes sent again, emails counted unknown."""
+        left = Delivery.objects.filter(
+            order_id=order_id, channel=channel, target=target, state=DeliveryState.SENDING
+        ).exclude(pk__in=self.dispatcher.in_flight_ids())
+        return [task for row in left.order_by("id") if (task := self._adopt(row)) is not None]
+
+    def _adopt(self, row: Delivery) -> Task | None:
+        """Take one row a stopped notifier left sending: a push to send again, or None."""
+        if row.channel == ChannelName.EMAIL:
+            if Delivery.objects.filter(pk=row.pk, state=DeliveryState.SENDING).update(
+                state=DeliveryState.UNKNOWN, detail="a notifier stopped during SMTP"
+            ):
+                metrics.FAILED.labels("email", "unknown").inc()
+            return None
+        claimed = Delivery.objects.filter(
+            pk=row.pk, state=DeliveryState.SENDING, updated_at=row.updated_at
+        ).update(updated_at=timezone.now())
+        if not claimed:
+            return None  # another replica took it
+        task = self._resend(row)
+        if task is None:
+            Delivery.objects.filter(pk=row.pk).update(
+                state=DeliveryState.GONE, detail="subscription deleted"
+            )
+        return task
+
     def sweep(self) -> int:
         """Rows a stopped notifier left as sending: pushes are sent again, emails counted
         unknown (the conversation may have gone through). How many were taken over."""
@@ -437,25 +468,10 @@ class Notifier:
         stale = Delivery.objects.filter(state=DeliveryState.SENDING, updated_at__lt=lease)
         taken = 0
         for row in stale.exclude(pk__in=self.dispatcher.in_flight_ids())[:1000]:
-            if row.channel == ChannelName.EMAIL:
-                if Delivery.objects.filter(pk=row.pk, state=DeliveryState.SENDING).update(
-                    state=DeliveryState.UNKNOWN, detail="a notifier stopped during SMTP"
-                ):
-                    metrics.FAILED.labels("email", "unknown").inc()
-                continue
-            claimed = Delivery.objects.filter(
-                pk=row.pk, state=DeliveryState.SENDING, updated_at=row.updated_at
-            ).update(updated_at=timezone.now())
-            if not claimed:
-                continue  # another replica took it
-            task = self._resend(row)
-            if task is None:
-                Delivery.objects.filter(pk=row.pk).update(
-                    state=DeliveryState.GONE, detail="subscription deleted"
-                )
-                continue
-            taken += 1
-            self.dispatcher.submit(task)
+            task = self._adopt(row)
+            if task is not None:
+                taken += 1
+                self.dispatcher.submit(task)
         return taken
 
     def _resend(self, row: Delivery) -> Task | None:

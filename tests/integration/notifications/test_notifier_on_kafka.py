@@ -181,9 +181,9 @@ def test_a_late_order_is_told_once(world_of_parts):
     )
     wait_until(_settled, 30, "every row sent")
     moments = [p["moment"] for p in parts["push"].of("phone")]
-    assert moments == ["out_for_delivery", "running_late"]
-    late = parts["push"].of("phone")[-1]
-    assert late["window_end"] and late["window_end"] > parts["push"].of("phone")[0]["window_end"]
+    assert moments == ["confirmed", "out_for_delivery", "running_late"]
+    out, late = parts["push"].of("phone")[1:]
+    assert late["window_end"] and late["window_end"] > out["window_end"]
     assert ToldWindow.objects.get(order_id=world.order.pk).slips == 1
     assert ToldWindow.objects.get(order_id=world.order.pk).latest > told.latest
 
