@@ -467,7 +467,7 @@ class Notifier:
         lease = timezone.now() - timedelta(seconds=settings.NOTIFY_SENDING_LEASE_SECONDS)
         stale = Delivery.objects.filter(state=DeliveryState.SENDING, updated_at__lt=lease)
         taken = 0
-        for row in stale.exclude(pk__in=self.dispatcher.in_flight_ids())[:1000]:
+        for row in stale.exclude(pk__in=self.dispatcher.in_flight_ids()).order_by("id")[:1000]:
             task = self._adopt(row)
             if task is not None:
                 taken += 1
