@@ -45,6 +45,11 @@ v1 = [
     ),
     path("notifications/vapid-key/", notifications.VapidKeyView.as_view(), name="vapid-key"),
     path(
+        "notifications/unsubscribe/<str:token>/",
+        notifications.UnsubscribeView.as_view(),
+        name="unsubscribe-email",
+    ),
+    path(
         "operations/time-in-status/", operations.TimeInStatusView.as_view(), name="time-in-status"
     ),
     path("operations/stuck-orders/", operations.StuckOrdersView.as_view(), name="stuck-orders"),

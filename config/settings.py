@@ -9,6 +9,7 @@ development key. Production sets the variables listed in README.md's configurati
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 
 import dj_database_url
@@ -394,6 +395,9 @@ if WEBPUSH_ALLOW_LOCAL and not DEBUG:
 #: The VAPID key (tracker/notifications/vapid.py): PEM or base64url, else this PEM file
 #: (made on first use with debug on).
 WEBPUSH_VAPID_PRIVATE_KEY = env_str("WEBPUSH_VAPID_PRIVATE_KEY", "")
+#: Its public half (base64url, uncompressed point): all the web needs, so the web processes
+#: in production never hold the private key.
+WEBPUSH_VAPID_PUBLIC = env_str("WEBPUSH_VAPID_PUBLIC", "")
 WEBPUSH_VAPID_KEY_FILE = env_str("WEBPUSH_VAPID_KEY_FILE", str(var_dir() / "vapid" / "private.pem"))
 #: Make that file when it is missing (a new key: every subscription made with the old one
 #: stops working): the embedded mode's default, never in production.
@@ -404,6 +408,43 @@ WEBPUSH_VAPID_SUBJECT = env_str("WEBPUSH_VAPID_SUBJECT", "mailto:notifications@o
 WEBPUSH_MAX_SUBSCRIPTIONS_PER_USER = env_int("WEBPUSH_MAX_SUBSCRIPTIONS_PER_USER", 20)
 #: The customers' time zone, for the times in notifications (the demo city is Bengaluru).
 NOTIFY_TIME_ZONE = env_str("NOTIFY_TIME_ZONE", "Asia/Kolkata")
+
+#: The notifier (``manage.py notify``): a moment decided from an event older than this is
+#: logged as dropped, not sent (after notifier downtime, a broker refill, a topic rebuild).
+NOTIFY_MAX_AGE_SECONDS = env_float("NOTIFY_MAX_AGE_SECONDS", 900.0)
+#: "Running late": the predicted arrival is this much past the latest time told.
+NOTIFY_LATE_MARGIN_SECONDS = env_float("NOTIFY_LATE_MARGIN_SECONDS", 300.0)
+#: How long a push service keeps a message for a device that is asleep (RFC 8030 TTL;
+#: never 0, which drops it unless the device is awake at that instant).
+NOTIFY_PUSH_TTL_SECONDS = env_int("NOTIFY_PUSH_TTL_SECONDS", 4 * 3600)
+#: Tries of one send (429, 5xx, a timeout), with exponential backoff from the first delay.
+NOTIFY_MAX_TRIES = env_int("NOTIFY_MAX_TRIES", 4)
+NOTIFY_RETRY_SECONDS = env_float("NOTIFY_RETRY_SECONDS", 1.0)
+#: One push request's or SMTP conversation's timeout (seconds).
+NOTIFY_SEND_TIMEOUT_SECONDS = env_float("NOTIFY_SEND_TIMEOUT_SECONDS", 5.0)
+#: Sends at once, in all; and at once to one push service host or mail relay, so a slow
+#: one holds at most this many and never delays the others.
+NOTIFY_WORKERS = env_int("NOTIFY_WORKERS", 32)
+NOTIFY_PER_DESTINATION = env_int("NOTIFY_PER_DESTINATION", 8)
+#: A push logged as sending this long ago, by a notifier that stopped, is sent again; an
+#: email is then counted unknown, never resent.
+NOTIFY_SENDING_LEASE_SECONDS = env_float("NOTIFY_SENDING_LEASE_SECONDS", 60.0)
+#: The notifier's member id in its consumer group (static membership): unique per replica;
+#: a restart under the same id resumes its partitions at once. The host name by default.
+NOTIFIER_INSTANCE_ID = env_str("NOTIFIER_INSTANCE_ID", f"notifier-{socket.gethostname()}")
+#: Where the emails' links point (the site's public origin).
+NOTIFY_SITE_URL = env_str("NOTIFY_SITE_URL", "http://127.0.0.1:8000")
+#: The page where a customer changes their notification preferences.
+NOTIFY_PREFERENCES_PATH = env_str("NOTIFY_PREFERENCES_PATH", "/settings/notifications/")
+#: Email: Django's SMTP backend, to the relay the environment names.
+NOTIFY_EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+EMAIL_PORT = env_int("EMAIL_PORT", 1025)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = NOTIFY_SEND_TIMEOUT_SECONDS
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Ordertrack <notifications@ordertrack.invalid>")
 
 # --- the simulator (tracker/simulator/seed.py) ------------------------------------
 #: With debug off, the only password the demo accounts may get (refused when unset, the

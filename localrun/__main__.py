@@ -16,6 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-simulator", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # The local push service (localrun/pushservice.py) listens on loopback: allowed with
+    # debug on only (make run), never in production.
+    os.environ.setdefault("WEBPUSH_ALLOW_LOCAL", "true")
     import django
 
     django.setup()
@@ -23,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from localrun.components import components
     from localrun.launch import LaunchError, System
+    from runtime.conf import var_dir
     from tracker.simulator.seed import DEMO_PASSWORD, OPERATOR_USERNAME
 
     print("system | migrating the database ...", flush=True)
@@ -43,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         f"    customers        customer1..customer200 / {DEMO_PASSWORD}\n"
         "    watch events     make tail TOPIC=orders_enriched\n"
         f"    live channel     {base}/api/asyncapi/\n"
+        f"    notifications    mails in {var_dir() / 'mail'}/, pushes to customer1..3's\n"
+        f"                     phones in {var_dir() / 'push'}/<customer>.jsonl\n"
         "  From now on: a status line per component every few seconds, and every warning\n"
         "  or error; everything else is in var/logs/ (LOG_LEVEL=debug shows it here too).\n"
         "  Ctrl-C stops everything.\n"

@@ -84,4 +84,15 @@ def components() -> list[Component]:
                        "STREAMING_TRIGGER_MS": os.environ.get("STREAMING_TRIGGER_MS") or "2000"}),
         Component("simulator", [PYTHON, MANAGE, "simulate", *rate, *pace], "simulator: running", 2,
                   "the simulator (demo orders)", enabled=lambda: env_bool("SIMULATOR_ENABLED", True)),
+        # Customers' notifications: a local SMTP server keeping the mails, the notifier, and a
+        # local push service with a few demo customers' "phones" subscribed through the API.
+        Component("mailsink", [PYTHON, "-m", "localrun.mailsink"], "mailsink: ready", 0,
+                  "a local SMTP server keeping every mail in var/mail/",
+                  enabled=lambda: env_bool("NOTIFIER_ENABLED", True)),
+        Component("notifier", [PYTHON, MANAGE, "notify"], "notifier: following", 2,
+                  "the notifier (Web Push and email)",
+                  enabled=lambda: env_bool("NOTIFIER_ENABLED", True)),
+        Component("pushservice", [PYTHON, "-m", "localrun.pushservice"], "pushservice: ready", 2,
+                  "a local Web Push service with demo customers' phones subscribed",
+                  enabled=lambda: env_bool("NOTIFIER_ENABLED", True)),
     ]  # fmt: skip

@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from confluent_kafka import TopicPartition
 
+from contract.events import topic_name
 from contract.load import Load
 from localrun.components import web_address
-from runtime.conf import env_float, env_str
+from runtime.conf import env_float, env_str, var_dir
 
 #: A line someone must see: a warning or an error, in any of the children's formats.
 PROBLEM = re.compile(r"\b(WARNING|WARN|ERROR|CRITICAL|FATAL|SEVERE)\b|Traceback|^\S*Error\b")
@@ -127,6 +129,7 @@ class Console:
             "streaming": self._stream,
             "pinot": self._pinot,
             "web": self._web,
+            "notifier": self._notifier,
         }
         for name, source in sources.items():
             if not running(name):
@@ -205,6 +208,43 @@ class Console:
             f"{batches.count} batches, {batches.rows / elapsed:.0f} rows/s, "
             f"slowest batch {batches.slowest_ms / 1000:.1f} s"
         )
+
+    def _notifier(self, elapsed: float) -> str:
+        """Sent, failed and dropped since the last line, per channel, and the notifier's lag
+        (its consumer group's committed offsets against the topics' ends)."""
+        from django.db.models import Count
+
+        from runtime import kafka
+        from runtime.offsets import GroupOffsets, offsets_group
+        from tracker.notifications.models import Delivery
+        from tracker.notifications.notifier import TOPICS
+
+        counts = Delivery.objects.values_list("channel", "state").annotate(n=Count("id"))
+        parts = []
+        for channel, state, n in sorted(counts):
+            added = self._delta(f"notify:{channel}:{state}", n)
+            if added and state != "sending":
+                parts.append(f"{channel} {state} {added}")
+        names = [topic_name(t) for t in TOPICS]
+        cons, offsets = kafka.consumer(), GroupOffsets()
+        try:
+            wanted = [
+                TopicPartition(name, p) for name in names for p in kafka.end_offsets(cons, name)
+            ]
+            done = {(tp.topic, tp.partition): tp.offset
+                    for tp in offsets.committed(offsets_group("notifier"), wanted, timeout=5)}  # fmt: skip
+            lag = sum(
+                max(0, end - max(0, done.get((name, p), 0)))
+                for name in names
+                for p, end in kafka.end_offsets(cons, name).items()
+            )
+        finally:
+            cons.close()
+            offsets.close()
+        mail = var_dir() / "mail"
+        mails = len(list(mail.glob("*.eml"))) if mail.exists() else 0
+        sent = ", ".join(parts) or "nothing new"
+        return f"{sent}; lag {lag:,} records; {mails:,} mails in {mail}/"
 
     def _web(self, elapsed: float) -> str:
         answer = httpx.get(f"{self.web_url}/healthz", timeout=2.0)

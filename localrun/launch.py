@@ -66,6 +66,9 @@ def free_addresses(workdir: Path) -> dict[str, str]:
         "RELAY_METRICS_PORT": str(free_port()),
         "STREAMING_METRICS_PORT": str(free_port()),
         "PUSH_BRIDGE_METRICS_PORT": str(free_port()),
+        "NOTIFIER_METRICS_PORT": str(free_port()),
+        "EMAIL_PORT": str(free_port()),
+        "PUSH_SERVICE_PORT": str(free_port()),
         "STREAMING_CHECKPOINT_DIR": str(workdir / "checkpoint"),
     }
 

@@ -32,10 +32,11 @@ from pathlib import Path
 #: Where the ports are chosen unless ORDERTRACK_PORT_RANGE says otherwise.
 DEFAULT_RANGE = (20000, 29999)
 #: What ``make run`` and ``make run-prod`` listen on by default (web, Kafka, Pinot,
-#: PostgreSQL, Redis, metrics, Prometheus): never chosen, whatever the range.
+#: PostgreSQL, Redis, metrics, Prometheus, the mail sink and the local push service): never
+#: chosen, whatever the range.
 FIXED = frozenset({
-    2181, 5432, 6379, 8000, 8097, 8098, 8099, 8197, 8198, 9000, 9090, 9092, 9093,
-    9100, 9101, 9102, 9103, 19092, 19093,
+    1025, 2181, 5432, 6379, 8000, 8088, 8097, 8098, 8099, 8197, 8198, 9000, 9090, 9092,
+    9093, 9100, 9101, 9102, 9103, 9104, 19092, 19093,
 })  # fmt: skip
 LOCK_FILE = Path(tempfile.gettempdir()) / f"ordertrack-ports-{os.getuid()}.lock"
 

@@ -23,6 +23,7 @@ PORTS = {
     "relay": ("RELAY_METRICS_PORT", 9101),
     "streaming": ("STREAMING_METRICS_PORT", 9102),
     "pushbridge": ("PUSH_BRIDGE_METRICS_PORT", 9103),
+    "notifier": ("NOTIFIER_METRICS_PORT", 9104),
 }
 
 #: Every metric name this project exports, by process (checked by tests and the docs).
@@ -43,6 +44,13 @@ NAMES = {
         "ordertrack_stream_state_eviction_seconds",
         "ordertrack_stream_dead_letters_total",
         "ordertrack_stream_last_batch_timestamp_seconds",
+    ),
+    "notifier": (
+        "ordertrack_notifications_sent_total",
+        "ordertrack_notifications_failed_total",
+        "ordertrack_notifications_retried_total",
+        "ordertrack_notifications_dropped_total",
+        "ordertrack_notifications_delay_seconds",
     ),
     "web": (
         "ordertrack_http_request_duration_seconds",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import NotFound
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,6 +23,7 @@ from api.serializers.notifications import (
     VapidKeySerializer,
 )
 from tracker.notifications import selectors, services, vapid
+from tracker.notifications.channels import user_of_unsubscribe_token
 from tracker.orders import policy
 
 _EXAMPLE_SUBSCRIPTION = {
@@ -174,3 +176,29 @@ class VapidKeyView(generics.GenericAPIView):
         if not vapid.configured():
             raise ServiceUnavailable("Web Push is not configured on this server.")
         return Response(VapidKeySerializer({"public_key": vapid.public_key()}).data)
+
+
+class UnsubscribeView(generics.GenericAPIView):
+    """The one-click unsubscribe of every notification email (RFC 8058): the mail's
+    `List-Unsubscribe` link, signed for one user; no sign-in."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_scope = "writes"  # per client address: no user here
+
+    @extend_schema(
+        operation_id="unsubscribeEmail",
+        summary="Stop notification emails (one click)",
+        description="What a mail client posts for the `List-Unsubscribe` header of a "
+        "notification email: turns email off for the customer the link was made for. 404 "
+        "for a link that is not one of ours.",
+        request=None,
+        responses={204: OpenApiResponse(description="Email is off.")},
+    )
+    def post(self, request: Request, token: str) -> Response:
+        user_id = user_of_unsubscribe_token(token)
+        customer = selectors.customer_by_user(user_id) if user_id is not None else None
+        if customer is None:
+            raise NotFound("No such unsubscribe link.")
+        services.change_preferences(customer, email_enabled=False)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -103,6 +103,10 @@ class Delivery(models.Model):
     #: The push endpoint's SHA-256, or the mail address's (hex): the device or mailbox.
     target = models.CharField(max_length=64)
     customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="+")
+    #: The push subscription sent to (null for email, or once the subscription is gone).
+    subscription = models.ForeignKey(
+        PushSubscription, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     state = models.CharField(max_length=8, choices=DeliveryState.choices)
     attempts = models.PositiveSmallIntegerField(default=0)
     #: When the event that decided the moment happened (its ``event_time``).
@@ -124,3 +128,19 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} {self.moment} of order #{self.order_id}: {self.state}"
+
+
+class ToldWindow(models.Model):
+    """The arrival window the customer was last told, per order: what "running late" is
+    measured against. Kept in the database so a restarted notifier, or a second replica,
+    measures against the same window and counts the same slips."""
+
+    order_id = models.BigIntegerField(primary_key=True)
+    earliest = models.BigIntegerField(help_text="epoch ms")
+    latest = models.BigIntegerField(help_text="epoch ms")
+    #: How many times the customer was told the order runs late (the next slip's number).
+    slips = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Window told for order #{self.order_id} ({self.slips} slips)"

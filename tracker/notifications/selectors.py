@@ -22,3 +22,8 @@ def preferences_of(customer: Customer) -> NotificationPreferences:
     """The customer's preferences, the defaults when never changed (not saved then)."""
     found = NotificationPreferences.objects.filter(customer=customer).first()
     return found or NotificationPreferences(customer=customer)
+
+
+def customer_by_user(user_id: int) -> Customer | None:
+    """The active customer of a user id (an unsubscribe link names one)."""
+    return Customer.objects.filter(user_id=user_id, user__is_active=True).first()

@@ -75,7 +75,10 @@ def private_pem() -> str:
 
 
 def public_key() -> str:
-    """The ``applicationServerKey``: the public key as an uncompressed point, base64url."""
+    """The ``applicationServerKey``: the public key as an uncompressed point, base64url
+    (``WEBPUSH_VAPID_PUBLIC`` when set: the web processes need nothing more)."""
+    if settings.WEBPUSH_VAPID_PUBLIC:
+        return settings.WEBPUSH_VAPID_PUBLIC
     point = (
         private_key()
         .public_key()
@@ -85,6 +88,8 @@ def public_key() -> str:
 
 
 def configured() -> bool:
+    if settings.WEBPUSH_VAPID_PUBLIC:
+        return True
     try:
         private_key()
     except NotConfigured:
@@ -94,9 +99,23 @@ def configured() -> bool:
 
 def generate_pem() -> str:
     """A new private key, PEM: ``python -m tracker.notifications.vapid`` prints one (for
-    ``WEBPUSH_VAPID_PRIVATE_KEY`` in production)."""
+    ``WEBPUSH_VAPID_PRIVATE_KEY`` in production; ``--public`` prints a key's public half)."""
     return _pem(ec.generate_private_key(ec.SECP256R1())).decode()
 
 
+def public_of_pem(pem: str) -> str:
+    point = (
+        _from_text(pem)
+        .public_key()
+        .public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    )
+    return _b64(point)
+
+
 if __name__ == "__main__":
-    print(generate_pem(), end="")
+    import sys
+
+    if sys.argv[1:] == ["--public"]:
+        print(public_of_pem(sys.stdin.read()))
+    else:
+        print(generate_pem(), end="")

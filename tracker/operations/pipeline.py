@@ -46,7 +46,7 @@ from runtime.offsets import GroupOffsets, offsets_by_reader
 from tracker.operations.checks import cache_check
 from tracker.operations.pinot_controller import PinotController
 from tracker.operations.replicas import partitions_out_of_sync
-from tracker.operations.stages import BEHIND, OK, STAGES, STALLED, StageState
+from tracker.operations.stages import BEHIND, NOT_RUNNING, OK, STAGES, STALLED, StageState
 from tracker.outbox.models import OutboxEvent
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,11 @@ class PipelineMonitor:
     def snapshot(self) -> dict[str, Any]:
         """What the endpoint, readiness and the operators' strip show."""
         with self._lock:
-            stages = [self.stages[s.name].public() for s in STAGES]
+            stages = [
+                self.stages[s.name].public()
+                for s in STAGES
+                if not (s.optional and self.stages[s.name].error == NOT_RUNNING)
+            ]
         statuses = {s["status"] for s in stages}
         overall = next((s for s in (STALLED, BEHIND) if s in statuses), OK)
         return {
@@ -318,7 +322,7 @@ class PipelineMonitor:
         for stage in STAGES[1:]:
             readers = [r for r in reported if r == stage.reader or r.startswith(f"{stage.reader}-")]
             if not readers:
-                out[stage.name] = "not running: no position reported on its topics"
+                out[stage.name] = NOT_RUNNING
                 continue
             total = lag = 0
             for topic in (topic_name(t) for t in stage.topics):

@@ -27,6 +27,9 @@ class StageDef:
     #: ``bridge-<pid>``); None for the relay, measured from the outbox.
     reader: str | None
     topics: tuple[Topic, ...] = ()
+    #: A stage a deployment may leave out (compose runs the notifier only in its profile):
+    #: while no position of it is reported it is not shown, rather than "unknown".
+    optional: bool = False
 
 
 STAGES = (
@@ -34,7 +37,16 @@ STAGES = (
     StageDef("stream", "Spark stream job", "stream", SOURCE_TOPICS),
     StageDef("pinot", "Pinot ingestion", "pinot", ENRICHED_TOPICS),
     StageDef("bridge", "Push bridge", "bridge", (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)),
+    StageDef(
+        "notifier",
+        "Notifier",
+        "notifier",
+        (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED),
+        optional=True,
+    ),
 )
+#: Why a Kafka stage has no figures: no reader of it reported a position.
+NOT_RUNNING = "not running: no position reported on its topics"
 
 
 @dataclass

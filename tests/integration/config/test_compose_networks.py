@@ -23,7 +23,7 @@ VARIABLES = {
     "ORDERTRACK_DOMAIN": "localhost",
     "SIMULATOR_DEMO_PASSWORD": "demo",
 }
-APP = {"web", "pushbridge", "relay", "simulator"}
+APP = {"web", "pushbridge", "relay", "simulator", "notifier"}
 PINOT = {"pinot-controller", "pinot-broker", "pinot-server", "pinot-init"}
 #: Who may reach each service that takes unauthenticated (or password) clients: its clients
 #: and its peers, nobody else. A service of the cluster file counts as the one it extends.
@@ -33,9 +33,9 @@ REACHABLE_BY = {
     "kafka": APP | PINOT | {"kafka", "kafka-topics", "streaming", "spark-worker"},
     "spark-master": {"spark-worker", "streaming"},
     "zookeeper": PINOT,
-    "pinot-broker": PINOT | {"web", "pushbridge", "zookeeper"},
+    "pinot-broker": PINOT | {"web", "pushbridge", "notifier", "zookeeper"},
     # Kafka: it reads Kafka's partitions for a new table; ZooKeeper: Pinot's own
-    "pinot-controller": PINOT | {"web", "pushbridge", "kafka", "zookeeper"},
+    "pinot-controller": PINOT | {"web", "pushbridge", "notifier", "kafka", "zookeeper"},
     "proxy": {"web"},
 }
 FILES = pytest.mark.parametrize(

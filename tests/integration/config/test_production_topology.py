@@ -165,7 +165,7 @@ def test_services_are_wired_with_conditions_health_checks_volumes_and_restarts()
     expected = {
         "kafka", "postgres", "redis", "zookeeper", "pinot-controller", "pinot-broker",
         "pinot-server", "spark-master", "spark-worker", "streaming", "web", "proxy",
-        "pushbridge", "relay", "simulator",
+        "pushbridge", "relay", "simulator", "notifier",
     }  # fmt: skip
     assert expected <= set(services)
     declared_volumes = set(compose.get("volumes") or {})
@@ -188,6 +188,12 @@ def test_services_are_wired_with_conditions_health_checks_volumes_and_restarts()
             source = volume.split(":", 1)[0] if isinstance(volume, str) else volume["source"]
             assert source in declared_volumes, f"{name}: {source} is not a named volume"
     assert services["simulator"]["profiles"] == ["demo"]
+    # The notifier's secrets (its VAPID key, the SMTP relay's password) are its profile's.
+    assert services["notifier"]["profiles"] == ["notifications"]
+    notifier = service_env(services["notifier"])
+    assert {"WEBPUSH_VAPID_PRIVATE_KEY", "EMAIL_HOST", "EMAIL_HOST_PASSWORD"} <= set(notifier)
+    assert "WEBPUSH_VAPID_PRIVATE_KEY" not in service_env(services["web"])
+    assert "WEBPUSH_VAPID_PUBLIC" in service_env(services["web"])
     # Stateful stores keep their data in named volumes.
     for name in ("kafka", "postgres", "zookeeper", "pinot-controller", "pinot-server"):
         assert services[name].get("volumes"), f"{name} would lose its data on re-creation"

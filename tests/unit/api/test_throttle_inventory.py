@@ -54,6 +54,7 @@ BUDGETS = {
     "api/v1/notifications/subscriptions/<int:pk>/": "GET: reads; DELETE: scope writes",
     "api/v1/notifications/preferences/": "GET: reads; PATCH: scope writes",
     "api/v1/notifications/vapid-key/": READS,
+    "api/v1/notifications/unsubscribe/<str:token>/": "POST: scope writes",
     "api/v1/operations/time-in-status/": READS,
     "api/v1/operations/stuck-orders/": READS,
     "api/v1/operations/deliveries-in-area/": "POST: reads",  # a query in a body

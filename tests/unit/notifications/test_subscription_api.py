@@ -220,3 +220,18 @@ def test_preferences_default_to_push_only_and_change_by_field():
     assert _refusal(api.patch(url, {"moments": ["soon"]})) == {
         "moments[0]": ['"soon" is not a valid choice.']
     }
+
+
+def test_the_one_click_unsubscribe_turns_email_off_for_its_user_only():
+    from tracker.notifications import selectors, services
+    from tracker.notifications.channels import unsubscribe_token
+
+    alice, bob = make_customer("alice"), make_customer("bob")
+    for customer in (alice, bob):
+        services.change_preferences(customer, email_enabled=True)
+    url = f"/api/v1/notifications/unsubscribe/{unsubscribe_token(alice.user.pk)}/"
+    assert APIClient().post(url).status_code == 204  # no sign-in: a mail client posts it
+    assert not selectors.preferences_of(alice).email_enabled
+    assert selectors.preferences_of(bob).email_enabled
+    forged = "/api/v1/notifications/unsubscribe/" + unsubscribe_token(bob.user.pk)[:-2] + "xx/"
+    assert APIClient().post(forged).status_code == 404

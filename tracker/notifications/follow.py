@@ -1,0 +1,89 @@
+"""The notifier's Kafka side: one consumer in the group ``ordertrack-position.notifier``.
+
+A real consumer group: replicas share the partitions (one order's records stay on one
+partition, so one replica decides an order's moments in order), and the group's committed
+offsets are both where a restarted notifier resumes and the position pipeline health
+compares with the topics' ends (:mod:`runtime.offsets` reads every ``ordertrack-position.``
+group). Offsets are committed after a poll's rows are in the delivery log. A new group, or
+offsets lost with a rebuild of the topics, starts at the earliest record: the log makes the
+moments already shown a no-op, and anything older than ``NOTIFY_MAX_AGE_SECONDS`` is
+logged as dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import KafkaError
+from django.conf import settings
+from django.db import close_old_connections
+
+from contract.events import topic_name
+from runtime import kafka
+from runtime.offsets import offsets_group
+from tracker.notifications.channels import Email, WebPush
+from tracker.notifications.notifier import TOPICS, Dispatcher, Notifier
+
+log = logging.getLogger(__name__)
+
+READER = "notifier"
+POLL_RECORDS = 500
+
+
+def run(stop: threading.Event, ready: threading.Event | None = None) -> None:
+    """Follow the topics until ``stop``, reconnecting after a broker failure."""
+    push = WebPush()
+    dispatcher = Dispatcher({"push": push, "email": Email()})
+    notifier = Notifier(dispatcher)
+    logical = {topic_name(topic): topic for topic in TOPICS}
+    names = list(logical)
+    swept_at = 0.0
+    try:
+        while not stop.is_set():
+            cons = kafka.consumer(
+                **{
+                    "group.id": offsets_group(READER),
+                    "enable.partition.eof": False,
+                    "auto.offset.reset": "earliest",
+                    # Static membership: a notifier restarted (or killed and restarted) with
+                    # its instance id takes its partitions back at once, without waiting
+                    # for the group to notice the old member is gone.
+                    "group.instance.id": settings.NOTIFIER_INSTANCE_ID,
+                    "session.timeout.ms": 10_000,
+                    "heartbeat.interval.ms": 1_000,
+                }
+            )
+            try:
+                cons.subscribe(names)
+                log.info("notifier: following %s", ", ".join(names))
+                if ready is not None:
+                    ready.set()
+                while not stop.is_set():
+                    if time.monotonic() - swept_at > settings.NOTIFY_SENDING_LEASE_SECONDS / 2:
+                        swept_at = time.monotonic()
+                        if taken := notifier.sweep():
+                            log.info("notifier: sending %d push(es) a stopped notifier left", taken)
+                    first = cons.poll(0.5)
+                    if first is None:
+                        continue
+                    batch = [first, *cons.consume(POLL_RECORDS - 1, timeout=0)]
+                    records = []
+                    for msg in batch:
+                        err = msg.error()
+                        if err is None:
+                            records.append((logical[msg.topic()], msg.value()))
+                        elif err.code() != KafkaError._PARTITION_EOF:
+                            log.warning("notifier: %s", err)
+                    notifier.handle(records)
+                    close_old_connections()
+                    cons.commit(asynchronous=False)
+            except Exception:  # noqa: BLE001 - the notifier must outlive broker restarts
+                log.exception("notifier: consumer failed; reconnecting in 1s")
+                stop.wait(1.0)
+            finally:
+                cons.close()
+    finally:
+        dispatcher.close()
+        push.close()
