@@ -17,12 +17,15 @@ from tracker.notifications.moments import Moment
 
 
 class SubscriptionKeysSerializer(serializers.Serializer):
-    p256dh = serializers.CharField(
+    p256dh = serializers.RegexField(
+        r"^B[A-Za-z0-9_-]{86}=?$",  # 65 bytes starting 0x04; the curve is checked below
         max_length=100,
         help_text="The browser's P-256 public key, an uncompressed point (65 bytes), base64url.",
     )
-    auth = serializers.CharField(
-        max_length=32, help_text="The browser's 16-byte authentication secret, base64url."
+    auth = serializers.RegexField(
+        r"^[A-Za-z0-9_-]{22}(==)?$",
+        max_length=32,
+        help_text="The browser's 16-byte authentication secret, base64url.",
     )
 
     def validate_p256dh(self, value: str) -> str:
@@ -41,7 +44,8 @@ class SubscriptionKeysSerializer(serializers.Serializer):
 class PushSubscriptionRequestSerializer(serializers.Serializer):
     """A browser's Web Push subscription (`PushSubscription.toJSON()`)."""
 
-    endpoint = serializers.CharField(
+    endpoint = serializers.RegexField(
+        r"^https://[^\s/?#@]+(/\S*)?$",  # the host and its addresses are checked below
         max_length=2048,
         help_text="The push service's URL for this browser: https, on a known browser push "
         "service (FCM, Mozilla autopush, Apple, Windows), never a private, loopback, "
