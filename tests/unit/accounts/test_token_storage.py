@@ -21,8 +21,6 @@ from config.asgi import application
 from tests.factories import make_customer
 from tracker.live import messages
 
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 69, N5: API tokens stored in clear")
-
 
 def _sign_in(username: str, password: str) -> str:
     response = APIClient().post(
