@@ -48,7 +48,7 @@ def issue_token(user: AbstractBaseUser, client: str = "") -> Issued:
     with transaction.atomic():
         token = ApiToken.objects.create(user=user, digest=digest(key), client=client[:100])
         mine = ApiToken.objects.filter(user=user)
-        surplus = mine.values("pk")[settings.API_TOKENS_PER_USER :]
+        surplus = mine.values_list("pk", flat=True)[settings.API_TOKENS_PER_USER :]
         days = settings.API_TOKEN_TTL_DAYS
         gone = Q(pk__in=list(surplus))
         if days > 0:
