@@ -29,7 +29,8 @@ run-prod: install
 BACKEND_TESTS := tests/unit/orders/test_order_lifecycle.py tests/integration/kafka/test_outbox_relay.py tests/integration/api/test_api_commands.py \
 	tests/integration/api/test_api_tracking.py tests/integration/live/test_live_push.py tests/integration/kafka/test_production_path.py \
 	tests/integration/kafka/test_outbox_wakeup.py tests/integration/api/test_api_unavailable.py tests/integration/simulator/test_simulator_outage.py \
-	tests/integration/api/test_read_freshness.py tests/integration/api/test_reads_through_outage.py
+	tests/integration/api/test_read_freshness.py tests/integration/api/test_reads_through_outage.py \
+	tests/unit/accounts/test_legacy_tokens_migration.py tests/unit/live/test_socket_tickets.py
 
 # Three tiers (tests/README.md): unit (no engine, no subprocess, no socket), integration
 # (real Kafka, Pinot, Spark, PostgreSQL, Redis), system (whole processes, browser, kills).

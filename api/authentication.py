@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
 from rest_framework.authentication import TokenAuthentication
-from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
 
+from tracker.accounts import services
 from tracker.accounts.security import token_expired, token_of
 from tracker.cache import outage
 
@@ -32,7 +32,7 @@ class ExpiringTokenAuthentication(TokenAuthentication):
             raise AuthenticationFailed(_("User inactive or deleted."))
         if token_expired(token):
             # Its open WebSockets are closed too (tracker/live/signals.py).
-            Token.objects.filter(key=key).delete()
+            services.sign_out(token)
             raise AuthenticationFailed("Token expired; sign in again.")
         outage.keep_sign_in(key, token.user, since)
         return token.user, token

@@ -9,6 +9,12 @@ addresses = accounts.AddressViewSet.as_view
 v1 = [
     path("auth/token/", accounts.TokenLoginView.as_view(), name="token"),
     path("auth/logout/", accounts.LogoutView.as_view(), name="logout"),
+    path(
+        "auth/logout-everywhere/",
+        accounts.LogoutEverywhereView.as_view(),
+        name="logout-everywhere",
+    ),
+    path("auth/socket-ticket/", accounts.SocketTicketView.as_view(), name="socket-ticket"),
     path("me/", accounts.MeView.as_view(), name="me"),
     path("me/addresses/", addresses({"get": "list", "post": "create"}), name="addresses"),
     path(

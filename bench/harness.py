@@ -390,13 +390,14 @@ def operator_tokens(sockets: int, prefix: str = "bench-ops") -> list[str]:
 def operators(count: int, prefix: str = "bench-ops") -> list[str]:
     """API tokens of ``count`` operators of the benchmark's own (at least one)."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
+
+    from tracker.accounts.services import issue_token
 
     users = get_user_model().objects
     keys = []
     for n in range(max(1, count)):
         user, _ = users.get_or_create(username=f"{prefix}{n + 1}", defaults={"is_staff": True})
-        keys.append(Token.objects.get_or_create(user=user)[0].key)
+        keys.append(issue_token(user).key)
     return keys
 
 
@@ -446,10 +447,11 @@ def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
     key). In bulk and without passwords (hashing is slow by design); earlier ones are kept."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
-    from rest_framework.authtoken.models import Token
 
+    from tracker.accounts.models import ApiToken
     from tracker.accounts.security import sealed_key
     from tracker.customers.models import Address, Customer
+    from tracker.sharing.tokens import digest
     from tracker.simulator.seed import CITY_CENTER, CITY_SPREAD_DEG
 
     user_model = get_user_model()
@@ -476,21 +478,24 @@ def bench_customers(count: int, prefix: str) -> list[tuple[object, str]]:
         ],
         batch_size=500,
     )  # fmt: skip
-    Token.objects.bulk_create(  # bulk_create skips the hook that seals a new token's key
-        [Token(user=u, key=sealed_key(u)) for u in users.filter(auth_token__isnull=True)],
-        batch_size=500,
+    # A fresh token each (only digests are kept, so an earlier run's keys are gone), made
+    # in bulk: one sign-in per customer would cost a password check each.
+    ApiToken.objects.filter(user__in=users).delete()
+    keys = {u.username: sealed_key(u) for u in users}
+    ApiToken.objects.bulk_create(
+        [ApiToken(user=u, digest=digest(keys[u.username])) for u in users], batch_size=500
     )
     customers = {c.user.username: c for c in mine.select_related("user")}
-    keys = dict(Token.objects.filter(user__in=users).values_list("user__username", "key"))
     return [(customers[n], keys[n]) for n in names]
 
 
 def customer_orders(customers: int, timeout: float = 900, newest: int = 5000) -> list[tuple]:
     """(order id, its customer's token) for the ``newest`` orders of the last ``customers``
     customers who ordered, once the simulator has ordered for that many (``timeout`` s)."""
+    from django.contrib.auth import get_user_model
     from django.db import connection
-    from rest_framework.authtoken.models import Token
 
+    from tracker.accounts.services import issue_token
     from tracker.orders.models import Order
 
     deadline = time.monotonic() + timeout
@@ -507,7 +512,8 @@ def customer_orders(customers: int, timeout: float = 900, newest: int = 5000) ->
             )
         print(f"waiting for orders of {customers} customers ({len(owners)} so far)", flush=True)
         time.sleep(10)
-    keys = {user: Token.objects.get_or_create(user_id=user)[0].key for user in owners}
+    users = get_user_model().objects.in_bulk(owners)
+    keys = {user: issue_token(users[user]).key for user in owners}
     return [(order_id, keys[user]) for order_id, user in rows if user in keys]
 
 
@@ -1151,8 +1157,8 @@ def probe_people(operator, customers: int = 4) -> dict:  # noqa: ANN001 - a User
     a product."""
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from rest_framework.authtoken.models import Token
 
+    from tracker.accounts.services import issue_token
     from tracker.couriers.models import Courier
     from tracker.customers.models import Address, Customer
     from tracker.restaurants.models import Restaurant
@@ -1166,17 +1172,17 @@ def probe_people(operator, customers: int = 4) -> dict:  # noqa: ANN001 - a User
             customer=customer,
             defaults={"line1": "1 Church St", "lat": 12.975, "lon": 77.605, "is_default": True},
         )
-        tokens.append(Token.objects.get_or_create(user=user)[0].key)
+        tokens.append(issue_token(user).key)
     restaurant = Restaurant.objects.filter(is_open=True).order_by("id").first()
     product = restaurant.products.filter(is_available=True).order_by("id").first()
     couriers = {
-        courier.pk: Token.objects.get_or_create(user=courier.user)[0].key
+        courier.pk: issue_token(courier.user).key
         for courier in Courier.objects.select_related("user")
     }
     people = {
         "customers": tokens,
         "last_orders": {},  # each customer's last delivered probe order
-        "operator": Token.objects.get_or_create(user=operator)[0].key,
+        "operator": issue_token(operator).key,
         "couriers": couriers,
         "restaurant": restaurant.pk,
         "product": product.pk,
@@ -1188,12 +1194,12 @@ def probe_people(operator, customers: int = 4) -> dict:  # noqa: ANN001 - a User
 def courier_token(order_id: int) -> str:
     """The token of the courier the system assigned (set up as the courier's app would be)."""
     from django.db import connection
-    from rest_framework.authtoken.models import Token
 
+    from tracker.accounts.services import issue_token
     from tracker.orders.models import Order
 
     courier = Order.objects.select_related("courier__user").get(pk=order_id).courier
-    key = Token.objects.get_or_create(user=courier.user)[0].key
+    key = issue_token(courier.user).key
     connection.close()
     return key
 

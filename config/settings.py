@@ -47,7 +47,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
@@ -224,6 +223,11 @@ CUSTOMER_MAX_ADDRESSES = env_int("CUSTOMER_MAX_ADDRESSES", 20)
 
 #: API tokens (mobile apps) expire this many days after sign-in; 0 = never.
 API_TOKEN_TTL_DAYS = env_int("API_TOKEN_TTL_DAYS", 30)
+#: API tokens a user may hold at once (one per signed-in app): a sign-in past it revokes
+#: the oldest, so a client signing in in a loop cannot grow the table without bound.
+API_TOKENS_PER_USER = env_int("API_TOKENS_PER_USER", 20)
+#: How long a socket ticket (POST /api/v1/auth/socket-ticket/) may wait for its socket.
+SOCKET_TICKET_SECONDS = env_int("SOCKET_TICKET_SECONDS", 30)
 
 # --- REST API -------------------------------------------------------------------
 #: Reads per signed-in user (api.throttles.ReadRateThrottle), 304s included. A customer's app

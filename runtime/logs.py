@@ -2,7 +2,8 @@
 production log shippers), and secrets kept out of every line.
 
 A shared tracking link's token is its path (``/t/<token>/``, ``/ws/share/<token>/``), and
-an app may put its API token in a socket's query string (``?token=``). Paths are logged in
+an old app may still put its API token in a socket's query string (``?token=``, refused
+since issue 69), a browser its one-time socket ticket (``?ticket=``). Paths are logged in
 places we do not own: Django's ``django.request`` ("Not Found: /t/...") and runserver's
 request lines, uvicorn's WebSocket handshake lines (written even with ``--no-access-log``)
 and its access log when someone turns it on. So the redaction sits where every record is
@@ -20,14 +21,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-#: A share token in a page or socket path, and an API token in a query string.
-_SECRETS = re.compile(r"(/t/|/ws/share/)[^/?#\s\"'<>]+|([?&]token=)[^&#\s\"'<>]+")
-_MARKERS = ("/t/", "/ws/share/", "token=")
+#: A share token in a page or socket path, and an API token or socket ticket in a query.
+_SECRETS = re.compile(r"(/t/|/ws/share/)[^/?#\s\"'<>]+|([?&](?:token|ticket)=)[^&#\s\"'<>]+")
+_MARKERS = ("/t/", "/ws/share/", "token=", "ticket=")
 REDACTED = "[redacted]"
 
 
 def redact(text: str) -> str:
-    """``text`` with every share-link token and query-string API token replaced."""
+    """``text`` with every share-link token, query-string API token and ticket replaced."""
     if not any(marker in text for marker in _MARKERS):
         return text
     return _SECRETS.sub(lambda m: (m.group(1) or m.group(2)) + REDACTED, text)

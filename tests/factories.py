@@ -157,9 +157,9 @@ def make_world(
     if operator:
         users.create_user("ops", password="pw-ops", is_staff=True)
     if tokens:
-        from rest_framework.authtoken.models import Token
+        from tracker.accounts.services import issue_token
 
-        world.tokens = {u.username: Token.objects.create(user=u).key for u in users.all()}
+        world.tokens = {u.username: issue_token(u).key for u in users.all()}
     if shared is not None:
         from tracker.sharing import services as sharing
 

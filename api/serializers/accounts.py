@@ -16,6 +16,12 @@ from tracker.orders import policy
 class LoginSerializer(serializers.Serializer):
     username = serializers.CharField(**text(max_length=150))
     password = serializers.CharField(**text(max_length=128, style={"input_type": "password"}))
+    client = serializers.CharField(
+        **text(max_length=100),
+        required=False,
+        help_text="What is signing in (an app and device, e.g. `Ordertrack iOS, Ravi's "
+        "phone`): shown beside the token in the admin, never needed.",
+    )
 
 
 class AddressSerializer(serializers.ModelSerializer):
@@ -80,5 +86,24 @@ class MeSerializer(serializers.ModelSerializer):
 
 
 class TokenSerializer(serializers.Serializer):
-    token = serializers.CharField()
+    token = serializers.CharField(
+        help_text="This sign-in's key, in this answer only: send it as "
+        "`Authorization: Token <key>`."
+    )
     user = MeSerializer()
+
+
+class SignedOutSerializer(serializers.Serializer):
+    tokens_revoked = serializers.IntegerField(
+        min_value=0, help_text="How many of the user's API tokens were revoked."
+    )
+
+
+class SocketTicketSerializer(serializers.Serializer):
+    ticket = serializers.CharField(
+        help_text="Opens one WebSocket, once: `wss://…/ws/…/?ticket=<ticket>`."
+    )
+    expires_at = serializers.DateTimeField(
+        help_text="Unused after this (`SOCKET_TICKET_SECONDS` after it was issued), it opens "
+        "nothing."
+    )

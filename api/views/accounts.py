@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth import authenticate, logout
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import generics, permissions, status, viewsets
-from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,9 +19,12 @@ from api.serializers.accounts import (
     AddressSerializer,
     LoginSerializer,
     MeSerializer,
+    SignedOutSerializer,
+    SocketTicketSerializer,
     TokenSerializer,
 )
-from tracker.accounts.security import issue_token
+from tracker.accounts import services as accounts
+from tracker.accounts.models import ApiToken
 from tracker.customers import services
 from tracker.customers.models import Address
 from tracker.notifications import services as notifications
@@ -26,8 +32,9 @@ from tracker.orders import policy
 
 
 class TokenLoginView(APIView):
-    """Exchange a username and password for an API token; send it as
-    `Authorization: Token <token>`. Tokens expire; a 401 means sign in again."""
+    """Exchange a username and password for an API token of this sign-in's own; send it as
+    `Authorization: Token <token>`. The key is in this answer only (the server keeps its
+    digest). Tokens expire; a 401 means sign in again."""
 
     authentication_classes: list = []
     permission_classes = [permissions.AllowAny]
@@ -51,25 +58,66 @@ class TokenLoginView(APIView):
         user = authenticate(request, **body.validated_data)
         if user is None or not user.is_active:
             raise AuthenticationFailed("Wrong username or password.")
-        token = issue_token(user)  # a fresh one when the last has expired
-        return Response(TokenSerializer({"token": token.key, "user": user}).data)
+        issued = accounts.issue_token(user, body.validated_data.get("client", ""))
+        return Response(TokenSerializer({"token": issued.key, "user": user}).data)
 
 
 class LogoutView(APIView):
-    """Sign out everywhere: revoke the caller's token (every device using it), delete every
-    Web Push subscription of theirs, and end the browser session."""
+    """Revoke the token the request came with (this app only: the user's other sign-ins
+    stay) and end the browser session."""
 
     @extend_schema(
         operation_id="signOut",
-        summary="Sign out",
+        summary="Sign out (this token)",
         request=None,
         responses={204: None},
     )
     def post(self, request: Request) -> Response:
-        Token.objects.filter(user=request.user).delete()
-        notifications.forget_user(request.user)
+        if isinstance(request.auth, ApiToken):
+            accounts.sign_out(request.auth)
         logout(request._request)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class LogoutEverywhereView(APIView):
+    """Revoke every API token of the caller (every app on every device signs in again;
+    their open sockets close within a second), delete every Web Push subscription of
+    theirs, and end this browser session."""
+
+    @extend_schema(
+        operation_id="signOutEverywhere",
+        summary="Sign out everywhere (every token)",
+        request=None,
+        responses={200: SignedOutSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        revoked = accounts.sign_out_everywhere(request.user)
+        notifications.forget_user(request.user)
+        logout(request._request)
+        return Response(SignedOutSerializer({"tokens_revoked": revoked}).data)
+
+
+class SocketTicketView(APIView):
+    """A ticket that opens one WebSocket, once, within `SOCKET_TICKET_SECONDS` (30):
+    for clients that cannot set `Authorization` on a WebSocket (a browser holding a
+    token), instead of the key in the URL. It stands for the credential of this request
+    (its token, or the browser's session): revoking that closes the socket."""
+
+    throttle_scope = "writes"
+
+    @extend_schema(
+        operation_id="createSocketTicket",
+        summary="A one-time ticket to open a WebSocket",
+        request=None,
+        responses={201: SocketTicketSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        session = None if token else request.session.session_key
+        ticket = accounts.issue_socket_ticket(request.user, token, session)
+        expires = timezone.now() + timedelta(seconds=settings.SOCKET_TICKET_SECONDS)
+        body = SocketTicketSerializer({"ticket": ticket, "expires_at": expires})
+        return Response(body.data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema_view(

@@ -990,13 +990,13 @@ def unread_customer() -> str:
     """The token of a customer who reads nothing before the PostgreSQL fault."""
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from rest_framework.authtoken.models import Token
 
+    from tracker.accounts.services import issue_token
     from tracker.customers.models import Customer
 
     user, _ = get_user_model().objects.get_or_create(username="drill-never-read")
     Customer.objects.get_or_create(user=user)
-    key = Token.objects.get_or_create(user=user)[0].key
+    key = issue_token(user).key
     connection.close()
     return key
 

@@ -42,19 +42,16 @@ def tokens(rest_every: float = 1.0) -> dict:
     visibility poll every ``rest_every`` s (or the wait for a new order, every
     ``KNOWN_EVERY`` s) beside the 1-second poller, dealt over them within each one's
     ``API_THROTTLE_READS_STAFF``."""
-    from rest_framework.authtoken.models import Token
-
+    from tracker.accounts.services import issue_token
     from tracker.couriers.models import Courier
     from tracker.customers.models import Customer
 
     customer = Customer.objects.order_by("id").first()
     reads = max(1 / rest_every, 1 / KNOWN_EVERY) + 1
     return {
-        "customer": Token.objects.get_or_create(user=customer.user)[0].key,
+        "customer": issue_token(customer.user).key,
         "operators": harness.operators(harness.readers_for(reads, staff=True), "bench-probe"),
-        "couriers": {
-            c.pk: Token.objects.get_or_create(user=c.user)[0].key for c in Courier.objects.all()
-        },
+        "couriers": {c.pk: issue_token(c.user).key for c in Courier.objects.all()},
     }
 
 

@@ -8,6 +8,7 @@ type OrderDetail = components["schemas"]["OrderDetail"];
 type ApiError = components["schemas"]["Error"];
 type Placed = paths["/api/v1/orders/"]["post"]["responses"]["201"]["content"]["application/json"];
 type Page = paths["/api/v1/orders/"]["get"]["responses"]["200"]["content"]["application/json"];
+type Ticket = paths["/api/v1/auth/socket-ticket/"]["post"]["responses"]["201"]["content"]["application/json"];
 
 export class ApiFailure extends Error {
   constructor(readonly problem: ApiError["error"]) {
@@ -47,3 +48,15 @@ export const example: PlaceOrder = {
   items: [{ product_id: 3, quantity: 2 }],
   address_id: 7,
 };
+
+// A browser cannot set Authorization on a WebSocket: it trades its token for a one-time
+// ticket and opens the socket with that, never with the key in the URL.
+export async function followOrder(base: string, token: string, orderId: number): Promise<WebSocket> {
+  const ticket = await call<Ticket>(
+    await fetch(`${base}/api/v1/auth/socket-ticket/`, { method: "POST", headers: { Authorization: `Token ${token}` } }),
+  );
+  const expires: Date = new Date(ticket.expires_at);
+  console.log(`ticket good until ${expires.toISOString()}`);
+  const ws = base.replace(/^http/, "ws");
+  return new WebSocket(`${ws}/ws/orders/${orderId}/?ticket=${encodeURIComponent(ticket.ticket)}`);
+}

@@ -11,9 +11,11 @@
   the name before (:func:`device_cookie`) has a budget of its own instead of the name's.
 * :func:`spend` (a fixed window) and :class:`TokenBucket` (a burst, refilled at a rate):
   budgets in the cache, shared by every process in production (Redis).
-* API tokens: :func:`token_of` / :func:`user_for_token` (every lookup), :func:`issue_token`
-  (sign-in). A token key is sealed to its user's password hash (:func:`sealed_key`), so a
-  password change revokes it wherever it is checked, whichever code path changed it.
+* API tokens: :func:`token_of` / :func:`user_for_token` (every lookup; issuing and
+  revoking them are :mod:`tracker.accounts.services`'). A token key is sealed to its user's
+  password hash (:func:`sealed_key`), so a password change revokes it wherever it is
+  checked, whichever code path changed it; only the key's digest is stored
+  (:mod:`tracker.accounts.models`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from tracker.accounts.rates import parse_rate
 from tracker.cache import outage
 from tracker.cache.counters import SlidingWindow, cache
+from tracker.sharing.tokens import digest
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -273,7 +276,8 @@ def token_expired(token) -> bool:
     return days > 0 and token.created < timezone.now() - timedelta(days=days)
 
 
-#: A key's 40 hex digits: 20 random ones (80 bits), then 20 of their seal (see sealed_key).
+#: A key's 40 hex digits: 20 random ones (80 bits), then 20 of their seal (see sealed_key):
+#: 160 bits that whoever reads the database (which holds only their SHA-256) does not know.
 _NONCE_DIGITS, _KEY_DIGITS = 20, 40
 _SEAL_SALT = "tracker.accounts.security.token-seal"
 
@@ -307,78 +311,72 @@ def key_fits(key: str, user: AbstractBaseUser) -> bool:
     return any(constant_time_compare(seal, _seal(nonce, user, k)) for k in keys)
 
 
-def seal_new_token(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
-    """``pre_save`` of DRF's ``Token``: a token being created gets a key sealed for its
-    user (:func:`sealed_key`), whoever creates it (sign-in, Django admin, DRF's
-    ``drf_create_token``, a test's ``Token.objects.create``). One made past this
-    (``bulk_create`` with DRF's own keys) simply never works: failing closed."""
-    if raw or not instance._state.adding or key_fits(instance.key or "", instance.user):
-        return
-    instance.key = sealed_key(instance.user)
-
-
 def token_of(key: str):
-    """The API token with this key, its user loaded, or None: one query per API request,
-    always, so a revoked token or a deactivated user is refused at once. A key not sealed
-    for its user's current password (:func:`key_fits`: the password changed since it was
-    issued) is None too, as if deleted. Written out as SQL because compiling the ORM's
-    ``select_related`` get cost several times more than running it."""
+    """The API token with this key (an :class:`~tracker.accounts.models.ApiToken`, its user
+    loaded), or None: one query per API request, always, so a revoked token or a
+    deactivated user is refused at once. The key is looked up by its digest (only that is
+    stored); a key not sealed for its user's current password (:func:`key_fits`: the
+    password changed since it was issued) is None too, as if deleted."""
+    if len(key) != _KEY_DIGITS:
+        return None  # no key we issued: no query
+    return _token_where("digest", digest(key), key)
+
+
+def token_by_id(token_id: int, stamp: str):
+    """The API token ``token_id`` while ``stamp`` (a :func:`sealed_key` made when a socket
+    ticket was issued for it) still fits its user's password, or None: what a socket
+    signed in with a ticket re-checks, as a socket signed in with the key re-checks that."""
+    return _token_where("id", token_id, stamp)
+
+
+def _token_where(column: str, value: Any, seal: str):
+    """Written out as SQL because compiling the ORM's ``select_related`` get cost several
+    times more than running it."""
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from rest_framework.authtoken.models import Token
+
+    from tracker.accounts.models import ApiToken
 
     users, q = get_user_model(), connection.ops.quote_name
     found = list(
         users.objects.raw(
-            f"SELECT u.*, t.{q('created')} AS token_created FROM {q(users._meta.db_table)} u "
-            f"JOIN {q(Token._meta.db_table)} t ON t.{q('user_id')} = u.{q('id')} "
-            f"WHERE t.{q('key')} = %s",
-            [key],
+            f"SELECT u.*, t.{q('id')} AS token_id, t.{q('created')} AS token_created "
+            f"FROM {q(users._meta.db_table)} u "
+            f"JOIN {q(ApiToken._meta.db_table)} t ON t.{q('user_id')} = u.{q('id')} "
+            f"WHERE t.{q(column)} = %s",
+            [value],
         )
     )
-    if not found or not key_fits(key, found[0]):
+    if not found or not key_fits(seal, found[0]):
         return None
     user = found[0]
     # A raw query converts only the model's own columns: the token's time as the ORM would.
-    col = Token._meta.get_field("created").get_col(Token._meta.db_table)
+    col = ApiToken._meta.get_field("created").get_col(ApiToken._meta.db_table)
     created = user.token_created
     for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
         created = convert(created, col, connection)
-    return Token(key=key, user=user, created=created)
+    return ApiToken(pk=user.token_id, user=user, created=created)
 
 
-def user_for_token(key: str):
-    """The active user a token key belongs to, or None (unknown, expired, deactivated, or
-    issued before the user's password last changed). While the database cannot be
-    reached, the user it signed in as lately (:func:`tracker.cache.outage.sign_in`)."""
-    return outage.sign_in(key, _checked_user)
-
-
-def _checked_user(key: str):
-    token = token_of(key)
+def _active_user(token):
     if token is None or token_expired(token) or not token.user.is_active:
         return None
     return token.user
 
 
-def issue_token(user):
-    """The user's API token; a fresh one when the current one has expired or was issued
-    under another password (so the sign-in after a reset never gets the old token back).
+def checked_user_for_token(key: str):
+    """The active user a token key belongs to, or None (unknown, expired, deactivated, or
+    issued before the user's password last changed), read from the database now: what a
+    socket's checks ask, failing closed (an error) when the database cannot answer."""
+    return _active_user(token_of(key))
 
-    A user has one token (a unique column), and two sign-ins at once both find none: the
-    one that creates it second gets a unique violation and takes the first one's token.
-    """
-    from django.db import IntegrityError, transaction
-    from rest_framework.authtoken.models import Token
 
-    token = Token.objects.filter(user=user).first()
-    if token is not None and (token_expired(token) or not key_fits(token.key, user)):
-        token.delete()
-        token = None
-    if token is not None:
-        return token
-    try:
-        with transaction.atomic():  # a savepoint when called inside a transaction
-            return Token.objects.create(user=user)
-    except IntegrityError:
-        return Token.objects.get(user=user)
+def user_for_token(key: str):
+    """:func:`checked_user_for_token`; while the database cannot be reached, the user the
+    key signed in as lately (:func:`tracker.cache.outage.sign_in`), for tracking reads."""
+    return outage.sign_in(key, checked_user_for_token)
+
+
+def user_for_token_id(token_id: int, stamp: str):
+    """As :func:`user_for_token`, for a socket signed in with a ticket (:func:`token_by_id`)."""
+    return _active_user(token_by_id(token_id, stamp))

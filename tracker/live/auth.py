@@ -1,10 +1,12 @@
 """WebSocket authentication and origin checks.
 
 Browsers authenticate with their session cookie and always send ``Origin``,
-which must then be one of ours, scheme, host and port (no cross-site WebSocket hijacking). Mobile apps
-send ``Authorization: Token <key>`` (or ``?token=`` where a client library
-cannot set headers) and usually no ``Origin``; a token is not ambient
-authority, so a missing Origin is fine for them.
+which must then be one of ours, scheme, host and port (no cross-site WebSocket hijacking). Apps
+send ``Authorization: Token <key>`` (every native WebSocket client can set it) and usually
+no ``Origin``; a token is not ambient authority, so a missing Origin is fine for them. A
+client that cannot set a header (a browser holding a token) opens the socket with a
+one-time ticket (``?ticket=``, :mod:`tracker.accounts.services`), never with the key in
+the URL: ``?token=`` is refused (4401), as URLs end up in logs.
 """
 
 from __future__ import annotations
@@ -24,24 +26,36 @@ from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
-from tracker.accounts.security import user_for_token
+from tracker.accounts.security import (
+    checked_user_for_token,
+    user_for_token,
+    user_for_token_id,
+)
+from tracker.accounts.services import redeem_socket_ticket
 from tracker.live.messages import CLOSE_UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
 
+#: ("token", key), ("session", session key), or what a ticket stood for: ("token-id",
+#: "<token id>:<seal>") or ("session", session key).
+Credential = tuple[str, str]
+
+
 @database_sync_to_async
-def _user_for_token(key: str):
-    return user_for_token(key) or AnonymousUser()
-
-
-Credential = tuple[str, str]  # ("token", key) or ("session", session key)
+def _user_for(credential: Credential):
+    """At connect, an app's token key may sign in as its user kept through a database
+    outage (as a REST read does, :func:`user_for_token`); every later check of the open
+    socket reads the database (:func:`current_user`) and fails closed."""
+    if credential[0] == "token":
+        return user_for_token(credential[1]) or AnonymousUser()
+    return current_user(credential) or AnonymousUser()
 
 
 def credential_of(scope: dict) -> Credential | None:
     """What authenticated this socket, so it can be checked again while it is open."""
-    if scope.get("auth_token"):
-        return ("token", scope["auth_token"])
+    if scope.get("auth_credential"):
+        return scope["auth_credential"]
     session = scope.get("session")
     key = getattr(session, "session_key", None)
     return ("session", key) if key else None
@@ -56,35 +70,46 @@ def current_user(credential: Credential | None):
     through the model (admin, ``changepassword``, a reset form, ``set_password`` + ``save``)
     closes the socket (4401) within a second; one that sends no signal (a bulk ``update``)
     at the next periodic re-check, within ``PUSH_RECHECK_SECONDS`` (30)."""
-    if credential is None:
+    if credential is None or credential[0] == "refused":
         return None
     kind, key = credential
-    if kind == "token":
-        return user_for_token(key)
+    if kind == "token":  # never a sign-in kept through an outage: a socket fails closed
+        return checked_user_for_token(key)
+    if kind == "token-id":
+        token_id, _, seal = key.partition(":")
+        return user_for_token_id(int(token_id), seal)
     store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=key)
     user = get_user(SimpleNamespace(session=store))  # checks the hash and is_active
     return user if user.is_authenticated else None
 
 
 class TokenAuthMiddleware:
-    """Signs a WebSocket in by API token (``Authorization: Token`` or ``?token=``), for apps.
+    """Signs a WebSocket in by API token (``Authorization: Token``) or by a socket ticket
+    (``?ticket=``, redeemed here, once). A ``?token=`` signs nothing in: the socket is
+    anonymous (4401), whatever cookie came with it, so an app still sending its key in the
+    URL learns at once to move it to the header.
 
-    The key stays in the scope so the consumer can re-check it for the socket's whole life.
-    """
+    The credential stays in the scope so the consumer can re-check it for the socket's
+    whole life (a ticket's: the token or session it stood for)."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send):
         headers = dict(scope.get("headers", []))
-        key = None
+        credential: Credential | None = None
         auth = headers.get(b"authorization", b"").decode()
+        query = parse_qs(scope.get("query_string", b"").decode())
         if auth.lower().startswith("token "):
-            key = auth[6:].strip()
-        else:
-            key = (parse_qs(scope.get("query_string", b"").decode()).get("token") or [None])[0]
-        if key:
-            scope = {**scope, "user": await _user_for_token(key), "auth_token": key}
+            credential = ("token", auth[6:].strip())
+        elif query.get("ticket"):
+            credential = await database_sync_to_async(redeem_socket_ticket)(query["ticket"][0])
+            credential = credential or ("refused", "")
+        elif query.get("token"):
+            credential = ("refused", "")
+        if credential is not None:
+            user = await _user_for(credential)
+            scope = {**scope, "user": user, "auth_credential": credential}
         return await self.app(scope, receive, send)
 
 

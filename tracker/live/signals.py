@@ -33,8 +33,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_init, post_save, pre_save
-from rest_framework.authtoken.models import Token
 
+from tracker.accounts.models import ApiToken
 from tracker.cache import outage
 from tracker.couriers.models import Courier
 from tracker.customers.models import Customer
@@ -114,7 +114,7 @@ def _logged_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     notify_user(getattr(user, "pk", None), "logout")
 
 
-def _token_deleted(sender: Any, instance: Token, **kwargs: Any) -> None:
+def _token_deleted(sender: Any, instance: ApiToken, **kwargs: Any) -> None:
     notify_user(instance.user_id, "token revoked")
 
 
@@ -206,7 +206,7 @@ def _staff_changed(
 def connect() -> None:
     user_model = get_user_model()
     user_logged_out.connect(_logged_out, dispatch_uid="live-logout")
-    post_delete.connect(_token_deleted, sender=Token, dispatch_uid="live-token-deleted")
+    post_delete.connect(_token_deleted, sender=ApiToken, dispatch_uid="live-token-deleted")
     post_save.connect(_user_saved, sender=user_model, dispatch_uid="live-user-saved")
     post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="live-user-deleted")
     post_init.connect(_order_loaded, sender=Order, dispatch_uid="live-order-loaded")

@@ -9,16 +9,18 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from contract.events import OrderStatus, now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tests.fixtures_pinot import delivery_event, item_event, order_event
+from tracker.accounts.models import ApiToken
+from tracker.accounts.services import issue_token
 from tracker.customers.models import Customer
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
+from tracker.sharing.tokens import digest
 from tracker.tracking import read_model, selectors
 from tracker.tracking.serializers import to_json
 
@@ -247,12 +249,12 @@ def test_an_order_pinot_has_not_seen_shows_the_databases_changes(world):
 def test_a_revoked_expired_or_deactivated_token_is_refused_at_once(world):
     owner, url = world["users"]["owner"], f"/api/v1/orders/{world['order'].pk}/"
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=owner).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(owner).key}")
     assert client.get(url).status_code == 200
     assert client.post("/api/v1/auth/logout/").status_code == 204
     assert client.get(url).status_code == 401
-    token = Token.objects.create(user=owner)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    key = issue_token(owner).key
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.get(url).status_code == 200
     owner.is_active = False
     owner.save()
@@ -260,11 +262,11 @@ def test_a_revoked_expired_or_deactivated_token_is_refused_at_once(world):
     owner.is_active = True
     owner.save()
     assert client.get(url).status_code == 200
-    Token.objects.filter(pk=token.pk).update(created=timezone.now() - timedelta(days=31))
+    ApiToken.objects.filter(digest=digest(key)).update(created=timezone.now() - timedelta(days=31))
     response = client.get(url)
     assert response.status_code == 401
     assert response.json()["error"]["message"] == "Token expired; sign in again."
-    assert not Token.objects.filter(pk=token.pk).exists()
+    assert not ApiToken.objects.filter(digest=digest(key)).exists()
 
 
 def test_my_orders_filters_and_paginates(world):

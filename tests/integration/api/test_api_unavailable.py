@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from api.errors import UNAVAILABLE_RETRY_AFTER_S
+from tracker.accounts.services import issue_token
 
 
 @pytest.mark.django_db(transaction=True)
@@ -16,7 +16,7 @@ def test_while_the_database_cannot_be_reached_every_request_is_a_503_with_retry_
 ):
     user = django_user_model.objects.create_user("db-down", password="pw-db-down")
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user).key}")
     database_outage.start()
     answers = [
         client.get("/api/v1/orders/"),
@@ -48,7 +48,7 @@ async def test_while_the_database_cannot_be_reached_a_socket_is_refused_with_450
     @database_sync_to_async
     def token_and_lose_the_database() -> str:
         user = django_user_model.objects.create_user("ws-db-down", password="pw-ws-db-down")
-        key = Token.objects.create(user=user).key
+        key = issue_token(user).key
         database_outage.start()  # in the thread the socket's sign-in check reads from
         return key
 

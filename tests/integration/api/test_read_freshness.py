@@ -22,13 +22,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
 from django.db import connections
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from contract.events import now_ms
 from tests.factories import make_courier, make_customer, make_restaurant, out_for_delivery, place
 from tests.fixtures_pinot import delivery_event, order_event
 from tests.waiting import wait_until
+from tracker.accounts.services import issue_token
 from tracker.cache import bodies, reads
 from tracker.cache.maps import bounded
 from tracker.live.bridge import Bridge
@@ -61,7 +61,7 @@ def bridge(pinot) -> Iterator[None]:
 
 def client_for(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user).key}")
     return client
 
 

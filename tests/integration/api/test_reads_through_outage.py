@@ -16,13 +16,13 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from contract.events import OrderStatus, now_ms
 from tests.factories import World, make_world
 from tests.fixtures_pinot import order_event_of
 from tests.waiting import wait_until
+from tracker.accounts.models import ApiToken
 from tracker.cache import outage
 from tracker.notices import listener
 from tracker.notices.services import announce
@@ -119,7 +119,7 @@ def _password_changed(world: World) -> None:
 
 
 def _token_revoked(world: World) -> None:
-    Token.objects.filter(user=world.couriers[0].user).delete()
+    ApiToken.objects.filter(user=world.couriers[0].user).delete()
 
 
 def _deactivated(world: World) -> None:

@@ -1,6 +1,7 @@
 """The proxy's logs hold no credential (issue 69, N5): Caddy writes a request's URI into its
 error log on any 5xx, and a URI can carry a share token (``/t/<token>/``,
-``/ws/share/<token>/``) or an API token (``?token=`` on a socket). deploy/Caddyfile's log
+``/ws/share/<token>/``), an API token (``?token=`` on a socket, refused but still sent by
+old apps) or a socket ticket (``?ticket=``). deploy/Caddyfile's log
 filter replaces them, in every log Caddy keeps; checked on ``caddy adapt``'s JSON, the
 configuration Caddy actually runs."""
 
@@ -23,6 +24,7 @@ URIS = [
     f"/ws/orders/42/?token={SECRET}",
     f"/ws/orders/?since=5&token={SECRET}&x=1",
     f"/ws/orders/?token={SECRET}&token={SECRET}",
+    f"/ws/operations/?ticket={SECRET}",
 ]
 
 

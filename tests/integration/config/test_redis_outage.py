@@ -19,7 +19,6 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from api.errors import UNAVAILABLE_RETRY_AFTER_S
@@ -28,6 +27,7 @@ from config.stores import cache_settings, channel_layer_settings
 from tests.conftest import RedisServer
 from tests.factories import make_customer
 from tests.sockets import closed_with
+from tracker.accounts.services import issue_token
 from tracker.cache import reads
 
 UNAVAILABLE = 4503
@@ -47,9 +47,9 @@ def test_while_redis_is_down_reads_writes_and_sign_ins_are_503_with_retry_after(
     customer = make_customer("redis-down")
     operator = get_user_model().objects.create_user("ops-redis-down", is_staff=True)
     api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=customer.user).key}")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(customer.user).key}")
     ops = APIClient()
-    ops.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=operator).key}")
+    ops.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(operator).key}")
     address = {"label": "Work", "line1": "80 MG Road", "lat": 12.97, "lon": 77.61}
     sign_in = {"username": "redis-down", "password": "pw-redis-down"}
 
@@ -83,7 +83,7 @@ def test_while_redis_is_down_reads_writes_and_sign_ins_are_503_with_retry_after(
 @database_sync_to_async
 def _operator_token(name: str) -> str:
     user = get_user_model().objects.create_user(name, is_staff=True)
-    return Token.objects.create(user=user).key
+    return issue_token(user).key
 
 
 def _feed(key: str) -> WebsocketCommunicator:

@@ -17,15 +17,17 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from config.asgi import application
 from tests.factories import amake_world, make_courier
 from tests.fixtures_pinot import order_event
 from tests.sockets import DEADLINE, closed_with
+from tracker.accounts.models import ApiToken
+from tracker.accounts.services import issue_token
 from tracker.live import messages
 from tracker.orders.policy import SYSTEM
+from tracker.sharing.tokens import digest
 
 pytestmark = [
     pytest.mark.asyncio,
@@ -114,7 +116,7 @@ async def test_reassigning_the_courier_closes_the_old_couriers_socket(pinot, asg
         for _ in range(3):
             services.advance_order(order.pk, by=SYSTEM)
         services.advance_order(order.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=first)
-        return first, second, Token.objects.create(user=first.user).key
+        return first, second, issue_token(first.user).key
 
     first, second, rider_token = await database_sync_to_async(on_the_road)()
     await _publish_order(pinot, order)
@@ -165,7 +167,7 @@ async def test_tokens_expire_for_rest_sockets_and_resumes(pinot, settings, asgi_
     live = await _open(pinot, path, _token(world.tokens["alice"]))
 
     def age(days: int) -> None:
-        Token.objects.filter(key=world.tokens["alice"]).update(
+        ApiToken.objects.filter(digest=digest(world.tokens["alice"])).update(
             created=timezone.now() - timedelta(days=days)
         )
 
@@ -209,11 +211,11 @@ async def test_a_recheck_that_cannot_run_closes_the_socket_and_the_loop_survives
         with connection.cursor() as cursor:
             cursor.execute(f'ALTER TABLE "{old}" RENAME TO "{new}"')
 
-    await database_sync_to_async(rename)("authtoken_token", "authtoken_token_away")
+    await database_sync_to_async(rename)("accounts_apitoken", "accounts_apitoken_away")
     try:
         error = await socket.receive_json_from(timeout=DEADLINE)
         assert error["type"] == "error" and error["code"] == messages.CLOSE_UNAVAILABLE, error
         closing = await socket.receive_output(timeout=DEADLINE)
         assert closing == {"type": "websocket.close", "code": messages.CLOSE_UNAVAILABLE}
     finally:
-        await database_sync_to_async(rename)("authtoken_token_away", "authtoken_token")
+        await database_sync_to_async(rename)("accounts_apitoken_away", "accounts_apitoken")

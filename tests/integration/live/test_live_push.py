@@ -13,7 +13,6 @@ import threading
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from rest_framework.authtoken.models import Token
 
 from config.asgi import application
 from contract.events import (
@@ -26,6 +25,7 @@ from contract.events import (
 )
 from tests.factories import amake_world, make_courier, make_customer, make_restaurant
 from tests.fixtures_pinot import order_event, order_event_of
+from tracker.accounts.services import issue_token
 from tracker.live import bridge as bridge_module
 from tracker.live import messages
 from tracker.live.bridge import Bridge
@@ -385,7 +385,7 @@ def _role_tokens(order):
         "owner": order.customer.user, "other_customer": bob.user, "courier": rider.user,
         "other_courier": other_rider.user, "staff": chef, "other_staff": other_chef, "operator": operator,
     }  # fmt: skip
-    return {role: Token.objects.get_or_create(user=user)[0].key for role, user in people.items()}
+    return {role: issue_token(user).key for role, user in people.items()}
 
 
 WS_MATRIX = {

@@ -18,13 +18,13 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from config.asgi import application
 from contract.events import LIFECYCLE
 from tests.factories import make_courier, make_customer, make_restaurant
 from tests.waiting import wait_until_async
+from tracker.accounts.services import issue_token
 from tracker.outbox.relay import Relay
 
 pytestmark = [pytest.mark.spark, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -54,7 +54,7 @@ def _people() -> dict:
     chef = get_user_model().objects.create_user("e2e-chef")
     restaurant.staff.add(chef)
     tokens = {
-        role: Token.objects.create(user=user).key
+        role: issue_token(user).key
         for role, user in (("customer", customer.user), ("staff", chef), ("courier", courier.user))
     }
     return {

@@ -385,13 +385,16 @@ def test_tokens_are_taken_out_of_every_log_record(log_lines):
     logging.getLogger("uvicorn.error").info(
         '%s - "WebSocket %s" [accepted]', "127.0.0.1:5000", f"/ws/orders/1/?since=3&token={api_key}"
     )
+    logging.getLogger("uvicorn.error").info(
+        '%s - "WebSocket %s" [accepted]', "127.0.0.1:5000", f"/ws/operations/?ticket={api_key}"
+    )
     try:
         raise ValueError(f"No route found for path '/ws/share/{token}/'.")
     except ValueError:
         logging.getLogger("tracker").exception("a failure")
     text = "\n".join(log_lines)
     assert token not in text and api_key not in text
-    assert text.count("[redacted]") >= 7
+    assert text.count("[redacted]") >= 8
     assert "/t/[redacted]/" in text and "/ws/share/[redacted]/" in text
     assert "since=3&token=[redacted]" in text  # the rest of the line is kept
     assert logs.redact("/ws/orders/12/ and /api/v1/orders/") == "/ws/orders/12/ and /api/v1/orders/"

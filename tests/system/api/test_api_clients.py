@@ -110,7 +110,8 @@ def test_a_generated_python_client_follows_an_order_through_its_life(
         ("account", "sign_in"), ("account", "list_addresses"), ("menu", "get_menu"),
         ("orders", "place_order"), ("orders", "get_order"), ("orders", "list_orders"),
         ("orders", "advance_order"), ("orders", "cancel_order"),
-        ("orders", "report_courier_locations"),
+        ("orders", "report_courier_locations"), ("account", "create_socket_ticket"),
+        ("account", "sign_out"), ("account", "sign_out_everywhere"),
     ]}  # fmt: skip
     transport = httpx.WSGITransport(app=served_in_process)
     base = "http://testserver"
@@ -188,6 +189,17 @@ def test_a_generated_python_client_follows_an_order_through_its_life(
     assert [(o.id, o.status.value) for o in page.results] == [(order.id, "DELIVERED")]
     detail = api["get_order"].sync(order.id, client=customer)
     assert detail.tracking.source == models.SourceEnum.PINOT and detail.eta is None
+
+    # Each sign-in is a token of its own: a socket ticket, then signing out one app, then all.
+    ticket = api["create_socket_ticket"].sync(client=customer)
+    assert isinstance(ticket, models.SocketTicket) and ticket.ticket, ticket
+    tablet = signed_in("alice")
+    assert api["sign_out"].sync_detailed(client=customer).status_code == 204
+    assert api["list_addresses"].sync_detailed(client=customer).status_code == 401
+    assert [a.id for a in api["list_addresses"].sync(client=tablet)] == [home.id]
+    everywhere = api["sign_out_everywhere"].sync(client=tablet)
+    assert isinstance(everywhere, models.SignedOut) and everywhere.tokens_revoked == 1
+    assert api["list_addresses"].sync_detailed(client=tablet).status_code == 401
 
 
 def typescript(schema_file: Path, tmp_path: Path, source: str) -> subprocess.CompletedProcess:

@@ -41,7 +41,7 @@ call_command("migrate", verbosity=0)
 from tests.fixtures_pinot import continue_ids_after
 continue_ids_after(FIRST_ID)
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+from tracker.accounts.services import issue_token
 from tests.factories import make_courier, make_customer, make_restaurant, place
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM
@@ -56,7 +56,7 @@ for each in (order, daves):
     for _ in range(3):
         services.advance_order(each.pk, by=SYSTEM)
     services.advance_order(each.pk, by=SYSTEM, to="OUT_FOR_DELIVERY", courier=rider1)
-tokens = {u.username: Token.objects.create(user=u).key
+tokens = {u.username: issue_token(u).key
           for u in (alice.user, dave.user, erin, ops, rider1.user)}
 out = {"tokens": tokens, "order": order.pk, "daves": daves.pk, "restaurant": restaurant.pk}
 """

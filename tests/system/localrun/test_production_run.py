@@ -123,13 +123,13 @@ def _setup_people(env: dict[str, str]) -> dict:
 import json, django
 django.setup()
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+from tracker.accounts.services import issue_token
 from tests.factories import make_customer, make_courier, make_restaurant
 customer, restaurant = make_customer("prod-alice"), make_restaurant("Prod Pizza")
 courier = make_courier("prod-rider")
 chef = get_user_model().objects.create_user("prod-chef")
 restaurant.staff.add(chef)
-tokens = {role: Token.objects.create(user=u).key
+tokens = {role: issue_token(u).key
           for role, u in (("customer", customer.user), ("staff", chef), ("courier", courier.user))}
 print(json.dumps({"tokens": tokens, "restaurant": restaurant.pk,
                   "products": list(restaurant.products.order_by("id").values_list("id", flat=True))}))

@@ -8,6 +8,7 @@ sends no signal (a bulk ``update``): the check is at the token's lookup.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 
 import pytest
@@ -15,10 +16,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import SetPasswordForm
 from django.contrib.auth.hashers import make_password
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.factories import make_courier, make_customer
+from tracker.accounts.models import ApiToken
+from tracker.accounts.security import user_for_token
+from tracker.accounts.services import issue_token
+from tracker.sharing.tokens import digest
 
 pytestmark = pytest.mark.django_db
 
@@ -90,13 +94,15 @@ def test_an_admin_password_reset_revokes_the_token():
 def test_the_sign_in_after_a_reset_gets_a_new_token_that_works():
     courier = make_courier("rider")
     phished = _sign_in("rider", "pw-rider")
-    assert _sign_in("rider", "pw-rider") == phished  # one token per user, as before
+    own = _sign_in("rider", "pw-rider")  # each sign-in its own token (N5)
+    assert own != phished and _me(own) == _me(phished) == 200
     _set_and_save(courier.user)
     fresh = _sign_in("rider", NEW_PASSWORD)
-    assert fresh != phished
+    assert fresh not in (phished, own)
     assert _me(fresh) == 200
-    assert _me(phished) == 401
-    assert list(Token.objects.filter(user=courier.user).values_list("key", flat=True)) == [fresh]
+    assert _me(phished) == _me(own) == 401
+    alive = [user_for_token(key) for key in (phished, own, fresh)]
+    assert alive == [None, None, courier.user]
 
 
 def test_other_users_tokens_keep_working_after_a_reset():
@@ -105,7 +111,7 @@ def test_other_users_tokens_keep_working_after_a_reset():
     keys = {
         "rider": _sign_in("rider", "pw-rider"),
         "rider2": _sign_in("rider2", "pw-rider2"),
-        "alice": Token.objects.create(user=customer.user).key,
+        "alice": issue_token(customer.user).key,
     }
     _set_and_save(courier.user)
     assert {name: _me(key) for name, key in keys.items()} == {
@@ -125,10 +131,11 @@ def test_saving_the_user_without_a_new_password_keeps_the_token():
 
 
 def test_a_token_made_past_the_seal_never_works():
-    """``bulk_create`` skips the hook that seals a new token's key: such a token fails
-    closed, and the next sign-in replaces it."""
+    """A token row whose key was not sealed for its user (made by hand, not by signing in)
+    fails closed, and the next sign-in gets a token that works."""
     customer = make_customer("alice")
-    (unsealed,) = Token.objects.bulk_create([Token(user=customer.user, key=Token.generate_key())])
-    assert _me(unsealed.key) == 401
+    unsealed = secrets.token_hex(20)
+    ApiToken.objects.create(user=customer.user, digest=digest(unsealed))
+    assert _me(unsealed) == 401
     fresh = _sign_in("alice", "pw-alice")
-    assert fresh != unsealed.key and _me(fresh) == 200
+    assert fresh != unsealed and _me(fresh) == 200

@@ -35,10 +35,10 @@ def test_operators_get_the_checks_and_the_pipeline_snapshot():
 
 
 def test_operators_may_use_their_api_token():
-    from rest_framework.authtoken.models import Token
+    from tracker.accounts.services import issue_token
 
     ops = get_user_model().objects.create_user("ops", is_staff=True)
-    key = Token.objects.create(user=ops).key
+    key = issue_token(ops).key
     body = Client().get("/readyz", HTTP_AUTHORIZATION=f"Token {key}").json()
     assert "pipeline" in body
     assert set(Client().get("/readyz", HTTP_AUTHORIZATION="Token wrong").json()) == {"status"}

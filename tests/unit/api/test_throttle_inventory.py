@@ -37,6 +37,8 @@ BUDGETS = {
     "api/asyncapi/": "none: a file read once per process",
     "api/v1/auth/token/": "POST: scope login",
     "api/v1/auth/logout/": "none: signed in; revokes the caller's own token and session",
+    "api/v1/auth/logout-everywhere/": "none: signed in; revokes the caller's own tokens",
+    "api/v1/auth/socket-ticket/": "POST: scope writes",
     "api/v1/me/": READS,
     "api/v1/me/addresses/": "GET: reads; POST: scope writes",
     "api/v1/me/addresses/<int:pk>/": (

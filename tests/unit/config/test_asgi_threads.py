@@ -210,9 +210,9 @@ async def handler():
 
 @sync_to_async
 def customer_token(username: str = "alice") -> str:
-    from rest_framework.authtoken.models import Token
+    from tracker.accounts.services import issue_token
 
-    return Token.objects.create(user=make_customer(username).user).key
+    return issue_token(make_customer(username).user).key
 
 
 async def test_requests_one_after_another_reuse_one_kept_thread_and_its_connection(
@@ -232,17 +232,19 @@ async def test_requests_one_after_another_reuse_one_kept_thread_and_its_connecti
 async def test_a_revoked_token_or_deactivated_user_is_refused_on_the_very_next_request(handler):
     """The kept connection reads what other connections committed since its last request."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
+
+    from tracker.accounts.models import ApiToken
+    from tracker.sharing.tokens import digest
 
     app = handler(1)
     token = await customer_token()
     assert await get(app, "/api/v1/me/", token) == 200
-    await sync_to_async(lambda: Token.objects.filter(key=token).delete())()
+    await sync_to_async(lambda: ApiToken.objects.filter(digest=digest(token)).delete())()
     assert await get(app, "/api/v1/me/", token) == 401
 
     token = await customer_token("bob")
     assert await get(app, "/api/v1/me/", token) == 200
-    user_id = await sync_to_async(lambda: Token.objects.get(key=token).user_id)()
+    user_id = await sync_to_async(lambda: ApiToken.objects.get(digest=digest(token)).user_id)()
     await sync_to_async(
         lambda: get_user_model().objects.filter(pk=user_id).update(is_active=False)
     )()

@@ -19,10 +19,10 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from rest_framework.authtoken.models import Token
 
 from config.asgi import application
 from tests.sockets import closed_with
+from tracker.accounts.services import issue_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,7 +44,7 @@ def _no_bridge(settings):
 @database_sync_to_async
 def _operator_token(name: str = "ops") -> str:
     user = get_user_model().objects.create_user(name, is_staff=True)
-    return Token.objects.create(user=user).key
+    return issue_token(user).key
 
 
 def _auth(key: str) -> list:

@@ -17,10 +17,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from config.asgi import application
 from tests.sockets import closed_with
+from tracker.accounts.services import issue_token
 from tracker.live import messages
 
 pytestmark = [
@@ -40,7 +40,7 @@ def _operators() -> dict:
     users = get_user_model().objects
     ops = {name: users.create_user(name, password=f"pw-{name}", is_staff=True)
            for name in ("ops", "ops2")}  # fmt: skip
-    return {name: (user, Token.objects.create(user=user).key) for name, user in ops.items()}
+    return {name: (user, issue_token(user).key) for name, user in ops.items()}
 
 
 def _token(key: str) -> list:

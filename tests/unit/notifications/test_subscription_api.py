@@ -184,7 +184,7 @@ def test_deactivation_and_signing_out_everywhere_delete_subscriptions(local_push
     alice.user.is_active = False
     alice.user.save()
     assert not PushSubscription.objects.filter(user=alice.user).exists()
-    assert _client(bob.user).post("/api/v1/auth/logout/").status_code == 204
+    assert _client(bob.user).post("/api/v1/auth/logout-everywhere/").status_code == 200
     assert not PushSubscription.objects.exists()
 
 
