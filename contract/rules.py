@@ -46,6 +46,8 @@ def shown(value: Any, limit: int = 80) -> str:
         text = repr(value)
     except ValueError:  # an integer past Python's digit limit for str()
         return f"<an integer of about {value.bit_length() * 0.30103:.0f} digits>"
+    except RecursionError:  # lists or objects nested deeper than repr() goes
+        return f"<{type(value).__name__} nested too deep to show>"
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 

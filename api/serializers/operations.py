@@ -14,6 +14,7 @@ from rest_framework import serializers
 from api.serializers.fields import QuerySerializer, RoundedFloatField, results_of
 from contract.events import DeadLetter
 from contract.rules import ID
+from tracker.operations.stages import STAGES
 from tracker.tracking.selectors import WINDOWS, WindowStats
 from tracker.tracking.serializers import STATUSES, EpochMillisField, EtaSerializer, MoneyField
 
@@ -308,7 +309,7 @@ SalesSeriesResults = results_of(SalesBucketSerializer, "SalesSeriesResults")
 
 
 class PipelineStageSerializer(serializers.Serializer):
-    name = serializers.ChoiceField(choices=["relay", "stream", "pinot", "bridge"])
+    name = serializers.ChoiceField(choices=[stage.name for stage in STAGES])
     label = serializers.CharField()
     status = serializers.ChoiceField(choices=["ok", "behind", "stalled", "unknown"])
     lag = serializers.IntegerField(allow_null=True, help_text="Records not processed yet")

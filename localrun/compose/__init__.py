@@ -35,7 +35,8 @@ pinot-*,           Apache Pinot from ``jvm/pinot`` (``python -m localrun.pinot``
 zookeeper,         controller and broker, and each server in JVMs of their own), the
 pinot-init         image's version; its tables loaded by the same loader as pinot-init's,
                    with pinot-init's environment
-relay, pushbridge  their compose commands
+relay, pushbridge, their compose commands (the notifier with compose's "notifications"
+notifier           profile active: ``COMPOSE_PROFILES=notifications``)
 web (web-2...)     its compose command (uvicorn, several workers), each on its own port
 proxy              with one web process, not run: clients talk to uvicorn on loopback and
                    send ``X-Forwarded-Proto: https`` as Caddy does; in front of several,
@@ -121,6 +122,7 @@ READY_TEXT = {
     "spark-worker": "Successfully registered with master",
     "relay": "relay: publishing",
     "pushbridge": "pushbridge: following",
+    "notifier": "notifier: following",
     "web": "Application startup complete",
     "streaming": "streaming: ready",
     "simulator": "simulator: running",
@@ -130,7 +132,7 @@ READY_TEXT = {
 STAGES = {
     "postgres": 0, "redis": 0, "kafka": 0,
     "pinot-broker": 1, "spark-master": 1,
-    "spark-worker": 2, "relay": 2, "pushbridge": 2, "web": 2,
+    "spark-worker": 2, "relay": 2, "pushbridge": 2, "notifier": 2, "web": 2,
     "streaming": 3, "simulator": 3, "proxy": 3,
 }  # fmt: skip
 

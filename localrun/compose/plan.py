@@ -42,7 +42,9 @@ STAND_INS: dict[str, str | None] = {
 #: Services that run once and must succeed before the application starts.
 ONE_SHOTS = ("kafka-topics", "migrate")
 #: Roles compose runs from the application image, started here with their own command.
-APP_COMMANDS = ("spark-master", "spark-worker", "relay", "pushbridge", "web", "simulator")
+APP_COMMANDS = (
+    "spark-master", "spark-worker", "relay", "pushbridge", "notifier", "web", "simulator"
+)  # fmt: skip
 
 
 def spark_home() -> Path:
@@ -228,7 +230,17 @@ def plan(
     variables = {**default_variables(var), **os.environ, **(overrides or {})}
     variables.setdefault("WEB_WORKERS", "2")
     project = load_project(variables, files)
-    services, roles = project.services, project.roles
+    # Compose starts a service with profiles only when one of them is active
+    # (COMPOSE_PROFILES, compose's own variable; --demo activates "demo").
+    active = {p for p in variables.get("COMPOSE_PROFILES", "").split(",") if p} | (
+        {"demo"} if demo else set()
+    )
+    services = {
+        n: s
+        for n, s in project.services.items()
+        if not s.get("profiles") or active & set(s["profiles"])
+    }
+    roles = {n: r for n, r in project.roles.items() if n in services}
     kafka_nodes = [
         n for n, s in services.items() if str(s.get("image", "")).startswith("apache/kafka")
     ]
@@ -327,7 +339,7 @@ def plan(
     one_shots = {name: (list(services[name]["command"]), env_of(name)) for name in ONE_SHOTS}
     for name, service in services.items():
         role = roles[name]
-        if role not in APP_COMMANDS or (service.get("profiles") and not demo):
+        if role not in APP_COMMANDS:
             continue
         own = {
             "spark-master": {"--port": ports.spark, "--webui-port": ports.spark_ui},
