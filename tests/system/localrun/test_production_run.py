@@ -40,7 +40,10 @@ COMPOSE_VARS = {
 
 @pytest.fixture
 def plan(tmp_path):
-    return prod.plan(var=tmp_path / "prod", overrides=COMPOSE_VARS, demo=True)
+    # every profile active, so every compose service is planned (compose's demo and
+    # notifications profiles)
+    overrides = {**COMPOSE_VARS, "COMPOSE_PROFILES": "notifications"}
+    return prod.plan(var=tmp_path / "prod", overrides=overrides, demo=True)
 
 
 def test_every_compose_service_is_run_once_or_has_a_named_stand_in(plan):
