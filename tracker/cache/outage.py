@@ -30,7 +30,6 @@ keeps nothing (the drop's generation, as :mod:`tracker.cache.reads` does).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -43,6 +42,7 @@ from django.db import InterfaceError, OperationalError
 
 from tracker.cache.maps import LOCK, bounded
 from tracker.notices import listener
+from tracker.sharing.tokens import digest  # what a token is kept under: never the key
 
 T = TypeVar("T")
 
@@ -74,11 +74,6 @@ _generation = itertools.count()
 _current = next(_generation)
 #: time.monotonic() of the notice listener's last good read in this process.
 _heard_at = 0.0
-
-
-def digest(key: str) -> str:
-    """What a token is kept under: never the key itself."""
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def _heard(until: float) -> None:

@@ -28,7 +28,6 @@ exponential backoff up to ``NOTIFY_MAX_TRIES``; 404 and 410 delete the subscript
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections import Counter, deque
@@ -65,6 +64,7 @@ from tracker.notifications.models import (
 from tracker.notifications.moments import MOMENT_OF_STATUS, Moment
 from tracker.notifications.payload import LockScreen, Window
 from tracker.orders.models import Order
+from tracker.sharing.tokens import digest  # the log's target hashed: no address in its key
 from tracker.tracking import eta
 
 log = logging.getLogger(__name__)
@@ -77,11 +77,6 @@ TOPICS = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
 MAX_PENDING = 100_000
 #: The longest backoff between tries, whatever ``Retry-After`` asks.
 MAX_BACKOFF_SECONDS = 60.0
-
-
-def digest(target: str) -> str:
-    """The log's target: a device's endpoint or a mailbox, hashed (no address in the key)."""
-    return hashlib.sha256(target.encode()).hexdigest()
 
 
 def _at(ms: int) -> datetime:
