@@ -19,6 +19,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from tracker.live.embedded import ensure_embedded_bridge, stop_embedded_bridge
+from tracker.operations.pipeline import stop_monitor
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ BRIDGE_READY_SECONDS = 15.0
 
 
 async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Start the embedded push bridge with the server, and stop it with the server."""
+    """Start the embedded push bridge with the server; stop it, and the pipeline monitor
+    if a request started one, with the server."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
@@ -42,5 +44,6 @@ async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await asyncio.to_thread(stop_embedded_bridge)
+            stop_monitor()
             await send({"type": "lifespan.shutdown.complete"})
             return

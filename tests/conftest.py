@@ -48,6 +48,18 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, t
 
 
 @pytest.fixture(autouse=True)
+def _no_pipeline_monitor_after_the_test():
+    """A test that asks for readiness or metrics starts this process's pipeline monitor;
+    it stops with that test, as the notice listener does (below): it would sample the
+    test's engines after they are gone, and its database connection would keep
+    PostgreSQL from dropping the test database at the end."""
+    from tracker.operations.pipeline import stop_monitor
+
+    yield
+    stop_monitor()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """PBKDF2 is slow on purpose; tests create many users."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -148,6 +148,7 @@ class PipelineMonitor:
         return self
 
     def stop(self) -> None:
+        """The thread ends after its current sample (which may be waiting on a timeout)."""
         self._stop.set()
 
     def _run(self) -> None:
@@ -352,3 +353,13 @@ def monitor() -> PipelineMonitor:
         if _monitor is None:
             _monitor = PipelineMonitor().start()
         return _monitor
+
+
+def stop_monitor() -> None:
+    """Stop this process's monitor, if one runs (a server's shutdown, a test session's
+    end): its thread would otherwise sample engines that are gone and log each failure."""
+    global _monitor
+    with _monitor_lock:
+        running, _monitor = _monitor, None
+    if running is not None:
+        running.stop()
