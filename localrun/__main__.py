@@ -23,9 +23,11 @@ def main(argv: list[str] | None = None) -> int:
 
     django.setup()
     from django.core.management import call_command
+    from django.urls import reverse
 
     from localrun.components import components
     from localrun.launch import LaunchError, System
+    from localrun.pushservice import demo_customers
     from runtime.conf import var_dir
     from tracker.simulator.seed import DEMO_PASSWORD, OPERATOR_USERNAME
 
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     supervisor = system.supervisor
     supervisor.stop_on_signals()
     base = system.web_url
+    watched = demo_customers()
+    first = watched[0] if watched else "customer1"
     ready = (
         "\n"
         "  ============================================================\n"
@@ -47,8 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         f"    customers        customer1..customer200 / {DEMO_PASSWORD}\n"
         "    watch events     make tail TOPIC=orders_enriched\n"
         f"    live channel     {base}/api/asyncapi/\n"
-        f"    notifications    mails in {var_dir() / 'mail'}/, pushes to customer1..3's\n"
-        f"                     phones in {var_dir() / 'push'}/<customer>.jsonl\n"
+        f"    notifications    {', '.join(watched) or 'nobody'}: phone subscribed, email on; each\n"
+        "                     orders within a minute, then as often as any customer\n"
+        f"      watch one      sign in as {first} at {base}{reverse('frontend:my-orders')}\n"
+        f"      their pushes   {var_dir() / 'push'}/{first}.jsonl (one per customer)\n"
+        f"      their mails    {var_dir() / 'mail'}/*.eml\n"
         "  From now on: a status line per component every few seconds, and every warning\n"
         "  or error; everything else is in var/logs/ (LOG_LEVEL=debug shows it here too).\n"
         "  Ctrl-C stops everything.\n"

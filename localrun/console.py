@@ -241,10 +241,14 @@ class Console:
         finally:
             cons.close()
             offsets.close()
-        mail = var_dir() / "mail"
-        mails = len(list(mail.glob("*.eml"))) if mail.exists() else 0
+        mail, push = var_dir() / "mail", var_dir() / "push"
+        mails = len(list(mail.glob("*.eml")))
+        pushes = sum(len(p.read_bytes().splitlines()) for p in push.glob("*.jsonl"))
         sent = ", ".join(parts) or "nothing new"
-        return f"{sent}; lag {lag:,} records; {mails:,} mails in {mail}/"
+        return (
+            f"{sent}; lag {lag:,} records; {mails:,} mails in {mail}/, "
+            f"{pushes:,} pushes in {push}/<customer>.jsonl"
+        )
 
     def _web(self, elapsed: float) -> str:
         answer = httpx.get(f"{self.web_url}/healthz", timeout=2.0)

@@ -10,8 +10,11 @@ can tell a subscription to answer 404, 410 or 429 (its next requests) or never t
 (a hung push service).
 
 ``python -m localrun.pushservice`` (``make run``) subscribes a few demo customers' "phones"
-through the REST API, as a browser would, and writes each notification they receive to
-``var/push/<customer>.jsonl``. Allowed only because ``make run`` sets ``WEBPUSH_ALLOW_LOCAL``.
+(:func:`demo_customers`) through the REST API, as a browser would, turns their email on as
+the settings page would (the mail sink keeps it), and writes each notification they receive
+to ``var/push/<customer>.jsonl``. The simulator gives customers who are told of their
+orders theirs early and regularly, so someone watching sees one within a minute. Allowed
+only because ``make run`` sets ``WEBPUSH_ALLOW_LOCAL``.
 """
 
 from __future__ import annotations
@@ -190,11 +193,21 @@ class PushService:
         return 201, b""
 
 
-def _api(web: str, path: str, body: dict | None = None, token: str = "") -> dict:
+def demo_customers() -> list[str]:
+    """The demo customers whose phones ``make run`` subscribes (``PUSH_DEMO_PHONES``)."""
+    from runtime.conf import env_int
+
+    return [f"customer{n}" for n in range(1, env_int("PUSH_DEMO_PHONES", 3) + 1)]
+
+
+def _api(
+    web: str, path: str, body: dict | None = None, token: str = "", method: str | None = None
+) -> dict:
     import urllib.request
 
     request = urllib.request.Request(
         f"{web}/api/v1/{path}",
+        method=method,
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Content-Type": "application/json",
                  **({"Authorization": f"Token {token}"} if token else {})},
@@ -232,7 +245,7 @@ def main() -> None:
     password = env_str("SIMULATOR_DEMO_PASSWORD", "ordertrack-demo")
     folder = var_dir() / "push"
     folder.mkdir(parents=True, exist_ok=True)
-    customers = [f"customer{n}" for n in range(1, env_int("PUSH_DEMO_PHONES", 3) + 1)]
+    customers = demo_customers()
     service = None
     subscribed = []
     for customer in customers:
@@ -243,6 +256,7 @@ def main() -> None:
                 key = _api(web, "notifications/vapid-key/", token=token)["public_key"]
                 service = PushService(key, port=env_int("PUSH_SERVICE_PORT", 8088)).start()
             _subscribe(service, folder, web, customer, token)
+            _api(web, "notifications/preferences/", {"email_enabled": True}, token, "PATCH")
         except OSError as exc:  # no such demo customer (a run without the demo world), ...
             print(f"pushservice: {customer} not subscribed: {exc}", flush=True)
             continue
@@ -257,7 +271,7 @@ def main() -> None:
 
     service.on_receive = keep
     print(f"pushservice: ready on {service.origin}, {', '.join(subscribed) or 'nobody'} "
-          f"subscribed, notifications in {folder}/<customer>.jsonl", flush=True)  # fmt: skip
+          f"subscribed (email on too), pushes in {folder}/<customer>.jsonl", flush=True)  # fmt: skip
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     signal.signal(signal.SIGINT, lambda *a: stop.set())

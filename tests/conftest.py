@@ -127,6 +127,14 @@ def no_periodic_recheck(settings):
 
 
 @pytest.fixture
+def no_push_bridge(settings):
+    """No embedded push bridge in this test's web app: nothing the test checks is pushed
+    from Kafka (a refusal, a close, a message the test sends to the channel layer itself),
+    and a bridge would follow a broker the test does not start."""
+    settings.PUSH_BRIDGE_EMBEDDED = False
+
+
+@pytest.fixture
 def database_outage() -> Iterator[DatabaseOutage]:
     """A :class:`DatabaseOutage` to start and end; ended after the test in any case. Skips
     the test on SQLite, which has no server to lose (``make test``'s second run is on

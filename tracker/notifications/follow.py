@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 
-from confluent_kafka import KafkaError
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 
 READER = "notifier"
 POLL_RECORDS = 500
+
+
+def _assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    """Logged: when a (re)started notifier has its partitions, after the group's wait for
+    members that are gone (a static member stays until its session times out)."""
+    topics = sorted({p.topic for p in partitions})
+    log.info("notifier: assigned %d partition(s) of %s", len(partitions), ", ".join(topics))
 
 
 def run(stop: threading.Event, ready: threading.Event | None = None) -> None:
@@ -56,7 +63,7 @@ def run(stop: threading.Event, ready: threading.Event | None = None) -> None:
                 }
             )
             try:
-                cons.subscribe(names)
+                cons.subscribe(names, on_assign=_assigned)
                 log.info("notifier: following %s", ", ".join(names))
                 if ready is not None:
                     ready.set()

@@ -49,6 +49,30 @@ LABELS = {
     Moment.RUNNING_LATE: "Running late",
 }
 
+#: What each moment says, wherever it is shown: the pushed payload's title and body
+#: (:class:`.payload.LockScreen`, also the email's subject and first line) and the open
+#: tab's own notification (``notify.js``, through :func:`page_rule`), so the two that replace
+#: each other (one tag) say the same. ``{order_id}`` and ``{window}`` (the arrival window in
+#: the customer's time zone, "19:05–19:20") are filled in by :func:`wording`.
+WORDING: dict[Moment, tuple[str, str]] = {
+    Moment.CONFIRMED: ("Order #{order_id} is confirmed", "The kitchen has it."),
+    Moment.OUT_FOR_DELIVERY: ("Order #{order_id} is on its way", "Arriving {window}"),
+    Moment.AT_DOOR: ("Order #{order_id} is at your door", "Your courier is here."),
+    Moment.DELIVERED: ("Order #{order_id} is delivered", "Enjoy your meal."),
+    Moment.CANCELLED: ("Order #{order_id} is cancelled", "Open the order for details."),
+    Moment.RUNNING_LATE: ("Order #{order_id} is running late", "Now arriving {window}"),
+}
+
+
+def wording(order_id: int, moment: Moment | str, window: str = "") -> tuple[str, str]:
+    """The title and body of the order's moment (:data:`WORDING`); a body that tells the
+    window is left empty where none is known (the open tab does not know the one told)."""
+    title, body = WORDING[Moment(moment)]
+    if "{window}" in body and not window:
+        body = ""
+    return title.replace("{order_id}", str(int(order_id))), body.replace("{window}", window)
+
+
 #: The statuses whose arrival is a moment (the others happen in the kitchen, unannounced).
 MOMENT_OF_STATUS: dict[str, Moment] = {
     OrderStatus.ORDER_CONFIRMED.value: Moment.CONFIRMED,
@@ -81,10 +105,11 @@ def topic(order_id: int, moment: Moment | str) -> str:
 
 def page_rule() -> dict[str, object]:
     """What the pages get of this rule (``config.notifications`` in every page's
-    configuration): the tag's pattern and which status is which moment, so ``notify.js``
-    tags the open tab's notification exactly as the pushed one."""
+    configuration): the tag's pattern, which status is which moment and what each says, so
+    ``notify.js`` tags and words the open tab's notification exactly as the pushed one."""
     return {
         "tagFormat": TAG_FORMAT,
         "momentOfStatus": {status: moment.value for status, moment in MOMENT_OF_STATUS.items()},
         "moments": {moment.value: moment.label for moment in Moment},
+        "wording": {m.value: {"title": t, "body": b} for m, (t, b) in WORDING.items()},
     }

@@ -5,7 +5,7 @@ number, its status, the moment and the arrival window: no address, no items, no 
 the customer, the restaurant or the courier). The service worker shows it as it is:
 
 ``{"v": 1, "tag": "order-42-out_for_delivery", "moment": "out_for_delivery",
-"status": "OUT_FOR_DELIVERY", "order_id": 42, "title": "Order #42: out for delivery",
+"status": "OUT_FOR_DELIVERY", "order_id": 42, "title": "Order #42 is on its way",
 "body": "Arriving 19:05–19:20", "window_start": "2026-12-07T13:35:00Z",
 "window_end": "2026-12-07T13:50:00Z", "url": "/orders/42/", "at": "2026-12-07T13:12:09Z"}``
 
@@ -14,6 +14,8 @@ the customer, the restaurant or the courier). The service worker shows it as it 
 * ``window_start`` / ``window_end``: the arrival window told to the customer (UTC, ISO
   8601), null where none is known (confirmed, delivered, cancelled); ``body`` already
   carries it in the customer's time zone (``NOTIFY_TIME_ZONE``).
+* ``title`` / ``body``: :data:`tracker.notifications.moments.WORDING`, which the open tab's
+  own notification of the moment says too.
 * ``url``: the order's page, a path on this site: the notification's click opens it.
 * ``at``: when the moment happened (the event's time).
 """
@@ -28,7 +30,7 @@ from django.conf import settings
 from django.urls import reverse
 from rest_framework import serializers
 
-from tracker.notifications.moments import Moment, tag
+from tracker.notifications.moments import Moment, tag, wording
 
 VERSION = 1
 
@@ -59,22 +61,6 @@ def window_text(window: Window | None) -> str:
     return f"{local_time(window.earliest)}–{local_time(window.latest)}"
 
 
-def _wording(order_id: int, moment: Moment, window: Window | None) -> tuple[str, str]:
-    arriving = f"Arriving {window_text(window)}" if window else ""
-    titles = {
-        Moment.CONFIRMED: (f"Order #{order_id} is confirmed", "The kitchen has it."),
-        Moment.OUT_FOR_DELIVERY: (f"Order #{order_id} is on its way", arriving),
-        Moment.AT_DOOR: (f"Order #{order_id} is at your door", "Your courier is here."),
-        Moment.DELIVERED: (f"Order #{order_id} is delivered", "Enjoy your meal."),
-        Moment.CANCELLED: (f"Order #{order_id} is cancelled", "Open the order for details."),
-        Moment.RUNNING_LATE: (
-            f"Order #{order_id} is running late",
-            f"Now arriving {window_text(window)}" if window else "",
-        ),
-    }
-    return titles[moment]
-
-
 @dataclass(frozen=True)
 class LockScreen:
     """The payload (the module docstring shows one); :meth:`to_json` is what is encrypted."""
@@ -95,7 +81,7 @@ class LockScreen:
     def of(
         cls, order_id: int, moment: Moment, status: str, at_ms: int, window: Window | None
     ) -> LockScreen:
-        title, body = _wording(order_id, moment, window)
+        title, body = wording(order_id, moment, window_text(window))
         return cls(
             v=VERSION,
             tag=tag(order_id, moment),

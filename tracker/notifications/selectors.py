@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from tracker.customers.models import Customer
 from tracker.notifications.models import NotificationPreferences, PushSubscription
@@ -27,3 +27,13 @@ def preferences_of(customer: Customer) -> NotificationPreferences:
 def customer_by_user(user_id: int) -> Customer | None:
     """The active customer of a user id (an unsubscribe link names one)."""
     return Customer.objects.filter(user_id=user_id, user__is_active=True).first()
+
+
+def notified_customer_ids() -> set[int]:
+    """Customers who hear about their orders somewhere: a device subscribed to push (and
+    push not turned off), or email turned on with an address to send to."""
+    pushed = Q(user__push_subscriptions__isnull=False) & ~Q(
+        notification_preferences__push_enabled=False
+    )
+    mailed = Q(notification_preferences__email_enabled=True) & ~Q(user__email="")
+    return set(Customer.objects.filter(pushed | mailed).values_list("id", flat=True))

@@ -31,6 +31,7 @@ from contract.events import CANCELLABLE_STATUSES, OrderStatus
 from contract.load import BOOK_PEAK_ORDERS_PER_MINUTE
 from tracker.couriers.models import Courier
 from tracker.customers.models import Address
+from tracker.notifications.selectors import notified_customer_ids
 from tracker.orders import services
 from tracker.orders.models import Order
 from tracker.orders.policy import SYSTEM
@@ -164,6 +165,11 @@ class Simulation:
         self._order_number: dict[int, int] = {}
         self.stats = {"placed": 0, "advanced": 0, "cancelled": 0, "delivered": 0, "points": 0}
         self.addresses = list(Address.objects.order_by("id").select_related("customer__user"))
+        self._addresses_of: dict[int, list[Address]] = {}
+        for address in self.addresses:
+            self._addresses_of.setdefault(address.customer_id, []).append(address)
+        #: Placement number at which each notified customer orders next (:meth:`_who`).
+        self._turn_of: dict[int, int] = {}
         self.restaurants = list(Restaurant.objects.filter(is_open=True).order_by("id"))
         menu: dict[int, list[Product]] = {}
         for product in Product.objects.filter(is_available=True).order_by("id"):
@@ -213,8 +219,23 @@ class Simulation:
 
     # ------------------------------------------------------------------ actions
 
+    def _who(self) -> Address:
+        """Where the next order goes. Customers who hear about their orders (a phone
+        subscribed to push, or email on: in ``make run``, the push service's demo phones)
+        may have a person watching, so each orders with the first placement after they
+        appear, then once in every as many placements as there are customers: as often as
+        anyone on average, but without a gap of chance. The others are drawn at random.
+        Only who orders is chosen here; how many is the load's (``contract.load``)."""
+        placed = self.stats["placed"]
+        for customer_id in sorted(notified_customer_ids() & self._addresses_of.keys()):
+            turn = self._turn_of.setdefault(customer_id, placed)
+            if placed >= turn:
+                self._turn_of[customer_id] = placed + len(self._addresses_of)
+                return self.rng.choice(self._addresses_of[customer_id])
+        return self.rng.choice(self.addresses)
+
     def place_one(self) -> Order:
-        address = self.rng.choice(self.addresses)
+        address = self._who()
         nearest = sorted(
             self.restaurants,
             key=lambda r: geo.haversine_km(r.lat, r.lon, address.lat, address.lon),

@@ -126,15 +126,10 @@ class Warnings(logging.Handler):
         self.logger.removeHandler(self)
 
 
-@pytest.fixture
-def no_bridge(settings):
-    settings.PUSH_BRIDGE_EMBEDDED = False  # nothing is pushed here
-
-
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
 async def test_while_redis_is_down_a_socket_is_refused_with_4503_then_opens_again(
-    on_redis, no_bridge
+    on_redis, no_push_bridge
 ):
     key = await _operator_token("ops-ws-redis-down")
     layer = get_channel_layer()
@@ -158,7 +153,7 @@ async def test_while_redis_is_down_a_socket_is_refused_with_4503_then_opens_agai
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_socket_whose_group_join_fails_is_refused_with_4503(settings, no_bridge):
+async def test_a_socket_whose_group_join_fails_is_refused_with_4503(settings, no_push_bridge):
     """The cache answers (the connect is counted) but the channel layer's Redis does not:
     the join itself fails."""
     counters, layer_redis = RedisServer(), RedisServer()
@@ -184,7 +179,7 @@ async def test_a_socket_whose_group_join_fails_is_refused_with_4503(settings, no
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_open_sockets_close_with_4503_when_redis_goes_away(on_redis, no_bridge):
+async def test_open_sockets_close_with_4503_when_redis_goes_away(on_redis, no_push_bridge):
     """A socket the channel layer no longer feeds must not pass for live: it closes, and
     its client reconnects (with ``?since=`` on an order's socket) once Redis is back."""
     key = await _operator_token("ops-ws-open")
@@ -202,7 +197,7 @@ async def test_open_sockets_close_with_4503_when_redis_goes_away(on_redis, no_br
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_quick_redis_restart_closes_every_open_socket(on_redis, no_bridge):
+async def test_a_quick_redis_restart_closes_every_open_socket(on_redis, no_push_bridge):
     """The sockets of a process wait on the layer in turn (channels_redis reads for all of
     them through one wait). Those whose turn comes after a quick restart read from the new
     server, where their group memberships are gone: they must close too, not stay open

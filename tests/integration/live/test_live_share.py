@@ -270,12 +270,7 @@ async def test_no_courier_point_near_the_destination_reaches_a_share_socket(
 # ---------------------------------------------------------------------- refusals (no engine)
 
 
-@pytest.fixture
-def _no_bridge(settings):
-    settings.PUSH_BRIDGE_EMBEDDED = False
-
-
-async def test_guessed_malformed_revoked_and_expired_links_are_refused_alike(_no_bridge):
+async def test_guessed_malformed_revoked_and_expired_links_are_refused_alike(no_push_bridge):
     world = await amake_world(**WORLD)
     alice = world.alice.user
 
@@ -303,7 +298,7 @@ async def test_guessed_malformed_revoked_and_expired_links_are_refused_alike(_no
     assert len(reasons) == 1  # nothing tells a revoked or ended link from a guess
 
 
-async def test_the_handshake_answers_with_the_private_headers(_no_bridge):
+async def test_the_handshake_answers_with_the_private_headers(no_push_bridge):
     socket = WebsocketCommunicator(application, f"/ws/share/{tokens.new_token()}/")
     assert (await socket.connect(timeout=10))[0]
     assert {name: value for name, value in socket.response_headers if name in PRIVATE} == PRIVATE
@@ -315,7 +310,7 @@ async def test_the_handshake_answers_with_the_private_headers(_no_bridge):
 
 
 async def test_share_socket_connects_are_limited_per_address_before_the_lookup(
-    _no_bridge, settings
+    no_push_bridge, settings
 ):
     settings.SHARE_CONNECT_RATE = "2/min"
     settings.TRUSTED_PROXY_COUNT = 1  # the address is the proxy's X-Forwarded-For entry
@@ -331,7 +326,7 @@ async def test_share_socket_connects_are_limited_per_address_before_the_lookup(
     assert elsewhere["code"] == messages.CLOSE_NOT_FOUND
 
 
-async def test_a_link_has_a_bounded_number_of_open_sockets(_no_bridge, settings):
+async def test_a_link_has_a_bounded_number_of_open_sockets(no_push_bridge, settings):
     """The slots are taken before the snapshot: with every slot held, the next socket is
     refused with 4429 without reading any tracking data."""
     from tracker.live import limits
@@ -344,7 +339,7 @@ async def test_a_link_has_a_bounded_number_of_open_sockets(_no_bridge, settings)
     assert refused["code"] == messages.CLOSE_TOO_MANY and "at most 2" in refused["message"]
 
 
-async def test_share_sockets_count_against_the_link_creators_socket_cap(_no_bridge, settings):
+async def test_share_sockets_count_against_the_link_creators_socket_cap(no_push_bridge, settings):
     """A link's sockets are its creator's: with every one of the creator's socket slots
     held, the link's next socket is refused with 4429 (5 links x 10 sockets each would
     otherwise be 50 sockets of one customer, 24 h each)."""
@@ -362,7 +357,7 @@ async def test_share_sockets_count_against_the_link_creators_socket_cap(_no_brid
     assert refused["code"] != messages.CLOSE_TOO_MANY, refused
 
 
-async def test_a_share_socket_sleeps_until_its_links_end(_no_bridge, monkeypatch):
+async def test_a_share_socket_sleeps_until_its_links_end(no_push_bridge, monkeypatch):
     """The timer to the link's end sleeps until that end (or until the order ends or a
     re-check moves the end), not a second at a time."""
     import asyncio

@@ -20,6 +20,8 @@ from tests.factories import World, amake_world, place
 from tests.fixtures_browser import axe_violations, order_status_becomes, sign_in
 from tests.fixtures_pinot import item_event, order_event_of
 from tracker.customers.models import Address
+from tracker.notifications.moments import Moment
+from tracker.notifications.payload import LockScreen
 from tracker.orders import services
 from tracker.orders.policy import SYSTEM
 
@@ -290,13 +292,12 @@ async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
         await expect(page).to_have_title(re.compile(r"^Cancelled · Order #"))
         await page.wait_for_function("window.__shown.length > 0")
         shown = await page.evaluate("window.__shown")
+        # Worded as the push of that moment (moments.WORDING), which replaces it.
+        pushed = LockScreen.of(order.pk, Moment.CANCELLED, "CANCELLED", t0, None)
         assert [(n["title"], n["tag"], n["body"]) for n in shown] == [
-            (
-                f"Order #{order.pk}: Cancelled",
-                f"order-{order.pk}-cancelled",
-                "Tap to follow your order",
-            )
+            (pushed.title, pushed.tag, pushed.body)
         ]
+        assert pushed.title == f"Order #{order.pk} is cancelled"
     finally:
         await context.close()
 

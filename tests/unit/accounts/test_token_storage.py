@@ -65,8 +65,7 @@ def test_the_admin_never_shows_a_key():
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_socket_ticket_signs_one_socket_in_once(settings):
-    settings.PUSH_BRIDGE_EMBEDDED = False
+async def test_a_socket_ticket_signs_one_socket_in_once(no_push_bridge):
     from django.contrib.auth import get_user_model
 
     await database_sync_to_async(get_user_model().objects.create_user)(

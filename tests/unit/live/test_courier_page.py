@@ -138,10 +138,9 @@ def test_a_courier_carries_now_only_their_deliveries_not_yet_ended(world):
 
 
 @pytest.fixture
-def no_engines(settings, monkeypatch):
+def no_engines(monkeypatch, no_push_bridge):
     """No push bridge, and no tracking store (nothing listens on this port): a tracking
     read fails at once."""
-    settings.PUSH_BRIDGE_EMBEDDED = False
     monkeypatch.setenv("PINOT_BROKER_URL", "http://127.0.0.1:9")
 
 

@@ -33,8 +33,7 @@ MESSAGE_TOO_BIG = 1009
 
 
 @pytest.fixture(autouse=True)
-def _no_bridge(settings):
-    settings.PUSH_BRIDGE_EMBEDDED = False  # nothing is pushed here
+def _quick_heartbeat(settings, no_push_bridge):
     settings.PUSH_HEARTBEAT_SECONDS = 0.2
     cache.clear()
     yield

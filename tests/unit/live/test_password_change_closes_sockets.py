@@ -26,13 +26,8 @@ from tracker.live import messages
 pytestmark = [
     pytest.mark.asyncio,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("no_periodic_recheck"),
+    pytest.mark.usefixtures("no_periodic_recheck", "no_push_bridge"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _no_bridge(settings):
-    settings.PUSH_BRIDGE_EMBEDDED = False
 
 
 @database_sync_to_async

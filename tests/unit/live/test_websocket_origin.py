@@ -21,8 +21,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)
-def _no_bridge(settings):
-    settings.PUSH_BRIDGE_EMBEDDED = False
+def _our_origins(settings, no_push_bridge):
     settings.CSRF_TRUSTED_ORIGINS = ["http://127.0.0.1:8000", "https://*.shop.example"]
     settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver", "shop.example"]
 

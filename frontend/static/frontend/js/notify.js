@@ -14,7 +14,7 @@ import { h, replace, toast } from "./dom.js";
 import { label } from "./status.js";
 
 const supported = typeof window !== "undefined" && "Notification" in window;
-const rule = config.notifications || { tagFormat: "order-{order_id}-{moment}", momentOfStatus: {}, moments: {} };
+const rule = config.notifications || { tagFormat: "order-{order_id}-{moment}", momentOfStatus: {}, moments: {}, wording: {} };
 
 /** "In the oven · Order #12 · Ordertrack" */
 export function titleForStatus(orderId, status) {
@@ -35,6 +35,18 @@ export function tagFor(orderId, moment) {
   return rule.tagFormat.replace("{order_id}", String(orderId)).replace("{moment}", moment);
 }
 
+/**
+ * The title and body of an order's moment: the server's one wording (moments.WORDING,
+ * as the pushed payload says it). A body that tells the arrival window is left empty:
+ * the tab does not know the window told, and the push that carries it replaces this one.
+ */
+export function wordingFor(orderId, moment) {
+  const words = rule.wording[moment];
+  if (!words) return null;
+  const body = words.body.includes("{window}") ? "" : words.body;
+  return { title: words.title.replace("{order_id}", String(orderId)), body };
+}
+
 /** Our service worker's registration, if this browser has an active one (null: show directly). */
 async function workerRegistration() {
   if (!("serviceWorker" in navigator)) return null;
@@ -52,11 +64,12 @@ async function workerRegistration() {
  */
 export async function notifyStatus(orderId, status) {
   const moment = momentOf(status);
-  if (!moment || !supported || Notification.permission !== "granted" || !document.hidden) return false;
+  const words = moment ? wordingFor(orderId, moment) : null;
+  if (!words || !supported || Notification.permission !== "granted" || !document.hidden) return false;
   const url = orderUrl(orderId);
-  const title = `Order #${orderId}: ${rule.moments[moment] || label(status)}`;
   // No names, address or items: what a lock screen may show (as the pushed payload).
-  const options = { body: "Tap to follow your order", tag: tagFor(orderId, moment), renotify: true, data: { url } };
+  const options = { body: words.body, tag: tagFor(orderId, moment), renotify: true, data: { url } };
+  const title = words.title;
   const registration = await workerRegistration();
   try {
     if (registration) {
