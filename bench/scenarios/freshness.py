@@ -261,9 +261,7 @@ def one_level(
         }
         kafka_disk_mb = harness.disk_mb(var_dir() / "kafka")
         rss = {
-            c.component.name: harness.process_tree_rss(c.process.pid)
-            for c in supervisor.children
-            if c.process
+            n: harness.process_tree_rss(p) for n, p in harness.pids_of(supervisor.children).items()
         }
     finally:
         supervisor.stop()
@@ -655,8 +653,7 @@ def one_watchers(count: int, args) -> dict:
                 if reply.status_code == 200 and reply.json()["tracking"]["source"] == "pinot":
                     break
                 time.sleep(1.0)  # as the watcher's app polls: inside its read budget
-        by_name = {c.component.name: c.process.pid for c in supervisor.children if c.process}
-        pids = {"web": by_name["web"], "pinot": by_name["pinot"]}
+        pids = {name: supervisor.pid(name) for name in ("web", "pinot")}
         ports = {"web": int(base.rsplit(":", 1)[1])}
         import uvloop
 
