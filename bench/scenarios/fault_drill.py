@@ -32,7 +32,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -1428,7 +1428,9 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> dict:
         "counts_after_drain": None
         if drained is None
         else {"postgres": drained[0], "pinot": drained[1], "equal": equal},
-        "fault_records": [asdict(r) for r in faults],
+        # vars, not asdict: asdict rebuilds the reads' Counters from (key, count) pairs,
+        # which counts the pairs themselves (tuple keys JSON cannot write).
+        "fault_records": [vars(r) for r in faults],
         "probes": probes,
         "samples": samples,
         "strip": drill.strip if drill else [],
