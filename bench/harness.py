@@ -61,28 +61,16 @@ BENCH_ENV = {
 # ------------------------------------------------------------------ the machine
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
-            cwd=ROOT,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def machine() -> dict:
     """Cores, memory, commit and load, recorded with every figure."""
-    mem_kb = 0
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            if line.startswith("MemTotal:"):
-                mem_kb = int(line.split()[1])
+    git = ["git", "rev-parse", "--short", "HEAD"]
+    commit = subprocess.run(git, capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {
         "cores": os.cpu_count(),
-        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "memory_gib": round(memory / 1024**3, 1),
         "python": platform.python_version(),
-        "commit": commit(),
+        "commit": commit or "unknown",
         "date": time.strftime("%Y-%m-%d"),
         "load_avg_1m": os.getloadavg()[0],
     }
@@ -172,13 +160,10 @@ class Pinot:
 
     system: System
 
-    @property
-    def jvm_pids(self) -> list[int]:
-        return children_of(self.system.pid("pinot"))
-
     def cpu_s(self) -> float:
         """CPU seconds of the JVMs so far (the launcher's readiness loop, not)."""
-        return sum(process_tree_cpu(pid) for pid in self.jvm_pids)
+        stats, pid = _proc_stats(), self.system.pid("pinot")
+        return _cpu_s(stats, [p for p in _tree(pid, stats) if p != pid])
 
     def rss_mb(self) -> float:
         return process_tree_rss(self.system.pid("pinot"))
@@ -189,17 +174,6 @@ class Pinot:
         log = Path(self.system.env["ORDERTRACK_VAR_DIR"]) / "logs" / "pinot.log"
         found = re.search(r"pinot: ready \(([\d.]+) s", log.read_text(errors="replace"))
         return float(found[1]) if found else None
-
-
-def children_of(pid: int) -> list[int]:
-    """Live children of ``pid``, whichever of its threads started them (one /proc pass)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
 
 
 # ------------------------------------------------------------------ results
@@ -276,47 +250,44 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process (and nothing else), in MiB."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except FileNotFoundError:
-        pass
-    return 0.0
-
-
-def process_tree_rss(pid: int) -> float:
-    """RSS of a process and its descendants (a component's JVM child), MiB."""
-    total = rss_mb(pid)
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except FileNotFoundError:
-        return total
-    return total + sum(process_tree_rss(int(c)) for c in children)
-
-
-def process_tree_cpu(pid: int) -> float:
-    """CPU seconds a process and its descendants used so far, reaped children included
-    (``cutime``/``cstime``: PostgreSQL's backends, Spark's Python workers). Descendants come
-    from one pass over /proc: a thread's ``children`` file is unreliable while it runs."""
-    stats: dict[int, list[str]] = {}
+def _proc_stats() -> dict[int, list[str]]:
+    """Every process's ``/proc/PID/stat`` fields after its name, in one pass (a thread's
+    ``children`` file is unreliable while it runs); one that exits meanwhile is left out."""
+    stats = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            # One that exits meanwhile is counted in its parent's cutime once reaped.
             with contextlib.suppress(FileNotFoundError, ProcessLookupError):
                 stats[int(entry.name)] = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    return stats
+
+
+def _tree(pid: int, stats: dict[int, list[str]]) -> list[int]:
+    """``pid`` and its live descendants (a component's JVM, PostgreSQL's backends)."""
     children: dict[int, list[int]] = {}
     for child, fields in stats.items():
         children.setdefault(int(fields[1]), []).append(child)
-    total, todo = 0.0, [pid] if pid in stats else []
+    tree, todo = [], [pid] if pid in stats else []
     while todo:
-        current = todo.pop()
-        total += sum(int(f) for f in stats[current][11:15])
-        todo.extend(children.get(current, []))
-    return total / os.sysconf("SC_CLK_TCK")
+        tree.append(todo.pop())
+        todo.extend(children.get(tree[-1], []))
+    return tree
+
+
+def _cpu_s(stats: dict[int, list[str]], pids: list[int]) -> float:
+    """User and system CPU seconds of ``pids``, their reaped children's included."""
+    return sum(int(f) for p in pids for f in stats[p][11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree_rss(pid: int) -> float:
+    """RSS of a process and its descendants, MiB."""
+    stats = _proc_stats()
+    return sum(int(stats[p][21]) for p in _tree(pid, stats)) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds a process and its descendants used so far, reaped children included."""
+    stats = _proc_stats()
+    return _cpu_s(stats, _tree(pid, stats))
 
 
 def pids_of(children: Iterable) -> dict[str, int]:
@@ -346,14 +317,11 @@ def longest_growth_s(series: list[float | None], step_s: float = 10) -> float:
 
 def histogram_buckets(url: str, name: str, labels: dict[str, str]) -> dict[float, float]:
     """One histogram series of a ``/metrics`` exposition: upper bound -> cumulative count
-    (empty while the series has no sample, or for a baseline that serves no ``/metrics``)."""
+    (empty while the series has no sample)."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
-    response = httpx.get(url, timeout=10)
-    if response.status_code == 404:
-        return {}
-    text = response.raise_for_status().text
+    text = httpx.get(url, timeout=10).raise_for_status().text
     buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -559,8 +559,7 @@ def print_open_loop(args: argparse.Namespace, result: dict) -> None:
 
 
 def _kept_share(reads: dict[str, int]) -> str:
-    """The share of state reads answered from a kept copy (the rest asked Pinot), or
-    ``-`` when the server counts none (a baseline from before the counter)."""
+    """The share of state reads answered from a kept copy (the rest asked Pinot)."""
     total = sum(reads.values())
     return f"{reads.get('kept', 0) / total * 100:.0f}%" if total else "-"
 

@@ -68,17 +68,6 @@ def one(case: str, seconds: int) -> dict:
         bridge = bridge_module.Bridge(publish)
     else:
         bridge = bridge_module.Bridge(publish, lambda group: bool(layer.groups.get(group)))
-    # A baseline tree may predate these names (``wants``, ``handle_batch``) or the check.
-    worth_parsing = (
-        getattr(bridge, "worth_parsing", None)
-        or getattr(bridge, "wants", None)
-        or (lambda topic, key: True)
-    )
-    handle = (
-        (lambda records: bridge.handle(records, fleet=True))
-        if hasattr(bridge, "handle")
-        else bridge.handle_batch
-    )
     rng, t = random.Random(1), now_ms()
     items = [
         OrderItem(product_id=i + 1, name="Paneer tikka", category="Mains", quantity=2,
@@ -132,9 +121,9 @@ def one(case: str, seconds: int) -> dict:
         kept = [
             (topic, value)
             for topic, key, value in poll
-            if worth_parsing(locations if topic is Topic.DELIVERY_LOCATIONS else topic, key)
+            if bridge.worth_parsing(locations if topic is Topic.DELIVERY_LOCATIONS else topic, key)
         ]
-        handle(kept)
+        bridge.handle(kept, fleet=True)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     return {
         "cpu_cores": round(cpu / seconds, 3),

@@ -32,7 +32,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -125,13 +125,6 @@ def metrics_targets(plan) -> dict[str, tuple[str, int]]:  # noqa: ANN001
     return targets
 
 
-def product_topics() -> list[str]:
-    """The topics whose partitions the product writes and reads."""
-    from contract.events import Topic, topic_name
-
-    return [topic_name(t) for t in Topic if t is not Topic.DEAD_LETTERS]
-
-
 def busiest_partition(before: dict, after: dict) -> tuple[str, int]:
     """The (topic, partition) that took the most records between two reads of the end
     offsets ((topic, partition) -> offset); a tie goes to the first by name."""
@@ -151,18 +144,6 @@ def under_replicated(metadata, topics: Iterable[str]) -> list[str]:  # noqa: ANN
         for p in metadata.topics[topic].partitions.values()
         if len(p.isrs) < len(p.replicas)
     ]
-
-
-def end_offsets_of(topics: list[str]) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> where it ends now."""
-    ends = harness.offsets(topics)
-    return {(topic, p): offset for topic in topics for p, offset in ends[topic].items()}
-
-
-def cluster_metadata():  # noqa: ANN201 - confluent_kafka.admin.ClusterMetadata
-    from runtime import kafka
-
-    return kafka.admin().list_topics(timeout=10)
 
 
 def executor_worker(app_name: str, master: dict, workers: dict[str, dict]) -> str | None:
@@ -468,10 +449,6 @@ def longest_refusal(polls: list[tuple[float, int]], status: int = 503) -> float:
     if since is not None:
         longest = max(longest, max(t for t, _ in polls) - since)
     return round(longest, 1)
-
-
-def first_at_or_after(times: Iterable[float], start: float) -> float | None:
-    return min((t for t in times if t >= start), default=None)
 
 
 def hold_verdict(
@@ -835,10 +812,21 @@ async def until(check: Callable[[], object], timeout: float, every: float = 1.0)
 
 
 async def kafka_fault(drill: Drill, rec: FaultRecord) -> None:
-    topics = product_topics()
-    before = await asyncio.to_thread(end_offsets_of, topics)
+    from contract.events import Topic, topic_name
+    from runtime import kafka
+
+    topics = [topic_name(t) for t in Topic if t is not Topic.DEAD_LETTERS]  # the product's
+
+    def ends() -> dict[tuple[str, int], int]:
+        now = harness.offsets(topics)
+        return {(topic, p): offset for topic in topics for p, offset in now[topic].items()}
+
+    def cluster_metadata():  # noqa: ANN202 - confluent_kafka.admin.ClusterMetadata
+        return kafka.admin().list_topics(timeout=10)
+
+    before = await asyncio.to_thread(ends)
     await asyncio.sleep(10)
-    after = await asyncio.to_thread(end_offsets_of, topics)
+    after = await asyncio.to_thread(ends)
     topic, partition = busiest_partition(before, after)
     leader = leader_of(await asyncio.to_thread(cluster_metadata), topic, partition)
     name = drill.kafka_nodes[leader]
@@ -1133,7 +1121,7 @@ def summarise(
     reference = rec.t_ready if rec.t_ready is not None else rec.t_repair
     if "leader_changed_s" in rec.extra:
         reference = rec.t_inject + rec.extra["leader_changed_s"]
-    fast = first_at_or_after(pushes, reference) if reference is not None else None
+    fast = None if reference is None else min((t for t in pushes if t >= reference), default=None)
     fresh = [  # when an enriched update showed a point posted since the fault
         t
         for p in drill_probes
@@ -1440,7 +1428,9 @@ def report(args, stamp, system, drill, memory, drained, windows, error) -> dict:
         "counts_after_drain": None
         if drained is None
         else {"postgres": drained[0], "pinot": drained[1], "equal": equal},
-        "fault_records": [asdict(r) for r in faults],
+        # vars, not asdict: asdict rebuilds the reads' Counters from (key, count) pairs,
+        # which counts the pairs themselves (tuple keys JSON cannot write).
+        "fault_records": [vars(r) for r in faults],
         "probes": probes,
         "samples": samples,
         "strip": drill.strip if drill else [],

@@ -261,9 +261,7 @@ def one_level(
         }
         kafka_disk_mb = harness.disk_mb(var_dir() / "kafka")
         rss = {
-            c.component.name: harness.process_tree_rss(c.process.pid)
-            for c in supervisor.children
-            if c.process
+            n: harness.process_tree_rss(p) for n, p in harness.pids_of(supervisor.children).items()
         }
     finally:
         supervisor.stop()
@@ -340,13 +338,6 @@ def advance(order_id: int) -> tuple[str, float]:
     return order.status, committed
 
 
-def topic_offsets(
-    topics: tuple[Topic, ...] = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED),
-) -> dict:
-    """Where ``topics`` end now (a phase's records come after)."""
-    return harness.offsets(topics)
-
-
 def fast_path_stages(changes: list[tuple], produced: dict, followed: dict) -> dict:
     """Where each fast-path change spent its time, from the records' produce times.
 
@@ -400,7 +391,7 @@ class StageFollower:
         self.received: dict = {}
         self._orders = orders
         self._stop = threading.Event()
-        ends = topic_offsets(topics)
+        ends = harness.offsets(topics)
         self._threads = [
             threading.Thread(target=self._follow, args=(topic, ends[topic]), daemon=True)
             for topic in topics
@@ -564,7 +555,9 @@ async def watch_phase(
     changed: list[tuple[int, str, float]] = []
     steps_left = dict.fromkeys(orders, 5)  # PLACED -> ... -> ARRIVING_AT_DOOR
     rng = random.Random(7)
-    offsets = await asyncio.to_thread(topic_offsets)
+    offsets = await asyncio.to_thread(
+        harness.offsets, (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
+    )
     wall_minus_perf = time.time() - time.perf_counter()
     cpu_before = harness.cpu_of(pids)
     client_before, start = time.process_time(), time.perf_counter()
@@ -660,8 +653,7 @@ def one_watchers(count: int, args) -> dict:
                 if reply.status_code == 200 and reply.json()["tracking"]["source"] == "pinot":
                     break
                 time.sleep(1.0)  # as the watcher's app polls: inside its read budget
-        by_name = {c.component.name: c.process.pid for c in supervisor.children if c.process}
-        pids = {"web": by_name["web"], "pinot": by_name["pinot"]}
+        pids = {name: supervisor.pid(name) for name in ("web", "pinot")}
         ports = {"web": int(base.rsplit(":", 1)[1])}
         import uvloop
 

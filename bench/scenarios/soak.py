@@ -40,15 +40,17 @@ def newest_orders(tokens: list[str], each: int = 20) -> dict[str, list[int]]:
     from django.db import connection
 
     from tracker.orders.models import Order
+    from tracker.sharing.tokens import digest
 
+    tokens_by_digest = {digest(token): token for token in tokens}  # only digests are stored
     rows = (
-        Order.objects.filter(customer__user__auth_token__key__in=tokens)
+        Order.objects.filter(customer__user__api_tokens__digest__in=tokens_by_digest)
         .order_by("-id")
-        .values_list("id", "customer__user__auth_token__key")[: len(tokens) * each]
+        .values_list("id", "customer__user__api_tokens__digest")[: len(tokens) * each]
     )
     orders: dict[str, list[int]] = {}
-    for order_id, token in rows:
-        orders.setdefault(token, []).append(order_id)
+    for order_id, token_digest in rows:
+        orders.setdefault(tokens_by_digest[token_digest], []).append(order_id)
     connection.close()
     return orders
 
