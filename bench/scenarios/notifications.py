@@ -1,25 +1,21 @@
 """Notifications: a status accepted -> its push received and decrypted (issue 71's targets).
 
-The push service is ``localrun.pushservice.PushService`` in this process: it checks each
-request's VAPID signature and decrypts its payload as the browser would (RFC 8291); every
-customer has one subscription on it, written in bulk. A push's latency is from its
-payload's ``at`` (the status event's time, taken by the order service just before its
-commit: the moment the change was accepted) to its decryption here. A moment whose push
-has not arrived ``--drain-seconds`` after the window counts as missing (as infinitely
-late in the percentiles).
+The push service is ``localrun.pushservice.PushService``, in this process: it checks each
+request's VAPID signature and decrypts it as the browser would (RFC 8291). Every customer
+has one subscription on it, written in bulk. Latency: from the payload's ``at`` (the status
+event's time, taken by the order service just before its commit) to the decryption; a
+moment not pushed ``--drain-seconds`` after the window is missing (infinitely late).
 
-* ``--part latency``: ``make run``'s topology (every component but its own push service),
-  the simulator at ``--level`` x the book's peak (contract/load.py: 1x is 5.75 status
-  changes/s) for the demo customers, all subscribed. The status changes are the
-  simulator's. After ``--settle-minutes`` (capacity's settle: the level's GPS points/s
-  within ``--tolerance``), held ``--minutes``: the notifier's cores (its process tree's CPU
-  time over the window) and RSS. Goals: p99 <= 2 s at 1x and 5x; notifier <= 0.05 cores at 1x.
+* ``--part latency``: ``make run``'s topology (its push service replaced by this one), the
+  simulator at ``--level`` x the book's peak (contract/load.py) for the demo customers: the
+  status changes are the simulator's. Once the level's GPS points/s are steady (capacity's
+  settle, at most ``--settle-minutes``), ``--minutes`` measured, with the notifier's cores
+  (its process tree's CPU time) and RSS. Goals: p99 <= 2 s; at 1x, notifier <= 0.05 cores.
 * ``--part dead-endpoints``: Kafka, the relay and the notifier; ``--customers`` subscribed,
-  ``--dead`` of them on subscriptions for which the push service accepts the connection
-  and never answers. The scenario's own open-loop driver places orders and moves them on
-  through the order services (what the API calls) at ``--rate`` status changes a second
-  (default 5x's) for ``--minutes``. Goal: p99 <= 2 s for the other customers; the
-  notifier's RSS, sampled every ``--every`` s, flat (its slope in MiB a minute).
+  ``--dead`` of them hung (the push service accepts the connection and never answers). The
+  scenario's own open-loop driver makes ``--rate`` status changes a second (default 5x's)
+  through the order services for ``--minutes``. Goal: p99 <= 2 s for the others; the
+  notifier's RSS every ``--every`` s, flat (its slope, MiB a minute).
 
     flock /work/heavy.lock .venv/bin/python -m bench notifications --level 1
     flock /work/heavy.lock .venv/bin/python -m bench notifications --level 5
@@ -45,10 +41,7 @@ GOAL_CORES_1X = 0.05
 
 OPTIONS = {
     "--part": ("latency", "latency or dead-endpoints"),
-    "--level": (
-        1.0,
-        "latency: the simulator's load, x the book's peak (" + Load(1).describe() + ")",
-    ),
+    "--level": (1.0, f"latency: the simulator's load, x the book's peak ({Load(1).describe()})"),
     "--minutes": (10.0, "minutes measured"),
     "--settle-minutes": (30.0, "latency: at most this long for the level's GPS points/s"),
     "--tolerance": (0.05, "latency: how close the GPS points/s must be to the level's"),
@@ -172,10 +165,22 @@ def missed(result: dict) -> list[str]:
     return [] if p99 is not None and p99 <= GOAL_P99_S * 1000 else [f"p99 {p99} ms"]
 
 
-def status_changes_since(t0: float) -> int:
+def measured(pid: int, pushes: Pushes, args: argparse.Namespace, users: list, work) -> dict:  # noqa: ANN001
+    """``work()`` (a dict) with the notifier ``pid`` sampled throughout; then the pushes of
+    the moments that ``users``' orders reached meanwhile, and the status changes a second."""
     from tracker.orders.models import OrderStatusChange
 
-    return OrderStatusChange.objects.filter(changed_at__gte=datetime.fromtimestamp(t0, UTC)).count()
+    sampler = NotifierSampler(pid, args.every)
+    t0 = time.time()
+    sampler.start()
+    done = work()
+    t1 = time.time()
+    sampler.done.set()
+    sampler.join()
+    since = OrderStatusChange.objects.filter(changed_at__gte=datetime.fromtimestamp(t0, UTC))
+    return {**latencies(pushes, expected(t0, t1, users), args.drain_seconds),
+            "status_changes_per_s": round(since.count() / (t1 - t0), 2), **done,
+            **sampler.summary(), "window": (t0, t1)}  # fmt: skip
 
 
 def part_latency(args: argparse.Namespace) -> dict:
@@ -183,35 +188,26 @@ def part_latency(args: argparse.Namespace) -> dict:
 
     from localrun.components import components
 
-    level, box = Load(args.level), {}
+    level, users = Load(args.level), []
 
     def subscribe_demo_customers() -> None:
-        box["pushes"] = Pushes()
-        box["users"] = list(get_user_model().objects.filter(customer__isnull=False))
-        box["pushes"].subscribe(box["users"])
+        users.extend(get_user_model().objects.filter(customer__isnull=False))
+        pushes.append(Pushes())
+        pushes[0].subscribe(users)
 
+    pushes: list[Pushes] = []
     names = [c.name for c in components() if c.name != "pushservice"]  # ours replaces it
     env = {**harness.simulator_env(level.multiple), "WEBPUSH_ALLOW_LOCAL": "true"}
     launched = harness.start(names, env=env, seed=True, prepare=subscribe_demo_customers)
-    pushes: Pushes = box["pushes"]
     try:
         steady = capacity.settle(level, args)
-        sampler = NotifierSampler(launched.pid("notifier"), args.every)
-        t0 = time.time()
-        sampler.start()
-        harness.STOP.wait(args.minutes * 60)
-        t1 = time.time()
-        sampler.done.set()
-        sampler.join()
-        changes = status_changes_since(t0) / (t1 - t0)
-        result = latencies(pushes, expected(t0, t1, box["users"]), args.drain_seconds)
+        hold = lambda: {"stopped_early": harness.STOP.wait(args.minutes * 60)}  # noqa: E731
+        result = measured(launched.pid("notifier"), pushes[0], args, users, hold)
     finally:
         launched.stop()
-        pushes.service.stop()
-    result |= {"level": level.describe(), "status_changes_per_s": round(changes, 2),
-               "asked_status_changes_per_s": round(level.status_changes_per_second, 2),
-               "source": "the simulator", "subscribed": len(box["users"]), **steady,
-               **sampler.summary()}  # fmt: skip
+        pushes[0].service.stop()
+    result |= {"level": level.describe(), "source": "the simulator", "subscribed": len(users),
+               "asked_status_changes_per_s": round(level.status_changes_per_second, 2), **steady}  # fmt: skip
     result["missed"] = missed(result)
     if level.multiple <= 1 and result["notifier_cores"] > GOAL_CORES_1X:
         result["missed"].append(f"notifier {result['notifier_cores']} cores")
@@ -258,48 +254,47 @@ def drive(rate: float, seconds: float, customers: list) -> dict:
 def part_dead(args: argparse.Namespace) -> dict:
     from django.db.models import Count
 
-    box = {}
+    users, turns, pushes = [], [], []
 
     def subscribe_customers() -> None:
         from tracker.customers.models import Address
 
         made = harness.bench_customers(args.customers, "bench-notify")
-        box["users"] = [customer.user for customer, _ in made]
-        box["pushes"] = Pushes()
-        box["pushes"].subscribe(box["users"], dead=args.dead)
+        users.extend(customer.user for customer, _ in made)
+        pushes.append(Pushes())
+        pushes[0].subscribe(users, dead=args.dead)  # the first --dead hang
         addresses = {a.customer_id: a for a in Address.objects.filter(is_default=True)}
-        turns = random.Random(3).sample(made, len(made))  # who orders next: the dead spread
-        box["customers"] = [(c, addresses[c.pk]) for c, _ in turns]
+        order = random.Random(3).sample(made, len(made))  # who orders next: the dead spread
+        turns.extend((c, addresses[c.pk]) for c, _ in order)
 
     env = {"WEBPUSH_ALLOW_LOCAL": "true"}
     launched = harness.start(["kafka", "relay", "notifier"], env=env, seed=True,
                              prepare=subscribe_customers)  # fmt: skip
-    pushes: Pushes = box["pushes"]
+    service = pushes[0].service
     try:
-        sampler = NotifierSampler(launched.pid("notifier"), args.every)
-        t0 = time.time()
-        sampler.start()
-        driven = drive(args.rate, args.minutes * 60, box["customers"])
-        t1 = time.time()
-        sampler.done.set()
-        sampler.join()
-        alive = box["users"][args.dead :]
-        result = latencies(pushes, expected(t0, t1, alive), args.drain_seconds)
-        dead_tags = expected(t0, t1, box["users"][: args.dead])
+        work = lambda: drive(args.rate, args.minutes * 60, turns)  # noqa: E731
+        result = measured(launched.pid("notifier"), pushes[0], args, users[args.dead :], work)
         from tracker.notifications.models import Delivery
 
         log = dict(Delivery.objects.values_list("state").annotate(n=Count("id")))
+        dead_moments = len(expected(*result["window"], users[: args.dead]))
     finally:
         launched.stop()
-        pushes.service.stop()
-    result |= {"status_changes_per_s": round(driven["changes"] / (t1 - t0), 2),
-               "asked_status_changes_per_s": round(args.rate, 2), "source": "the scenario's driver",
-               **driven, "subscribed": args.customers, "dead": args.dead,
-               "dead_moments": len(dead_tags), "hung_requests": sum(
-                   n for name, n in pushes.service.requests.items() if name in pushes.service.hung),
-               "delivery_log": log, **sampler.summary()}  # fmt: skip
+        service.stop()
+    hung = sum(n for name, n in service.requests.items() if name in service.hung)
+    result |= {"asked_status_changes_per_s": round(args.rate, 2), "source": "the scenario's driver",
+               "subscribed": args.customers, "dead": args.dead, "dead_moments": dead_moments,
+               "hung_requests": hung, "delivery_log": log}  # fmt: skip
     result["missed"] = missed(result)
     return result
+
+
+#: The table's rows, in order (the JSON has everything, the RSS series too).
+SHOWN = ("source", "status_changes_per_s", "asked_status_changes_per_s", "subscribed",
+         "expected", "received", "missing", "resends", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+         "notifier_cores", "rss_mb_first", "rss_mb_last", "rss_mb_max", "rss_slope_mb_per_min",
+         "rss_slope_last_half_mb_per_min", "dead", "dead_moments", "hung_requests",
+         "driver_behind_max_s", "delivery_log")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -307,23 +302,10 @@ def run(args: argparse.Namespace) -> dict:
     if args.part not in ("latency", "dead-endpoints"):
         raise SystemExit("--part: latency or dead-endpoints")
     result = part_latency(args) if args.part == "latency" else part_dead(args)
-    rows = [(k, str(result[k])) for k in (
-        "source", "status_changes_per_s", "asked_status_changes_per_s", "subscribed", "expected",
-        "received", "missing", "resends", "p50_ms", "p90_ms", "p99_ms", "max_ms", "notifier_cores",
-        "rss_mb_first", "rss_mb_last", "rss_mb_max", "rss_slope_mb_per_min",
-        "rss_slope_last_half_mb_per_min")]  # fmt: skip
-    if args.part == "dead-endpoints":
-        rows += [(k, str(result[k])) for k in ("dead", "dead_moments", "hung_requests",
-                                                "driver_behind_max_s", "delivery_log")]  # fmt: skip
-    rows.append(
-        ("goals", "held" if not result["missed"] else "missed: " + "; ".join(result["missed"]))
-    )
+    rows = [(k, str(result[k])) for k in SHOWN if k in result]
+    rows.append(("goals", "; ".join(result["missed"]) or "held"))
     what = result.get("level") or f"{args.customers:,} customers, {args.dead:,} dead"
     harness.print_table(f"Notifications, {args.part}: {what}, {args.minutes:g} min", rows)
-    label = f"{args.level:g}x" if args.part == "latency" else "dead-endpoints"
-    return {
-        **result,
-        "goals": {"p99_s": GOAL_P99_S, "notifier_cores_1x": GOAL_CORES_1X},
-        "label": label,
-        "failed": bool(result["missed"]),
-    }
+    return {**result, "goals": {"p99_s": GOAL_P99_S, "notifier_cores_1x": GOAL_CORES_1X},
+            "label": f"{args.level:g}x" if args.part == "latency" else args.part,
+            "failed": bool(result["missed"])}  # fmt: skip

@@ -26,12 +26,13 @@ order's notifications to one target in order; 429, 5xx and timeouts retried with
 exponential backoff up to ``NOTIFY_MAX_TRIES``; 404 and 410 delete the subscription.
 
 One push service serves many subscriptions, and one of them may hang while the rest answer
-(a device's queue stuck at the service): a send still running after ``NOTIFY_SLOW_SECONDS``
+(a device's queue stuck at the service): a push still running after ``NOTIFY_SLOW_SECONDS``
 gives its host's slot back and finishes in the host's slow lane, and its subscription is
 then known slow: its next sends (retries included) wait in that lane, which runs as many
-at once as the host's own and queues as many again; beyond that they fail at once. So a
-host holds at most three times ``NOTIFY_PER_DESTINATION`` workers, and hung subscriptions
-neither delay the others on their host nor grow the notifier's memory.
+at once as the host's own. A slow subscription whose send then fails is hung: once that
+lane queues as many again, its sends fail at once. So a host holds at most three times
+``NOTIFY_PER_DESTINATION`` workers, hung subscriptions neither delay the others on their
+host nor grow the notifier's memory, and one that is slow but answers loses nothing.
 """
 
 from __future__ import annotations
@@ -87,9 +88,10 @@ TOPICS = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
 MAX_PENDING = 100_000
 #: The longest backoff between tries, whatever ``Retry-After`` asks.
 MAX_BACKOFF_SECONDS = 60.0
-#: Subscriptions known slow (a send outlived ``NOTIFY_SLOW_SECONDS``) are remembered this
-#: long, or until one of their sends succeeds, and this many at most.
+#: Subscriptions known slow (a push outlived ``NOTIFY_SLOW_SECONDS``) or hung (then failed)
+#: are remembered this long, or until one of their pushes succeeds, and this many at most.
 SLOW_MEMORY_SECONDS, SLOW_REMEMBERED = 600.0, 100_000
+SLOW, HUNG = "slow", "hung"
 
 
 def _at(ms: int) -> datetime:
@@ -170,7 +172,7 @@ class Task:
     destination: str = field(init=False)
     #: The lane it runs or waits in: its destination, or the destination's slow lane.
     lane: str = field(init=False, default="")
-    #: Shed: a slow subscription whose lane was full; it fails without a request.
+    #: Shed: a hung subscription's, its lane full: it fails without a request.
     shed: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -199,7 +201,8 @@ class Dispatcher:
         self._closed = False
         #: Sends running in a destination's own lane: row id -> (monotonic start, task).
         self._started: dict[int, tuple[float, Task]] = {}
-        self._slow: TTLCache[str, bool] = TTLCache(SLOW_REMEMBERED, SLOW_MEMORY_SECONDS)
+        #: Push endpoints known slow or hung (:data:`SLOW`, :data:`HUNG`).
+        self._slow: TTLCache[str, str] = TTLCache(SLOW_REMEMBERED, SLOW_MEMORY_SECONDS)
         self._stopping = threading.Event()
         threading.Thread(target=self._watch, name="notify-watch", daemon=True).start()
 
@@ -222,18 +225,22 @@ class Dispatcher:
     def _start(self, task: Task) -> None:  # with the lock held
         if self._closed:
             return  # stopping: the row stays sending, and the next notifier's sweep sends it
-        slow = task.job.address in self._slow
-        task.lane = _slow_lane(task.destination) if slow else task.destination
+        known = self._slow.get(task.job.address) if task.channel == ChannelName.PUSH else None
+        task.lane = _slow_lane(task.destination) if known else task.destination
         limit = settings.NOTIFY_PER_DESTINATION
         waiting = self._waiting.setdefault(task.lane, deque())
-        if self._running[task.lane] < limit or (slow and len(waiting) >= limit):
+        if self._running[task.lane] < limit or (known == HUNG and len(waiting) >= limit):
             task.shed = self._running[task.lane] >= limit  # its lane full: fail, no request
             self._running[task.lane] += 1
-            if not slow:
-                self._started[task.row_id] = (time.monotonic(), task)
+            self._watch_if_fast(task)
             self._pool.submit(self._run, task)
         else:
             waiting.append(task)
+
+    def _watch_if_fast(self, task: Task) -> None:  # with the lock held
+        """A push in its host's own lane is watched for slowness (:meth:`_watch`)."""
+        if task.channel == ChannelName.PUSH and task.lane == task.destination:
+            self._started[task.row_id] = (time.monotonic(), task)
 
     def _watch(self) -> None:
         """Moves sends that outlive ``NOTIFY_SLOW_SECONDS`` to their host's slow lane (room
@@ -246,14 +253,14 @@ class Dispatcher:
                     if began > due or self._running[slow] >= 2 * settings.NOTIFY_PER_DESTINATION:
                         continue  # not slow yet, or the host hangs as a whole: it keeps its lane
                     del self._started[row_id]
-                    self._slow[task.job.address] = True
+                    self._slow[task.job.address] = SLOW
                     self._running[task.lane] -= 1
                     self._running[slow] += 1
                     lane, task.lane = task.lane, slow
                     self._next(lane)
 
     def known_slow(self, address: str) -> bool:
-        """Whether a send to this subscription outlived ``NOTIFY_SLOW_SECONDS`` lately."""
+        """Whether a push to this subscription outlived ``NOTIFY_SLOW_SECONDS`` lately."""
         with self._lock:
             return address in self._slow
 
@@ -265,8 +272,7 @@ class Dispatcher:
         ):
             nxt = waiting.popleft()
             self._running[lane] += 1
-            if nxt.lane == nxt.destination:
-                self._started[nxt.row_id] = (time.monotonic(), nxt)
+            self._watch_if_fast(nxt)
             self._pool.submit(self._run, nxt)
 
     def _run(self, task: Task) -> None:
@@ -277,9 +283,12 @@ class Dispatcher:
                 return
             task.tries += 1
             outcome = self._send(task)
-            if outcome.result is Result.SENT and task.lane != task.destination:
+            if task.lane != task.destination:  # slow: answering again, or hung
                 with self._lock:
-                    self._slow.pop(task.job.address, None)  # it answers again
+                    if outcome.result is Result.SENT:
+                        self._slow.pop(task.job.address, None)
+                    elif outcome.result is Result.RETRY:
+                        self._slow[task.job.address] = HUNG
             if outcome.result is Result.RETRY and task.tries < settings.NOTIFY_MAX_TRIES:
                 metrics.RETRIED.labels(task.channel).inc()
                 backoff = settings.NOTIFY_RETRY_SECONDS * 2 ** (task.tries - 1)

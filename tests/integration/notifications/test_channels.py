@@ -8,6 +8,7 @@ with kills: test_notifier_on_kafka.py.
 
 from __future__ import annotations
 
+import contextlib
 import email
 from collections.abc import Iterator
 
@@ -173,56 +174,72 @@ def test_a_push_service_that_never_answers_delays_nobody_else(notify_settings, n
     assert sorted(states) == ["failed"] * 10 + ["sent"]
 
 
+@contextlib.contextmanager
+def _notifier_as_set(push_service: PushService) -> Iterator[Notifier]:
+    """A notifier made with the settings as the test set them (its push client's timeout
+    among them); the push service is stopped first, so no hung send outlives the test."""
+    push = WebPush()
+    dispatcher = Dispatcher({"push": push, "email": Email()})
+    try:
+        yield Notifier(dispatcher)
+    finally:
+        push_service.stop()
+        dispatcher.close()
+        push.close()
+
+
 def test_a_subscription_that_never_answers_delays_nobody_else_on_its_push_service(
-    notify_settings, push_service, notifier
+    notify_settings, push_service
 ):
     """One push service, some of its subscriptions hung: their sends leave the host's slots
     after NOTIFY_SLOW_SECONDS, so another customer's push on the same service goes out
     before any hung send has timed out."""
     notify_settings.NOTIFY_PER_DESTINATION = 2
     notify_settings.NOTIFY_SLOW_SECONDS = 0.2
-    notify_settings.NOTIFY_SEND_TIMEOUT_SECONDS = 30.0
+    notify_settings.NOTIFY_SEND_TIMEOUT_SECONDS = 60.0
     notify_settings.NOTIFY_MAX_TRIES = 1
     world = make_world(orders=("ORDER_CONFIRMED",), bob=True, other=True)
     for n in range(4):
         _subscribe(push_service, world.alice.user, f"hung{n}")
         push_service.hung.add(f"hung{n}")
     _subscribe(push_service, world.bob.user, "fine")
-    notifier.handle(_statuses(world.order))  # alice's four first: twice the host's slots
-    from tracker.orders import services as orders
-    from tracker.orders.policy import SYSTEM
+    with _notifier_as_set(push_service) as notifier:
+        notifier.handle(_statuses(world.order))  # alice's four first: twice the host's slots
+        from tracker.orders import services as orders
+        from tracker.orders.policy import SYSTEM
 
-    orders.advance_order(world.other.pk, by=SYSTEM, to="ORDER_CONFIRMED")
-    notifier.handle(_statuses(world.other))
-    wait_until(lambda: push_service.of("fine"), 20, "bob's push while alice's subscriptions hang")
-    assert not Delivery.objects.filter(customer=world.alice, attempts__gt=0).exists()
-    assert sorted(push_service.requests) == ["fine", "hung0", "hung1", "hung2", "hung3"]
-    assert not notifier.dispatcher.idle()  # alice's four still hang
+        orders.advance_order(world.other.pk, by=SYSTEM, to="ORDER_CONFIRMED")
+        notifier.handle(_statuses(world.other))
+        wait_until(lambda: push_service.of("fine"), 30, "bob's push while alice's hang")
+        assert not Delivery.objects.filter(customer=world.alice, attempts__gt=0).exists()
+        assert sorted(push_service.requests) == ["fine", "hung0", "hung1", "hung2", "hung3"]
+        assert not notifier.dispatcher.idle()  # alice's four still hang
 
 
-def test_a_hung_subscriptions_later_sends_are_bounded(notify_settings, push_service, notifier):
-    """A subscription known hung sends through its host's slow lane, which queues as many
-    as it runs: beyond that its sends fail at once, without a request, so hung
-    subscriptions cannot grow the notifier's queue (or memory) without bound."""
+def test_a_hung_subscriptions_later_sends_are_bounded(notify_settings, push_service):
+    """A subscription that was slow and then failed is hung: its sends wait in its host's
+    slow lane, which queues as many as it runs; beyond that they fail at once, without a
+    request, so hung subscriptions cannot grow the notifier's queue (or memory)."""
     notify_settings.NOTIFY_PER_DESTINATION = 1
-    notify_settings.NOTIFY_SLOW_SECONDS = 0.2
-    notify_settings.NOTIFY_SEND_TIMEOUT_SECONDS = 30.0
+    notify_settings.NOTIFY_SLOW_SECONDS = 0.1
+    notify_settings.NOTIFY_SEND_TIMEOUT_SECONDS = 0.5
     notify_settings.NOTIFY_MAX_TRIES = 1
     world = make_world(orders=("DELIVERED",) * 4, couriers=("rider",))
-    sub = _subscribe(push_service, world.alice.user, "hung")
+    _subscribe(push_service, world.alice.user, "hung")
     push_service.hung.add("hung")
-    first, second, *shed_orders = world.orders
-    notifier.handle(_statuses(first)[:2])  # its confirmation, which hangs
-    wait_until(lambda: notifier.dispatcher.known_slow(sub.endpoint), 20, "known slow")
-    for order in (second, *shed_orders):
-        notifier.handle(_statuses(order))  # four moments each
+    first, second, third, fourth = world.orders
     rows = Delivery.objects.filter(customer=world.alice)
-    shed = rows.filter(state="failed", detail__startswith="not answering")
-    wait_until(lambda: shed.count() >= 4 * len(shed_orders), 20, "the sends beyond its lane")
-    assert set(shed.values_list("order_id", flat=True)) == {o.pk for o in shed_orders}
-    # The first still hangs; the second's first moment waits in the lane, its others behind.
-    assert rows.filter(state="sending").count() == 1 + 4
-    assert push_service.requests["hung"] == 1
+    with _notifier_as_set(push_service) as notifier:
+        notifier.handle(_statuses(first)[:2])  # its confirmation: slow, then timed out
+        wait_until(lambda: rows.filter(state="failed").exists(), 30, "the first to time out")
+        for order in (second, third, fourth):
+            notifier.handle(_statuses(order))  # four moments each
+        # The second's first moment runs, the third's waits: the fourth's find no room.
+        wait_until(notifier.dispatcher.idle, 60, "every send to end")
+    shed = rows.filter(detail__startswith="not answering")
+    assert sorted(shed.values_list("order_id", flat=True)) == [fourth.pk] * 4
+    assert set(rows.values_list("state", flat=True)) == {"failed"}
+    assert push_service.requests["hung"] == 1 + 4 + 4  # the fourth's never reached it
 
 
 def test_an_email_is_sent_once_in_the_customers_time_zone(mailbox, notifier):
