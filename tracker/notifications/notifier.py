@@ -46,9 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from cachetools import TTLCache
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, close_old_connections, reset_queries, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -61,6 +60,7 @@ from contract.events import (
     now_ms,
     parse_event,
 )
+from tracker.cache import maps
 from tracker.notifications import metrics, selectors, services
 from tracker.notifications.channels import Channel, Job, Outcome, Result
 from tracker.notifications.models import (
@@ -202,7 +202,7 @@ class Dispatcher:
         #: Sends running in a destination's own lane: row id -> (monotonic start, task).
         self._started: dict[int, tuple[float, Task]] = {}
         #: Push endpoints known slow or hung (:data:`SLOW`, :data:`HUNG`).
-        self._slow: TTLCache[str, str] = TTLCache(SLOW_REMEMBERED, SLOW_MEMORY_SECONDS)
+        self._slow = maps.expiring(SLOW_REMEMBERED, SLOW_MEMORY_SECONDS)  # under self._lock
         self._stopping = threading.Event()
         threading.Thread(target=self._watch, name="notify-watch", daemon=True).start()
 
@@ -301,6 +301,7 @@ class Dispatcher:
             _finish(task, Outcome(Result.FAILED, f"{type(exc).__name__}: {exc}"[:200]))
         finally:
             close_old_connections()
+            reset_queries()  # with debug on, a thread's connection logs every query: not here
             self._after(task, retry_in)
 
     def _send(self, task: Task) -> Outcome:
@@ -411,7 +412,15 @@ class Notifier:
 
     def handle(self, records: Iterable[tuple[str, bytes]]) -> None:
         """One poll's records (topic name, value), in order; returns once every row they
-        need is in the log (so their offsets may be committed)."""
+        need is in the log (so their offsets may be committed). With debug on (``make run``)
+        Django logs each query of a connection, up to 9,000, as a web request would clear
+        them: a long-lived thread clears them itself, here and after each send."""
+        try:
+            self._handle(records)
+        finally:
+            reset_queries()
+
+    def _handle(self, records: Iterable[tuple[str, bytes]]) -> None:
         for topic, value in records:
             try:
                 event = parse_event(topic, value)

@@ -242,6 +242,19 @@ def test_a_hung_subscriptions_later_sends_are_bounded(notify_settings, push_serv
     assert push_service.requests["hung"] == 1 + 4 + 4  # the fourth's never reached it
 
 
+def test_the_notifier_keeps_no_query_log_with_debug_on(notify_settings, push_service, notifier):
+    """Debug on (``make run``) logs each query of a connection, 9,000 kept: the notifier's
+    long-lived threads clear them as a web request would, or its memory grows with them."""
+    from django.db import connection
+
+    notify_settings.DEBUG = True
+    world = make_world(orders=("DELIVERED",), couriers=("rider",))
+    _subscribe(push_service, world.alice.user, "phone")
+    notifier.handle(_statuses(world.order))
+    assert connection.queries == []
+    wait_until(lambda: len(push_service.of("phone")) == 4, 20, "four pushes")
+
+
 def test_an_email_is_sent_once_in_the_customers_time_zone(mailbox, notifier):
     world = make_world(orders=("OUT_FOR_DELIVERY",), couriers=("rider",))
     user = world.alice.user
