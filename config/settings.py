@@ -427,9 +427,14 @@ NOTIFY_RETRY_SECONDS = env_float("NOTIFY_RETRY_SECONDS", 1.0)
 #: One push request's or SMTP conversation's timeout (seconds).
 NOTIFY_SEND_TIMEOUT_SECONDS = env_float("NOTIFY_SEND_TIMEOUT_SECONDS", 5.0)
 #: Sends at once, in all; and at once to one push service host or mail relay, so a slow
-#: one holds at most this many and never delays the others.
-NOTIFY_WORKERS = env_int("NOTIFY_WORKERS", 32)
+#: one holds at most three times this many (its slow lane: NOTIFY_SLOW_SECONDS) and never
+#: delays the others.
+NOTIFY_WORKERS = env_int("NOTIFY_WORKERS", 64)
 NOTIFY_PER_DESTINATION = env_int("NOTIFY_PER_DESTINATION", 8)
+#: A push still unanswered after this long gives its host's slot back and finishes in the
+#: host's slow lane; its subscription then sends there (one hung subscription of a push
+#: service never holds the service's other subscriptions).
+NOTIFY_SLOW_SECONDS = env_float("NOTIFY_SLOW_SECONDS", 1.0)
 #: A push logged as sending this long ago, by a notifier that stopped, is sent again; an
 #: email is then counted unknown, never resent.
 NOTIFY_SENDING_LEASE_SECONDS = env_float("NOTIFY_SENDING_LEASE_SECONDS", 60.0)

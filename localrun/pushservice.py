@@ -7,7 +7,8 @@ key the server's, and a ``TTL``; then, as the browser would, it decrypts the bod
 subscription's private key and secret (RFC 8291, ``aes128gcm``). Each subscription is a
 path, ``/push/<name>``, and its browser side (:class:`Browser`) keeps its keys. The tests
 can tell a subscription to answer 404, 410 or 429 (its next requests) or never to answer
-(a hung push service).
+(a hung push service: it accepts the connection and holds the request until the sender gives
+up).
 
 ``python -m localrun.pushservice`` (``make run``) subscribes a few demo customers' "phones"
 (:func:`demo_customers`) through the REST API, as a browser would, turns their email on as
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import base64
 import json
+import select
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -123,8 +126,10 @@ class PushService:
                 status, reply = service._take(
                     self.path, {k.lower(): v for k, v in self.headers.items()}, body
                 )
-                if status is None:
-                    service._release.wait()
+                if status is None:  # hung: answer nothing while the sender waits
+                    if not service._hold(self.connection):
+                        self.close_connection = True
+                        return  # the sender gave up: its thread is free again
                     status = 503
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(reply)))
@@ -143,6 +148,18 @@ class PushService:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+    def _hold(self, sock: socket.socket) -> bool:
+        """Keep a hung request unanswered until :meth:`stop` (True) or until the sender
+        closes its connection (False): many senders that time out leave no thread behind."""
+        while not self._release.wait(0.2):
+            try:
+                readable, _, _ = select.select([sock], [], [], 0)
+                if readable and not sock.recv(1, socket.MSG_PEEK):
+                    return False
+            except OSError:  # reset by the sender
+                return False
+        return True
 
     def _verify(self, headers: dict[str, str]) -> str | None:
         """Why the request's VAPID is not acceptable, or None."""

@@ -11,10 +11,11 @@
 | A rendered detail body | ``bodies._bodies``: the detail's content validator (2,000) | LRU only | never: the key names everything the body depends on (docs/api.md) |
 | A token's sign-in, for a database outage | ``outage._tokens``: SHA-256 of the key (never the key) -> user id; ``outage._users``: user id -> ``("sign-in", digest)`` -> the user's id, names and staff flags (20,000 users) | the user's access notice (password change, token deleted, deactivation, profile moved, staff removed, an order given to them: at once in the writing process, by notice elsewhere); a key that no longer signs in; the listener's resync (the database back); LRU | used only while the database cannot be reached, at most 60 s past the listener's last read (the outage's start, as this process knows it), and only if checked in the 10 minutes before it (``outage.OUTAGE_SECONDS``, ``KEEP_SECONDS``) |
 | A policy answer, for a database outage: may see order N, a list's scope | ``outage._users``: user id -> ``("can_see", order)`` or ``("list_scope", role)`` -> the answer and the orders it names | the user's access notices; an order's (its customer or courier replaced, a shared link revoked) for the answers naming it; resync; LRU | as the sign-in; a courier's grace after delivery may be overrun by the answer's age (at most 11 minutes) |
+| Push subscriptions known slow or hung (the notifier's) | ``notifier.Dispatcher._slow``: endpoint URL -> ``slow``/``hung`` (100,000) | a push to it that succeeds; 10 minutes; LRU | a subscription that answers again is treated as slow until its next push succeeds |
 | Budgets, socket slots, sign-in attempts | Django cache ``default`` (``counters.cache``) | their own timeouts | counters, not data |
 
 The bounded map is cachetools' ``LRUCache`` (:mod:`tracker.cache.maps`), also for the push
-bridge's per-order memory and each socket's versions. Django's caches are ``LocMemCache``
+bridge's per-order memory and each socket's versions; its expiring form for the notifier's. Django's caches are ``LocMemCache``
 per process in ``make run``, Redis in production (``config/stores.py``), so the register
 and the statistics work across processes. Subscriptions to the admin's saves are made in
 this app's ``ready()`` (:mod:`tracker.cache.invalidation`).

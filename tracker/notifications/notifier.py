@@ -24,12 +24,22 @@ older than ``NOTIFY_MAX_AGE_SECONDS`` is logged as dropped.
 at once to one push service host or mail relay, so a slow one never holds the others; one
 order's notifications to one target in order; 429, 5xx and timeouts retried with
 exponential backoff up to ``NOTIFY_MAX_TRIES``; 404 and 410 delete the subscription.
+
+One push service serves many subscriptions, and one of them may hang while the rest answer
+(a device's queue stuck at the service): a push still running after ``NOTIFY_SLOW_SECONDS``
+gives its host's slot back and finishes in the host's slow lane, and its subscription is
+then known slow: its next sends (retries included) wait in that lane, which runs as many
+at once as the host's own. A slow subscription whose send then fails is hung: once that
+lane queues as many again, its sends fail at once. So a host holds at most three times
+``NOTIFY_PER_DESTINATION`` workers, hung subscriptions neither delay the others on their
+host nor grow the notifier's memory, and one that is slow but answers loses nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import IntegrityError, close_old_connections, reset_queries, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -50,6 +60,7 @@ from contract.events import (
     now_ms,
     parse_event,
 )
+from tracker.cache import maps
 from tracker.notifications import metrics, selectors, services
 from tracker.notifications.channels import Channel, Job, Outcome, Result
 from tracker.notifications.models import (
@@ -77,6 +88,10 @@ TOPICS = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
 MAX_PENDING = 100_000
 #: The longest backoff between tries, whatever ``Retry-After`` asks.
 MAX_BACKOFF_SECONDS = 60.0
+#: Subscriptions known slow (a push outlived ``NOTIFY_SLOW_SECONDS``) or hung (then failed)
+#: are remembered this long, or until one of their pushes succeeds, and this many at most.
+SLOW_MEMORY_SECONDS, SLOW_REMEMBERED = 600.0, 100_000
+SLOW, HUNG = "slow", "hung"
 
 
 def _at(ms: int) -> datetime:
@@ -155,13 +170,22 @@ class Task:
     subscription_id: int | None = None
     tries: int = 0
     destination: str = field(init=False)
+    #: The lane it runs or waits in: its destination, or the destination's slow lane.
+    lane: str = field(init=False, default="")
+    #: Shed: a hung subscription's, its lane full: it fails without a request.
+    shed: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.destination = self.job.destination
 
 
+def _slow_lane(destination: str) -> str:
+    return f"{destination} (slow)"
+
+
 class Dispatcher:
-    """Runs tasks on a bounded pool with per-destination limits and per-target order."""
+    """Runs tasks on a bounded pool with per-destination limits and per-target order
+    (the module docstring says how a hung subscription is kept from the others)."""
 
     def __init__(self, channels: dict[str, Channel], *, on_done: Callable[[], None] = lambda: None):
         self.channels = channels
@@ -175,6 +199,12 @@ class Dispatcher:
         self.in_flight: set[int] = set()  # row ids: the sweep leaves them alone
         self._on_done = on_done
         self._closed = False
+        #: Sends running in a destination's own lane: row id -> (monotonic start, task).
+        self._started: dict[int, tuple[float, Task]] = {}
+        #: Push endpoints known slow or hung (:data:`SLOW`, :data:`HUNG`).
+        self._slow = maps.expiring(SLOW_REMEMBERED, SLOW_MEMORY_SECONDS)  # under self._lock
+        self._stopping = threading.Event()
+        threading.Thread(target=self._watch, name="notify-watch", daemon=True).start()
 
     def submit(self, task: Task) -> None:
         with self._lock:
@@ -195,17 +225,70 @@ class Dispatcher:
     def _start(self, task: Task) -> None:  # with the lock held
         if self._closed:
             return  # stopping: the row stays sending, and the next notifier's sweep sends it
-        if self._running[task.destination] < settings.NOTIFY_PER_DESTINATION:
-            self._running[task.destination] += 1
+        known = self._slow.get(task.job.address) if task.channel == ChannelName.PUSH else None
+        task.lane = _slow_lane(task.destination) if known else task.destination
+        limit = settings.NOTIFY_PER_DESTINATION
+        waiting = self._waiting.setdefault(task.lane, deque())
+        if self._running[task.lane] < limit or (known == HUNG and len(waiting) >= limit):
+            task.shed = self._running[task.lane] >= limit  # its lane full: fail, no request
+            self._running[task.lane] += 1
+            self._watch_if_fast(task)
             self._pool.submit(self._run, task)
         else:
-            self._waiting.setdefault(task.destination, deque()).append(task)
+            waiting.append(task)
+
+    def _watch_if_fast(self, task: Task) -> None:  # with the lock held
+        """A push in its host's own lane is watched for slowness (:meth:`_watch`)."""
+        if task.channel == ChannelName.PUSH and task.lane == task.destination:
+            self._started[task.row_id] = (time.monotonic(), task)
+
+    def _watch(self) -> None:
+        """Moves sends that outlive ``NOTIFY_SLOW_SECONDS`` to their host's slow lane (room
+        for as many again), freeing their host's slots for the other subscriptions."""
+        while not self._stopping.wait(min(0.1, settings.NOTIFY_SLOW_SECONDS / 2)):
+            with self._lock:
+                due = time.monotonic() - settings.NOTIFY_SLOW_SECONDS
+                for row_id, (began, task) in list(self._started.items()):
+                    slow = _slow_lane(task.destination)
+                    if began > due or self._running[slow] >= 2 * settings.NOTIFY_PER_DESTINATION:
+                        continue  # not slow yet, or the host hangs as a whole: it keeps its lane
+                    del self._started[row_id]
+                    self._slow[task.job.address] = SLOW
+                    self._running[task.lane] -= 1
+                    self._running[slow] += 1
+                    lane, task.lane = task.lane, slow
+                    self._next(lane)
+
+    def known_slow(self, address: str) -> bool:
+        """Whether a push to this subscription outlived ``NOTIFY_SLOW_SECONDS`` lately."""
+        with self._lock:
+            return address in self._slow
+
+    def _next(self, lane: str) -> None:  # with the lock held
+        """Start what waits in ``lane`` while it has room."""
+        waiting = self._waiting.get(lane)
+        while (
+            waiting and not self._closed and self._running[lane] < settings.NOTIFY_PER_DESTINATION
+        ):
+            nxt = waiting.popleft()
+            self._running[lane] += 1
+            self._watch_if_fast(nxt)
+            self._pool.submit(self._run, nxt)
 
     def _run(self, task: Task) -> None:
         retry_in = None
         try:
+            if task.shed:
+                _finish(task, Outcome(Result.FAILED, "not answering: its slow lane is full"))
+                return
             task.tries += 1
             outcome = self._send(task)
+            if task.lane != task.destination:  # slow: answering again, or hung
+                with self._lock:
+                    if outcome.result is Result.SENT:
+                        self._slow.pop(task.job.address, None)
+                    elif outcome.result is Result.RETRY:
+                        self._slow[task.job.address] = HUNG
             if outcome.result is Result.RETRY and task.tries < settings.NOTIFY_MAX_TRIES:
                 metrics.RETRIED.labels(task.channel).inc()
                 backoff = settings.NOTIFY_RETRY_SECONDS * 2 ** (task.tries - 1)
@@ -218,6 +301,7 @@ class Dispatcher:
             _finish(task, Outcome(Result.FAILED, f"{type(exc).__name__}: {exc}"[:200]))
         finally:
             close_old_connections()
+            reset_queries()  # with debug on, a thread's connection logs every query: not here
             self._after(task, retry_in)
 
     def _send(self, task: Task) -> Outcome:
@@ -236,12 +320,9 @@ class Dispatcher:
 
     def _after(self, task: Task, retry_in: float | None) -> None:
         with self._lock:
-            self._running[task.destination] -= 1
-            waiting = self._waiting.get(task.destination)
-            if waiting and not self._closed:
-                nxt = waiting.popleft()
-                self._running[nxt.destination] += 1
-                self._pool.submit(self._run, nxt)
+            self._started.pop(task.row_id, None)
+            self._running[task.lane] -= 1
+            self._next(task.lane)
             if retry_in is not None and not self._closed:
                 timer = threading.Timer(retry_in, self._again, args=(task,))
                 timer.daemon = True
@@ -272,6 +353,7 @@ class Dispatcher:
             return self._pending == 0
 
     def close(self) -> None:
+        self._stopping.set()
         with self._lock:
             self._closed = True
             for timer in self._timers:
@@ -330,7 +412,15 @@ class Notifier:
 
     def handle(self, records: Iterable[tuple[str, bytes]]) -> None:
         """One poll's records (topic name, value), in order; returns once every row they
-        need is in the log (so their offsets may be committed)."""
+        need is in the log (so their offsets may be committed). With debug on (``make run``)
+        Django logs each query of a connection, up to 9,000, as a web request would clear
+        them: a long-lived thread clears them itself, here and after each send."""
+        try:
+            self._handle(records)
+        finally:
+            reset_queries()
+
+    def _handle(self, records: Iterable[tuple[str, bytes]]) -> None:
         for topic, value in records:
             try:
                 event = parse_event(topic, value)

@@ -8,6 +8,7 @@ with kills: test_notifier_on_kafka.py.
 
 from __future__ import annotations
 
+import contextlib
 import email
 from collections.abc import Iterator
 
@@ -151,25 +152,107 @@ def test_a_push_service_that_never_answers_delays_nobody_else(notify_settings, n
     healthy = PushService(vapid.public_key(), host="localhost").start()
     try:
         world = make_world(orders=("ORDER_CONFIRMED",), bob=True, other=True)
-        for n in range(6):
+        for n in range(10):
             _subscribe(hung, world.alice.user, f"hung{n}")
             hung.hung.add(f"hung{n}")
         _subscribe(healthy, world.bob.user, "fine")
-        notifier.handle(_statuses(world.order))  # alice's six first, into the hung service
+        notifier.handle(_statuses(world.order))  # alice's ten first, into the hung service
         from tracker.orders import services as orders
         from tracker.orders.policy import SYSTEM
 
         orders.advance_order(world.other.pk, by=SYSTEM, to="ORDER_CONFIRMED")
         notifier.handle(_statuses(world.other))
         wait_until(lambda: healthy.of("fine"), 20, "bob's push while alice's service hangs")
-        assert hung.received == [] and sum(hung.requests.values()) <= 2  # two at a time
+        # Two at a time, and as many again twice in its slow lane (NOTIFY_SLOW_SECONDS).
+        assert hung.received == [] and sum(hung.requests.values()) <= 3 * 2
         assert not notifier.dispatcher.idle()
     finally:
         hung.stop()
         healthy.stop()
     wait_until(notifier.dispatcher.idle, 60, "the hung sends to time out")
     states = list(Delivery.objects.filter(channel="push").values_list("state", flat=True))
-    assert sorted(states) == ["failed"] * 6 + ["sent"]
+    assert sorted(states) == ["failed"] * 10 + ["sent"]
+
+
+@contextlib.contextmanager
+def _notifier_as_set(push_service: PushService) -> Iterator[Notifier]:
+    """A notifier made with the settings as the test set them (its push client's timeout
+    among them); the push service is stopped first, so no hung send outlives the test."""
+    push = WebPush()
+    dispatcher = Dispatcher({"push": push, "email": Email()})
+    try:
+        yield Notifier(dispatcher)
+    finally:
+        push_service.stop()
+        dispatcher.close()
+        push.close()
+
+
+def test_a_subscription_that_never_answers_delays_nobody_else_on_its_push_service(
+    notify_settings, push_service
+):
+    """One push service, some of its subscriptions hung: their sends leave the host's slots
+    after NOTIFY_SLOW_SECONDS, so another customer's push on the same service goes out
+    before any hung send has timed out."""
+    notify_settings.NOTIFY_PER_DESTINATION = 2
+    notify_settings.NOTIFY_SLOW_SECONDS = 0.2
+    notify_settings.NOTIFY_SEND_TIMEOUT_SECONDS = 60.0
+    notify_settings.NOTIFY_MAX_TRIES = 1
+    world = make_world(orders=("ORDER_CONFIRMED",), bob=True, other=True)
+    for n in range(4):
+        _subscribe(push_service, world.alice.user, f"hung{n}")
+        push_service.hung.add(f"hung{n}")
+    _subscribe(push_service, world.bob.user, "fine")
+    with _notifier_as_set(push_service) as notifier:
+        notifier.handle(_statuses(world.order))  # alice's four first: twice the host's slots
+        from tracker.orders import services as orders
+        from tracker.orders.policy import SYSTEM
+
+        orders.advance_order(world.other.pk, by=SYSTEM, to="ORDER_CONFIRMED")
+        notifier.handle(_statuses(world.other))
+        wait_until(lambda: push_service.of("fine"), 30, "bob's push while alice's hang")
+        assert not Delivery.objects.filter(customer=world.alice, attempts__gt=0).exists()
+        assert sorted(push_service.requests) == ["fine", "hung0", "hung1", "hung2", "hung3"]
+        assert not notifier.dispatcher.idle()  # alice's four still hang
+
+
+def test_a_hung_subscriptions_later_sends_are_bounded(notify_settings, push_service):
+    """A subscription that was slow and then failed is hung: its sends wait in its host's
+    slow lane, which queues as many as it runs; beyond that they fail at once, without a
+    request, so hung subscriptions cannot grow the notifier's queue (or memory)."""
+    notify_settings.NOTIFY_PER_DESTINATION = 1
+    notify_settings.NOTIFY_SLOW_SECONDS = 0.1
+    notify_settings.NOTIFY_SEND_TIMEOUT_SECONDS = 0.5
+    notify_settings.NOTIFY_MAX_TRIES = 1
+    world = make_world(orders=("DELIVERED",) * 4, couriers=("rider",))
+    _subscribe(push_service, world.alice.user, "hung")
+    push_service.hung.add("hung")
+    first, second, third, fourth = world.orders
+    rows = Delivery.objects.filter(customer=world.alice)
+    with _notifier_as_set(push_service) as notifier:
+        notifier.handle(_statuses(first)[:2])  # its confirmation: slow, then timed out
+        wait_until(lambda: rows.filter(state="failed").exists(), 30, "the first to time out")
+        for order in (second, third, fourth):
+            notifier.handle(_statuses(order))  # four moments each
+        # The second's first moment runs, the third's waits: the fourth's find no room.
+        wait_until(notifier.dispatcher.idle, 60, "every send to end")
+    shed = rows.filter(detail__startswith="not answering")
+    assert sorted(shed.values_list("order_id", flat=True)) == [fourth.pk] * 4
+    assert set(rows.values_list("state", flat=True)) == {"failed"}
+    assert push_service.requests["hung"] == 1 + 4 + 4  # the fourth's never reached it
+
+
+def test_the_notifier_keeps_no_query_log_with_debug_on(notify_settings, push_service, notifier):
+    """Debug on (``make run``) logs each query of a connection, 9,000 kept: the notifier's
+    long-lived threads clear them as a web request would, or its memory grows with them."""
+    from django.db import connection
+
+    notify_settings.DEBUG = True
+    world = make_world(orders=("DELIVERED",), couriers=("rider",))
+    _subscribe(push_service, world.alice.user, "phone")
+    notifier.handle(_statuses(world.order))
+    assert connection.queries == []
+    wait_until(lambda: len(push_service.of("phone")) == 4, 20, "four pushes")
 
 
 def test_an_email_is_sent_once_in_the_customers_time_zone(mailbox, notifier):
