@@ -127,7 +127,10 @@ async def test_a_pushed_moment_shows_once_by_its_tag_and_opens_the_order_page(br
         async def two() -> bool:
             return len(await page.evaluate(SHOWN)) == 2
 
-        await wait_until_async(two, 10, "the second moment's notification", interval=0.05)
+        try:
+            await wait_until_async(two, 10, "the second moment's notification", interval=0.05)
+        except AssertionError as exc:  # seen once in CI (2026-12-07): say what was shown
+            raise AssertionError(f"{exc}; shown: {await page.evaluate(SHOWN)}") from exc
 
         # A tap on it opens the order's page in the open tab (this one, on the settings).
         [worker] = context.service_workers

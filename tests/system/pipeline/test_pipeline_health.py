@@ -290,7 +290,7 @@ def firing(prometheus: str, stage: str) -> bool:
 
 def browser_sees_red(web: str, name: str) -> None:
     """The operations page's strip shows the stage red (Chromium), and a screenshot."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     from tests.fixtures_browser import CHROMIUM, CHROMIUM_ARGS
 
@@ -308,8 +308,9 @@ def browser_sees_red(web: str, name: str) -> None:
             assert "Stalled" in stage.inner_text()
             other = page.locator('#pipeline-strip [data-stage="pinot"]')
             assert other.get_attribute("data-status") != "stalled"
-            colour = stage.evaluate("e => getComputedStyle(e).borderLeftColor")
-            assert colour == "rgb(180, 35, 24)"  # --bad
+            # The strip is rebuilt from every sample: an element found a moment ago may be
+            # detached (computed style ''), so the colour is checked on the current one.
+            expect(stage).to_have_css("border-left-color", "rgb(180, 35, 24)")  # --bad
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             page.locator("#pipeline-strip").scroll_into_view_if_needed()
             page.screenshot(
