@@ -68,9 +68,12 @@ def wording(order_id: int, moment: Moment | str, window: str = "") -> tuple[str,
     """The title and body of the order's moment (:data:`WORDING`); a body that tells the
     window is left empty where none is known (the open tab does not know the one told)."""
     title, body = WORDING[Moment(moment)]
-    if "{window}" in body and not window:
-        body = ""
-    return title.replace("{order_id}", str(int(order_id))), body.replace("{window}", window)
+    return title.replace("{order_id}", str(int(order_id))), _body(body, window)
+
+
+def _body(body: str, window: str) -> str:
+    """A body that tells the window is empty where none is known."""
+    return "" if "{window}" in body and not window else body.replace("{window}", window)
 
 
 #: The statuses whose arrival is a moment (the others happen in the kitchen, unannounced).
@@ -111,5 +114,6 @@ def page_rule() -> dict[str, object]:
         "tagFormat": TAG_FORMAT,
         "momentOfStatus": {status: moment.value for status, moment in MOMENT_OF_STATUS.items()},
         "moments": {moment.value: moment.label for moment in Moment},
-        "wording": {m.value: {"title": t, "body": b} for m, (t, b) in WORDING.items()},
+        # the page never knows the window told: its bodies are those without one
+        "wording": {m.value: {"title": t, "body": _body(b, "")} for m, (t, b) in WORDING.items()},
     }

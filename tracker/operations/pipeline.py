@@ -356,8 +356,8 @@ def monitor() -> PipelineMonitor:
 
 
 def stop_monitor() -> None:
-    """Stop this process's monitor, if one runs (a server's shutdown, a test session's
-    end): its thread would otherwise sample engines that are gone and log each failure."""
+    """Stop this process's monitor, if one runs (a server's shutdown, the end of a test
+    that started it): its thread would otherwise sample engines that are gone."""
     global _monitor
     with _monitor_lock:
         running, _monitor = _monitor, None

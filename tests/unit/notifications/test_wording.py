@@ -17,8 +17,7 @@ AT = int(datetime(2026, 12, 7, 13, 12, tzinfo=UTC).timestamp() * 1000)
 def as_the_page_words(order_id: int, moment: Moment) -> tuple[str, str]:
     """What ``notify.js`` ``wordingFor`` shows, from what the page is given."""
     words = page_rule()["wording"][moment.value]
-    body = "" if "{window}" in words["body"] else words["body"]
-    return words["title"].replace("{order_id}", str(order_id)), body
+    return words["title"].replace("{order_id}", str(order_id)), words["body"]
 
 
 @pytest.mark.parametrize("moment", list(Moment))

@@ -37,14 +37,13 @@ export function tagFor(orderId, moment) {
 
 /**
  * The title and body of an order's moment: the server's one wording (moments.WORDING,
- * as the pushed payload says it). A body that tells the arrival window is left empty:
- * the tab does not know the window told, and the push that carries it replaces this one.
+ * as the pushed payload says it). A body that tells the arrival window comes empty (the
+ * tab does not know the window told; the push that carries it replaces this one).
  */
 export function wordingFor(orderId, moment) {
   const words = rule.wording[moment];
   if (!words) return null;
-  const body = words.body.includes("{window}") ? "" : words.body;
-  return { title: words.title.replace("{order_id}", String(orderId)), body };
+  return { title: words.title.replace("{order_id}", String(orderId)), body: words.body };
 }
 
 /** Our service worker's registration, if this browser has an active one (null: show directly). */
