@@ -39,6 +39,37 @@ SHOWN = """async () => {
   const shown = await registration.getNotifications();
   return shown.map((n) => [n.tag, n.title, n.body, n.data && n.data.url]);
 }"""
+#: Put into the running worker by the test (sw.js is unchanged): counts the notifications
+#: whose ``showNotification`` has settled. Chromium's ``getNotifications()`` deletes, for
+#: good, every stored notification that the platform does not yet report as displayed and
+#: that was written before the read began
+#: (``PlatformNotificationContextImpl::DoReadAllNotificationDataForServiceWorkerRegistration``);
+#: ``showNotification`` settles only once the platform has it. So a read while the worker
+#: is still showing one can lose it: it stays on screen and no later read lists it. This
+#: test polled while showing and lost a push in about one run in ten (CI, 2026-12-07 and
+#: 2026-12-08). It now reads once the worker's show has settled.
+COUNT_SHOWS = """() => {
+  const show = self.registration.showNotification.bind(self.registration);
+  self.__shows = 0;
+  self.registration.showNotification = (title, options) =>
+    show(title, options).finally(() => { self.__shows += 1; });
+}"""
+
+
+async def _pushed(cdp, worker, page, origin: str, registration: str, data: str) -> list:
+    """Deliver ``data`` to the worker as a push; once its notification is shown, what the
+    registration shows (one read: see :data:`COUNT_SHOWS`)."""
+    before = await worker.evaluate("self.__shows")
+    await cdp.send(
+        "ServiceWorker.deliverPushMessage",
+        {"origin": origin, "registrationId": registration, "data": data},
+    )
+
+    async def settled() -> bool:
+        return await worker.evaluate("self.__shows") > before
+
+    await wait_until_async(settled, 10, f"the worker to show {data}", interval=0.05)
+    return await page.evaluate(SHOWN)
 
 
 async def _worker_registration(context, page, origin: str) -> tuple[object, str]:
@@ -69,6 +100,16 @@ async def _worker_registration(context, page, origin: str) -> tuple[object, str]
     return cdp, await registered()
 
 
+async def _running_worker(context):
+    """The registered worker, as Playwright attaches to it (which also keeps it running)."""
+
+    async def attached() -> list:
+        return context.service_workers
+
+    [worker] = await wait_until_async(attached, 10, "the service worker", interval=0.05)
+    return worker
+
+
 def _payload(order_id: int, moment: Moment, status: str, *, later: bool = False) -> str:
     """A push payload as the server renders it (its declared shape); ``later``: the
     arrival window 10 minutes later."""
@@ -88,23 +129,16 @@ async def test_a_pushed_moment_shows_once_by_its_tag_and_opens_the_order_page(br
         page = await context.new_page()
         await sign_in(page, "alice", "pw-alice", SETTINGS)
         cdp, registration = await _worker_registration(context, page, origin)
+        worker = await _running_worker(context)
+        await worker.evaluate(COUNT_SHOWS)
         first = _payload(order.pk, Moment.OUT_FOR_DELIVERY, "OUT_FOR_DELIVERY")
         # Its resend (the same moment, so the same tag), told later with a later window.
         resent = _payload(order.pk, Moment.OUT_FOR_DELIVERY, "OUT_FOR_DELIVERY", later=True)
         assert json.loads(resent)["body"] != json.loads(first)["body"]
-        for data in (first, resent):
-            await cdp.send(
-                "ServiceWorker.deliverPushMessage",
-                {"origin": origin, "registrationId": registration, "data": data},
-            )
-            body = json.loads(data)["body"]
-
-            async def showing(body: str = body) -> bool:
-                return [n[2] for n in await page.evaluate(SHOWN)] == [body]
-
-            await wait_until_async(showing, 10, f"the notification {body!r}", interval=0.05)
+        shown = await _pushed(cdp, worker, page, origin, registration, first)
+        assert [n[2] for n in shown] == [json.loads(first)["body"]]
         # One notification: the resend replaced the first.
-        assert await page.evaluate(SHOWN) == [
+        assert await _pushed(cdp, worker, page, origin, registration, resent) == [
             [
                 f"order-{order.pk}-out_for_delivery",
                 f"Order #{order.pk} is on its way",
@@ -119,21 +153,13 @@ async def test_a_pushed_moment_shows_once_by_its_tag_and_opens_the_order_page(br
 
         # Another moment of the order is a notification of its own.
         delivered = _payload(order.pk, Moment.DELIVERED, "DELIVERED")
-        await cdp.send(
-            "ServiceWorker.deliverPushMessage",
-            {"origin": origin, "registrationId": registration, "data": delivered},
-        )
-
-        async def two() -> bool:
-            return len(await page.evaluate(SHOWN)) == 2
-
-        try:
-            await wait_until_async(two, 10, "the second moment's notification", interval=0.05)
-        except AssertionError as exc:  # seen once in CI (2026-12-07): say what was shown
-            raise AssertionError(f"{exc}; shown: {await page.evaluate(SHOWN)}") from exc
+        shown = await _pushed(cdp, worker, page, origin, registration, delivered)
+        assert sorted(n[0] for n in shown) == [
+            f"order-{order.pk}-delivered",
+            f"order-{order.pk}-out_for_delivery",
+        ]
 
         # A tap on it opens the order's page in the open tab (this one, on the settings).
-        [worker] = context.service_workers
         await worker.evaluate(
             """async (tag) => {
               const [note] = await self.registration.getNotifications({ tag });
