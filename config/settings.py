@@ -418,6 +418,9 @@ NOTIFY_TIME_ZONE = env_str("NOTIFY_TIME_ZONE", "Asia/Kolkata")
 NOTIFY_MAX_AGE_SECONDS = env_float("NOTIFY_MAX_AGE_SECONDS", 900.0)
 #: "Running late": the predicted arrival is this much past the latest time told.
 NOTIFY_LATE_MARGIN_SECONDS = env_float("NOTIFY_LATE_MARGIN_SECONDS", 300.0)
+#: An order on the road is checked for "running late" at most this often (its courier sends
+#: a point a second; a slip is minutes): the notifier skips its other points unread.
+NOTIFY_LATE_CHECK_SECONDS = env_float("NOTIFY_LATE_CHECK_SECONDS", 15.0)
 #: How long a push service keeps a message for a device that is asleep (RFC 8030 TTL;
 #: never 0, which drops it unless the device is awake at that instant).
 NOTIFY_PUSH_TTL_SECONDS = env_int("NOTIFY_PUSH_TTL_SECONDS", 4 * 3600)

@@ -4,7 +4,8 @@ A real consumer group: replicas share the partitions (one order's records stay o
 partition, so one replica decides an order's moments in order), and the group's committed
 offsets are both where a restarted notifier resumes and the position pipeline health
 compares with the topics' ends (:mod:`runtime.offsets` reads every ``ordertrack-position.``
-group). Offsets are committed after a poll's rows are in the delivery log. A new group, or
+group). Offsets are committed after a poll's rows are in the delivery log, at most every
+``COMMIT_SECONDS`` (a record redelivered after a crash finds its rows and sends nothing). A new group, or
 offsets lost with a rebuild of the topics, starts at the earliest record: the log makes the
 moments already shown a no-op, and anything older than ``NOTIFY_MAX_AGE_SECONDS`` is
 logged as dropped.
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 READER = "notifier"
 POLL_RECORDS = 500
+#: The least time between two commits of the group's offsets: a commit per poll cost a
+#: broker round trip for every few points (one a second per courier on the road).
+COMMIT_SECONDS = 1.0
 
 
 def _assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -47,6 +51,7 @@ def run(stop: threading.Event, ready: threading.Event | None = None) -> None:
     logical = {topic_name(topic): topic for topic in TOPICS}
     names = list(logical)
     swept_at = 0.0
+    committed_at = 0.0
     try:
         while not stop.is_set():
             cons = kafka.consumer(
@@ -67,25 +72,30 @@ def run(stop: threading.Event, ready: threading.Event | None = None) -> None:
                 log.info("notifier: following %s", ", ".join(names))
                 if ready is not None:
                     ready.set()
+                pending = False  # handled, not yet committed
                 while not stop.is_set():
                     if time.monotonic() - swept_at > settings.NOTIFY_SENDING_LEASE_SECONDS / 2:
                         swept_at = time.monotonic()
                         if taken := notifier.sweep():
                             log.info("notifier: sending %d push(es) a stopped notifier left", taken)
                     first = cons.poll(0.5)
-                    if first is None:
-                        continue
-                    batch = [first, *cons.consume(POLL_RECORDS - 1, timeout=0)]
-                    records = []
-                    for msg in batch:
-                        err = msg.error()
-                        if err is None:
-                            records.append((logical[msg.topic()], msg.value()))
-                        elif err.code() != KafkaError._PARTITION_EOF:
-                            log.warning("notifier: %s", err)
-                    notifier.handle(records)
-                    close_old_connections()
-                    cons.commit(asynchronous=False)
+                    if first is not None:
+                        batch = [first, *cons.consume(POLL_RECORDS - 1, timeout=0)]
+                        records = []
+                        for msg in batch:
+                            err = msg.error()
+                            if err is None:
+                                records.append((logical[msg.topic()], msg.key(), msg.value()))
+                            elif err.code() != KafkaError._PARTITION_EOF:
+                                log.warning("notifier: %s", err)
+                        notifier.handle(records)
+                        close_old_connections()
+                        pending = True
+                    if pending and time.monotonic() - committed_at >= COMMIT_SECONDS:
+                        cons.commit(asynchronous=False)
+                        committed_at, pending = time.monotonic(), False
+                if pending:
+                    cons.commit(asynchronous=False)  # stopping: what was handled since
             except Exception:  # noqa: BLE001 - the notifier must outlive broker restarts
                 log.exception("notifier: consumer failed; reconnecting in 1s")
                 stop.wait(1.0)

@@ -4,12 +4,14 @@ shows each at most once per order, moment and device or mailbox.
 **Deciding.** A status event is a moment when :data:`.moments.MOMENT_OF_STATUS` names it.
 "Out for delivery" tells the arrival window predicted at pickup
 (:func:`tracker.tracking.eta.predict`, the prediction every page shows) and keeps it
-(:class:`.models.ToldWindow`). Each enriched record of an order on the road predicts its
-arrival again; when that is more than ``NOTIFY_LATE_MARGIN_SECONDS`` past the latest time
-told, the customer is told it runs late, with the new window, which becomes the one told:
-one notice per slip, and none while the prediction stays within the new window (no
-flapping). The window's update and the slip's log rows commit together, so two replicas
-or a redelivered record cannot announce one slip twice.
+(:class:`.models.ToldWindow`). A courier's point on the road (``delivery_statuses``)
+predicts the arrival again, at most every ``NOTIFY_LATE_CHECK_SECONDS`` per order (the
+other points are skipped by their key, unread); when that is more than
+``NOTIFY_LATE_MARGIN_SECONDS`` past the latest time told, the customer is told it runs
+late, with the new window, which becomes the one told: one notice per slip, and none while
+the prediction stays within the new window (no flapping). The window's update and the
+slip's log rows commit together, so two replicas or a redelivered record cannot announce
+one slip twice.
 
 **Shown once.** Before anything is sent, a row per (order, moment, occurrence, channel,
 target) is written to the delivery log (:class:`.models.Delivery`, unique): the record's
@@ -52,8 +54,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from contract.events import (
+    DeliveryStatus,
     EventValidationError,
-    OrderEnriched,
     OrderStatus,
     OrderStatusChanged,
     Topic,
@@ -80,9 +82,14 @@ from tracker.tracking import eta
 
 log = logging.getLogger(__name__)
 
-#: The topics the notifier follows: statuses decide the milestones, enriched records
-#: (the courier's progress) decide "running late".
-TOPICS = (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED)
+#: The topics the notifier follows: statuses decide the milestones, couriers' points on the
+#: road decide "running late".
+TOPICS = (Topic.ORDER_STATUSES, Topic.DELIVERY_STATUSES)
+#: Orders on the road remembered (when last checked, the window told): more than in flight.
+ORDERS_REMEMBERED = 100_000
+#: A window told is re-read after this long: another replica (after a rebalance) may have
+#: moved it; this one's own writes drop it at once.
+TOLD_MEMORY_SECONDS = 60.0
 #: Jobs waiting for a slot, in all: beyond it a job fails at once ("queue full") rather than
 #: grow memory without bound behind a dead destination.
 MAX_PENDING = 100_000
@@ -143,13 +150,13 @@ def decide_status(event: OrderStatusChanged) -> Decision | None:
     return Decision(event.order_id, moment, event.status, event.event_time)
 
 
-def late_by(event: OrderEnriched, told: ToldWindow) -> tuple[int, Window] | None:
-    """How far (ms) the arrival predicted from this record is past the latest time told,
+def late_by(event: DeliveryStatus, told: ToldWindow) -> tuple[int, Window] | None:
+    """How far (ms) the arrival predicted from this point is past the latest time told,
     with the new window, when beyond the margin; else None."""
     if event.status != OrderStatus.OUT_FOR_DELIVERY.value:
         return None
-    at = max(event.status_time, event.location_time or 0)
-    prediction = eta.predict(eta.Trip.of_enriched(event), eta.current_statistics(), at)
+    at = event.event_time
+    prediction = eta.predict(eta.Trip.of_delivery(event), eta.current_statistics(), at)
     if prediction is None:
         return None
     late = prediction.arrives_at - told.latest
@@ -407,11 +414,15 @@ class Notifier:
 
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.dispatcher = dispatcher
+        #: Orders checked for "running late" lately: their points are skipped until it expires.
+        self._checked = maps.expiring(ORDERS_REMEMBERED, settings.NOTIFY_LATE_CHECK_SECONDS)
+        #: The window told of an order on the road (None: none told), as last read.
+        self._told = maps.expiring(ORDERS_REMEMBERED, TOLD_MEMORY_SECONDS)
 
     # -- deciding --------------------------------------------------------------
 
-    def handle(self, records: Iterable[tuple[str, bytes]]) -> None:
-        """One poll's records (topic name, value), in order; returns once every row they
+    def handle(self, records: Iterable[tuple[Topic, bytes | None, bytes]]) -> None:
+        """One poll's records (topic, key, value), in order; returns once every row they
         need is in the log (so their offsets may be committed). With debug on (``make run``)
         Django logs each query of a connection, up to 9,000, as a web request would clear
         them: a long-lived thread clears them itself, here and after each send."""
@@ -420,8 +431,10 @@ class Notifier:
         finally:
             reset_queries()
 
-    def _handle(self, records: Iterable[tuple[str, bytes]]) -> None:
-        for topic, value in records:
+    def _handle(self, records: Iterable[tuple[Topic, bytes | None, bytes]]) -> None:
+        for topic, key, value in records:
+            if topic is Topic.DELIVERY_STATUSES and self._checked_lately(key):
+                continue
             try:
                 event = parse_event(topic, value)
             except (EventValidationError, ValueError) as exc:
@@ -431,20 +444,39 @@ class Notifier:
                 decision = decide_status(event)
                 if decision is not None:
                     self._plan(decision)
-            elif isinstance(event, OrderEnriched):
+            elif isinstance(event, DeliveryStatus):
                 self._maybe_late(event)
 
-    def _maybe_late(self, event: OrderEnriched) -> None:
+    def _checked_lately(self, key: bytes | None) -> bool:
+        """Whether the point's order (its key) was checked within the interval; if not, it
+        counts as checked now."""
+        try:
+            order_id = int(key)
+        except (TypeError, ValueError):
+            return False  # parsed, and refused there if it is no record of ours
+        if order_id in self._checked:
+            return True
+        self._checked[order_id] = True
+        return False
+
+    def _told_window(self, order_id: int) -> ToldWindow | None:
+        try:
+            return self._told[order_id]
+        except KeyError:
+            told = self._told[order_id] = ToldWindow.objects.filter(order_id=order_id).first()
+            return told
+
+    def _maybe_late(self, event: DeliveryStatus) -> None:
         if event.status != OrderStatus.OUT_FOR_DELIVERY.value:
             return
-        told = ToldWindow.objects.filter(order_id=event.order_id).first()
+        told = self._told_window(event.order_id)
         if told is None:
             return
         found = late_by(event, told)
         if found is None:
             return
         _, window = found
-        at = max(event.status_time, event.location_time or 0)
+        self._told.pop(event.order_id, None)  # moved here, or by another: read it again
         with transaction.atomic():
             moved = ToldWindow.objects.filter(order_id=told.order_id, slips=told.slips).update(
                 earliest=window.earliest, latest=window.latest, slips=F("slips") + 1
@@ -452,7 +484,8 @@ class Notifier:
             if not moved:
                 return  # another record (or replica) announced this slip
             decision = Decision(
-                event.order_id, Moment.RUNNING_LATE, OrderStatus.OUT_FOR_DELIVERY.value, at,
+                event.order_id, Moment.RUNNING_LATE, OrderStatus.OUT_FOR_DELIVERY.value,
+                event.event_time,
                 occurrence=told.slips + 1, window=window,
             )  # fmt: skip
             tasks = self._claim(decision)
@@ -478,6 +511,7 @@ class Notifier:
             return []
         if decision.moment is Moment.OUT_FOR_DELIVERY and decision.window is None:
             decision = replace(decision, window=_tell_window(order, decision.at_ms))
+            self._told.pop(order.pk, None)  # told now: its points read it again
         payload = LockScreen.of(
             order.pk, decision.moment, decision.status, decision.at_ms, decision.window
         )

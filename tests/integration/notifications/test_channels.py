@@ -9,7 +9,9 @@ with kills: test_notifier_on_kafka.py.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import email
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +21,7 @@ from contract.events import Topic
 from localrun.ports import free_port
 from localrun.pushservice import PushService
 from tests.factories import make_world
+from tests.fixtures_pinot import delivery_event
 from tests.waiting import wait_until
 from tracker.notifications import services, vapid
 from tracker.notifications.channels import Email, WebPush
@@ -92,10 +95,10 @@ def _subscribe(service: PushService, user, name: str) -> PushSubscription:
     return sub
 
 
-def _statuses(order: Order) -> list[tuple[Topic, bytes]]:
-    """The order's status events, as the relay publishes them."""
+def _statuses(order: Order) -> list[tuple[Topic, bytes, bytes]]:
+    """The order's status events (topic, key, value), as the relay publishes them."""
     rows = OutboxEvent.objects.filter(key=str(order.pk), topic=Topic.ORDER_STATUSES).order_by("id")
-    return [(Topic.ORDER_STATUSES, bytes(row.payload)) for row in rows]
+    return [(Topic.ORDER_STATUSES, row.key.encode(), bytes(row.payload)) for row in rows]
 
 
 def test_each_moment_is_pushed_encrypted_signed_and_tagged_once(push_service, notifier):
@@ -298,3 +301,41 @@ def test_an_email_a_crash_left_sending_is_counted_unknown_never_resent(
     wait_until(notifier.dispatcher.idle, 20, "the dispatcher done")
     assert Delivery.objects.get().state == "unknown"
     assert mailbox.messages == []
+
+
+def test_an_orders_points_are_checked_for_running_late_once_an_interval(
+    notify_settings, push_service
+):
+    """A courier sends a point a second and a slip is minutes: the notifier checks an order
+    at most every NOTIFY_LATE_CHECK_SECONDS and skips its other points unread."""
+    notify_settings.NOTIFY_LATE_CHECK_SECONDS = 2.0
+    push = WebPush()
+    dispatcher = Dispatcher({"push": push, "email": Email()})
+    notifier = Notifier(dispatcher)
+    world = make_world(orders=("OUT_FOR_DELIVERY",), couriers=("rider",))
+    _subscribe(push_service, world.alice.user, "phone")
+    notifier.handle(_statuses(world.order))  # out for delivery: the window is told
+    order = world.order
+
+    def point(version: int, km_off: float) -> tuple[Topic, bytes, bytes]:
+        event = dataclasses.replace(
+            delivery_event(order.pk, version, order.delivery_lat + km_off / 111, order.delivery_lon,
+                           courier_id=world.couriers[0].pk, restaurant_id=world.restaurant.pk),
+            customer_id=order.customer_id, distance_left_km=max(km_off, 0.1),
+            destination_lat=order.delivery_lat, destination_lon=order.delivery_lon,
+        )  # fmt: skip
+        return (Topic.DELIVERY_STATUSES, event.key(), event.to_json())
+
+    late = Delivery.objects.filter(moment=Moment.RUNNING_LATE)
+    try:
+        # At the door, then 40 km off (a wrong turn) within the interval: that one is unread.
+        notifier.handle([point(10, 0.0), point(11, 40.0)])
+        assert not late.exists()
+        time.sleep(2.1)
+        notifier.handle([point(12, 40.0), point(13, 40.0)])
+        assert late.count() == 1
+        wait_until(lambda: len(push_service.of("phone")) == 3, 20, "three pushes")
+        assert [p["moment"] for p in push_service.of("phone")][-1] == "running_late"
+    finally:
+        dispatcher.close()
+        push.close()

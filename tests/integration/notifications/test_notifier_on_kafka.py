@@ -28,7 +28,7 @@ from localrun.pushservice import PushService
 from runtime import kafka
 from runtime.conf import BASE_DIR
 from tests.factories import make_world
-from tests.fixtures_pinot import order_event_of
+from tests.fixtures_pinot import delivery_event
 from tests.integration.notifications.test_channels import Mailbox
 from tests.waiting import wait_until
 from tracker.notifications import services, vapid
@@ -197,23 +197,20 @@ def test_a_late_order_is_told_once(world_of_parts):
     _relay()
     wait_until(lambda: ToldWindow.objects.filter(order_id=world.order.pk).exists(), 60, "told")
     told = ToldWindow.objects.get(order_id=world.order.pk)
-    picked_up = int(world.order.status_changed_at.timestamp() * 1000)
-    # The courier is 40 km off (a wrong turn): every record predicts the arrival far past
-    # the latest time told; several records, and their redelivery, announce one slip.
+    # The courier is 40 km off (a wrong turn): every point predicts the arrival far past
+    # the latest time told; several points, and their redelivery, announce one slip.
     lat, lon = world.order.delivery_lat + 0.36, world.order.delivery_lon
     producer = kafka.producer()
     for version in range(3):
-        at = now_ms() - 1000 + version
-        record = order_event_of(
-            world.order, 10 + version, "OUT_FOR_DELIVERY",
-            status_times={"OUT_FOR_DELIVERY": picked_up}, status_time=picked_up,
-            courier=(world.couriers[0].pk, lat, lon, at), distance_left_km=40.0,
+        point = delivery_event(
+            world.order.pk, 10 + version, lat, lon, at=now_ms() - 1000 + version,
+            courier_id=world.couriers[0].pk, restaurant_id=world.restaurant.pk,
         )  # fmt: skip
-        record = dataclasses.replace(  # where this order really goes
-            record, restaurant_lat=world.restaurant.lat, restaurant_lon=world.restaurant.lon,
-            delivery_lat=world.order.delivery_lat, delivery_lon=world.order.delivery_lon,
+        point = dataclasses.replace(  # where this order really goes
+            point, customer_id=world.order.customer_id, distance_left_km=40.0,
+            destination_lat=world.order.delivery_lat, destination_lon=world.order.delivery_lon,
         )  # fmt: skip
-        kafka.publish(producer, record)
+        kafka.publish(producer, point)
     producer.flush(10)
     wait_until(
         lambda: [p["moment"] for p in parts["push"].of("phone")][-1:] == ["running_late"],

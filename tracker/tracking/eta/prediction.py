@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contract import geo
-from contract.events import LIFECYCLE, OrderEnriched, OrderStatus
+from contract.events import LIFECYCLE, DeliveryStatus, OrderEnriched, OrderStatus
 from tracker.tracking.eta.stats import (
     BEARING_BUCKET_DEG,
     DAY_MS,
@@ -60,6 +60,17 @@ class Trip:
             (event.delivery_lat, event.delivery_lon), event.distance_left_km,
             (event.courier_lat, event.courier_lon)
             if event.courier_lat is not None and event.courier_lon is not None else None,
+        )  # fmt: skip
+
+    @classmethod
+    def of_delivery(cls, event: DeliveryStatus) -> Trip:
+        """From a courier's point on the road (``delivery_statuses``, a third of an
+        ``orders_enriched`` record): a ride's prediction rests on the point, the distance
+        left and the door; the restaurant's place and the pickup time do not enter it."""
+        point = (event.lat, event.lon)
+        return cls(
+            event.restaurant_id, event.status, event.event_time, point,
+            (event.destination_lat, event.destination_lon), event.distance_left_km, point,
         )  # fmt: skip
 
     @classmethod

@@ -10,7 +10,7 @@ from tracker.notifications import follow, vapid
 
 class Command(BaseCommand):
     help = (
-        "Decide customers' notification moments from order_statuses and orders_enriched and "
+        "Decide customers' notification moments from order_statuses and delivery_statuses and "
         "send them by Web Push and email, each at most once per order, moment and target."
     )
 
@@ -26,6 +26,6 @@ class Command(BaseCommand):
             )
             raise SystemExit(2)
         serve_metrics("notifier")
-        self.stdout.write("notifier: following order_statuses and orders_enriched")
+        self.stdout.write("notifier: following order_statuses and delivery_statuses")
         self.stdout.flush()
         follow.run(stop)
