@@ -29,6 +29,7 @@ from runtime.conf import env_str
 from tracker.accounts.rates import parse_rate
 from tracker.accounts.security import client_ip, spend
 from tracker.notifications import moments
+from tracker.notifications import selectors as notifications
 from tracker.orders import policy
 from tracker.orders.services import MAX_GPS_CLOCK_SKEW_MS, MAX_POINTS_PER_REQUEST
 from tracker.sharing import selectors as sharing
@@ -68,7 +69,7 @@ def page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         },
         "map": map_config(),
         "lifecycle": [status.value for status in LIFECYCLE],
-        "notifications": moments.page_rule(),
+        "notifications": {**moments.page_rule(), "chosen": notifications.chosen_moments(user)},
         "urls": {
             "order": reverse("frontend:order", args=[0]).replace("/0/", "/{id}/"),
             "myOrders": reverse("frontend:my-orders"),

@@ -24,6 +24,15 @@ def preferences_of(customer: Customer) -> NotificationPreferences:
     return found or NotificationPreferences(customer=customer)
 
 
+def chosen_moments(user: AbstractBaseUser) -> list[str] | None:
+    """The moments a signed-in customer chose to be told of (their open tab announces only
+    these, as the notifier pushes only these); None for anyone who is not a customer."""
+    if not user.is_authenticated:
+        return None
+    customer = Customer.objects.filter(user=user).first()
+    return None if customer is None else list(preferences_of(customer).moments)
+
+
 def customer_by_user(user_id: int) -> Customer | None:
     """The active customer of a user id (an unsubscribe link names one)."""
     return Customer.objects.filter(user_id=user_id, user__is_active=True).first()

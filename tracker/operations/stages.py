@@ -41,7 +41,7 @@ STAGES = (
         "notifier",
         "Notifier",
         "notifier",
-        (Topic.ORDER_STATUSES, Topic.ORDERS_ENRICHED),
+        (Topic.ORDER_STATUSES, Topic.DELIVERY_STATUSES),  # notifier.TOPICS (a test holds it)
         optional=True,
     ),
 )

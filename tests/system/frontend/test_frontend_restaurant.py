@@ -258,8 +258,17 @@ async def test_a_customer_manages_delivery_addresses_with_a_map_pin(page, pinot,
 async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
     browser, asgi_server, pinot, asgi_lifespan
 ):
+    from channels.db import database_sync_to_async
+
+    from tracker.notifications.models import NotificationPreferences
+
     world, t0 = await _published(pinot, await amake_world(**WORLD))
     order = world.order
+    # She chose not to hear that it left the restaurant (the settings page): nor from the tab.
+    chosen = [m.value for m in Moment if m is not Moment.OUT_FOR_DELIVERY]
+    await database_sync_to_async(NotificationPreferences.objects.create)(
+        customer=world.alice, moments=chosen
+    )
     context = await browser.new_context(base_url=asgi_server.url)
     await context.grant_permissions(["notifications"], origin=asgi_server.url)
     # Headless Chromium has no window to put in the background: the page is told it is
@@ -283,12 +292,15 @@ async def test_a_status_change_in_a_background_tab_notifies_once_allowed(
         await pinot.apublish(order_event_of(order, 2, "ORDER_CONFIRMED", created_at=t0))
         await expect(page).to_have_title(re.compile(r"^Confirmed · Order #"))
         assert await page.evaluate("window.__shown.length") == 0
-        # In the background: a kitchen step only moves the title; a moment notifies, with
-        # the tag the server's push of that moment carries (one replaces the other).
+        # In the background: a kitchen step only moves the title, as does a moment she
+        # turned off; a moment notifies, with the tag the server's push of that moment
+        # carries (one replaces the other).
         await page.evaluate("window.__hidden = true")
         await pinot.apublish(order_event_of(order, 3, "BEING_PREPARED", created_at=t0))
         await expect(page).to_have_title(re.compile(r"^Being prepared · Order #"))
-        await pinot.apublish(order_event_of(order, 4, "CANCELLED", created_at=t0))
+        await pinot.apublish(order_event_of(order, 4, "OUT_FOR_DELIVERY", created_at=t0))
+        await expect(page).to_have_title(re.compile(r"^Out for delivery · Order #"))
+        await pinot.apublish(order_event_of(order, 5, "CANCELLED", created_at=t0))
         await expect(page).to_have_title(re.compile(r"^Cancelled · Order #"))
         await page.wait_for_function("window.__shown.length > 0")
         shown = await page.evaluate("window.__shown")

@@ -3,7 +3,8 @@
  * only after the customer said yes (the "Notify me" button asks; nothing asks on
  * page load). The tab title carries the status too, so it shows in the tab strip.
  *
- * Only the moments the server pushes are announced, each with the server's tag
+ * Only the moments the server pushes are announced, and of those only the ones the
+ * customer chose on the settings page (`chosen`), each with the server's tag
  * (`config.notifications`, from tracker/notifications/moments.py): the open tab's
  * notification and the pushed one of the same moment replace each other, never double.
  * Where the browser has our service worker, the notification is shown through it (the
@@ -14,7 +15,7 @@ import { h, replace, toast } from "./dom.js";
 import { label } from "./status.js";
 
 const supported = typeof window !== "undefined" && "Notification" in window;
-const rule = config.notifications || { tagFormat: "order-{order_id}-{moment}", momentOfStatus: {}, moments: {}, wording: {} };
+const rule = config.notifications || { tagFormat: "order-{order_id}-{moment}", momentOfStatus: {}, moments: {}, wording: {}, chosen: null };
 
 /** "In the oven · Order #12 · Ordertrack" */
 export function titleForStatus(orderId, status) {
@@ -63,6 +64,7 @@ async function workerRegistration() {
  */
 export async function notifyStatus(orderId, status) {
   const moment = momentOf(status);
+  if (moment && rule.chosen && !rule.chosen.includes(moment)) return false; // turned off in the settings
   const words = moment ? wordingFor(orderId, moment) : null;
   if (!words || !supported || Notification.permission !== "granted" || !document.hidden) return false;
   const url = orderUrl(orderId);
