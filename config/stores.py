@@ -16,9 +16,12 @@ read counted twice).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from redis.maint_notifications import MaintNotificationsConfig
+
+from runtime.conf import var_dir
 
 #: What every Redis pool of ours is built with (Django's cache passes its ``OPTIONS`` to
 #: redis-py's pool; channels_redis passes the rest of a host's entry).
@@ -41,12 +44,23 @@ CHANNEL_LAYER_SOCKET_TIMEOUT_S = 10
 CACHE_SOCKET_TIMEOUT_S = 2
 
 
-def cache_settings(redis_url: str) -> dict[str, dict[str, Any]]:
-    """``CACHES``: the throttles' counters (``default``) and the version register
-    (``versions``), both in Redis when ``redis_url`` is set."""
+def cache_settings(redis_url: str, local_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """``CACHES``: the throttles' counters (``default``), the version register
+    (``versions``) and socket tickets (``tickets``), all in Redis when ``redis_url`` is
+    set. Without Redis the first two are each process's own; tickets are files under
+    ``local_dir`` (``var/cache``), because a ticket issued by one web process (``make run`` runs two) is
+    redeemed by whichever one the socket reaches (a file's removal has one winner)."""
     if not redis_url:
+        local_dir = local_dir or var_dir() / "cache"
         return {
             "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+            "tickets": {
+                "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                "LOCATION": str(local_dir / "socket-tickets"),
+                # Culled (a third, at random) only past this many: a live one is never
+                # culled under a local run's load (a ticket lives 30 s).
+                "OPTIONS": {"MAX_ENTRIES": 10_000},
+            },
             # Not in "default": the local form keeps 300 entries, and one entry per
             # recent order would cull the throttles' counters.
             "versions": {
@@ -68,7 +82,11 @@ def cache_settings(redis_url: str) -> dict[str, dict[str, Any]]:
             **more,
         }
 
-    return {"default": redis(), "versions": redis(KEY_PREFIX="versions")}
+    return {
+        "default": redis(),
+        "versions": redis(KEY_PREFIX="versions"),
+        "tickets": redis(KEY_PREFIX="tickets"),
+    }
 
 
 def channel_layer_settings(redis_url: str) -> dict[str, dict[str, Any]]:

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from tracker.accounts.models import ApiToken
 from tracker.accounts.security import sealed_key
-from tracker.cache.counters import cache
+from tracker.cache.counters import tickets
 from tracker.sharing.tokens import digest
 
 if TYPE_CHECKING:
@@ -81,8 +81,8 @@ Credential = tuple[str, str]
 
 def issue_socket_ticket(user: AbstractBaseUser, token: ApiToken | None, session: str | None) -> str:
     """A ticket for one socket of ``user``, standing for ``token`` (an API token) or, for
-    a browser signed in with its session, ``session``. Kept in the cache (Redis in
-    production, so any web process may redeem it) under its digest, with the token's id
+    a browser signed in with its session, ``session``. Kept in the ``tickets`` cache (Redis
+    in production, files in ``make run``: any web process may redeem it) under its digest, with the token's id
     and a fresh seal of the user's password (:func:`sealed_key`, stored nowhere else and
     opening nothing: no token row has its digest), so a password change revokes it too."""
     if token is not None:
@@ -92,7 +92,7 @@ def issue_socket_ticket(user: AbstractBaseUser, token: ApiToken | None, session:
     else:
         raise ValueError("a socket ticket stands for a token or a session")
     ticket = secrets.token_urlsafe(TICKET_BYTES)
-    cache.set(
+    tickets.set(
         _TICKET_KEY.format(digest(ticket)), credential, timeout=settings.SOCKET_TICKET_SECONDS
     )
     return ticket
@@ -105,7 +105,7 @@ def redeem_socket_ticket(ticket: str) -> Credential | None:
     if not ticket or len(ticket) > 64:
         return None
     key = _TICKET_KEY.format(digest(ticket))
-    credential = cache.get(key)
-    if credential is None or not cache.delete(key):
+    credential = tickets.get(key)
+    if credential is None or not tickets.delete(key):
         return None
     return tuple(credential)

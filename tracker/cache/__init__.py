@@ -15,6 +15,7 @@
 | A window told of an order on the road (the notifier's) | ``notifier.Notifier._told``: order id -> ``ToldWindow`` or none told (100,000) | this notifier telling or moving it; 60 s (another replica may move it after a rebalance); LRU | 60 s: a slip seen against an older window is refused by the window's own version (``slips``) and read again |
 | Orders checked for "running late" lately (the notifier's) | ``notifier.Notifier._checked``: order id (100,000) | ``NOTIFY_LATE_CHECK_SECONDS`` (15 s); LRU | a slip is told up to that much later |
 | Budgets, socket slots, sign-in attempts | Django cache ``default`` (``counters.cache``) | their own timeouts | counters, not data |
+| One-time socket tickets | Django cache ``tickets`` (``counters.tickets``; Redis in production, files in ``var/cache/socket-tickets`` without it, so any web process redeems one): ``socket-ticket:<SHA-256 of the ticket>`` -> what it stands for | its redemption (the first delete wins); 30 s (``SOCKET_TICKET_SECONDS``) | never: used once |
 
 The bounded map is cachetools' ``LRUCache`` (:mod:`tracker.cache.maps`), also for the push
 bridge's per-order memory and each socket's versions; its expiring form for the notifier's. Django's caches are ``LocMemCache``

@@ -1,14 +1,18 @@
 """Counters and leases every process shares: request budgets, sign-in attempts, socket
-slots, the health check's round trip. Django's ``default`` cache (Redis in production),
-reached through here so that this package is the only one that talks to a cache."""
+slots, the health check's round trip: Django's ``default`` cache (Redis in production);
+and socket tickets, its ``tickets`` cache (Redis, or files any local process reads).
+Reached through here so that this package is the only one that talks to a cache."""
 
 from __future__ import annotations
 
 import time
 
-from django.core.cache import cache
+from django.core.cache import cache, caches
 
-__all__ = ["SlidingWindow", "cache"]
+__all__ = ["SlidingWindow", "cache", "tickets"]
+
+#: One-time socket tickets (``tracker.accounts.services``): redeemed by any web process.
+tickets = caches["tickets"]
 
 
 class SlidingWindow:
