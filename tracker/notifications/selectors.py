@@ -27,9 +27,7 @@ def preferences_of(customer: Customer) -> NotificationPreferences:
 def chosen_moments(user: AbstractBaseUser) -> list[str] | None:
     """The moments a signed-in customer chose to be told of (their open tab announces only
     these, as the notifier pushes only these); None for anyone who is not a customer."""
-    if not user.is_authenticated:
-        return None
-    customer = Customer.objects.filter(user=user).first()
+    customer = customer_by_user(user.pk) if user.is_authenticated else None
     return None if customer is None else list(preferences_of(customer).moments)
 
 
