@@ -16,7 +16,6 @@ read counted twice).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from redis.maint_notifications import MaintNotificationsConfig
@@ -44,19 +43,18 @@ CHANNEL_LAYER_SOCKET_TIMEOUT_S = 10
 CACHE_SOCKET_TIMEOUT_S = 2
 
 
-def cache_settings(redis_url: str, local_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+def cache_settings(redis_url: str) -> dict[str, dict[str, Any]]:
     """``CACHES``: the throttles' counters (``default``), the version register
     (``versions``) and socket tickets (``tickets``), all in Redis when ``redis_url`` is
     set. Without Redis the first two are each process's own; tickets are files under
-    ``local_dir`` (``var/cache``), because a ticket issued by one web process (``make run`` runs two) is
+    ``var/cache``, because a ticket issued by one web process (``make run`` runs two) is
     redeemed by whichever one the socket reaches (a file's removal has one winner)."""
     if not redis_url:
-        local_dir = local_dir or var_dir() / "cache"
         return {
             "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
             "tickets": {
                 "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                "LOCATION": str(local_dir / "socket-tickets"),
+                "LOCATION": str(var_dir() / "cache" / "socket-tickets"),
                 # Culled (a third, at random) only past this many: a live one is never
                 # culled under a local run's load (a ticket lives 30 s).
                 "OPTIONS": {"MAX_ENTRIES": 10_000},

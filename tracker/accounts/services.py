@@ -82,8 +82,8 @@ Credential = tuple[str, str]
 def issue_socket_ticket(user: AbstractBaseUser, token: ApiToken | None, session: str | None) -> str:
     """A ticket for one socket of ``user``, standing for ``token`` (an API token) or, for
     a browser signed in with its session, ``session``. Kept in the ``tickets`` cache (Redis
-    in production, files in ``make run``: any web process may redeem it) under its digest, with the token's id
-    and a fresh seal of the user's password (:func:`sealed_key`, stored nowhere else and
+    in production, files in ``make run``: any web process may redeem it) under its digest,
+    with the token's id and a fresh seal of the user's password (:func:`sealed_key`, stored nowhere else and
     opening nothing: no token row has its digest), so a password change revokes it too."""
     if token is not None:
         credential: Credential = ("token-id", f"{token.pk}:{sealed_key(user)}")

@@ -5,10 +5,10 @@ partition, so one replica decides an order's moments in order), and the group's 
 offsets are both where a restarted notifier resumes and the position pipeline health
 compares with the topics' ends (:mod:`runtime.offsets` reads every ``ordertrack-position.``
 group). Offsets are committed after a poll's rows are in the delivery log, at most every
-``COMMIT_SECONDS`` (a record redelivered after a crash finds its rows and sends nothing). A new group, or
-offsets lost with a rebuild of the topics, starts at the earliest record: the log makes the
-moments already shown a no-op, and anything older than ``NOTIFY_MAX_AGE_SECONDS`` is
-logged as dropped.
+``COMMIT_SECONDS`` (a record redelivered after a crash finds its rows and sends nothing).
+A new group, or offsets lost with a rebuild of the topics, starts at the earliest record:
+the log makes the moments already shown a no-op, and anything older than
+``NOTIFY_MAX_AGE_SECONDS`` is logged as dropped.
 """
 
 from __future__ import annotations
